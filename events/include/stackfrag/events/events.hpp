@@ -1,0 +1,212 @@
+// The event stream: every fact the decoder learns about a JVM arrives as one of these value types,
+// time-stamped on CLOCK_MONOTONIC — produced live by the agent, stored verbatim by a recording, replayed from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace sf {
+
+// The user registers requested from perf (PERF_SAMPLE_REGS_USER) or copied from a signal's
+// ucontext. Why each is needed: shared/docs/hotspot-frames.md §h (BX/R13/AX for frames under
+// construction in the interpreter, R13 for the top frame's bcp, R15 = JavaThread* in Java code).
+struct Registers {
+    uint64_t ip = 0;
+    uint64_t sp = 0;
+    uint64_t bp = 0;
+    uint64_t ax = 0;
+    uint64_t bx = 0;
+    uint64_t r13 = 0;
+    uint64_t r15 = 0;
+    bool operator==(const Registers&) const = default;
+};
+
+enum class SampleSource : uint8_t { kPerf = 1, kSignal = 2 };
+
+// One stack snapshot: the registers and `stack.size()` bytes copied from address `stack_sp` upwards
+// (perf's dyn_size bytes; shorter than requested when the thread's stack top is closer).
+struct Sample {
+    uint64_t time_ns = 0;
+    uint32_t pid = 0;
+    uint32_t tid = 0;
+    SampleSource source = SampleSource::kPerf;
+    Registers regs;
+    uint64_t stack_sp = 0;
+    std::vector<uint8_t> stack;
+    bool operator==(const Sample&) const = default;
+};
+
+// What kind of compiled code a CodeLoad describes (hotspot-frames.md §b.4).
+enum class CodeKind : uint8_t {
+    kNmethod = 1,                 // C1/C2 compiled Java method
+    kOsr = 2,                     // on-stack-replacement nmethod; osr_bci says where it entered
+    kNativeWrapper = 3,           // "native nmethod" with a real rbp frame (JNI wrapper)
+    kMethodHandleIntrinsic = 4,   // "native nmethod" with frame size 0 (linkTo*, invokeBasic)
+};
+
+// One Java frame of an inline chain or an oracle trace.
+struct MethodBci {
+    uint64_t method_id = 0;   // the jmethodID, the stream's name for a method
+    int32_t bci = -1;
+    bool operator==(const MethodBci&) const = default;
+};
+
+// A PcDesc with a scope: frames[first, first + count) of the owning CodeLoad, innermost first.
+struct PcScope {
+    uint32_t pc_offset = 0;   // from code_begin
+    uint32_t first = 0;
+    uint32_t count = 0;
+    bool operator==(const PcScope&) const = default;
+};
+
+// A compiled method appeared in the CodeCache (JVMTI CompiledMethodLoad / GenerateEvents),
+// with everything about its frames that the decoder needs, read while the nmethod was alive.
+struct CodeLoad {
+    uint64_t time_ns = 0;
+    uint64_t method_id = 0;
+    uint64_t code_begin = 0;          // CodeBlob code_begin (== JVMTI code_addr)
+    uint64_t code_end = 0;            // exclusive
+    uint64_t entry = 0;               // unverified entry point
+    uint64_t verified_entry = 0;
+    int32_t frame_size_words = -1;    // CodeBlob::_frame_size, incl. return address and saved rbp
+    int32_t frame_complete_offset = -1;
+    int32_t comp_level = 0;
+    CodeKind kind = CodeKind::kNmethod;
+    int32_t osr_bci = -1;
+    uint64_t deopt_handler = 0;       // 0 when unknown
+    int32_t orig_pc_offset = -1;      // byte offset from the frame's sp of the saved pc after deopt
+    std::vector<PcScope> scopes;      // sorted by pc_offset
+    std::vector<MethodBci> frames;
+    bool operator==(const CodeLoad&) const = default;
+};
+
+// A compiled method left the CodeCache; its range may be reused by later code.
+struct CodeUnload {
+    uint64_t time_ns = 0;
+    uint64_t method_id = 0;
+    uint64_t code_begin = 0;
+    bool operator==(const CodeUnload&) const = default;
+};
+
+// A stub, adapter or other generated code (JVMTI DynamicCodeGenerated, CodeCache walk).
+struct Stub {
+    uint64_t time_ns = 0;
+    std::string name;
+    uint64_t begin = 0;
+    uint64_t end = 0;                 // exclusive
+    int32_t frame_size_words = -1;    // -1 when the VM does not know it (BufferBlobs, adapters)
+    bool operator==(const Stub&) const = default;
+};
+
+struct LineEntry {
+    int32_t start_bci = 0;
+    int32_t line = 0;
+    bool operator==(const LineEntry&) const = default;
+};
+
+// A Java method the decoder may meet: in inline chains (by jmethodID) and in interpreted frames
+// (by the raw Method* found on the stack, accepted only once announced here).
+struct MethodInfo {
+    uint64_t time_ns = 0;             // from when this mapping holds
+    uint64_t method_id = 0;           // jmethodID
+    uint64_t method_ptr = 0;          // Method*
+    uint64_t bytecode_begin = 0;      // ConstMethod* + sizeof(ConstMethod): bci = bcp - bytecode_begin
+    uint32_t bytecode_size = 0;
+    uint32_t access_flags = 0;        // JVM_ACC_* (native = 0x0100)
+    std::string class_name;           // JVM internal form: java/lang/String
+    std::string name;
+    std::string signature;
+    std::string source_file;
+    std::vector<LineEntry> lines;     // sorted by start_bci
+    bool operator==(const MethodInfo&) const = default;
+};
+
+// Which per-JDK table of frame and structure facts applies.
+enum class VmLayout : uint8_t { kUnknown = 0, kJdk17 = 17, kJdk25 = 25 };
+
+struct CodeRange {
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    std::string description;
+    bool operator==(const CodeRange&) const = default;
+};
+
+// Facts about the VM that hold for its whole life, sent once before any sample.
+struct VmInfo {
+    uint64_t time_ns = 0;
+    uint32_t pid = 0;
+    int32_t jdk_major = 0;
+    std::string vm_version;
+    VmLayout layout = VmLayout::kUnknown;
+    uint64_t call_stub_return = 0;    // *StubRoutines::_call_stub_return_address
+    uint64_t interpreter_begin = 0;
+    uint64_t interpreter_end = 0;
+    std::vector<CodeRange> entry_codelets;   // interpreter "method entry point" codelets
+    uint64_t code_cache_low = 0;
+    uint64_t code_cache_high = 0;
+    uint64_t continuation_return_pc = 0;     // JDK 21+: ContinuationEntry::_return_pc, else 0
+    uint32_t sample_stack_bytes = 0;         // requested fragment size
+    uint64_t sample_period_ns = 0;
+    bool operator==(const VmInfo&) const = default;
+};
+
+// A sample taken by the validate oracle: the same registers and fragment perf would copy, plus what
+// AsyncGetCallTrace returned at that instant (agct_status = num_frames when > 0, else its error code).
+struct Oracle {
+    Sample sample;
+    int32_t agct_status = 0;
+    std::vector<MethodBci> frames;    // top first
+    bool operator==(const Oracle&) const = default;
+};
+
+// A Java thread was started or ended (names the tid in reports).
+struct ThreadInfo {
+    uint64_t time_ns = 0;
+    uint32_t tid = 0;
+    bool ended = false;
+    std::string name;
+    bool operator==(const ThreadInfo&) const = default;
+};
+
+// The kernel or the agent dropped samples.
+struct Lost {
+    uint64_t time_ns = 0;
+    uint32_t tid = 0;                 // 0 when not known
+    uint64_t count = 0;
+    bool operator==(const Lost&) const = default;
+};
+
+// A file mapped executable into the process (from /proc/pid/maps), for unwinding native frames.
+struct ModuleMap {
+    uint64_t time_ns = 0;
+    uint64_t begin = 0;
+    uint64_t end = 0;
+    uint64_t file_offset = 0;
+    std::string path;
+    bool operator==(const ModuleMap&) const = default;
+};
+
+using Event = std::variant<Sample, CodeLoad, CodeUnload, Stub, MethodInfo, VmInfo, Oracle, ThreadInfo,
+                           Lost, ModuleMap>;
+
+// Stable names, used by `stackfrag dump --json` and the recording format's kind numbers.
+enum class EventKind : uint8_t {
+    kSample = 1,
+    kCodeLoad = 2,
+    kCodeUnload = 3,
+    kStub = 4,
+    kMethod = 5,
+    kVmInfo = 6,
+    kOracle = 7,
+    kThread = 8,
+    kLost = 9,
+    kModule = 10,
+};
+
+EventKind kind_of(const Event& event);
+const char* kind_name(EventKind kind);   // "sample", "code_load", ... "module"
+uint64_t time_of(const Event& event);
+
+}  // namespace sf

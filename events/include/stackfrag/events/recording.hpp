@@ -1,0 +1,64 @@
+// Recording files: the event stream stored verbatim in versioned, checksummed, zstd-compressed
+// chunks (docs/recording-format.md); a damaged file yields every event before the damage.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "stackfrag/base/result.hpp"
+#include "stackfrag/events/events.hpp"
+
+namespace sf {
+
+struct RecordingHeader {
+    uint32_t version = 1;
+    uint32_t pid = 0;
+    uint64_t created_unix_ns = 0;     // wall clock, for people
+    uint64_t created_monotonic_ns = 0;
+    std::string producer;             // e.g. "stackfrag-agent 0.1"
+    std::string command_line;         // the JVM's or the tool's, when known
+};
+
+// Appends events to a new file. Not thread-safe: one writer thread owns it.
+class RecordingWriter {
+public:
+    // Creates `path` with mode 0600; refuses to follow a symlink or to replace an existing file.
+    static Result<std::unique_ptr<RecordingWriter>> create(const std::string& path,
+                                                           const RecordingHeader& header);
+    virtual ~RecordingWriter() = default;
+
+    // Buffers the event; a full chunk is compressed and written.
+    virtual Status write(const Event& event) = 0;
+    // Writes the buffered events as a chunk (and fsyncs nothing: the OS decides).
+    virtual Status flush() = 0;
+    // Flushes and closes; later writes fail.
+    virtual Status close() = 0;
+
+    virtual uint64_t events_written() const = 0;
+    virtual uint64_t bytes_written() const = 0;
+};
+
+// Where a read stopped early: the byte offset of the damaged chunk and why.
+struct RecordingDamage {
+    uint64_t offset = 0;
+    Error error;
+};
+
+// Yields events in file order. After a damaged or truncated chunk, next() returns nullopt and
+// damage() says where and why; every event before that chunk has been delivered.
+class RecordingReader {
+public:
+    static Result<std::unique_ptr<RecordingReader>> open(const std::string& path);
+    virtual ~RecordingReader() = default;
+
+    virtual const RecordingHeader& header() const = 0;
+    // The next event, or nullopt at the end of the file or at damage.
+    virtual std::optional<Event> next() = 0;
+    virtual const std::optional<RecordingDamage>& damage() const = 0;
+    // Byte offset of the chunk that yielded the last event.
+    virtual uint64_t offset() const = 0;
+};
+
+}  // namespace sf

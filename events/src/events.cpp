@@ -1,0 +1,55 @@
+#include "stackfrag/events/events.hpp"
+
+#include <type_traits>
+
+namespace sf {
+
+namespace {
+template <class T>
+constexpr EventKind kind_for() {
+    if constexpr (std::is_same_v<T, Sample>) return EventKind::kSample;
+    else if constexpr (std::is_same_v<T, CodeLoad>) return EventKind::kCodeLoad;
+    else if constexpr (std::is_same_v<T, CodeUnload>) return EventKind::kCodeUnload;
+    else if constexpr (std::is_same_v<T, Stub>) return EventKind::kStub;
+    else if constexpr (std::is_same_v<T, MethodInfo>) return EventKind::kMethod;
+    else if constexpr (std::is_same_v<T, VmInfo>) return EventKind::kVmInfo;
+    else if constexpr (std::is_same_v<T, Oracle>) return EventKind::kOracle;
+    else if constexpr (std::is_same_v<T, ThreadInfo>) return EventKind::kThread;
+    else if constexpr (std::is_same_v<T, Lost>) return EventKind::kLost;
+    else {
+        static_assert(std::is_same_v<T, ModuleMap>, "every Event alternative needs a kind");
+        return EventKind::kModule;
+    }
+}
+}  // namespace
+
+EventKind kind_of(const Event& event) {
+    return std::visit([](const auto& e) { return kind_for<std::decay_t<decltype(e)>>(); }, event);
+}
+
+const char* kind_name(EventKind kind) {
+    switch (kind) {
+        case EventKind::kSample: return "sample";
+        case EventKind::kCodeLoad: return "code_load";
+        case EventKind::kCodeUnload: return "code_unload";
+        case EventKind::kStub: return "stub";
+        case EventKind::kMethod: return "method";
+        case EventKind::kVmInfo: return "vm_info";
+        case EventKind::kOracle: return "oracle";
+        case EventKind::kThread: return "thread";
+        case EventKind::kLost: return "lost";
+        case EventKind::kModule: return "module";
+    }
+    return "unknown";
+}
+
+uint64_t time_of(const Event& event) {
+    return std::visit(
+        [](const auto& e) -> uint64_t {
+            if constexpr (std::is_same_v<std::decay_t<decltype(e)>, Oracle>) return e.sample.time_ns;
+            else return e.time_ns;
+        },
+        event);
+}
+
+}  // namespace sf

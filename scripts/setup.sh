@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian 12 packages stackfrag needs to build, test and demo.
+# Idempotent and non-interactive: runs apt-get (with one `apt-get update`) only when something is missing.
+set -euo pipefail
+
+PKGS=(
+  g++ cmake make pkg-config       # toolchain
+  openjdk-17-jdk-headless         # jvmti.h, and the JVM the integration tests and demo run
+  catch2                          # unit and integration tests
+  libunwind-dev                   # native frames: unwinding over a stack snapshot
+  libboost-dev                    # Boost.Lockfree queues between agent threads
+  libcli11-dev                    # command line of the stackfrag tool
+  libfmt-dev                      # formatting in tools and reports
+  nlohmann-json3-dev              # --json outputs and the CCT json format
+  libzstd-dev                     # recording chunk compression
+  zlib1g-dev                      # crc32 of recording chunks; gzip of pprof output
+  libprotozero-dev                # pprof protobuf encoding
+  libzydis-dev                    # x86 instruction decoding for prologue/stub analysis
+)
+PKGS+=("${STACKFRAG_EXTRA_PKGS[@]:-}")
+
+missing=()
+for p in "${PKGS[@]}"; do
+  [ -n "$p" ] || continue
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The shared workloads (Xalan, Lucene, H2, Jython packages) used by integration tests and benches.
+SHARED="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/../shared"
+if [ -x "$SHARED/bench/workloads/install.sh" ]; then
+  "$SHARED/bench/workloads/install.sh" >/dev/null
+fi
