@@ -1,0 +1,68 @@
+// What the decoder produces for one snapshot: the frames it found (top first) and whether the
+// walk reached the thread's first entry frame, ran off the fragment, or failed, with the reason.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sf {
+
+enum class FrameKind : uint8_t {
+    kInterpreted = 1,
+    kCompiled = 2,        // C1/C2 code; comp_level says which tier
+    kInlined = 3,         // a method inlined into the compiled frame below it in the list
+    kNativeWrapper = 4,   // the JNI wrapper nmethod of a native method
+    kNative = 5,          // C/C++ code (libjvm, libc, JNI libraries), with a symbol when known
+    kStub = 6,            // a runtime stub, adapter or interpreter codelet with no Java method
+};
+
+const char* frame_kind_name(FrameKind kind);   // "interpreted", "compiled", ...
+
+struct Frame {
+    FrameKind kind = FrameKind::kNative;
+    uint64_t method_id = 0;     // jmethodID for Java frames, 0 otherwise
+    int32_t bci = -1;           // -1 when unknown or not Java
+    int32_t comp_level = 0;     // for kCompiled / kInlined
+    uint64_t pc = 0;
+    std::string symbol;         // kNative / kStub: symbol or stub name ("" when unknown)
+    bool operator==(const Frame&) const = default;
+};
+
+enum class TraceStatus : uint8_t {
+    kComplete = 1,     // reached the thread's first entry frame
+    kIncomplete = 2,   // the fragment ended before the first entry frame; frames are the top part
+    kFailed = 3,       // could not be decoded; `failure` says why, frames are not to be trusted
+};
+
+// Why a snapshot could not be decoded; documented one by one in docs/decoding.md.
+enum class FailReason : uint8_t {
+    kNone = 0,
+    kNoCodeMap,            // no VmInfo yet: the decoder knows nothing about this VM
+    kEmptyStack,           // no fragment bytes
+    kUnknownPc,            // pc in no known code, and native unwinding failed too
+    kNativeUnwindFailed,   // native code at the top that neither libunwind nor rbp could leave
+    kSpOutOfFragment,      // a frame's sp left the fragment
+    kSpNotIncreasing,      // a frame did not move up the stack (cycle)
+    kUnknownMethod,        // an interpreted frame's Method* was never announced
+    kBadBci,               // bcp outside the method's bytecodes
+    kBadFrameSize,         // a compiled frame with an impossible frame size
+    kNoPcDesc,             // a compiled caller frame whose return address has no PcDesc
+    kStubUnwindFailed,     // a stub of unknown size with no verifiable return address
+    kBadEntryFrame,        // an entry frame whose JavaCallWrapper/anchor is unusable
+    kTooDeep,              // more frames than the decoder's limit
+    kCount
+};
+
+const char* fail_reason_name(FailReason reason);   // stable snake_case names: "unknown_pc", ...
+
+struct CallTrace {
+    uint64_t time_ns = 0;
+    uint32_t tid = 0;
+    TraceStatus status = TraceStatus::kFailed;
+    FailReason failure = FailReason::kNone;
+    std::vector<Frame> frames;   // top (innermost) first
+    bool operator==(const CallTrace&) const = default;
+};
+
+}  // namespace sf

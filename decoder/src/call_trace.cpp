@@ -1,0 +1,38 @@
+#include "stackfrag/decoder/call_trace.hpp"
+
+namespace sf {
+
+const char* frame_kind_name(FrameKind kind) {
+    switch (kind) {
+        case FrameKind::kInterpreted: return "interpreted";
+        case FrameKind::kCompiled: return "compiled";
+        case FrameKind::kInlined: return "inlined";
+        case FrameKind::kNativeWrapper: return "native_wrapper";
+        case FrameKind::kNative: return "native";
+        case FrameKind::kStub: return "stub";
+    }
+    return "unknown";
+}
+
+const char* fail_reason_name(FailReason reason) {
+    switch (reason) {
+        case FailReason::kNone: return "none";
+        case FailReason::kNoCodeMap: return "no_code_map";
+        case FailReason::kEmptyStack: return "empty_stack";
+        case FailReason::kUnknownPc: return "unknown_pc";
+        case FailReason::kNativeUnwindFailed: return "native_unwind_failed";
+        case FailReason::kSpOutOfFragment: return "sp_out_of_fragment";
+        case FailReason::kSpNotIncreasing: return "sp_not_increasing";
+        case FailReason::kUnknownMethod: return "unknown_method";
+        case FailReason::kBadBci: return "bad_bci";
+        case FailReason::kBadFrameSize: return "bad_frame_size";
+        case FailReason::kNoPcDesc: return "no_pc_desc";
+        case FailReason::kStubUnwindFailed: return "stub_unwind_failed";
+        case FailReason::kBadEntryFrame: return "bad_entry_frame";
+        case FailReason::kTooDeep: return "too_deep";
+        case FailReason::kCount: break;
+    }
+    return "unknown";
+}
+
+}  // namespace sf
