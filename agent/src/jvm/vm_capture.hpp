@@ -4,6 +4,8 @@
 
 #include <jvmti.h>
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include "event_sink.hpp"
@@ -11,20 +13,43 @@
 
 namespace sf::agent {
 
+// What the runtime decided about sampling; copied into VmInfo.
+struct SamplingParameters {
+    uint32_t sample_stack_bytes = 0;
+    uint64_t sample_period_ns = 0;
+};
+
 // Owns the VMStructs resolution and turns JVMTI callbacks into CodeLoad / CodeUnload / Stub /
 // MethodInfo / VmInfo events. The agent runtime (agent_entry.cpp) owns the jvmtiEventCallbacks
 // struct and forwards the relevant callbacks here.
+//
+// How the runtime drives it:
+//   1. Agent_OnLoad/OnAttach: VmCapture::add_capabilities(caps) before AddCapabilities; construct.
+//   2. Enable (SetEventNotificationMode) CLASS_PREPARE, COMPILED_METHOD_LOAD,
+//      COMPILED_METHOD_UNLOAD and DYNAMIC_CODE_GENERATED, and forward them to the on_* methods.
+//      Callbacks that arrive before start() are ignored: start() replays everything still alive.
+//   3. At VMInit (OnLoad) or right away (OnAttach, live phase): start(jni, params). It emits VmInfo
+//      first, then the code map; on error, log error().describe() and disable the agent (the
+//      JVM runs on; no VmCapture event has been emitted).
+//   4. From an agent thread, every 100 ms - 1 s: poll(jni). It re-announces methods whose
+//      jmethodID now points to a new Method* (RedefineClasses / RetransformClasses) and walks the
+//      CodeCache for nmethods no CompiledMethodLoad announced.
+//   5. Never destroy it while callbacks may still run (keep it alive until the VM is dead).
 class VmCapture {
 public:
-    // Capabilities VmCapture needs; the runtime adds them before enabling events.
+    // Capabilities VmCapture needs; the runtime adds them before enabling events:
+    // can_generate_compiled_method_load_events, can_get_source_file_name, can_get_line_numbers.
     static void add_capabilities(jvmtiCapabilities& caps);
 
     VmCapture(jvmtiEnv* jvmti, EventSink& sink);
+    ~VmCapture();
+    VmCapture(const VmCapture&) = delete;
+    VmCapture& operator=(const VmCapture&) = delete;
 
-    // At VMInit (or at attach, in the live phase): resolve VMStructs, emit VmInfo, announce every
-    // method of every loaded class, then GenerateEvents for compiled code and dynamic code.
-    // An error means a needed VMStructs entry is missing: the agent logs it and disables itself.
-    Status start(JNIEnv* jni);
+    // Resolve VMStructs, emit VmInfo, walk the CodeCache (Stub for every non-nmethod blob), announce
+    // every method of every prepared class, then GenerateEvents for dynamic code and compiled code.
+    // Must run in the live phase on a thread attached to the VM (jni valid).
+    Status start(JNIEnv* jni, const SamplingParameters& params);
 
     void on_class_prepare(JNIEnv* jni, jthread thread, jclass klass);
     void on_compiled_method_load(jmethodID method, jint code_size, const void* code_addr,
@@ -33,12 +58,15 @@ public:
     void on_compiled_method_unload(jmethodID method, const void* code_addr);
     void on_dynamic_code_generated(const char* name, const void* address, jint length);
 
-    // A one-line description of the resolved layout, for the log.
+    // Periodic work from an agent thread (see step 4 above). Cheap when nothing changed.
+    void poll(JNIEnv* jni);
+
+    // A one-line description of the resolved layout and the counts so far, for the log.
     std::string describe() const;
 
 private:
     struct Impl;
-    Impl* impl_;
+    std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace sf::agent
