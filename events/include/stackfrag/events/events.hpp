@@ -79,6 +79,10 @@ struct CodeLoad {
     int32_t orig_pc_offset = -1;      // byte offset from the frame's sp of the saved pc after deopt
     std::vector<PcScope> scopes;      // sorted by pc_offset
     std::vector<MethodBci> frames;
+    // The instruction bytes [code_begin, code_end) as loaded (JVMTI code_addr/code_size): the decoder
+    // disassembles prologues and epilogues of top frames from them. Empty when not captured; the
+    // decoder then falls back to frame_complete_offset and return-address checks.
+    std::vector<uint8_t> code;
     bool operator==(const CodeLoad&) const = default;
 };
 
