@@ -2,10 +2,13 @@
 // and the reader of the mmap'd rings they fill; never blocks or signals the sampled thread.
 #pragma once
 
+#include <linux/perf_event.h>
 #include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,17 +19,46 @@ namespace sf::kernel {
 
 enum class ClockKind : uint8_t { kTask, kCpu };   // PERF_COUNT_SW_TASK_CLOCK / _CPU_CLOCK
 
+// The smallest period the kernel honours for its hrtimer-driven software clocks; a smaller one
+// would be raised to this silently, so validate() refuses it instead.
+inline constexpr uint64_t kMinPeriodNs = 10'000;
+inline constexpr uint32_t kMaxStackBytes = 65528;
+
+// Defaults chosen with bench/capture (docs/benchmarks.md): a 16 KB fragment makes each sample
+// record ~16.5 KB, so 128 data pages (512 KB) hold ~31 samples, and waking the reader at half
+// the ring leaves it ~1.5 ms at 10 kHz to run before anything is lost. 128 pages + the metadata
+// page is exactly the default kernel.perf_event_mlock_kb (516).
 struct SamplingConfig {
     ClockKind clock = ClockKind::kTask;
     uint64_t period_ns = 1'000'000;
-    uint32_t stack_bytes = 16384;     // multiple of 8, at most 65528
-    uint32_t ring_pages = 64;         // data pages; a power of two
+    uint32_t stack_bytes = 16384;     // multiple of 8, 8..65528
+    uint32_t ring_pages = 128;        // data pages; a power of two
     uint32_t wakeup_bytes = 0;        // watermark; 0 = half the ring
 };
 
 // "100us", "1ms", "10ms", "2s", "500ns", or a bare number of nanoseconds.
 Result<uint64_t> parse_interval(std::string_view text);
+// kInvalidArgument naming the offending field ("period_ns", "stack_bytes", "ring_pages", ...).
 Status validate(const SamplingConfig& config);
+
+// The registers requested with PERF_SAMPLE_REGS_USER; they appear in a sample in the order of
+// their bit numbers: AX, BX, BP, SP, IP, R13, R15.
+uint64_t sample_regs_user_mask();
+// Size in bytes of a sample record for `stack_bytes` of fragment (the kernel always reserves
+// the full requested size; dyn_size says how much of it is valid).
+size_t sample_record_bytes(uint32_t stack_bytes);
+
+// The perf_event_attr a config maps to: disabled, user-only, CLOCK_MONOTONIC time stamps,
+// sample_id_all (so LOST/THROTTLE records carry tid and time). `inherit` is for per-CPU mode.
+perf_event_attr make_attr(const SamplingConfig& config, bool inherit);
+
+// Maps a failed perf_event_open's errno to an Error that says what to do; `what` names the call
+// and its target. Exposed for tools that open events themselves.
+Error perf_open_error(int err, std::string what);
+// Same for a failed mmap of a perf ring of `ring_bytes`.
+Error perf_mmap_error(int err, std::string what, size_t ring_bytes);
+// The CPUs currently online (from /sys/devices/system/cpu/online), for per-CPU mode.
+Result<std::vector<int>> online_cpus();
 
 // Counts kept by a ring reader.
 struct RingStats {
@@ -37,18 +69,20 @@ struct RingStats {
     uint64_t unthrottle = 0;
     uint64_t other = 0;               // records of other types
     uint64_t malformed = 0;           // records whose size did not match their content
-    uint64_t bytes = 0;
+    uint64_t bytes = 0;               // record bytes consumed
+    uint64_t stack_bytes = 0;         // sum of the samples' dyn_size (mean fragment = this / samples)
 };
 
-// A parsed PERF_RECORD_SAMPLE; `stack` points into the reader's scratch buffer and is valid only
-// during the callback.
+// A parsed PERF_RECORD_SAMPLE; `stack` points into the ring or the reader's scratch buffer and
+// is valid only during the callback.
 struct SampleView {
     uint64_t time_ns = 0;
     uint32_t pid = 0;
     uint32_t tid = 0;
     uint64_t ip = 0;
+    bool has_regs = false;            // false when the kernel had no user registers (abi NONE)
     Registers regs;
-    const uint8_t* stack = nullptr;
+    const uint8_t* stack = nullptr;   // bytes copied from regs.sp upwards
     uint64_t stack_size = 0;          // dyn_size: the valid bytes
 };
 
@@ -58,40 +92,66 @@ struct LostView {
     uint64_t count = 0;
 };
 
+struct ThrottleView {
+    uint64_t time_ns = 0;
+    uint32_t tid = 0;
+    bool throttled = true;            // false for UNTHROTTLE
+};
+
 class RingHandler {
 public:
     virtual ~RingHandler() = default;
     virtual void on_sample(const SampleView& sample) = 0;
     virtual void on_lost(const LostView& lost) = 0;
+    // The kernel stopped (or resumed) sampling because sampling took too much CPU time
+    // (kernel.perf_cpu_time_max_percent); counted in RingStats either way.
+    virtual void on_throttle(const ThrottleView&) {}
 };
 
-// Reads a perf mmap ring: acquire-load data_head, copy records out (wrap-around anywhere),
-// release-store data_tail. Works on any memory laid out as a perf ring (tests use synthetic ones).
+// Reads a perf mmap ring: acquire-load data_head, hand out records (copied to a scratch buffer
+// when one wraps around the end of the ring, in the header or the payload), release-store
+// data_tail after each. Works on any memory laid out as a perf ring (tests use synthetic ones).
+// It parses the layout that make_attr() requests. One thread drains a given ring at a time.
 class RingReader {
 public:
-    // `base` is the metadata page followed by `data_size` bytes (a power of two) of ring data.
-    // `sample_stack_bytes` is the configured STACK_USER size, needed to parse samples.
+    // `base` is the metadata page followed by `data_size` bytes (a power of two) of ring data
+    // (at the metadata's data_offset when the kernel set it, else one page after `base`).
+    // `sample_stack_bytes` is the configured STACK_USER size, used to size the scratch buffer.
     RingReader(void* base, size_t data_size, uint32_t sample_stack_bytes);
     // Delivers every complete record between data_tail and data_head; returns records consumed.
+    // A record whose end lies beyond data_head stays in the ring for a later call.
     size_t drain(RingHandler& handler);
+    // Bytes published by the kernel and not yet consumed.
+    size_t pending_bytes() const;
     const RingStats& stats() const { return stats_; }
 
 private:
+    const uint8_t* record_bytes(uint64_t offset, size_t size);
+    void parse_sample(const uint8_t* record, size_t size, RingHandler& handler);
+    void parse_lost(const uint8_t* record, size_t size, RingHandler& handler);
+    void parse_throttle(const uint8_t* record, size_t size, bool throttled, RingHandler& handler);
+
     void* base_;
+    const uint8_t* data_;
     size_t data_size_;
-    uint32_t stack_bytes_;
     RingStats stats_;
     std::vector<uint8_t> scratch_;
 };
 
-// One opened perf event with its ring.
+// One opened perf event with its ring. Events are created DISABLED: register the fd with a
+// RingPoller first, then call enable(), so that no sample is taken before anyone can read it.
+// The fd is O_CLOEXEC. Closing (destruction) unmaps the ring and stops sampling.
 class PerfEvent {
 public:
     // A sampling event for one thread (pid = tid, cpu = -1, inherit = 0).
     static Result<PerfEvent> open_thread(pid_t tid, const SamplingConfig& config);
-    // One event for `cpu` counting every thread of process `pid` and its future children
-    // (inherit = 1, which the kernel accepts only for per-CPU events when mmapped).
+    // One event for `cpu` sampling thread `pid` and the threads it creates afterwards
+    // (inherit = 1; the kernel refuses to mmap an inherited event unless it is per-CPU).
+    // Threads that already exist, other than `pid` itself, are not covered.
     static Result<PerfEvent> open_cpu(pid_t pid, int cpu, const SamplingConfig& config);
+    // Opens `attr` as given (for tools and tests that need something make_attr() does not do).
+    static Result<PerfEvent> open_attr(const perf_event_attr& attr, pid_t pid, int cpu,
+                                       uint32_t ring_pages);
 
     PerfEvent(PerfEvent&& other) noexcept;
     PerfEvent& operator=(PerfEvent&& other) noexcept;
@@ -100,38 +160,57 @@ public:
     ~PerfEvent();
 
     int fd() const { return fd_; }
+    pid_t target() const { return target_; }
+    int cpu() const { return cpu_; }
     Status enable();
     Status disable();
     Status set_period(uint64_t period_ns);
     RingReader& ring() { return *ring_; }
+    const RingReader& ring() const { return *ring_; }
 
 private:
     PerfEvent() = default;
+    void close();
     int fd_ = -1;
+    pid_t target_ = -1;
+    int cpu_ = -1;
     void* map_ = nullptr;
     size_t map_size_ = 0;
-    RingReader* ring_ = nullptr;
+    std::unique_ptr<RingReader> ring_;
 };
 
-// Waits for readable rings with epoll; the key identifies the ring to the caller.
+// What wait() learnt about one ring.
+struct RingReady {
+    uint64_t key = 0;
+    bool hung_up = false;   // the thread exited: drain one last time, then close the event
+};
+
+// Waits for readable rings with epoll; the key identifies the ring to the caller. add() and
+// remove() may be called from other threads while one thread waits.
 class RingPoller {
 public:
     static Result<RingPoller> create();
     RingPoller(RingPoller&& other) noexcept;
     RingPoller& operator=(RingPoller&& other) noexcept;
+    RingPoller(const RingPoller&) = delete;
+    RingPoller& operator=(const RingPoller&) = delete;
     ~RingPoller();
 
     Status add(int fd, uint64_t key);
+    // Succeeds also when wait() already dropped `fd` because its thread hung up.
     Status remove(int fd);
-    // Waits up to timeout_ms; appends the keys of ready rings. Returns the count (0 on timeout).
+    // Waits up to timeout_ms (-1 = forever); appends the keys of ready rings. Returns the count
+    // (0 on timeout, on wake() and on EINTR). A hung-up ring is reported once, then dropped
+    // from the epoll set (it would otherwise be reported ready forever).
     Result<size_t> wait(int timeout_ms, std::vector<uint64_t>& ready_keys);
+    Result<size_t> wait(int timeout_ms, std::vector<RingReady>& ready);
     // Makes a concurrent wait() return now (eventfd), e.g. to drain on request or shut down.
     Status wake();
 
 private:
+    struct State;
     RingPoller() = default;
-    int epoll_fd_ = -1;
-    int wake_fd_ = -1;
+    std::unique_ptr<State> state_;
 };
 
 }  // namespace sf::kernel
