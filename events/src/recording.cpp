@@ -1,0 +1,533 @@
+#include "stackfrag/events/recording.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "event_codec.hpp"
+#include "recording_format.hpp"
+
+namespace sf {
+
+namespace fmt_ = recording_format;
+using fmt_::ByteBuffer;
+using fmt_::load_le;
+using fmt_::store_le;
+
+namespace {
+
+uint32_t crc_of(const uint8_t* data, size_t size, uint32_t crc = 0) {
+    // zlib's crc32 takes a uInt length; chunks are bounded far below 4 GiB.
+    return static_cast<uint32_t>(crc32(crc, data, static_cast<uInt>(size)));
+}
+
+Error out_of_memory() {
+    return make_error(Errc::kResourceLimit, "out of memory");
+}
+
+size_t string_field_bytes(const std::string& text) {
+    return 4 + text.size();
+}
+
+uint8_t* put_string(uint8_t* out, const std::string& text) {
+    store_le(out, static_cast<uint32_t>(text.size()));
+    if (!text.empty()) std::memcpy(out + 4, text.data(), text.size());
+    return out + 4 + text.size();
+}
+
+// Writes all of `parts`, resuming after short writes and signals.
+Status write_fully(int fd, iovec* parts, int count, const std::string& path) {
+    while (count > 0) {
+        const ssize_t written = ::writev(fd, parts, count);
+        if (written < 0) {
+            if (errno == EINTR) continue;
+            return sys_error(Errc::kIo, errno, "write " + path);
+        }
+        size_t left = static_cast<size_t>(written);
+        while (count > 0 && left >= parts->iov_len) {
+            left -= parts->iov_len;
+            ++parts;
+            --count;
+        }
+        if (count > 0) {
+            parts->iov_base = static_cast<uint8_t*>(parts->iov_base) + left;
+            parts->iov_len -= left;
+        }
+    }
+    return {};
+}
+
+class FileRecordingWriter final : public RecordingWriter {
+public:
+    FileRecordingWriter(int fd, std::string path, const RecordingWriterOptions& options)
+        : fd_(fd), path_(std::move(path)), options_(options) {}
+
+    ~FileRecordingWriter() override {
+        if (fd_ >= 0) (void)close();
+    }
+
+    Status start(const RecordingHeader& header) {
+        cctx_ = ZSTD_createCCtx();
+        if (cctx_ == nullptr) return out_of_memory();
+        const size_t level_set = ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, options_.compression_level);
+        if (ZSTD_isError(level_set)) {
+            return make_error(Errc::kInvalidArgument,
+                              "zstd compression level " + std::to_string(options_.compression_level) + ": " +
+                                  ZSTD_getErrorName(level_set));
+        }
+        const size_t raw_reserve = std::min<size_t>(options_.chunk_bytes + (64u << 10), fmt_::kMaxChunkRawBytes);
+        if (!raw_.reserve(raw_reserve) || !stored_.reserve(ZSTD_compressBound(raw_reserve))) return out_of_memory();
+
+        const size_t body_bytes =
+            4 + 8 + 8 + string_field_bytes(header.producer) + string_field_bytes(header.command_line);
+        if (body_bytes > fmt_::kMaxHeaderBodyBytes) {
+            return make_error(Errc::kInvalidArgument, "recording header of " + path_ + " is larger than 1 MiB",
+                              "shorten the producer or command line");
+        }
+        ByteBuffer bytes;
+        uint8_t* out = bytes.append(fmt_::kFilePrefixBytes + body_bytes + 4);
+        if (out == nullptr) return out_of_memory();
+        std::memcpy(out, fmt_::kFileMagic, sizeof(fmt_::kFileMagic));
+        store_le(out + 8, fmt_::kVersion);
+        store_le(out + 12, static_cast<uint32_t>(body_bytes));
+        uint8_t* body = out + fmt_::kFilePrefixBytes;
+        store_le(body, header.pid);
+        store_le(body + 4, header.created_unix_ns);
+        store_le(body + 12, header.created_monotonic_ns);
+        body = put_string(body + 20, header.producer);
+        body = put_string(body, header.command_line);
+        store_le(body, crc_of(out, fmt_::kFilePrefixBytes + body_bytes));
+
+        iovec part{out, bytes.size()};
+        Status status = write_fully(fd_, &part, 1, path_);
+        if (!status) return status;
+        bytes_written_ = bytes.size();
+        return {};
+    }
+
+    Status write(const Event& event) override {
+        if (Status usable = check_usable(); !usable) return usable;
+        try {
+            return append(event);
+        } catch (const std::bad_alloc&) {
+            return out_of_memory();
+        }
+    }
+
+    Status flush() override {
+        if (Status usable = check_usable(); !usable) return usable;
+        return write_chunk();
+    }
+
+    Status close() override {
+        if (fd_ < 0) return make_error(Errc::kInvalidArgument, "recording " + path_ + " is already closed");
+        Status status = failure_ ? Status(*failure_) : write_chunk();
+        if (::close(fd_) != 0 && status) status = sys_error(Errc::kIo, errno, "close " + path_);
+        fd_ = -1;
+        ZSTD_freeCCtx(cctx_);
+        cctx_ = nullptr;
+        return status;
+    }
+
+    uint64_t events_written() const override { return events_written_; }
+    uint64_t bytes_written() const override { return bytes_written_; }
+
+private:
+    Status check_usable() const {
+        if (fd_ < 0) return make_error(Errc::kInvalidArgument, "recording " + path_ + " is closed");
+        if (failure_) return *failure_;
+        return {};
+    }
+
+    Status fail(Error error) {
+        failure_ = std::move(error);
+        return *failure_;
+    }
+
+    Status append(const Event& event) {
+        const size_t body_bytes = event_codec::body_size(event);
+        const size_t frame_bytes = fmt_::kEventFrameBytes + body_bytes;
+        if (frame_bytes > fmt_::kMaxChunkRawBytes) {
+            // Refused without poisoning the file: nothing was written.
+            return make_error(Errc::kInvalidArgument,
+                              std::string(kind_name(kind_of(event))) + " event of " + std::to_string(body_bytes) +
+                                  " bytes exceeds the 64 MiB chunk limit of " + path_);
+        }
+        if (raw_.size() + frame_bytes > fmt_::kMaxChunkRawBytes) {
+            if (Status status = write_chunk(); !status) return status;
+        }
+        uint8_t* out = raw_.append(frame_bytes);
+        if (out == nullptr) return out_of_memory();
+        out[0] = static_cast<uint8_t>(kind_of(event));
+        store_le(out + 1, static_cast<uint32_t>(body_bytes));
+        event_codec::encode_body(event, out + fmt_::kEventFrameBytes);
+
+        const uint64_t time = time_of(event);
+        if (chunk_events_ == 0 || time < chunk_min_time_) chunk_min_time_ = time;
+        if (chunk_events_ == 0 || time > chunk_max_time_) chunk_max_time_ = time;
+        ++chunk_events_;
+        ++events_written_;
+        if (raw_.size() >= options_.chunk_bytes) return write_chunk();
+        return {};
+    }
+
+    Status write_chunk() {
+        if (chunk_events_ == 0) return {};
+        const size_t bound = ZSTD_compressBound(raw_.size());
+        if (!stored_.reserve(bound)) return fail(out_of_memory());
+        const size_t compressed = ZSTD_compress2(cctx_, stored_.data(), bound, raw_.data(), raw_.size());
+        if (ZSTD_isError(compressed)) {
+            return fail(make_error(Errc::kInternal,
+                                   "zstd compression for " + path_ + " failed: " + ZSTD_getErrorName(compressed)));
+        }
+        // Incompressible data (e.g. random stack bytes) is stored as is rather than grown.
+        const bool use_zstd = compressed < raw_.size();
+        const uint8_t* payload = use_zstd ? stored_.data() : raw_.data();
+        const size_t payload_bytes = use_zstd ? compressed : raw_.size();
+
+        uint8_t header[fmt_::kChunkHeaderBytes] = {};
+        std::memcpy(header, fmt_::kChunkMagic, sizeof(fmt_::kChunkMagic));
+        header[fmt_::kChunkCodecAt] = static_cast<uint8_t>(use_zstd ? fmt_::Codec::kZstd : fmt_::Codec::kStored);
+        store_le(header + fmt_::kChunkStoredSizeAt, static_cast<uint32_t>(payload_bytes));
+        store_le(header + fmt_::kChunkRawSizeAt, static_cast<uint32_t>(raw_.size()));
+        store_le(header + fmt_::kChunkEventCountAt, chunk_events_);
+        store_le(header + fmt_::kChunkPayloadCrcAt, crc_of(payload, payload_bytes));
+        store_le(header + fmt_::kChunkMinTimeAt, chunk_min_time_);
+        store_le(header + fmt_::kChunkMaxTimeAt, chunk_max_time_);
+        store_le(header + fmt_::kChunkHeaderCrcAt, crc_of(header, fmt_::kChunkHeaderCrcAt));
+
+        iovec parts[2] = {{header, sizeof(header)}, {const_cast<uint8_t*>(payload), payload_bytes}};
+        if (Status status = write_fully(fd_, parts, 2, path_); !status) return fail(status.error());
+        bytes_written_ += sizeof(header) + payload_bytes;
+        raw_.clear();
+        chunk_events_ = 0;
+        return {};
+    }
+
+    int fd_;
+    std::string path_;
+    RecordingWriterOptions options_;
+    ZSTD_CCtx* cctx_ = nullptr;
+    ByteBuffer raw_;
+    ByteBuffer stored_;
+    uint32_t chunk_events_ = 0;
+    uint64_t chunk_min_time_ = 0;
+    uint64_t chunk_max_time_ = 0;
+    uint64_t events_written_ = 0;
+    uint64_t bytes_written_ = 0;
+    std::optional<Error> failure_;
+};
+
+// Reads exactly `size` bytes unless the file ends first; returns how many were read.
+Result<size_t> read_up_to(int fd, uint8_t* out, size_t size, const std::string& path) {
+    size_t done = 0;
+    while (done < size) {
+        const ssize_t got = ::read(fd, out + done, size - done);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            return sys_error(Errc::kIo, errno, "read " + path);
+        }
+        if (got == 0) break;
+        done += static_cast<size_t>(got);
+    }
+    return done;
+}
+
+std::string hex(uint32_t value) {
+    static const char digits[] = "0123456789abcdef";
+    std::string out = "0x";
+    for (int shift = 28; shift >= 0; shift -= 4) out += digits[(value >> shift) & 0xf];
+    return out;
+}
+
+class FileRecordingReader final : public RecordingReader {
+public:
+    FileRecordingReader(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+    ~FileRecordingReader() override {
+        ::close(fd_);
+        ZSTD_freeDCtx(dctx_);
+    }
+
+    Status start() {
+        dctx_ = ZSTD_createDCtx();
+        if (dctx_ == nullptr) return out_of_memory();
+        uint8_t prefix[fmt_::kFilePrefixBytes];
+        Result<size_t> got = read_up_to(fd_, prefix, sizeof(prefix), path_);
+        if (!got) return std::move(got).take_error();
+        const size_t magic_bytes = std::min(*got, sizeof(fmt_::kFileMagic));
+        if (*got == 0) return header_truncated(0, sizeof(prefix));
+        if (std::memcmp(prefix, fmt_::kFileMagic, magic_bytes) != 0) {
+            return make_error(Errc::kCorrupt, path_ + " is not a stackfrag recording (bad file magic)");
+        }
+        if (*got < sizeof(prefix)) return header_truncated(*got, sizeof(prefix));
+        header_.version = load_le<uint32_t>(prefix + 8);
+        if (header_.version != fmt_::kVersion) {
+            return make_error(Errc::kUnsupported,
+                              path_ + " has recording format version " + std::to_string(header_.version) +
+                                  ", this reader knows only version " + std::to_string(fmt_::kVersion),
+                              "use a stackfrag build that matches the recording");
+        }
+        const uint32_t body_bytes = load_le<uint32_t>(prefix + 12);
+        if (body_bytes > fmt_::kMaxHeaderBodyBytes) {
+            return make_error(Errc::kCorrupt, path_ + ": corrupt file header at offset 0 (header length " +
+                                                  std::to_string(body_bytes) + " exceeds 1 MiB)");
+        }
+        std::vector<uint8_t> whole(sizeof(prefix) + body_bytes + 4);
+        std::memcpy(whole.data(), prefix, sizeof(prefix));
+        got = read_up_to(fd_, whole.data() + sizeof(prefix), body_bytes + 4, path_);
+        if (!got) return std::move(got).take_error();
+        if (*got < body_bytes + 4) return header_truncated(sizeof(prefix) + *got, whole.size());
+        const uint32_t stored_crc = load_le<uint32_t>(whole.data() + sizeof(prefix) + body_bytes);
+        const uint32_t computed_crc = crc_of(whole.data(), sizeof(prefix) + body_bytes);
+        if (stored_crc != computed_crc) {
+            return make_error(Errc::kCorrupt, path_ + ": corrupt file header at offset 0 (checksum mismatch: stored " +
+                                                  hex(stored_crc) + ", computed " + hex(computed_crc) + ")");
+        }
+        const uint8_t* in = whole.data() + sizeof(prefix);
+        const uint8_t* end = in + body_bytes;
+        if (!parse_header_body(in, end)) {
+            return make_error(Errc::kCorrupt, path_ + ": corrupt file header at offset 0 (fields overrun its length)");
+        }
+        next_chunk_offset_ = whole.size();
+        return {};
+    }
+
+    const RecordingHeader& header() const override { return header_; }
+    const std::optional<RecordingDamage>& damage() const override { return damage_; }
+    uint64_t offset() const override { return delivered_offset_; }
+    uint64_t skipped_events() const override { return skipped_; }
+
+    std::optional<Event> next() override {
+        while (cursor_ == events_.size()) {
+            if (finished_) return std::nullopt;
+            try {
+                load_chunk();
+            } catch (const std::bad_alloc&) {
+                mark_damage(Errc::kResourceLimit, "out of memory decoding the chunk at offset " +
+                                                      std::to_string(next_chunk_offset_));
+            }
+        }
+        delivered_offset_ = events_offset_;
+        return std::move(events_[cursor_++]);
+    }
+
+private:
+    Status header_truncated(size_t have, size_t need) {
+        return make_error(Errc::kTruncated, path_ + ": truncated at offset 0 (the file header has " +
+                                                std::to_string(have) + " of " + std::to_string(need) + " bytes)");
+    }
+
+    bool parse_header_body(const uint8_t* in, const uint8_t* end) {
+        auto take_string = [&](std::string& out) {
+            if (end - in < 4) return false;
+            const uint32_t length = load_le<uint32_t>(in);
+            in += 4;
+            if (static_cast<size_t>(end - in) < length) return false;
+            out.assign(reinterpret_cast<const char*>(in), length);
+            in += length;
+            return true;
+        };
+        if (end - in < 20) return false;
+        header_.pid = load_le<uint32_t>(in);
+        header_.created_unix_ns = load_le<uint64_t>(in + 4);
+        header_.created_monotonic_ns = load_le<uint64_t>(in + 12);
+        in += 20;
+        // Bytes after the known fields belong to a newer writer and are ignored.
+        return take_string(header_.producer) && take_string(header_.command_line);
+    }
+
+    void mark_damage(Errc code, std::string message) {
+        damage_ = RecordingDamage{next_chunk_offset_, make_error(code, std::move(message))};
+        finished_ = true;
+        events_.clear();
+        cursor_ = 0;
+    }
+
+    void load_chunk() {
+        events_.clear();
+        cursor_ = 0;
+        const uint64_t at = next_chunk_offset_;
+        const std::string where = " at offset " + std::to_string(at);
+
+        uint8_t header[fmt_::kChunkHeaderBytes];
+        Result<size_t> got = read_up_to(fd_, header, sizeof(header), path_);
+        if (!got) return mark_damage(Errc::kIo, got.error().describe() + where);
+        if (*got == 0) {
+            finished_ = true;   // the file ends exactly at a chunk boundary
+            return;
+        }
+        if (*got < sizeof(header)) {
+            return mark_damage(Errc::kTruncated, "truncated" + where + " (chunk header has " + std::to_string(*got) +
+                                                     " of " + std::to_string(sizeof(header)) + " bytes)");
+        }
+        if (std::memcmp(header, fmt_::kChunkMagic, sizeof(fmt_::kChunkMagic)) != 0) {
+            return mark_damage(Errc::kCorrupt, "bad chunk magic" + where);
+        }
+        const uint32_t stored_header_crc = load_le<uint32_t>(header + fmt_::kChunkHeaderCrcAt);
+        const uint32_t computed_header_crc = crc_of(header, fmt_::kChunkHeaderCrcAt);
+        if (stored_header_crc != computed_header_crc) {
+            return mark_damage(Errc::kCorrupt, "bad chunk header checksum" + where + " (stored " +
+                                                   hex(stored_header_crc) + ", computed " +
+                                                   hex(computed_header_crc) + ")");
+        }
+        const auto codec = static_cast<fmt_::Codec>(header[fmt_::kChunkCodecAt]);
+        const uint32_t stored_bytes = load_le<uint32_t>(header + fmt_::kChunkStoredSizeAt);
+        const uint32_t raw_bytes = load_le<uint32_t>(header + fmt_::kChunkRawSizeAt);
+        const uint32_t event_count = load_le<uint32_t>(header + fmt_::kChunkEventCountAt);
+        if (codec != fmt_::Codec::kStored && codec != fmt_::Codec::kZstd) {
+            return mark_damage(Errc::kUnsupported,
+                               "unknown chunk codec " + std::to_string(static_cast<int>(codec)) + where);
+        }
+        if (raw_bytes > fmt_::kMaxChunkRawBytes || stored_bytes > ZSTD_compressBound(fmt_::kMaxChunkRawBytes) ||
+            (codec == fmt_::Codec::kStored && stored_bytes != raw_bytes)) {
+            return mark_damage(Errc::kCorrupt, "bad chunk length" + where + " (stored " + std::to_string(stored_bytes) +
+                                                   " bytes, raw " + std::to_string(raw_bytes) + " bytes)");
+        }
+
+        stored_.resize(stored_bytes);
+        got = read_up_to(fd_, stored_.data(), stored_bytes, path_);
+        if (!got) return mark_damage(Errc::kIo, got.error().describe() + where);
+        if (*got < stored_bytes) {
+            return mark_damage(Errc::kTruncated, "truncated" + where + " (chunk payload has " + std::to_string(*got) +
+                                                     " of " + std::to_string(stored_bytes) + " bytes)");
+        }
+        const uint32_t stored_payload_crc = load_le<uint32_t>(header + fmt_::kChunkPayloadCrcAt);
+        const uint32_t computed_payload_crc = crc_of(stored_.data(), stored_bytes);
+        if (stored_payload_crc != computed_payload_crc) {
+            return mark_damage(Errc::kCorrupt, "bad chunk payload checksum" + where + " (stored " +
+                                                   hex(stored_payload_crc) + ", computed " +
+                                                   hex(computed_payload_crc) + ")");
+        }
+
+        const uint8_t* raw = stored_.data();
+        if (codec == fmt_::Codec::kZstd) {
+            raw_.resize(raw_bytes);
+            const size_t produced = ZSTD_decompressDCtx(dctx_, raw_.data(), raw_.size(), stored_.data(), stored_bytes);
+            if (ZSTD_isError(produced)) {
+                return mark_damage(Errc::kCorrupt,
+                                   "zstd decompression failed" + where + ": " + ZSTD_getErrorName(produced));
+            }
+            if (produced != raw_bytes) {
+                return mark_damage(Errc::kCorrupt, "bad chunk length" + where + " (decompressed to " +
+                                                       std::to_string(produced) + " bytes, header says " +
+                                                       std::to_string(raw_bytes) + ")");
+            }
+            raw = raw_.data();
+        }
+        if (!decode_events(raw, raw_bytes, event_count, where)) return;
+        next_chunk_offset_ = at + sizeof(header) + stored_bytes;
+        events_offset_ = at;
+    }
+
+    // All events of a chunk are decoded before any is delivered: a chunk is whole or damaged.
+    bool decode_events(const uint8_t* raw, size_t size, uint32_t event_count, const std::string& where) {
+        if (event_count > size / fmt_::kEventFrameBytes) {
+            mark_damage(Errc::kCorrupt, "bad event count" + where + " (" + std::to_string(event_count) +
+                                            " events cannot fit in " + std::to_string(size) + " bytes)");
+            return false;
+        }
+        events_.reserve(event_count);
+        size_t pos = 0;
+        uint64_t skipped = 0;
+        for (uint32_t index = 0; index < event_count; ++index) {
+            const std::string which = "bad event" + where + " (event " + std::to_string(index) + " at chunk byte " +
+                                      std::to_string(pos);
+            if (size - pos < fmt_::kEventFrameBytes) {
+                mark_damage(Errc::kCorrupt, which + ": chunk ends inside the event header)");
+                return false;
+            }
+            const uint8_t kind = raw[pos];
+            const uint32_t body_bytes = load_le<uint32_t>(raw + pos + 1);
+            pos += fmt_::kEventFrameBytes;
+            if (size - pos < body_bytes) {
+                mark_damage(Errc::kCorrupt, which + ": body of " + std::to_string(body_bytes) +
+                                                " bytes overruns the chunk)");
+                return false;
+            }
+            if (event_codec::is_known_kind(kind)) {
+                Event event;
+                const auto known = static_cast<EventKind>(kind);
+                if (const char* failure = event_codec::decode_body(known, raw + pos, body_bytes, event)) {
+                    mark_damage(Errc::kCorrupt, which + ", " + kind_name(known) + "): " + failure);
+                    return false;
+                }
+                events_.push_back(std::move(event));
+            } else {
+                ++skipped;   // written by a newer format revision: the frame says how far to skip
+            }
+            pos += body_bytes;
+        }
+        if (pos != size) {
+            mark_damage(Errc::kCorrupt, "bad event count" + where + " (" + std::to_string(size - pos) +
+                                            " bytes left after " + std::to_string(event_count) + " events)");
+            return false;
+        }
+        skipped_ += skipped;
+        return true;
+    }
+
+    int fd_;
+    std::string path_;
+    ZSTD_DCtx* dctx_ = nullptr;
+    RecordingHeader header_;
+    std::vector<uint8_t> stored_;
+    std::vector<uint8_t> raw_;
+    std::vector<Event> events_;
+    size_t cursor_ = 0;
+    bool finished_ = false;
+    uint64_t next_chunk_offset_ = 0;
+    uint64_t events_offset_ = 0;
+    uint64_t delivered_offset_ = 0;
+    uint64_t skipped_ = 0;
+    std::optional<RecordingDamage> damage_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RecordingWriter>> RecordingWriter::create(const std::string& path,
+                                                                  const RecordingHeader& header,
+                                                                  const RecordingWriterOptions& options) {
+    try {
+        if (options.chunk_bytes == 0 || options.chunk_bytes > fmt_::kMaxChunkRawBytes) {
+            return make_error(Errc::kInvalidArgument, "recording chunk size must be between 1 byte and 64 MiB");
+        }
+        // O_EXCL with O_CREAT already refuses a symlink in the last component; O_NOFOLLOW says so
+        // explicitly. Raw stack bytes may hold secrets, hence 0600 whatever the umask allows.
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            const int err = errno;
+            return sys_error(err == EACCES ? Errc::kPermission : Errc::kIo, err, "create recording " + path,
+                             err == EEXIST ? "choose a new file name: recordings never replace a file" : "");
+        }
+        auto writer = std::make_unique<FileRecordingWriter>(fd, path, options);
+        if (::fchmod(fd, 0600) != 0) return sys_error(Errc::kIo, errno, "chmod 0600 " + path);
+        if (Status status = writer->start(header); !status) return std::move(status).take_error();
+        return std::unique_ptr<RecordingWriter>(std::move(writer));
+    } catch (const std::bad_alloc&) {
+        return out_of_memory();
+    }
+}
+
+Result<std::unique_ptr<RecordingReader>> RecordingReader::open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        const int err = errno;
+        return sys_error(err == EACCES ? Errc::kPermission : Errc::kIo, err, "open recording " + path);
+    }
+    auto reader = std::make_unique<FileRecordingReader>(fd, path);
+    if (Status status = reader->start(); !status) return std::move(status).take_error();
+    return std::unique_ptr<RecordingReader>(std::move(reader));
+}
+
+}  // namespace sf
