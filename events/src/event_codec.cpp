@@ -40,7 +40,7 @@ template <class V, Is<CodeLoad> T>
 void fields(V& v, T& c) {
     v(c.time_ns), v(c.method_id), v(c.code_begin), v(c.code_end), v(c.entry), v(c.verified_entry),
         v(c.frame_size_words), v(c.frame_complete_offset), v(c.comp_level), v(c.kind), v(c.osr_bci),
-        v(c.deopt_handler), v(c.orig_pc_offset), v(c.scopes), v(c.frames);
+        v(c.deopt_handler), v(c.orig_pc_offset), v(c.scopes), v(c.frames), v(c.code);
 }
 template <class V, Is<CodeUnload> T>
 void fields(V& v, T& c) {
@@ -230,7 +230,39 @@ const char* decode_as(const uint8_t* body, size_t size, Event& out) {
     return nullptr;
 }
 
+struct FieldCounter {
+    size_t visited = 0;
+    template <class T>
+    void operator()(const T&) {
+        ++visited;
+    }
+};
+
 }  // namespace
+
+template <class T>
+size_t field_count() {
+    FieldCounter counter;
+    const T value{};
+    fields(counter, value);
+    return counter.visited;
+}
+
+template size_t field_count<Registers>();
+template size_t field_count<Sample>();
+template size_t field_count<MethodBci>();
+template size_t field_count<PcScope>();
+template size_t field_count<CodeLoad>();
+template size_t field_count<CodeUnload>();
+template size_t field_count<Stub>();
+template size_t field_count<LineEntry>();
+template size_t field_count<MethodInfo>();
+template size_t field_count<CodeRange>();
+template size_t field_count<VmInfo>();
+template size_t field_count<Oracle>();
+template size_t field_count<ThreadInfo>();
+template size_t field_count<Lost>();
+template size_t field_count<ModuleMap>();
 
 bool is_known_kind(uint8_t kind) {
     return kind >= static_cast<uint8_t>(EventKind::kSample) && kind <= static_cast<uint8_t>(EventKind::kModule);

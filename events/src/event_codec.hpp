@@ -22,4 +22,10 @@ void encode_body(const Event& event, uint8_t* out);
 // was wrong. May throw std::bad_alloc: only offline readers decode.
 const char* decode_body(EventKind kind, const uint8_t* body, size_t size, Event& out);
 
+// How many members of T its field list visits: a test compares this with the members T has, so
+// that a field added to events.hpp cannot silently go unrecorded. Instantiated for every event
+// type and every struct nested in one.
+template <class T>
+size_t field_count();
+
 }  // namespace sf::event_codec

@@ -119,6 +119,8 @@ public:
         c.scopes.resize(random_() % 40);
         for (auto& p : c.scopes) p = PcScope{u32(), u32(), u32()};
         c.frames = frames(40);
+        c.code.resize(random_() % 300);
+        for (auto& byte : c.code) byte = static_cast<uint8_t>(random_());
         return c;
     }
 
