@@ -30,6 +30,8 @@ const char* fail_reason_name(FailReason reason) {
         case FailReason::kStubUnwindFailed: return "stub_unwind_failed";
         case FailReason::kBadEntryFrame: return "bad_entry_frame";
         case FailReason::kTooDeep: return "too_deep";
+        case FailReason::kBadInterpreterFrame: return "bad_interpreter_frame";
+        case FailReason::kBadReturnAddress: return "bad_return_address";
         case FailReason::kCount: break;
     }
     return "unknown";

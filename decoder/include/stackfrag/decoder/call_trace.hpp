@@ -51,6 +51,8 @@ enum class FailReason : uint8_t {
     kStubUnwindFailed,     // a stub of unknown size with no verifiable return address
     kBadEntryFrame,        // an entry frame whose JavaCallWrapper/anchor is unusable
     kTooDeep,              // more frames than the decoder's limit
+    kBadInterpreterFrame,  // an interpreted frame whose fixed slots are inconsistent (fp, locals, initial_sp)
+    kBadReturnAddress,     // a Java frame's caller pc is in no Java code, stub or call stub
     kCount
 };
 

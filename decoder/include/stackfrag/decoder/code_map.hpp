@@ -1,0 +1,148 @@
+// What the decoder knows about one JVM's code and methods, built from the event stream in stream
+// order and queried *as of a sample's time*: code addresses are reused after an unload, and samples
+// are drained from the rings later than the JVMTI callbacks that announce code fire.
+//
+// Time rules (docs/decoding.md, "CodeMap"):
+//  * Compiled code is valid on [load time, unload time). A sample at time t uses the entry valid at
+//    t; if none is, the earliest entry loaded after t (the CompiledMethodLoad callback is posted
+//    after the code is installed and may already run), else nothing.
+//  * A Method* maps to the latest MethodInfo announced at or before t; a sample earlier than every
+//    announcement of that Method* uses the earliest one (class preparation and the start scan
+//    announce methods after they exist; a Method* is reused only after its class is unloaded, and
+//    the older mapping would then have been announced first).
+//  * Stubs, the interpreter and modules are valid for the life of the VM; a later announcement of an
+//    overlapping range replaces the earlier one (for stubs the smaller range wins).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "stackfrag/events/events.hpp"
+#include "stackfrag/hotspot/frame_layout.hpp"
+
+namespace sf {
+
+inline constexpr uint64_t kForever = std::numeric_limits<uint64_t>::max();
+
+// A CodeLoad with its validity interval.
+struct CompiledCode {
+    CodeLoad load;
+    uint64_t valid_from = 0;
+    uint64_t valid_until = kForever;
+    bool contains(uint64_t pc) const { return pc >= load.code_begin && pc < load.code_end; }
+};
+
+enum class CodeRegion : uint8_t {
+    kUnknown = 0,       // not Java code: native, or code the stream never announced
+    kInterpreter,       // the template interpreter
+    kCallStubReturn,    // exactly the call stub's return address (an entry frame)
+    kCompiled,          // an nmethod (incl. native wrappers and method-handle intrinsics)
+    kStub,              // a stub, adapter or runtime blob
+    kUnknownCodeCache,  // inside the code cache bounds, but in no announced blob
+};
+
+struct CodeLookup {
+    CodeRegion region = CodeRegion::kUnknown;
+    const CompiledCode* compiled = nullptr;
+    const Stub* stub = nullptr;
+};
+
+class CodeMap {
+public:
+    CodeMap();
+    ~CodeMap();
+    CodeMap(const CodeMap&) = delete;
+    CodeMap& operator=(const CodeMap&) = delete;
+
+    // Applies one event in stream order. Samples, oracles, threads and losses are ignored.
+    void apply(const Event& event);
+
+    bool has_vm() const { return has_vm_; }
+    const VmInfo& vm() const { return vm_; }
+    hotspot::Jdk jdk() const { return jdk_; }
+
+    // What code contains `pc` at time `time_ns`.
+    CodeLookup find_code(uint64_t pc, uint64_t time_ns) const;
+    const CompiledCode* find_compiled(uint64_t pc, uint64_t time_ns) const;
+    const Stub* find_stub(uint64_t pc) const;
+    bool in_interpreter(uint64_t pc) const {
+        return pc >= vm_.interpreter_begin && pc < vm_.interpreter_end;
+    }
+    bool in_method_entry_codelet(uint64_t pc) const;
+    bool in_code_cache(uint64_t pc) const {
+        return pc >= vm_.code_cache_low && pc < vm_.code_cache_high;
+    }
+
+    const MethodInfo* method_by_id(uint64_t method_id) const;
+    // Only announced Method* values resolve (see the time rule above).
+    const MethodInfo* method_by_ptr(uint64_t method_ptr, uint64_t time_ns) const;
+
+    // The executable mapping containing `address`, or null.
+    const ModuleMap* module_at(uint64_t address) const;
+    const std::vector<ModuleMap>& modules() const { return modules_; }
+    // Bumped whenever a module is added or replaced (native-unwind caches key on it).
+    uint64_t modules_generation() const { return modules_generation_; }
+
+    // PcDesc selection (hotspot-frames.md §c.2) over the scopes of one CodeLoad.
+    static const PcScope* scope_at(const CodeLoad& code, uint32_t pc_offset);          // exact
+    static const PcScope* scope_at_or_after(const CodeLoad& code, uint32_t pc_offset); // first >=
+
+    // Drops what no sample at or after `time_ns` can need: unloaded code that ended by then and
+    // Method* mappings superseded by then.
+    void forget_before(uint64_t time_ns);
+
+    size_t live_compiled_count() const { return live_.size(); }
+    size_t history_compiled_count() const { return history_.size(); }
+    size_t method_count() const { return methods_by_id_.size(); }
+    size_t stub_count() const { return stubs_.size(); }
+
+private:
+    struct MethodVersion {
+        uint64_t time_ns;
+        const MethodInfo* info;
+    };
+    struct StubSegment {
+        uint64_t begin;
+        uint64_t end;
+        uint32_t stub_index;
+    };
+
+    void apply_vm(const VmInfo& vm);
+    void apply_load(const CodeLoad& load);
+    void apply_unload(const CodeUnload& unload);
+    void apply_stub(const Stub& stub);
+    void apply_method(const MethodInfo& method);
+    void apply_module(const ModuleMap& module);
+    void retire(std::shared_ptr<CompiledCode> code, uint64_t until);
+    void rebuild_stub_segments();
+    const CompiledCode* find_in_history(uint64_t pc, uint64_t time_ns, bool valid_only) const;
+
+    bool has_vm_ = false;
+    VmInfo vm_;
+    hotspot::Jdk jdk_ = hotspot::Jdk::k17;
+    std::vector<std::pair<uint64_t, uint64_t>> entry_codelets_;   // sorted [begin, end)
+
+    // Live code does not overlap: keyed by code_begin.
+    std::map<uint64_t, std::shared_ptr<CompiledCode>> live_;
+    // Unloaded (or replaced) code, sorted by code_begin; may overlap itself and live code.
+    std::vector<std::shared_ptr<CompiledCode>> history_;
+    uint64_t history_max_bytes_ = 0;
+
+    std::vector<Stub> stubs_;
+    std::vector<StubSegment> stub_segments_;   // flattened, non-overlapping, sorted
+
+    std::deque<MethodInfo> method_store_;
+    std::unordered_map<uint64_t, const MethodInfo*> methods_by_id_;
+    std::unordered_map<uint64_t, std::vector<MethodVersion>> methods_by_ptr_;   // versions by time
+
+    std::vector<ModuleMap> modules_;   // sorted by begin, non-overlapping
+    uint64_t modules_generation_ = 0;
+};
+
+}  // namespace sf

@@ -1,0 +1,67 @@
+// Turns one stack snapshot into a Java call trace, using only the snapshot and what the CodeMap
+// learned from the event stream. Never reads process memory, never faults on any input: every
+// stack read goes through a bounds-checked view of the fragment. docs/decoding.md explains the walk.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "stackfrag/decoder/call_trace.hpp"
+#include "stackfrag/decoder/code_map.hpp"
+#include "stackfrag/events/events.hpp"
+
+namespace sf {
+
+struct DecoderOptions {
+    size_t max_frames = 2048;
+    // Words scanned upwards from sp for a return address when a stub's frame size is unknown.
+    size_t stub_scan_words = 256;
+    // Native frames (C/C++) walked before giving up on reaching Java code.
+    size_t max_native_frames = 128;
+    // Unwind native code with libunwind over the ELF unwind tables of the mapped modules (falls back
+    // to the rbp chain). Needs the module files readable; off means rbp chain only.
+    bool use_libunwind = true;
+    // Resolve symbol names of native frames from the modules' ELF symbol tables (cached per module).
+    bool symbolize_native = true;
+};
+
+// Where a decoder stands against a snapshot; exposed for tests and statistics.
+struct DecodeStats {
+    uint64_t prologue_tops = 0;
+    uint64_t epilogue_tops = 0;
+    uint64_t partial_interpreter_tops = 0;
+    uint64_t entry_frames_crossed = 0;
+    uint64_t stub_scans = 0;
+    uint64_t native_frames = 0;
+    uint64_t libunwind_steps = 0;
+    uint64_t rbp_steps = 0;
+    uint64_t breadcrumbs_used = 0;
+    uint64_t deopt_frames = 0;
+};
+
+class NativeUnwinder;
+
+class Decoder {
+public:
+    explicit Decoder(const CodeMap& code_map, DecoderOptions options = {});
+    ~Decoder();
+    Decoder(const Decoder&) = delete;
+    Decoder& operator=(const Decoder&) = delete;
+
+    // Decodes into `out`, reusing its frame buffer.
+    void decode(const Sample& sample, CallTrace& out);
+    CallTrace decode(const Sample& sample);
+
+    const DecodeStats& stats() const { return stats_; }
+    const DecoderOptions& options() const { return options_; }
+
+private:
+    friend class Walk;
+    const CodeMap& map_;
+    DecoderOptions options_;
+    DecodeStats stats_;
+    std::unique_ptr<NativeUnwinder> native_;
+};
+
+}  // namespace sf

@@ -1,0 +1,279 @@
+#include "stackfrag/decoder/code_map.hpp"
+
+#include <algorithm>
+
+namespace sf {
+
+CodeMap::CodeMap() = default;
+CodeMap::~CodeMap() = default;
+
+void CodeMap::apply(const Event& event) {
+    std::visit(
+        [this](const auto& e) {
+            using T = std::decay_t<decltype(e)>;
+            if constexpr (std::is_same_v<T, VmInfo>) apply_vm(e);
+            else if constexpr (std::is_same_v<T, CodeLoad>) apply_load(e);
+            else if constexpr (std::is_same_v<T, CodeUnload>) apply_unload(e);
+            else if constexpr (std::is_same_v<T, Stub>) apply_stub(e);
+            else if constexpr (std::is_same_v<T, MethodInfo>) apply_method(e);
+            else if constexpr (std::is_same_v<T, ModuleMap>) apply_module(e);
+        },
+        event);
+}
+
+void CodeMap::apply_vm(const VmInfo& vm) {
+    vm_ = vm;
+    has_vm_ = true;
+    jdk_ = vm.layout == VmLayout::kJdk25 ? hotspot::Jdk::k25 : hotspot::Jdk::k17;
+    if (vm.layout == VmLayout::kUnknown && vm.jdk_major >= 22) jdk_ = hotspot::Jdk::k25;
+    entry_codelets_.clear();
+    for (const auto& c : vm.entry_codelets) {
+        if (c.end > c.begin) entry_codelets_.emplace_back(c.begin, c.end);
+    }
+    std::sort(entry_codelets_.begin(), entry_codelets_.end());
+}
+
+bool CodeMap::in_method_entry_codelet(uint64_t pc) const {
+    auto it = std::upper_bound(entry_codelets_.begin(), entry_codelets_.end(),
+                               std::make_pair(pc, kForever));
+    if (it == entry_codelets_.begin()) return false;
+    --it;
+    return pc >= it->first && pc < it->second;
+}
+
+void CodeMap::retire(std::shared_ptr<CompiledCode> code, uint64_t until) {
+    code->valid_until = std::min(code->valid_until, std::max(until, code->valid_from));
+    history_max_bytes_ = std::max(history_max_bytes_, code->load.code_end - code->load.code_begin);
+    auto pos = std::upper_bound(history_.begin(), history_.end(), code->load.code_begin,
+                                [](uint64_t b, const auto& c) { return b < c->load.code_begin; });
+    history_.insert(pos, std::move(code));
+}
+
+void CodeMap::apply_load(const CodeLoad& load) {
+    if (load.code_end <= load.code_begin) return;
+    // Whatever still overlaps the new range was freed before it was reused, even if its unload
+    // event is still on the way.
+    auto it = live_.lower_bound(load.code_begin);
+    if (it != live_.begin()) {
+        auto prev = std::prev(it);
+        if (prev->second->load.code_end > load.code_begin) it = prev;
+    }
+    while (it != live_.end() && it->first < load.code_end) {
+        retire(it->second, load.time_ns);
+        it = live_.erase(it);
+    }
+    auto code = std::make_shared<CompiledCode>();
+    code->load = load;
+    std::sort(code->load.scopes.begin(), code->load.scopes.end(),
+              [](const PcScope& a, const PcScope& b) { return a.pc_offset < b.pc_offset; });
+    code->valid_from = load.time_ns;
+    live_.emplace(load.code_begin, std::move(code));
+}
+
+void CodeMap::apply_unload(const CodeUnload& unload) {
+    auto it = live_.find(unload.code_begin);
+    if (it != live_.end() && it->second->load.method_id == unload.method_id &&
+        it->second->valid_from <= unload.time_ns) {
+        auto code = it->second;
+        live_.erase(it);
+        retire(std::move(code), unload.time_ns);
+        return;
+    }
+    // Already replaced by newer code: shorten the retired entry if the unload says it ended earlier.
+    CompiledCode* latest = nullptr;
+    for (auto& c : history_) {
+        if (c->load.code_begin == unload.code_begin && c->load.method_id == unload.method_id &&
+            c->valid_from <= unload.time_ns && (!latest || c->valid_from > latest->valid_from)) {
+            latest = c.get();
+        }
+    }
+    if (latest) latest->valid_until = std::min(latest->valid_until, unload.time_ns);
+}
+
+const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns, bool valid_only) const {
+    auto it = std::upper_bound(history_.begin(), history_.end(), pc,
+                               [](uint64_t p, const auto& c) { return p < c->load.code_begin; });
+    const CompiledCode* next_loaded = nullptr;
+    while (it != history_.begin()) {
+        --it;
+        const CompiledCode& c = **it;
+        if (pc - c.load.code_begin >= history_max_bytes_ + 1) break;
+        if (!c.contains(pc)) continue;
+        if (c.valid_from <= time_ns && time_ns < c.valid_until) return &c;
+        if (!valid_only && c.valid_from > time_ns &&
+            (!next_loaded || c.valid_from < next_loaded->valid_from)) {
+            next_loaded = &c;
+        }
+    }
+    return next_loaded;
+}
+
+const CompiledCode* CodeMap::find_compiled(uint64_t pc, uint64_t time_ns) const {
+    const CompiledCode* live = nullptr;
+    auto it = live_.upper_bound(pc);
+    if (it != live_.begin()) {
+        const CompiledCode& c = *std::prev(it)->second;
+        if (c.contains(pc)) live = &c;
+    }
+    if (live && live->valid_from <= time_ns) return live;
+    if (history_.empty()) return live;
+    if (const CompiledCode* old = find_in_history(pc, time_ns, /*valid_only=*/true)) return old;
+    if (live) return live;   // announced after the sample: the load event lagged the code
+    return find_in_history(pc, time_ns, /*valid_only=*/false);
+}
+
+void CodeMap::apply_stub(const Stub& stub) {
+    if (stub.end <= stub.begin) return;
+    for (auto& s : stubs_) {
+        if (s.begin == stub.begin && s.end == stub.end) {
+            s = stub;   // re-announced (e.g. by the start scan and by DynamicCodeGenerated)
+            return;
+        }
+    }
+    stubs_.push_back(stub);
+    rebuild_stub_segments();
+}
+
+// Stub ranges nest (a "StubRoutines" BufferBlob holds many named stubs), so they are flattened into
+// non-overlapping segments where the smallest containing stub wins.
+void CodeMap::rebuild_stub_segments() {
+    std::vector<uint64_t> bounds;
+    bounds.reserve(stubs_.size() * 2);
+    for (const auto& s : stubs_) {
+        bounds.push_back(s.begin);
+        bounds.push_back(s.end);
+    }
+    std::sort(bounds.begin(), bounds.end());
+    bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+    std::vector<uint32_t> order(stubs_.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [this](uint32_t a, uint32_t b) {
+        return stubs_[a].end - stubs_[a].begin < stubs_[b].end - stubs_[b].begin;
+    });
+    stub_segments_.clear();
+    for (size_t i = 0; i + 1 < bounds.size(); ++i) {
+        uint64_t b = bounds[i], e = bounds[i + 1];
+        for (uint32_t idx : order) {
+            if (stubs_[idx].begin <= b && e <= stubs_[idx].end) {
+                if (!stub_segments_.empty() && stub_segments_.back().end == b &&
+                    stub_segments_.back().stub_index == idx) {
+                    stub_segments_.back().end = e;
+                } else {
+                    stub_segments_.push_back({b, e, idx});
+                }
+                break;
+            }
+        }
+    }
+}
+
+const Stub* CodeMap::find_stub(uint64_t pc) const {
+    auto it = std::upper_bound(stub_segments_.begin(), stub_segments_.end(), pc,
+                               [](uint64_t p, const StubSegment& s) { return p < s.begin; });
+    if (it == stub_segments_.begin()) return nullptr;
+    --it;
+    if (pc >= it->end) return nullptr;
+    return &stubs_[it->stub_index];
+}
+
+CodeLookup CodeMap::find_code(uint64_t pc, uint64_t time_ns) const {
+    CodeLookup r;
+    if (!has_vm_) return r;
+    if (pc == vm_.call_stub_return && pc != 0) {
+        r.region = CodeRegion::kCallStubReturn;
+        return r;
+    }
+    if (in_interpreter(pc)) {
+        r.region = CodeRegion::kInterpreter;
+        return r;
+    }
+    if (const CompiledCode* c = find_compiled(pc, time_ns)) {
+        r.region = CodeRegion::kCompiled;
+        r.compiled = c;
+        return r;
+    }
+    if (const Stub* s = find_stub(pc)) {
+        r.region = CodeRegion::kStub;
+        r.stub = s;
+        return r;
+    }
+    if (in_code_cache(pc)) r.region = CodeRegion::kUnknownCodeCache;
+    return r;
+}
+
+void CodeMap::apply_method(const MethodInfo& method) {
+    method_store_.push_back(method);
+    const MethodInfo* info = &method_store_.back();
+    if (method.method_id != 0) methods_by_id_[method.method_id] = info;
+    if (method.method_ptr != 0) {
+        auto& versions = methods_by_ptr_[method.method_ptr];
+        auto pos = std::upper_bound(versions.begin(), versions.end(), method.time_ns,
+                                    [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; });
+        versions.insert(pos, MethodVersion{method.time_ns, info});
+    }
+}
+
+const MethodInfo* CodeMap::method_by_id(uint64_t method_id) const {
+    auto it = methods_by_id_.find(method_id);
+    return it == methods_by_id_.end() ? nullptr : it->second;
+}
+
+const MethodInfo* CodeMap::method_by_ptr(uint64_t method_ptr, uint64_t time_ns) const {
+    auto it = methods_by_ptr_.find(method_ptr);
+    if (it == methods_by_ptr_.end() || it->second.empty()) return nullptr;
+    const auto& versions = it->second;
+    auto pos = std::upper_bound(versions.begin(), versions.end(), time_ns,
+                                [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; });
+    if (pos == versions.begin()) return versions.front().info;
+    return std::prev(pos)->info;
+}
+
+void CodeMap::apply_module(const ModuleMap& module) {
+    if (module.end <= module.begin) return;
+    auto overlaps = [&](const ModuleMap& m) { return m.begin < module.end && module.begin < m.end; };
+    modules_.erase(std::remove_if(modules_.begin(), modules_.end(), overlaps), modules_.end());
+    auto pos = std::upper_bound(modules_.begin(), modules_.end(), module.begin,
+                                [](uint64_t b, const ModuleMap& m) { return b < m.begin; });
+    modules_.insert(pos, module);
+    ++modules_generation_;
+}
+
+const ModuleMap* CodeMap::module_at(uint64_t address) const {
+    auto it = std::upper_bound(modules_.begin(), modules_.end(), address,
+                               [](uint64_t a, const ModuleMap& m) { return a < m.begin; });
+    if (it == modules_.begin()) return nullptr;
+    --it;
+    return address < it->end ? &*it : nullptr;
+}
+
+const PcScope* CodeMap::scope_at(const CodeLoad& code, uint32_t pc_offset) {
+    auto it = std::lower_bound(code.scopes.begin(), code.scopes.end(), pc_offset,
+                               [](const PcScope& s, uint32_t off) { return s.pc_offset < off; });
+    if (it == code.scopes.end() || it->pc_offset != pc_offset) return nullptr;
+    return &*it;
+}
+
+const PcScope* CodeMap::scope_at_or_after(const CodeLoad& code, uint32_t pc_offset) {
+    auto it = std::lower_bound(code.scopes.begin(), code.scopes.end(), pc_offset,
+                               [](const PcScope& s, uint32_t off) { return s.pc_offset < off; });
+    return it == code.scopes.end() ? nullptr : &*it;
+}
+
+void CodeMap::forget_before(uint64_t time_ns) {
+    history_.erase(std::remove_if(history_.begin(), history_.end(),
+                                  [&](const auto& c) { return c->valid_until <= time_ns; }),
+                   history_.end());
+    history_max_bytes_ = 0;
+    for (const auto& c : history_) {
+        history_max_bytes_ = std::max(history_max_bytes_, c->load.code_end - c->load.code_begin);
+    }
+    // MethodInfo objects stay in the store (jmethodID lookups keep them alive); only the Method*
+    // versions that a sample at or after `time_ns` can no longer select are dropped.
+    for (auto& [ptr, versions] : methods_by_ptr_) {
+        auto pos = std::upper_bound(versions.begin(), versions.end(), time_ns,
+                                    [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; });
+        if (pos != versions.begin()) versions.erase(versions.begin(), std::prev(pos));
+    }
+}
+
+}  // namespace sf

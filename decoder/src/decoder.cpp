@@ -1,0 +1,599 @@
+#include "stackfrag/decoder/decoder.hpp"
+
+#include "code_shape.hpp"
+#include "native_unwinder.hpp"
+#include "stack_view.hpp"
+#include "stackfrag/decoder/breadcrumb.hpp"
+#include "stackfrag/hotspot/frame_layout.hpp"
+
+namespace sf {
+
+class NativeUnwinder : public detail::NativeUnwinder {
+    using detail::NativeUnwinder::NativeUnwinder;
+};
+
+namespace {
+namespace hs = sf::hotspot;
+constexpr uint64_t kWord = hs::kWordSize;
+// A walk that leaves a full fragment this far above its end is called incomplete; farther, the
+// address is garbage (thread stacks are at most a few MB).
+constexpr uint64_t kMaxStackBeyondFragment = 64ull << 20;
+
+uint64_t words(int64_t n) { return static_cast<uint64_t>(n * static_cast<int64_t>(kWord)); }
+}  // namespace
+
+// One decode: the walk state and the rules per frame kind. Lives on the stack of decode().
+class Walk {
+public:
+    Walk(Decoder& decoder, const Sample& sample, CallTrace& out)
+        : d_(decoder), map_(decoder.map_), sample_(sample), out_(out),
+          view_(sample.stack_sp, sample.stack.data(), sample.stack.size()) {}
+
+    void run();
+
+private:
+    enum class Step : uint8_t { kContinue, kStop };
+
+    // --- outcome ---
+    Step fail(FailReason reason) {
+        out_.status = TraceStatus::kFailed;
+        out_.failure = reason;
+        return Step::kStop;
+    }
+    Step complete() {
+        out_.status = TraceStatus::kComplete;
+        out_.failure = FailReason::kNone;
+        return Step::kStop;
+    }
+    // The walk needs `addr`, which is not in the fragment: running off the top of a full fragment is
+    // an incomplete trace, anything else is a failure.
+    Step off_fragment(uint64_t addr, FailReason otherwise = FailReason::kSpOutOfFragment) {
+        if (addr >= view_.end() && fragment_full_ && addr - view_.end() < kMaxStackBeyondFragment) {
+            out_.status = TraceStatus::kIncomplete;
+            out_.failure = FailReason::kNone;
+            return Step::kStop;
+        }
+        return fail(otherwise);
+    }
+
+    bool push_frame(FrameKind kind, uint64_t method_id, int32_t bci, int32_t level, uint64_t pc) {
+        if (count_ >= d_.options_.max_frames) return false;
+        if (count_ >= out_.frames.size()) out_.frames.emplace_back();
+        Frame& f = out_.frames[count_++];
+        f.kind = kind;
+        f.method_id = method_id;
+        f.bci = bci;
+        f.comp_level = level;
+        f.pc = pc;
+        f.symbol.clear();
+        return true;
+    }
+    Frame& last_frame() { return out_.frames[count_ - 1]; }
+
+    // Continue the walk at (pc, sp, fp) as a caller frame.
+    Step go_to(uint64_t pc, uint64_t sp, uint64_t fp) {
+        if (sp <= sp_) return fail(FailReason::kSpNotIncreasing);
+        pc_ = pc;
+        sp_ = sp;
+        fp_ = fp;
+        top_ = false;
+        via_anchor_ = false;
+        via_native_ = false;
+        return Step::kContinue;
+    }
+
+    bool is_return_target(uint64_t pc) const {
+        CodeRegion r = map_.find_code(pc, time_).region;
+        return r == CodeRegion::kInterpreter || r == CodeRegion::kCompiled || r == CodeRegion::kStub ||
+               r == CodeRegion::kCallStubReturn;
+    }
+
+    Step step();
+    Step step_entry();
+    Step step_interpreted();
+    bool step_partial_interpreted(Step& result);
+    Step emit_interpreted(const MethodInfo& method, int32_t bci);
+    Step step_compiled(const CompiledCode& code);
+    Step step_stub(const Stub* stub);
+    bool scan_for_caller(uint64_t from, uint64_t& pc, uint64_t& sp, uint64_t& fp);
+    bool plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t& fp_out);
+    Step step_native();
+    bool try_breadcrumb();
+
+    Decoder& d_;
+    const CodeMap& map_;
+    const Sample& sample_;
+    CallTrace& out_;
+    detail::StackView view_;
+    size_t count_ = 0;
+    size_t native_frames_ = 0;
+    uint64_t time_ = 0;
+    bool fragment_full_ = true;
+
+    uint64_t pc_ = 0, sp_ = 0, fp_ = 0;
+    bool top_ = true;
+    bool via_anchor_ = false;   // reached through a JavaFrameAnchor: pc need not be a call site
+    bool via_native_ = false;   // reached by unwinding native code: sp derived from a frame pointer
+    bool after_java_ = false;   // the previous frame was Java: this pc must be Java code or a stub
+    bool breadcrumb_used_ = false;
+};
+
+void Walk::run() {
+    out_.time_ns = sample_.time_ns;
+    out_.tid = sample_.tid;
+    out_.status = TraceStatus::kFailed;
+    out_.failure = FailReason::kNone;
+    time_ = sample_.time_ns;
+    if (!map_.has_vm()) {
+        fail(FailReason::kNoCodeMap);
+    } else if (sample_.stack.empty()) {
+        fail(FailReason::kEmptyStack);
+    } else {
+        const uint32_t wanted = map_.vm().sample_stack_bytes;
+        fragment_full_ = wanted == 0 || sample_.stack.size() >= wanted;
+        pc_ = sample_.regs.ip;
+        sp_ = sample_.regs.sp;
+        fp_ = sample_.regs.bp;
+        if (!view_.contains(sp_, 0) || sp_ == view_.end()) {
+            fail(FailReason::kSpOutOfFragment);
+        } else {
+            while (step() == Step::kContinue) {
+            }
+        }
+    }
+    out_.frames.resize(count_);
+}
+
+Walk::Step Walk::step() {
+    if (count_ >= d_.options_.max_frames) return fail(FailReason::kTooDeep);
+    if (sp_ >= view_.end()) return off_fragment(sp_);
+    CodeLookup code = map_.find_code(pc_, time_);
+    switch (code.region) {
+        case CodeRegion::kCallStubReturn: return step_entry();
+        case CodeRegion::kInterpreter: return step_interpreted();
+        case CodeRegion::kCompiled: return step_compiled(*code.compiled);
+        case CodeRegion::kStub:
+        case CodeRegion::kUnknownCodeCache: return step_stub(code.stub);
+        case CodeRegion::kUnknown: break;
+    }
+    if (after_java_) return fail(FailReason::kBadReturnAddress);
+    return step_native();
+}
+
+// --- Entry frames (§d) ---------------------------------------------------------------------------
+
+Walk::Step Walk::step_entry() {
+    namespace e = hs::entry;
+    const uint64_t wrapper_slot = fp_ + words(e::kCallWrapperSlot);
+    if (fp_ < sp_) return fail(FailReason::kBadEntryFrame);
+    uint64_t wrapper = 0;
+    if (!view_.read(wrapper_slot, wrapper)) return off_fragment(wrapper_slot, FailReason::kBadEntryFrame);
+    // The JavaCallWrapper is a local of JavaCalls::call_helper, above the call stub's frame.
+    if (wrapper <= fp_) return fail(FailReason::kBadEntryFrame);
+    const uint64_t anchor = wrapper + e::kWrapperAnchorOffset;
+    uint64_t last_sp = 0, last_pc = 0, last_fp = 0;
+    if (!view_.contains(anchor, e::kAnchorBytes)) return off_fragment(anchor, FailReason::kBadEntryFrame);
+    view_.read(anchor + e::kAnchorLastJavaSp, last_sp);
+    view_.read(anchor + e::kAnchorLastJavaPc, last_pc);
+    view_.read(anchor + e::kAnchorLastJavaFp, last_fp);
+    ++d_.stats_.entry_frames_crossed;
+    if (last_sp == 0) return complete();
+    if (last_sp <= fp_) return fail(FailReason::kBadEntryFrame);
+    if (last_pc == 0) {
+        const uint64_t pc_slot = last_sp + e::kPcBelowLastJavaSp;
+        if (!view_.read(pc_slot, last_pc)) return off_fragment(pc_slot, FailReason::kBadEntryFrame);
+    }
+    Step s = go_to(last_pc, last_sp, last_fp);
+    via_anchor_ = true;
+    after_java_ = true;   // the anchor names the last Java frame
+    return s;
+}
+
+// --- Interpreted frames (§a) ---------------------------------------------------------------------
+
+Walk::Step Walk::emit_interpreted(const MethodInfo& method, int32_t bci) {
+    if (!push_frame(FrameKind::kInterpreted, method.method_id, bci, 0, pc_)) return fail(FailReason::kTooDeep);
+    return Step::kContinue;
+}
+
+// §a.4: the top pc is in a method-entry codelet and the callee's frame may be half built.
+bool Walk::step_partial_interpreted(Step& result) {
+    namespace in = hs::interp;
+    const Registers& regs = sample_.regs;
+    const uint64_t sp = sp_, fp = fp_;
+    auto bci_at_entry = [](const MethodInfo& m) { return (m.access_flags & hs::kAccNative) ? -1 : 0; };
+
+    // State 3, complete: decode normally.
+    if (fp >= sp + in::kFixedFrameBytes) {
+        uint64_t last_sp = 1, method = 0;
+        if (view_.read(fp + words(in::kLastSp), last_sp) && view_.read(fp + words(in::kMethod), method) &&
+            last_sp == 0 && map_.method_by_ptr(method, time_)) {
+            return false;
+        }
+    }
+    // State 2, linked but partial: never trust slots below sp.
+    if (fp >= sp && fp < sp + in::kFixedFrameBytes) {
+        uint64_t ret = 0, caller_fp = 0;
+        if (view_.read(fp + words(in::kReturnAddress), ret) && is_return_target(ret) &&
+            view_.read(fp + words(in::kSavedFp), caller_fp)) {
+            uint64_t method_ptr = regs.bx;
+            const uint64_t method_slot = fp + words(in::kMethod);
+            if (method_slot >= sp) view_.read(method_slot, method_ptr);
+            uint64_t caller_sp = regs.r13;
+            const uint64_t sender_slot = fp + words(in::kSenderSp);
+            if (sender_slot >= sp) view_.read(sender_slot, caller_sp);
+            const MethodInfo* m = map_.method_by_ptr(method_ptr, time_);
+            ++d_.stats_.partial_interpreter_tops;
+            if (!m) {
+                result = fail(FailReason::kUnknownMethod);
+                return true;
+            }
+            result = emit_interpreted(*m, bci_at_entry(*m));
+            if (result == Step::kContinue) {
+                result = go_to(ret, caller_sp, caller_fp);
+                after_java_ = true;
+            }
+            return true;
+        }
+    }
+    // State 1, not linked: Method* in rbx, sender sp in r13, return address at [sp] or in rax.
+    uint64_t ret = 0;
+    if (!(view_.read(sp, ret) && is_return_target(ret))) {
+        ret = regs.ax;
+        if (!is_return_target(ret)) return false;
+    }
+    if (regs.r13 <= sp) return false;
+    const MethodInfo* m = map_.method_by_ptr(regs.bx, time_);
+    if (!m) return false;
+    ++d_.stats_.partial_interpreter_tops;
+    result = emit_interpreted(*m, bci_at_entry(*m));
+    if (result == Step::kContinue) {
+        result = go_to(ret, regs.r13, fp);
+        after_java_ = true;
+    }
+    return true;
+}
+
+Walk::Step Walk::step_interpreted() {
+    namespace in = hs::interp;
+    const hs::Jdk jdk = map_.jdk();
+    if (top_ && map_.in_method_entry_codelet(pc_)) {
+        Step result = Step::kStop;
+        if (step_partial_interpreted(result)) return result;
+    }
+    const uint64_t fp = fp_;
+    if (fp < sp_ || (fp & 7) != 0) return fail(FailReason::kBadInterpreterFrame);
+    if (top_ && fp - sp_ < static_cast<uint64_t>(in::kFixedFrameBytes)) {
+        return fail(FailReason::kBadInterpreterFrame);   // slots below sp are stale
+    }
+    const uint64_t lowest = fp + words(in::kLowestFixedSlot);
+    const uint64_t span = words(in::kReturnAddress - in::kLowestFixedSlot + 1);
+    if (!view_.contains(lowest, span)) {
+        return lowest < view_.begin() ? fail(FailReason::kBadInterpreterFrame) : off_fragment(fp);
+    }
+    auto slot = [&](int word) {
+        uint64_t v = 0;
+        view_.read(fp + words(word), v);
+        return v;
+    };
+    const MethodInfo* method = map_.method_by_ptr(slot(in::kMethod), time_);
+    if (!method) return fail(FailReason::kUnknownMethod);
+
+    // Consistency of the fixed slots, whose encoding differs between JDK 17 and 25.
+    const uint64_t locals = in::locals_address(jdk, fp, slot(in::kLocals));
+    if (locals < fp + words(in::kReturnAddress + 1) || locals - fp > words(65536 + 2)) {
+        return fail(FailReason::kBadInterpreterFrame);
+    }
+    const uint64_t initial_sp_raw = slot(in::kInitialSp);
+    // JDK 17 pushes the initial_sp slot as 0 and stores it one instruction later (§a.4).
+    const bool initial_sp_window = top_ && jdk == hs::Jdk::k17 && initial_sp_raw == 0;
+    if (!initial_sp_window) {
+        const uint64_t initial_sp = in::fp_relative_or_absolute(jdk, fp, initial_sp_raw);
+        if (initial_sp > lowest || initial_sp < sp_) return fail(FailReason::kBadInterpreterFrame);
+    }
+
+    int32_t bci = -1;
+    if (!(method->access_flags & hs::kAccNative)) {
+        auto in_code = [&](uint64_t bcp) {
+            return bcp >= method->bytecode_begin && bcp - method->bytecode_begin < method->bytecode_size;
+        };
+        // The bcp slot is only saved when the frame calls out; the live bcp of the top frame is r13.
+        uint64_t bcp = slot(in::kBcp);
+        if (top_ && in_code(sample_.regs.r13)) bcp = sample_.regs.r13;
+        if (!in_code(bcp)) return fail(FailReason::kBadBci);
+        bci = static_cast<int32_t>(bcp - method->bytecode_begin);
+    }
+    if (emit_interpreted(*method, bci) != Step::kContinue) return Step::kStop;
+
+    const uint64_t caller_pc = slot(in::kReturnAddress);
+    const uint64_t caller_sp = slot(in::kSenderSp);
+    const uint64_t caller_fp = slot(in::kSavedFp);
+    if (caller_sp < fp + words(in::kReturnAddress + 1)) return fail(FailReason::kBadInterpreterFrame);
+    Step s = go_to(caller_pc, caller_sp, caller_fp);
+    after_java_ = true;
+    return s;
+}
+
+// --- Compiled frames (§b, §c, §f) ----------------------------------------------------------------
+
+Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
+    namespace co = hs::compiled;
+    const CodeLoad& nm = compiled.load;
+    const int32_t fs = nm.frame_size_words;
+    const bool wrapper = nm.kind == CodeKind::kNativeWrapper;
+    const bool frameless = nm.kind == CodeKind::kMethodHandleIntrinsic || (wrapper && fs == 0);
+    if (fs < 0 || fs > co::kMaxFrameWords || (!frameless && fs < 2)) return fail(FailReason::kBadFrameSize);
+
+    uint64_t sp = sp_;
+    // Reached from native code through the rbp chain: a wrapper's rbp fixes its sp (§d.3).
+    if (via_native_ && wrapper && fs >= 2 && fp_ > sp_) {
+        const uint64_t from_fp = hs::wrapper_sp_from_fp(fp_, fs);
+        if (from_fp >= sp_ && from_fp < fp_) sp = from_fp;
+    }
+
+    uint64_t scope_pc = pc_;
+    bool exact = !top_ && !via_anchor_;
+    if (nm.deopt_handler != 0 && pc_ == nm.deopt_handler && nm.orig_pc_offset >= 0) {
+        const uint64_t slot = sp + static_cast<uint64_t>(nm.orig_pc_offset);
+        uint64_t orig = 0;
+        if (!view_.read(slot, orig)) return off_fragment(slot);
+        if (!compiled.contains(orig)) return fail(FailReason::kNoPcDesc);
+        scope_pc = orig;
+        exact = true;
+        ++d_.stats_.deopt_frames;
+    }
+
+    // Where this frame keeps its return address and the caller's rbp.
+    uint64_t ret_slot = 0;
+    bool fp_saved = true;
+    uint64_t fp_slot = 0;
+    if (frameless) {
+        ret_slot = sp;
+        fp_saved = false;
+    } else {
+        ret_slot = sp + words(fs - co::kReturnAddressFromTop);
+        fp_slot = sp + words(fs - co::kSavedFpFromTop);
+    }
+    if (top_ && !frameless) {
+        detail::TopFrameShape shape = detail::analyze_top_frame(nm, pc_);
+        if (shape.kind == detail::TopFrameShape::Kind::kPartial) {
+            ret_slot = sp + shape.return_offset;
+            fp_saved = shape.fp_saved;
+            fp_slot = sp + shape.saved_fp_offset;
+            if (shape.in_prologue) ++d_.stats_.prologue_tops;
+            if (shape.in_epilogue) ++d_.stats_.epilogue_tops;
+        } else if (shape.kind == detail::TopFrameShape::Kind::kNoCode && nm.frame_complete_offset > 0 &&
+                   pc_ - nm.code_begin < static_cast<uint64_t>(nm.frame_complete_offset)) {
+            // No instruction bytes: try where the return address can be while the frame is built.
+            const uint64_t candidates[] = {sp, sp + kWord, ret_slot};
+            for (uint64_t c : candidates) {
+                uint64_t v = 0;
+                if (view_.read(c, v) && is_return_target(v)) {
+                    if (c != ret_slot) {
+                        fp_saved = c != sp;
+                        fp_slot = sp;
+                        ++d_.stats_.prologue_tops;
+                    }
+                    ret_slot = c;
+                    break;
+                }
+            }
+        }
+    }
+
+    // The Java frames of this code: one per scope level, innermost first.
+    if (wrapper || frameless) {
+        if (!push_frame(FrameKind::kNativeWrapper, nm.method_id, -1, nm.comp_level, pc_)) {
+            return fail(FailReason::kTooDeep);
+        }
+    } else {
+        const uint32_t off = static_cast<uint32_t>(scope_pc - nm.code_begin);
+        const PcScope* scope = CodeMap::scope_at(nm, off);
+        if (!scope && !exact) scope = CodeMap::scope_at_or_after(nm, off + 1);
+        if (!scope) {
+            if (!top_) return fail(FailReason::kNoPcDesc);
+            if (!push_frame(FrameKind::kCompiled, nm.method_id, -1, nm.comp_level, pc_)) {
+                return fail(FailReason::kTooDeep);
+            }
+        } else {
+            if (scope->count == 0 || scope->first > nm.frames.size() ||
+                nm.frames.size() - scope->first < scope->count) {
+                return fail(FailReason::kNoPcDesc);
+            }
+            for (uint32_t i = 0; i < scope->count; ++i) {
+                const MethodBci& mb = nm.frames[scope->first + i];
+                const FrameKind kind = i + 1 == scope->count ? FrameKind::kCompiled : FrameKind::kInlined;
+                if (!push_frame(kind, mb.method_id, mb.bci, nm.comp_level, pc_)) {
+                    return fail(FailReason::kTooDeep);
+                }
+            }
+        }
+    }
+
+    uint64_t caller_pc = 0, caller_fp = fp_;
+    if (!view_.read(ret_slot, caller_pc)) return off_fragment(ret_slot);
+    if (fp_saved && !view_.read(fp_slot, caller_fp)) return off_fragment(fp_slot);
+    Step s = go_to(caller_pc, ret_slot + kWord, caller_fp);
+    after_java_ = true;
+    return s;
+}
+
+// --- Stubs (§b.4) ----------------------------------------------------------------------------------
+
+// Would (pc, sp) be a believable caller frame? Checks the frame it implies one level deep.
+bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t& fp_out) {
+    namespace in = hs::interp;
+    CodeLookup code = map_.find_code(pc, time_);
+    fp_out = fp_hint;
+    switch (code.region) {
+        case CodeRegion::kCompiled: {
+            const CodeLoad& nm = code.compiled->load;
+            const int32_t fs = nm.frame_size_words;
+            const bool frameless = nm.kind == CodeKind::kMethodHandleIntrinsic;
+            if (fs < 0 || fs > hs::compiled::kMaxFrameWords || (!frameless && fs < 2)) return false;
+            if (nm.kind == CodeKind::kNmethod || nm.kind == CodeKind::kOsr) {
+                if (!CodeMap::scope_at(nm, static_cast<uint32_t>(pc - nm.code_begin))) return false;
+            }
+            uint64_t ret = 0;
+            const uint64_t ret_slot = frameless ? sp : sp + words(fs - 1);
+            if (!view_.read(ret_slot, ret)) return ret_slot >= view_.end();   // runs off: accept
+            return is_return_target(ret);
+        }
+        case CodeRegion::kInterpreter: {
+            uint64_t method = 0, ret = 0;
+            if (fp_hint < sp || !view_.read(fp_hint + words(in::kMethod), method) ||
+                !view_.read(fp_hint + words(in::kReturnAddress), ret)) {
+                return false;
+            }
+            return map_.method_by_ptr(method, time_) != nullptr && is_return_target(ret);
+        }
+        case CodeRegion::kCallStubReturn: {
+            uint64_t wrapper = 0;
+            if (fp_hint < sp || !view_.read(fp_hint + words(hs::entry::kCallWrapperSlot), wrapper)) return false;
+            return wrapper > fp_hint;
+        }
+        default: return false;
+    }
+}
+
+bool Walk::scan_for_caller(uint64_t from, uint64_t& pc, uint64_t& sp, uint64_t& fp) {
+    ++d_.stats_.stub_scans;
+    for (size_t i = 0; i < d_.options_.stub_scan_words; ++i) {
+        const uint64_t slot = from + words(static_cast<int64_t>(i));
+        uint64_t word = 0;
+        if (!view_.read(slot, word)) return false;
+        if (!is_return_target(word)) continue;
+        // The stub either kept the caller's rbp in the register or pushed it just below the return
+        // address; try both.
+        uint64_t pushed_fp = 0;
+        const uint64_t fp_candidates[2] = {fp_, view_.read(slot - kWord, pushed_fp) && slot > from ? pushed_fp : fp_};
+        for (uint64_t candidate : fp_candidates) {
+            uint64_t chosen = 0;
+            if (plausible_caller(word, slot + kWord, candidate, chosen)) {
+                pc = word;
+                sp = slot + kWord;
+                fp = chosen;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+Walk::Step Walk::step_stub(const Stub* stub) {
+    if (!push_frame(FrameKind::kStub, 0, -1, 0, pc_)) return fail(FailReason::kTooDeep);
+    if (stub) last_frame().symbol = stub->name;
+    const int32_t fs = stub ? stub->frame_size_words : -1;
+    if (fs >= 2 && fs <= hs::compiled::kMaxFrameWords) {
+        uint64_t sp = sp_;
+        if (via_native_ && fp_ > sp_) sp = hs::wrapper_sp_from_fp(fp_, fs);   // rbp-framed stub
+        const uint64_t ret_slot = sp + words(fs - 1);
+        uint64_t ret = 0, caller_fp = 0;
+        if (view_.read(ret_slot, ret) && is_return_target(ret) &&
+            view_.read(sp + words(fs - 2), caller_fp)) {
+            Step s = go_to(ret, ret_slot + kWord, caller_fp);
+            after_java_ = false;
+            return s;
+        }
+        if (!view_.contains(ret_slot) && ret_slot >= view_.end()) return off_fragment(ret_slot);
+    }
+    uint64_t pc = 0, sp = 0, fp = 0;
+    if (!scan_for_caller(sp_, pc, sp, fp)) return fail(FailReason::kStubUnwindFailed);
+    Step s = go_to(pc, sp, fp);
+    after_java_ = false;
+    return s;
+}
+
+// --- Native code (§d.3) ----------------------------------------------------------------------------
+
+bool Walk::try_breadcrumb() {
+    namespace bc = breadcrumb;
+    if (breadcrumb_used_) return false;
+    uint64_t addr = (sp_ + 7) & ~uint64_t{7};
+    for (; view_.contains(addr, bc::kWords * kWord); addr += kWord) {
+        uint64_t m0 = 0, m1 = 0;
+        view_.read(addr, m0);
+        if (m0 != bc::kMagic0) continue;
+        view_.read(addr + kWord, m1);
+        if (m1 != bc::kMagic1) continue;
+        uint64_t jsp = 0, jpc = 0, jfp = 0;
+        view_.read(addr + bc::kJavaSpOffset, jsp);
+        view_.read(addr + bc::kJavaPcOffset, jpc);
+        view_.read(addr + bc::kJavaFpOffset, jfp);
+        if (jsp <= addr || !view_.contains(jsp, 0)) continue;
+        CodeRegion r = map_.find_code(jpc, time_).region;
+        if (r != CodeRegion::kInterpreter && r != CodeRegion::kCompiled) continue;
+        breadcrumb_used_ = true;
+        ++d_.stats_.breadcrumbs_used;
+        pc_ = jpc;
+        sp_ = jsp;
+        fp_ = jfp;
+        top_ = false;
+        via_anchor_ = true;
+        via_native_ = false;
+        after_java_ = true;
+        return true;
+    }
+    return false;
+}
+
+Walk::Step Walk::step_native() {
+    if (++native_frames_ > d_.options_.max_native_frames) return fail(FailReason::kNativeUnwindFailed);
+    const bool known_module = map_.module_at(pc_) != nullptr;
+    if (!push_frame(FrameKind::kNative, 0, -1, 0, pc_)) return fail(FailReason::kTooDeep);
+    ++d_.stats_.native_frames;
+    if (d_.options_.symbolize_native && known_module && d_.native_) {
+        last_frame().symbol = d_.native_->symbol(pc_);
+    }
+
+    detail::NativeStep next;
+    bool stepped = false;
+    if (known_module && d_.native_ && d_.options_.use_libunwind &&
+        d_.native_->step_dwarf(view_, pc_, sp_, fp_, top_, next) && next.sp > sp_ && next.pc != 0) {
+        stepped = true;
+        ++d_.stats_.libunwind_steps;
+    }
+    if (!stepped) {
+        // rbp chain: libjvm and JNI code keep frame pointers.
+        uint64_t saved_fp = 0, ret = 0;
+        if (fp_ >= sp_ && (fp_ & 7) == 0 && view_.read(fp_, saved_fp) && view_.read(fp_ + kWord, ret) &&
+            ret != 0) {
+            next = {ret, fp_ + 2 * kWord, saved_fp};
+            stepped = true;
+            ++d_.stats_.rbp_steps;
+        }
+    }
+    if (stepped) {
+        Step s = go_to(next.pc, next.sp, next.fp);
+        if (s == Step::kContinue) {
+            via_native_ = true;
+            after_java_ = false;
+            return s;
+        }
+    }
+    const FailReason reason = known_module ? FailReason::kNativeUnwindFailed : FailReason::kUnknownPc;
+    if (try_breadcrumb()) return Step::kContinue;
+    if (!stepped && fp_ >= view_.end()) return off_fragment(fp_, reason);
+    return fail(reason);
+}
+
+// --- Decoder ---------------------------------------------------------------------------------------
+
+Decoder::Decoder(const CodeMap& code_map, DecoderOptions options)
+    : map_(code_map), options_(options),
+      native_(std::make_unique<NativeUnwinder>(code_map, options.use_libunwind, options.symbolize_native)) {}
+
+Decoder::~Decoder() = default;
+
+void Decoder::decode(const Sample& sample, CallTrace& out) {
+    Walk walk(*this, sample, out);
+    walk.run();
+}
+
+CallTrace Decoder::decode(const Sample& sample) {
+    CallTrace out;
+    decode(sample, out);
+    return out;
+}
+
+}  // namespace sf

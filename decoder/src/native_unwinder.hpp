@@ -1,0 +1,49 @@
+// Native (C/C++) frames: one step out of a frame with the DWARF CFI of the module mapped at the pc
+// (libunwind over a remote address space whose memory is the stack fragment plus the module files),
+// and symbol names from the modules' ELF symbol tables. Module data is cached per mapping.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "stackfrag/decoder/code_map.hpp"
+#include "stack_view.hpp"
+
+namespace sf::detail {
+
+struct NativeStep {
+    uint64_t pc = 0;
+    uint64_t sp = 0;
+    uint64_t fp = 0;
+};
+
+class NativeUnwinder {
+public:
+    NativeUnwinder(const CodeMap& map, bool use_dwarf, bool symbolize);
+    ~NativeUnwinder();
+
+    // One step from the native frame (pc, sp, fp) using the module's unwind tables. `top` says the
+    // pc is the interrupted instruction (not a return address).
+    bool step_dwarf(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp, bool top, NativeStep& out);
+
+    // The symbol containing pc ("" when unknown); stable until the next call.
+    const std::string& symbol(uint64_t pc);
+
+    struct Module;   // an mmapped ELF file with its unwind table and symbols
+
+private:
+    Module* module_for(uint64_t pc, uint64_t& load_bias);
+    void refresh();
+
+    const CodeMap& map_;
+    bool use_dwarf_;
+    bool symbolize_;
+    uint64_t generation_ = ~0ull;
+    std::unordered_map<std::string, std::unique_ptr<Module>> modules_;   // by path
+    void* address_space_ = nullptr;                                      // unw_addr_space_t
+    std::string empty_;
+};
+
+}  // namespace sf::detail
