@@ -2,7 +2,7 @@
 // already loaded libjvm) and guarded reads of VM memory at the addresses they lead to.
 #pragma once
 
-#include <jni.h>
+#include <jvmti.h>
 #include <sys/types.h>
 
 #include <array>

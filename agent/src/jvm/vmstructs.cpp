@@ -1,0 +1,388 @@
+#include "vmstructs.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+namespace sf::agent::vm {
+namespace {
+
+// 0 = not probed, 1 = process_vm_readv works on ourselves, 2 = use the pipe fallback.
+std::atomic<int> g_read_method{0};
+
+bool read_with_process_vm_readv(uint64_t address, void* out, size_t size) {
+    iovec local{out, size};
+    iovec remote{reinterpret_cast<void*>(address), size};
+    ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    return n == static_cast<ssize_t>(size);
+}
+
+// write() reports EFAULT instead of faulting when the source is unmapped; used when seccomp or a
+// container forbids process_vm_readv.
+bool read_with_pipe(uint64_t address, void* out, size_t size) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+        return false;
+    }
+    bool ok = true;
+    auto* dst = static_cast<uint8_t*>(out);
+    size_t done = 0;
+    while (ok && done < size) {
+        size_t chunk = std::min<size_t>(size - done, 4096);
+        ssize_t w = write(fds[1], reinterpret_cast<const void*>(address + done), chunk);
+        if (w <= 0) {
+            ok = false;
+            break;
+        }
+        ssize_t r = read(fds[0], dst + done, static_cast<size_t>(w));
+        if (r != w) {
+            ok = false;
+            break;
+        }
+        done += static_cast<size_t>(w);
+    }
+    close(fds[0]);
+    close(fds[1]);
+    return ok;
+}
+
+}  // namespace
+
+bool safe_read(uint64_t address, void* out, size_t size) {
+    if (size == 0) {
+        return true;
+    }
+    if (address < 4096 || address + size < address) {
+        return false;
+    }
+    int method = g_read_method.load(std::memory_order_relaxed);
+    if (method == 0) {
+        static const uint64_t probe_target = 0x5f5f5f5f;
+        uint64_t probe = 0;
+        bool works = read_with_process_vm_readv(reinterpret_cast<uint64_t>(&probe_target), &probe,
+                                                sizeof(probe)) &&
+                     probe == probe_target;
+        method = works ? 1 : 2;
+        g_read_method.store(method, std::memory_order_relaxed);
+    }
+    return method == 1 ? read_with_process_vm_readv(address, out, size)
+                       : read_with_pipe(address, out, size);
+}
+
+std::optional<std::string> safe_read_c_string(uint64_t address, size_t max_length) {
+    std::string result;
+    char chunk[64];
+    while (result.size() < max_length) {
+        // Read up to the end of the page only, so a string near an unmapped page still reads.
+        size_t to_page_end = 4096 - ((address + result.size()) & 4095);
+        size_t n = std::min<size_t>({sizeof(chunk), to_page_end, max_length - result.size()});
+        if (!safe_read(address + result.size(), chunk, n)) {
+            return std::nullopt;
+        }
+        const void* nul = std::memchr(chunk, 0, n);
+        if (nul != nullptr) {
+            result.append(chunk, static_cast<const char*>(nul) - chunk);
+            return result;
+        }
+        result.append(chunk, n);
+    }
+    return std::nullopt;
+}
+
+namespace {
+
+template <class T>
+bool symbol_value(const char* name, T& out) {
+    void* symbol = dlsym(RTLD_DEFAULT, name);
+    if (symbol == nullptr) {
+        return false;
+    }
+    std::memcpy(&out, symbol, sizeof(T));
+    return true;
+}
+
+const char* string_at(uint64_t entry, uint64_t offset) {
+    const char* s = nullptr;
+    std::memcpy(&s, reinterpret_cast<const void*>(entry + offset), sizeof(s));
+    return s;
+}
+
+template <class T>
+T value_at(uint64_t entry, uint64_t offset) {
+    T v{};
+    std::memcpy(&v, reinterpret_cast<const void*>(entry + offset), sizeof(T));
+    return v;
+}
+
+// Tables far beyond the ~800 entries of real JDKs mean we are reading garbage.
+constexpr size_t kMaxEntries = 100000;
+
+}  // namespace
+
+Result<VmStructTables> VmStructTables::load() {
+    uint64_t structs = 0, types = 0, ints = 0;
+    uint64_t s_type = 0, s_field = 0, s_tstring = 0, s_static = 0, s_offset = 0, s_address = 0,
+             s_stride = 0;
+    uint64_t t_name = 0, t_int = 0, t_unsigned = 0, t_size = 0, t_stride = 0;
+    uint64_t i_name = 0, i_value = 0, i_stride = 0;
+    bool ok = symbol_value("gHotSpotVMStructs", structs) && symbol_value("gHotSpotVMTypes", types) &&
+              symbol_value("gHotSpotVMIntConstants", ints) &&
+              symbol_value("gHotSpotVMStructEntryTypeNameOffset", s_type) &&
+              symbol_value("gHotSpotVMStructEntryFieldNameOffset", s_field) &&
+              symbol_value("gHotSpotVMStructEntryTypeStringOffset", s_tstring) &&
+              symbol_value("gHotSpotVMStructEntryIsStaticOffset", s_static) &&
+              symbol_value("gHotSpotVMStructEntryOffsetOffset", s_offset) &&
+              symbol_value("gHotSpotVMStructEntryAddressOffset", s_address) &&
+              symbol_value("gHotSpotVMStructEntryArrayStride", s_stride) &&
+              symbol_value("gHotSpotVMTypeEntryTypeNameOffset", t_name) &&
+              symbol_value("gHotSpotVMTypeEntryIsIntegerTypeOffset", t_int) &&
+              symbol_value("gHotSpotVMTypeEntryIsUnsignedOffset", t_unsigned) &&
+              symbol_value("gHotSpotVMTypeEntrySizeOffset", t_size) &&
+              symbol_value("gHotSpotVMTypeEntryArrayStride", t_stride) &&
+              symbol_value("gHotSpotVMIntConstantEntryNameOffset", i_name) &&
+              symbol_value("gHotSpotVMIntConstantEntryValueOffset", i_value) &&
+              symbol_value("gHotSpotVMIntConstantEntryArrayStride", i_stride);
+    if (!ok || structs == 0 || types == 0 || ints == 0 || s_stride == 0 || t_stride == 0 ||
+        i_stride == 0) {
+        return make_error(Errc::kUnsupported, "HotSpot VMStructs tables (gHotSpotVMStructs…) not found in the process",
+                          "only HotSpot JVMs (OpenJDK, Temurin) are supported");
+    }
+
+    VmStructTables tables;
+    for (size_t i = 0; i < kMaxEntries; ++i) {
+        uint64_t e = types + i * t_stride;
+        const char* name = string_at(e, t_name);
+        if (name == nullptr) break;
+        TypeEntry t;
+        t.size = value_at<uint64_t>(e, t_size);
+        t.is_integer = value_at<int32_t>(e, t_int) != 0;
+        t.is_unsigned = value_at<int32_t>(e, t_unsigned) != 0;
+        tables.types_.emplace(name, t);
+    }
+    for (size_t i = 0; i < kMaxEntries; ++i) {
+        uint64_t e = structs + i * s_stride;
+        const char* field = string_at(e, s_field);
+        const char* type = string_at(e, s_type);
+        if (field == nullptr) break;
+        if (type == nullptr) continue;
+        ResolvedField f;
+        f.present = true;
+        f.is_static = value_at<int32_t>(e, s_static) != 0;
+        f.offset = value_at<uint64_t>(e, s_offset);
+        f.address = value_at<uint64_t>(e, s_address);
+        const char* type_string = string_at(e, s_tstring);
+        if (type_string != nullptr) {
+            std::string_view ts(type_string);
+            // "volatile signed char" and similar are listed; pointer types may not be.
+            if (auto it = tables.types_.find(std::string(ts)); it != tables.types_.end()) {
+                f.width = static_cast<uint32_t>(it->second.size);
+                f.is_unsigned = it->second.is_unsigned;
+            } else if (!ts.empty() && ts.back() == '*') {
+                f.width = sizeof(void*);
+                f.is_unsigned = true;
+            }
+        }
+        tables.fields_.emplace(std::string(type) + "::" + field, f);
+    }
+    for (size_t i = 0; i < kMaxEntries; ++i) {
+        uint64_t e = ints + i * i_stride;
+        const char* name = string_at(e, i_name);
+        if (name == nullptr) break;
+        tables.int_constants_.emplace(name, value_at<int32_t>(e, i_value));
+    }
+    if (tables.fields_.empty() || tables.types_.empty()) {
+        return make_error(Errc::kCorrupt, "HotSpot VMStructs tables are empty");
+    }
+    return tables;
+}
+
+const ResolvedField* VmStructTables::field(std::string_view type, std::string_view name) const {
+    std::string key;
+    key.reserve(type.size() + 2 + name.size());
+    key.append(type).append("::").append(name);
+    auto it = fields_.find(key);
+    return it == fields_.end() ? nullptr : &it->second;
+}
+
+std::optional<uint64_t> VmStructTables::type_size(std::string_view type) const {
+    auto it = types_.find(std::string(type));
+    if (it == types_.end()) return std::nullopt;
+    return it->second.size;
+}
+
+std::optional<int64_t> VmStructTables::int_constant(std::string_view name) const {
+    auto it = int_constants_.find(std::string(name));
+    if (it == int_constants_.end()) return std::nullopt;
+    return it->second;
+}
+
+Result<VmLayoutOffsets> resolve_layout(const VmStructTables& tables, int jdk_major) {
+    using hotspot::StructLayout;
+    auto has = [&](const hotspot::FieldName& f) { return tables.field(f.type, f.field) != nullptr; };
+    bool looks_25 = has(hotspot::kMarker25) && has(hotspot::kMarker25Kind);
+    bool looks_17 = has(hotspot::kMarker17);
+
+    VmLayoutOffsets out;
+    if (looks_25 && !looks_17) {
+        out.layout = StructLayout::kJdk25;
+    } else if (looks_17 && !looks_25) {
+        out.layout = StructLayout::kJdk17;
+    } else {
+        out.layout = hotspot::closest_layout(jdk_major);
+        out.layout_guessed = true;
+    }
+    // The structure family and the release must agree for the decoder's per-JDK frame facts.
+    if (jdk_major != 0 && jdk_major != 17 && jdk_major != 25) {
+        out.layout_guessed = true;
+    }
+
+    std::string missing;
+    auto note_missing = [&](std::string_view what) {
+        if (!missing.empty()) missing += ", ";
+        missing += what;
+    };
+    uint8_t bit = hotspot::layout_bit(out.layout);
+    for (size_t i = 0; i < hotspot::kFieldNames.size(); ++i) {
+        const hotspot::FieldName& name = hotspot::kFieldNames[i];
+        const ResolvedField* f = tables.field(name.type, name.field);
+        if (f != nullptr) {
+            out.fields[i] = *f;
+        }
+        bool required = (name.required_in & bit) != 0;
+        if (!required) continue;
+        if (f == nullptr) {
+            note_missing(std::string(name.type) + "::" + std::string(name.field));
+        } else if (!f->is_static && f->width == 0) {
+            note_missing(std::string(name.type) + "::" + std::string(name.field) + " (type size)");
+        }
+    }
+    for (size_t i = 0; i < hotspot::kTypeNames.size(); ++i) {
+        auto size = tables.type_size(hotspot::kTypeNames[i]);
+        if (!size || *size == 0) {
+            note_missing(std::string("sizeof ") + std::string(hotspot::kTypeNames[i]));
+        } else {
+            out.type_sizes[i] = *size;
+        }
+    }
+    if (out.layout == StructLayout::kJdk25) {
+        auto kind = tables.int_constant(hotspot::kCodeBlobKindNmethodConstant);
+        if (!kind) {
+            note_missing(hotspot::kCodeBlobKindNmethodConstant);
+        } else {
+            out.code_blob_kind_nmethod = *kind;
+        }
+    }
+    if (!missing.empty()) {
+        return make_error(Errc::kUnsupported,
+                          "this JVM's VMStructs lack entries the VM capture needs (layout " +
+                              std::to_string(static_cast<int>(out.layout)) + "): " + missing,
+                          "stackfrag supports HotSpot JDK 17 and 25");
+    }
+    return out;
+}
+
+std::optional<int64_t> read_int_field(uint64_t base, const ResolvedField& field) {
+    if (!field.present || field.is_static) return std::nullopt;
+    uint64_t address = base + field.offset;
+    switch (field.width) {
+        case 1: {
+            auto v = safe_read_value<uint8_t>(address);
+            if (!v) return std::nullopt;
+            return field.is_unsigned ? int64_t{*v} : int64_t{static_cast<int8_t>(*v)};
+        }
+        case 2: {
+            auto v = safe_read_value<uint16_t>(address);
+            if (!v) return std::nullopt;
+            return field.is_unsigned ? int64_t{*v} : int64_t{static_cast<int16_t>(*v)};
+        }
+        case 4: {
+            auto v = safe_read_value<uint32_t>(address);
+            if (!v) return std::nullopt;
+            return field.is_unsigned ? int64_t{*v} : int64_t{static_cast<int32_t>(*v)};
+        }
+        case 8: {
+            auto v = safe_read_value<uint64_t>(address);
+            if (!v) return std::nullopt;
+            return static_cast<int64_t>(*v);
+        }
+        default:
+            return std::nullopt;
+    }
+}
+
+std::optional<uint64_t> read_pointer_field(uint64_t base, const ResolvedField& field) {
+    if (!field.present) return std::nullopt;
+    uint64_t address = field.is_static ? field.address : base + field.offset;
+    return safe_read_value<uint64_t>(address);
+}
+
+Result<const VmLayoutOffsets*> shared_layout(int jdk_major) {
+    static std::once_flag once;
+    static std::optional<Result<VmLayoutOffsets>> resolved;
+    std::call_once(once, [&] {
+        auto tables = VmStructTables::load();
+        if (!tables) {
+            resolved.emplace(tables.error());
+            return;
+        }
+        resolved.emplace(resolve_layout(*tables, jdk_major));
+    });
+    if (!resolved->ok()) {
+        return resolved->error();
+    }
+    return &resolved->value();
+}
+
+Result<pid_t> os_tid_of(JNIEnv* jni, jthread thread) {
+    if (jni == nullptr || thread == nullptr) {
+        return make_error(Errc::kInvalidArgument, "os_tid_of: no JNIEnv or thread");
+    }
+    auto layout = shared_layout();
+    if (!layout) {
+        return layout.error();
+    }
+    const VmLayoutOffsets& offsets = **layout;
+
+    // The field ID of java.lang.Thread.eetop; java.lang.Thread is never unloaded, so it stays valid.
+    static std::atomic<jfieldID> eetop_id{nullptr};
+    jfieldID eetop = eetop_id.load(std::memory_order_acquire);
+    if (eetop == nullptr) {
+        jclass klass = jni->GetObjectClass(thread);
+        if (klass == nullptr) {
+            return make_error(Errc::kInvalidArgument, "os_tid_of: thread object has no class");
+        }
+        eetop = jni->GetFieldID(klass, "eetop", "J");
+        jni->DeleteLocalRef(klass);
+        if (eetop == nullptr) {
+            jni->ExceptionClear();
+            return make_error(Errc::kUnsupported, "java.lang.Thread has no eetop field");
+        }
+        eetop_id.store(eetop, std::memory_order_release);
+    }
+    auto java_thread = static_cast<uint64_t>(jni->GetLongField(thread, eetop));
+    if (java_thread == 0) {
+        return make_error(Errc::kInvalidArgument,
+                          "thread has no JavaThread (not started, terminated or virtual)");
+    }
+    const ResolvedField& osthread_field = offsets.layout == hotspot::StructLayout::kJdk17
+                                              ? offsets[hotspot::Field::kJavaThreadOsThread]
+                                              : offsets[hotspot::Field::kThreadOsThread];
+    auto osthread = read_pointer_field(java_thread, osthread_field);
+    if (!osthread || *osthread == 0) {
+        return make_error(Errc::kInvalidArgument, "thread has no OSThread (exiting?)");
+    }
+    auto tid = read_int_field(*osthread, offsets[hotspot::Field::kOsThreadThreadId]);
+    if (!tid || *tid <= 0) {
+        return make_error(Errc::kCorrupt, "OSThread::_thread_id unreadable");
+    }
+    return static_cast<pid_t>(*tid);
+}
+
+}  // namespace sf::agent::vm
