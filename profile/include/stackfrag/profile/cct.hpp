@@ -1,0 +1,213 @@
+// The calling context tree: decoded call traces merged into one tree of call-site-aware nodes with
+// self and total counts, which every exporter (collapsed, html, pprof, json) and reader works on.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "stackfrag/base/result.hpp"
+#include "stackfrag/decoder/call_trace.hpp"
+#include "stackfrag/profile/method_names.hpp"
+
+namespace sf::profile {
+
+// What a node's frame is. The Java and native values equal sf::FrameKind's; the rest are frames
+// the profile adds itself.
+enum class FrameType : uint8_t {
+    kRoot = 0,            // the tree's root, node 0, never written as a frame
+    kInterpreted = 1,
+    kCompiled = 2,
+    kInlined = 3,
+    kNativeWrapper = 4,
+    kNative = 5,
+    kStub = 6,
+    kThread = 7,          // "[name tid=N]", the first frame of every stack in a per-thread tree
+    kTruncated = 8,       // "[truncated]": the stacks below it lost their outer (root-side) frames
+};
+
+FrameType frame_type_of(FrameKind kind);
+const char* frame_type_name(FrameType type);   // "root", "interpreted", ..., "thread", "truncated"
+std::optional<FrameType> frame_type_from_name(std::string_view name);
+// Java frames have a method, a signature and bcis; the others are named by a symbol.
+bool is_java(FrameType type);
+
+// The synthetic frame that incomplete traces hang under. async-profiler appends a frame of the
+// same name at the outer end of stacks it cut at its depth limit, so users know the convention.
+inline constexpr std::string_view kTruncatedFrameName = "[truncated]";
+
+using FrameId = uint32_t;
+using NodeId = uint32_t;
+inline constexpr NodeId kRootNode = 0;
+inline constexpr FrameId kRootFrame = 0;
+
+// A frame as every output names it. Two frames are the same frame when type, name and signature
+// are equal, so jmethodIDs of a redefined or reloaded class merge into one frame.
+struct FrameDesc {
+    FrameType type = FrameType::kNative;
+    // Java: "java/lang/String.indexOf" (class in internal form, as async-profiler writes it);
+    // native and stub: the symbol, "[unknown]" without one; thread: "[main tid=42]".
+    std::string name;
+    std::string signature;     // Java: "(I)I"; empty otherwise
+    std::string source_file;   // Java: "String.java" as the class file says; empty when unknown
+    int32_t first_line = 0;    // Java: smallest line of the method's line table; 0 when unknown
+    bool operator==(const FrameDesc&) const = default;
+};
+
+// One calling context. Children are keyed by (frame, call_bci): the same callee called from two
+// bytecodes of its caller is two nodes.
+struct Node {
+    NodeId parent = kRootNode;   // the root is its own parent
+    FrameId frame = kRootFrame;
+    int32_t call_bci = -1;       // the bci in the parent frame that called this frame; -1 unknown
+    int32_t call_line = 0;       // that bci's source line in the parent's method; 0 unknown
+    uint32_t depth = 0;          // root 0, its children 1, ...
+    uint64_t self_samples = 0;   // samples whose innermost frame is this node
+    uint64_t total_samples = 0;  // samples in this node's subtree, itself included
+    uint64_t self_weight = 0;    // the same, summing the weight (ns) passed to add()
+    uint64_t total_weight = 0;
+    std::vector<NodeId> children;   // in creation order
+};
+
+struct CctOptions {
+    // Put a "[name tid=N]" frame (FrameType::kThread) under the root for every thread, so each
+    // thread has its own subtree; off merges all threads.
+    bool per_thread = false;
+};
+
+// Counts of the traces offered to add(), including those that were not added.
+struct TraceCounts {
+    uint64_t added = 0;        // complete + incomplete
+    uint64_t incomplete = 0;   // added under "[truncated]"
+    uint64_t failed = 0;       // counted only, never in the tree
+    std::array<uint64_t, static_cast<size_t>(FailReason::kCount)> failed_by_reason{};
+};
+
+// Facts about the whole profile that outputs show; readers restore them when the format has them.
+struct ProfileInfo {
+    std::string title;          // the html page's title; empty: the exporter picks one
+    uint64_t period_ns = 0;     // sampling period; 0 unknown (pprof then has no cpu values)
+    uint64_t start_unix_ns = 0; // 0 unknown
+    uint64_t duration_ns = 0;   // 0 unknown
+};
+
+// Not thread-safe: one thread adds, or the caller locks. Node and frame ids are dense, start at 0
+// (the root), are given in creation order and never change: a later add() or merge() only appends,
+// and the json writer and reader keep them, so an id can stand for its calling context.
+class Cct {
+public:
+    // `names` resolves the method ids of Java frames at add() time; it may be null when only the
+    // builder calls below are used (readers) or traces carry only native frames.
+    explicit Cct(const MethodNames* names = nullptr, CctOptions options = {});
+
+    // Adds one sample of `weight` ns (0 when only counting) for the trace. Failed traces are
+    // counted and not added (returns nullopt); incomplete ones go under the frame "[truncated]"
+    // (inside the thread's subtree when per_thread). Returns the node of the innermost frame.
+    std::optional<NodeId> add(const CallTrace& trace, uint64_t weight = 0);
+
+    // The name thread frames get from now on; set it before the thread's first trace (a thread
+    // frame keeps the name it was created with).
+    void set_thread_name(uint32_t tid, std::string name);
+
+    const CctOptions& options() const { return options_; }
+    ProfileInfo& info() { return info_; }
+    const ProfileInfo& info() const { return info_; }
+    const TraceCounts& trace_counts() const { return counts_; }
+
+    size_t node_count() const { return nodes_.size(); }
+    const Node& node(NodeId id) const { return nodes_[id]; }
+    size_t frame_count() const { return frames_.size(); }
+    const FrameDesc& frame(FrameId id) const { return frames_[id]; }
+    const FrameDesc& frame_of(NodeId id) const { return frames_[nodes_[id].frame]; }
+
+    uint64_t total_samples() const { return nodes_[kRootNode].total_samples; }
+    uint64_t total_weight() const { return nodes_[kRootNode].total_weight; }
+
+    // The nodes from the root's child down to `id`, root-first (empty for the root itself).
+    std::vector<NodeId> path(NodeId id) const;
+    // The child of `parent` for (frame, call_bci), if there is one.
+    std::optional<NodeId> child(NodeId parent, FrameId frame, int32_t call_bci) const;
+    // The frame with this identity, if any node uses it.
+    std::optional<FrameId> find_frame(FrameType type, std::string_view name,
+                                      std::string_view signature = {}) const;
+    // Every node whose path from the root has exactly these frame names, root-first (several
+    // when call sites, signatures or frame types differ along the way).
+    std::vector<NodeId> find(std::span<const std::string_view> names) const;
+    std::vector<NodeId> find(std::initializer_list<std::string_view> names) const {
+        return find(std::span<const std::string_view>(names.begin(), names.size()));
+    }
+
+    // Calls visitor(id, node) for every node in depth-first pre-order, children in creation
+    // order; iterative, so deep stacks cannot overflow the caller's (maybe small JVM) stack.
+    template <class Visitor>
+    void visit(Visitor&& visitor) const {
+        std::vector<NodeId> pending{kRootNode};
+        while (!pending.empty()) {
+            NodeId id = pending.back();
+            pending.pop_back();
+            const Node& n = nodes_[id];
+            visitor(id, n);
+            for (auto it = n.children.rbegin(); it != n.children.rend(); ++it) {
+                pending.push_back(*it);
+            }
+        }
+    }
+
+    // Adds every count of `other` into this tree: nodes are matched by (frame identity, call_bci)
+    // along their path, new ones get new ids after the existing ones. Trace counts add up; this
+    // tree's info and options stay.
+    void merge(const Cct& other);
+
+    // --- Builder calls for readers and converters (json, collapsed, future formats) ---
+    FrameId intern_frame(const FrameDesc& frame);
+    // The child of `parent` for (frame, call_bci), created (with `call_line`) when missing.
+    NodeId child_or_create(NodeId parent, FrameId frame, int32_t call_bci, int32_t call_line = 0);
+    // Adds samples whose innermost frame is `leaf`: self there, total on it and every ancestor.
+    void add_samples(NodeId leaf, uint64_t samples, uint64_t weight = 0);
+    TraceCounts& mutable_trace_counts() { return counts_; }
+
+private:
+    struct ChildKey {
+        NodeId parent;
+        FrameId frame;
+        int32_t call_bci;
+        bool operator==(const ChildKey&) const = default;
+    };
+    struct ChildKeyHash {
+        size_t operator()(const ChildKey& k) const;
+    };
+
+    FrameId java_frame(FrameType type, uint64_t method_id, const MethodInfo** method);
+    FrameId symbol_frame(FrameType type, const std::string& symbol);
+    NodeId thread_node(uint32_t tid);
+
+    const MethodNames* names_;
+    CctOptions options_;
+    ProfileInfo info_;
+    TraceCounts counts_;
+    std::vector<Node> nodes_;
+    std::vector<FrameDesc> frames_;
+    std::unordered_map<std::string, FrameId> frame_ids_;   // identity key -> frame
+    std::unordered_map<ChildKey, NodeId, ChildKeyHash> children_;
+    // Caches of resolved frames: a (method id, type) resolves to the same frame until the id's
+    // MethodInfo changes, which the cache notices by the MethodInfo's address and time.
+    struct CachedMethod {
+        FrameId frame;
+        const MethodInfo* method;
+        uint64_t method_time;
+    };
+    std::unordered_map<uint64_t, CachedMethod> method_frames_;
+    std::unordered_map<uint32_t, std::string> thread_names_;
+    std::unordered_map<uint32_t, NodeId> thread_nodes_;
+};
+
+// The identity key interning uses; exposed so readers and tests can reason about merging.
+std::string frame_identity(FrameType type, std::string_view name, std::string_view signature);
+
+}  // namespace sf::profile

@@ -1,0 +1,84 @@
+// Writing a Cct in the formats profiler users already have tools for (collapsed stacks, an html
+// flame graph, pprof, the CCT as json) and reading collapsed and json back into a Cct.
+#pragma once
+
+#include <functional>
+#include <istream>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "stackfrag/base/result.hpp"
+#include "stackfrag/profile/cct.hpp"
+
+namespace sf::profile {
+
+// Which count the collapsed and html outputs show.
+enum class Counter : uint8_t {
+    kSamples,   // number of samples
+    kWeight,    // sum of the weights passed to Cct::add (ns)
+};
+
+// The name a frame has in collapsed stacks and the flame graph: FrameDesc::name plus a suffix
+// saying how the frame ran, as async-profiler writes it: "_[j]" compiled and native wrappers (both
+// JIT code), "_[i]" inlined, "_[0]" interpreted. Native, stub, thread and "[truncated]" frames
+// have no suffix, so native symbols read the same as in perf and async-profiler output.
+std::string collapsed_frame_name(const FrameDesc& frame);
+
+// Collapsed ("folded") stacks, the input of flamegraph.pl, speedscope and async-profiler's
+// converters: one line per distinct stack, root first, frames joined by ';', then a space and the
+// count. Lines are sorted by stack text; nodes whose stack texts are equal (e.g. one callee from
+// two call sites) are summed into one line. Stacks with a zero count and the root's own samples
+// (traces without frames) are left out.
+Status write_collapsed(const Cct& cct, std::ostream& out, Counter counter = Counter::kSamples);
+
+// Reads collapsed stacks into a new Cct: "_[j]"/"_[1]" compiled, "_[i]" inlined, "_[0]"
+// interpreted; "[... tid=N]" as the first frame is a thread frame, "[truncated]" the truncated
+// marker, anything else native (so stub frames come back as native, and native wrappers as
+// compiled). Blank lines and lines starting with '#' are skipped. Call sites are not in the
+// format, so every node's call_bci is -1.
+Result<Cct> read_collapsed(std::istream& in);
+
+struct HtmlOptions {
+    std::string title;        // empty: the Cct's info().title, else "stackfrag flame graph"
+    Counter counter = Counter::kSamples;
+};
+
+// One self-contained html page (inline script and style, no network) with an interactive flame
+// graph drawn on a canvas: click zooms, search highlights and shows the matched share, colours
+// say the frame type. The page honours "#zoom=<frame name>&search=<text>" in its url.
+Status write_html(const Cct& cct, std::ostream& out, const HtmlOptions& options = {});
+
+// pprof's profile.proto, gzip-compressed (what `go tool pprof` and most pprof viewers read).
+// Sample types: samples/count, and cpu/nanoseconds when the Cct has weights (their sum) or a
+// known period (samples x period). Thread frames become a "thread" label instead of a frame.
+Status write_pprof(const Cct& cct, std::ostream& out);
+
+// The Cct as json, keeping node ids, call sites, counts, trace counts and ProfileInfo:
+// {"format":"stackfrag-cct","version":1, "info":{...}, "traces":{...}, "root":NODE} where NODE is
+// {"id","name","type","signature","file","first_line","call_bci","call_line","self","total",
+//  "self_weight","total_weight","children":[NODE...]} (empty/zero members are left out).
+Status write_json(const Cct& cct, std::ostream& out);
+
+// Reads write_json's output back; node ids stay the same. Per-thread trees come back with
+// options().per_thread false (the thread frames are still there).
+Result<Cct> read_json(std::istream& in);
+
+// The formats write_profile and read_profile know, by file name ending.
+enum class ProfileFormat : uint8_t { kCollapsed, kHtml, kPprof, kJson };
+// ".collapsed", ".folded", ".html", ".pb.gz", ".json"; an error naming the accepted ones otherwise.
+Result<ProfileFormat> format_for_path(std::string_view path);
+// The accepted endings, for messages and --help: ".collapsed, .folded, .html, .pb.gz, .json".
+const char* accepted_profile_extensions();
+
+// Writes the format `path` ends with to a temporary file in the same directory, then renames it
+// over `path`, so readers never see a half-written profile.
+Status write_profile(const Cct& cct, const std::string& path, const HtmlOptions& html = {});
+
+// Writes whatever `produce` puts into the stream to `path` the same atomic way.
+Status write_file_atomically(const std::string& path, const std::function<Status(std::ostream&)>& produce);
+
+// Reads a .json (write_json) or .collapsed/.folded file.
+Result<Cct> read_profile(const std::string& path);
+
+}  // namespace sf::profile

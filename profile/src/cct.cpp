@@ -1,0 +1,261 @@
+#include "stackfrag/profile/cct.hpp"
+
+#include <fmt/format.h>
+
+namespace sf::profile {
+
+FrameType frame_type_of(FrameKind kind) { return static_cast<FrameType>(static_cast<uint8_t>(kind)); }
+
+const char* frame_type_name(FrameType type) {
+    switch (type) {
+        case FrameType::kRoot: return "root";
+        case FrameType::kInterpreted: return "interpreted";
+        case FrameType::kCompiled: return "compiled";
+        case FrameType::kInlined: return "inlined";
+        case FrameType::kNativeWrapper: return "native_wrapper";
+        case FrameType::kNative: return "native";
+        case FrameType::kStub: return "stub";
+        case FrameType::kThread: return "thread";
+        case FrameType::kTruncated: return "truncated";
+    }
+    return "unknown";
+}
+
+std::optional<FrameType> frame_type_from_name(std::string_view name) {
+    for (uint8_t v = 0; v <= static_cast<uint8_t>(FrameType::kTruncated); ++v) {
+        auto type = static_cast<FrameType>(v);
+        if (name == frame_type_name(type)) {
+            return type;
+        }
+    }
+    return std::nullopt;
+}
+
+bool is_java(FrameType type) {
+    return type == FrameType::kInterpreted || type == FrameType::kCompiled || type == FrameType::kInlined ||
+           type == FrameType::kNativeWrapper;
+}
+
+std::string frame_identity(FrameType type, std::string_view name, std::string_view signature) {
+    std::string key;
+    key.reserve(name.size() + signature.size() + 3);
+    key.push_back(static_cast<char>('0' + static_cast<int>(type)));
+    key.push_back('\0');
+    key.append(name);
+    key.push_back('\0');
+    key.append(signature);
+    return key;
+}
+
+size_t Cct::ChildKeyHash::operator()(const ChildKey& k) const {
+    uint64_t h = (uint64_t{k.parent} << 32) ^ k.frame;
+    h ^= static_cast<uint64_t>(static_cast<uint32_t>(k.call_bci)) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return static_cast<size_t>(h);
+}
+
+Cct::Cct(const MethodNames* names, CctOptions options) : names_(names), options_(options) {
+    frames_.push_back(FrameDesc{FrameType::kRoot, "[root]", {}, {}, 0});
+    frame_ids_.emplace(frame_identity(FrameType::kRoot, "[root]", {}), kRootFrame);
+    nodes_.push_back(Node{});
+}
+
+FrameId Cct::intern_frame(const FrameDesc& frame) {
+    auto [it, inserted] =
+        frame_ids_.try_emplace(frame_identity(frame.type, frame.name, frame.signature), FrameId{0});
+    if (inserted) {
+        it->second = static_cast<FrameId>(frames_.size());
+        frames_.push_back(frame);
+    } else {
+        // The first description wins, but a reader that learns a file or line later fills gaps.
+        FrameDesc& known = frames_[it->second];
+        if (known.source_file.empty()) known.source_file = frame.source_file;
+        if (known.first_line == 0) known.first_line = frame.first_line;
+    }
+    return it->second;
+}
+
+NodeId Cct::child_or_create(NodeId parent, FrameId frame, int32_t call_bci, int32_t call_line) {
+    auto [it, inserted] = children_.try_emplace(ChildKey{parent, frame, call_bci}, NodeId{0});
+    if (inserted) {
+        NodeId id = static_cast<NodeId>(nodes_.size());
+        it->second = id;
+        Node n;
+        n.parent = parent;
+        n.frame = frame;
+        n.call_bci = call_bci;
+        n.call_line = call_line;
+        n.depth = nodes_[parent].depth + 1;
+        nodes_.push_back(std::move(n));
+        nodes_[parent].children.push_back(id);
+    } else if (nodes_[it->second].call_line == 0) {
+        nodes_[it->second].call_line = call_line;
+    }
+    return it->second;
+}
+
+void Cct::add_samples(NodeId leaf, uint64_t samples, uint64_t weight) {
+    nodes_[leaf].self_samples += samples;
+    nodes_[leaf].self_weight += weight;
+    NodeId id = leaf;
+    while (true) {
+        nodes_[id].total_samples += samples;
+        nodes_[id].total_weight += weight;
+        if (id == kRootNode) break;
+        id = nodes_[id].parent;
+    }
+}
+
+std::optional<NodeId> Cct::child(NodeId parent, FrameId frame, int32_t call_bci) const {
+    auto it = children_.find(ChildKey{parent, frame, call_bci});
+    if (it == children_.end()) return std::nullopt;
+    return it->second;
+}
+
+std::optional<FrameId> Cct::find_frame(FrameType type, std::string_view name, std::string_view signature) const {
+    auto it = frame_ids_.find(frame_identity(type, name, signature));
+    if (it == frame_ids_.end()) return std::nullopt;
+    return it->second;
+}
+
+std::vector<NodeId> Cct::path(NodeId id) const {
+    std::vector<NodeId> out;
+    while (id != kRootNode) {
+        out.push_back(id);
+        id = nodes_[id].parent;
+    }
+    return {out.rbegin(), out.rend()};
+}
+
+std::vector<NodeId> Cct::find(std::span<const std::string_view> names) const {
+    std::vector<NodeId> level{kRootNode};
+    for (std::string_view name : names) {
+        std::vector<NodeId> next;
+        for (NodeId parent : level) {
+            for (NodeId c : nodes_[parent].children) {
+                if (frames_[nodes_[c].frame].name == name) next.push_back(c);
+            }
+        }
+        level = std::move(next);
+        if (level.empty()) break;
+    }
+    if (names.empty()) return {};
+    return level;
+}
+
+void Cct::set_thread_name(uint32_t tid, std::string name) { thread_names_[tid] = std::move(name); }
+
+FrameId Cct::java_frame(FrameType type, uint64_t method_id, const MethodInfo** method) {
+    const MethodInfo* info = names_ != nullptr ? names_->find(method_id) : nullptr;
+    *method = info;
+    uint64_t cache_key = method_id * 16 + static_cast<uint64_t>(type);
+    if (info != nullptr) {
+        auto cached = method_frames_.find(cache_key);
+        if (cached != method_frames_.end() && cached->second.method == info &&
+            cached->second.method_time == info->time_ns) {
+            return cached->second.frame;
+        }
+        FrameDesc desc;
+        desc.type = type;
+        desc.name.reserve(info->class_name.size() + info->name.size() + 1);
+        desc.name.append(info->class_name).append(".").append(info->name);
+        desc.signature = info->signature;
+        desc.source_file = info->source_file;
+        desc.first_line = first_line(*info);
+        FrameId id = intern_frame(desc);
+        method_frames_[cache_key] = CachedMethod{id, info, info->time_ns};
+        return id;
+    }
+    // Not announced (yet): a frame per id, so unrelated unknown methods do not merge. Not cached,
+    // because the MethodInfo may still arrive.
+    FrameDesc desc;
+    desc.type = type;
+    desc.name = fmt::format("[unknown_method 0x{:x}]", method_id);
+    return intern_frame(desc);
+}
+
+FrameId Cct::symbol_frame(FrameType type, const std::string& symbol) {
+    FrameDesc desc;
+    desc.type = type;
+    desc.name = symbol.empty() ? "[unknown]" : symbol;
+    auto it = frame_ids_.find(frame_identity(type, desc.name, {}));
+    if (it != frame_ids_.end()) return it->second;
+    return intern_frame(desc);
+}
+
+NodeId Cct::thread_node(uint32_t tid) {
+    auto known = thread_nodes_.find(tid);
+    if (known != thread_nodes_.end()) return known->second;
+    FrameDesc desc;
+    desc.type = FrameType::kThread;
+    auto name = thread_names_.find(tid);
+    desc.name = name != thread_names_.end() && !name->second.empty()
+                    ? fmt::format("[{} tid={}]", name->second, tid)
+                    : fmt::format("[tid={}]", tid);
+    NodeId id = child_or_create(kRootNode, intern_frame(desc), -1, 0);
+    thread_nodes_[tid] = id;
+    return id;
+}
+
+std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
+    if (trace.status != TraceStatus::kComplete && trace.status != TraceStatus::kIncomplete) {
+        counts_.failed++;
+        size_t reason = static_cast<size_t>(trace.failure);
+        if (reason < counts_.failed_by_reason.size()) counts_.failed_by_reason[reason]++;
+        return std::nullopt;
+    }
+    counts_.added++;
+    NodeId at = options_.per_thread ? thread_node(trace.tid) : kRootNode;
+    if (trace.status == TraceStatus::kIncomplete) {
+        counts_.incomplete++;
+        FrameDesc marker{FrameType::kTruncated, std::string(kTruncatedFrameName), {}, {}, 0};
+        at = child_or_create(at, intern_frame(marker), -1, 0);
+    }
+
+    // Resolve outermost first: a frame's call site is the bci of the frame after it in the list.
+    const MethodInfo* caller = nullptr;
+    int32_t caller_bci = -1;
+    for (auto it = trace.frames.rbegin(); it != trace.frames.rend(); ++it) {
+        const Frame& f = *it;
+        FrameType type = frame_type_of(f.kind);
+        const MethodInfo* method = nullptr;
+        FrameId frame = is_java(type) ? java_frame(type, f.method_id, &method) : symbol_frame(type, f.symbol);
+        int32_t call_line = caller != nullptr ? line_for_bci(*caller, caller_bci) : 0;
+        at = child_or_create(at, frame, caller_bci, call_line);
+        caller = method;
+        caller_bci = is_java(type) && f.bci >= 0 ? f.bci : -1;
+    }
+    add_samples(at, 1, weight);
+    return at;
+}
+
+void Cct::merge(const Cct& other) {
+    std::vector<FrameId> frame_map(other.frames_.size());
+    for (size_t i = 0; i < other.frames_.size(); ++i) {
+        frame_map[i] = intern_frame(other.frames_[i]);
+    }
+    // Parents have smaller ids than their children, so one pass in id order maps every parent first.
+    std::vector<NodeId> node_map(other.nodes_.size(), kRootNode);
+    for (NodeId id = 0; id < other.nodes_.size(); ++id) {
+        const Node& n = other.nodes_[id];
+        NodeId mine = id == kRootNode
+                          ? kRootNode
+                          : child_or_create(node_map[n.parent], frame_map[n.frame], n.call_bci, n.call_line);
+        node_map[id] = mine;
+        Node& m = nodes_[mine];
+        m.self_samples += n.self_samples;
+        m.self_weight += n.self_weight;
+        m.total_samples += n.total_samples;
+        m.total_weight += n.total_weight;
+    }
+    counts_.added += other.counts_.added;
+    counts_.incomplete += other.counts_.incomplete;
+    counts_.failed += other.counts_.failed;
+    for (size_t i = 0; i < counts_.failed_by_reason.size(); ++i) {
+        counts_.failed_by_reason[i] += other.counts_.failed_by_reason[i];
+    }
+}
+
+}  // namespace sf::profile
