@@ -179,6 +179,19 @@ private:
     std::unique_ptr<RingReader> ring_;
 };
 
+// How promptly the ring-reading thread runs after a wakeup decides what is lost once the sampled
+// threads keep every CPU busy: a ring lasts ~3 ms at 10 kHz, while a woken ordinary thread may
+// wait for the next scheduler tick (4 ms at HZ=250). See docs/benchmarks.md.
+enum class ReaderPriority : uint8_t {
+    kRealtime,     // SCHED_FIFO priority 1 (root, CAP_SYS_NICE or RLIMIT_RTPRIO)
+    kShortSlice,   // SCHED_OTHER with a 100us slice: EEVDF (Linux 6.12+) lets it preempt on wakeup
+    kUnchanged,
+};
+const char* reader_priority_name(ReaderPriority priority);
+// Raises the calling thread, which must sleep in RingPoller::wait() and do little per record
+// (a real-time thread that spins starves the machine), to the best priority it may have.
+ReaderPriority raise_reader_priority();
+
 // What wait() learnt about one ring.
 struct RingReady {
     uint64_t key = 0;

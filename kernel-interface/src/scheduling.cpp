@@ -1,0 +1,52 @@
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+
+#include "stackfrag/kernel/perf_events.hpp"
+
+namespace sf::kernel {
+
+namespace {
+
+// The kernel's struct sched_attr (glibc 2.36 has no wrapper for sched_setattr).
+struct SchedAttr {
+    uint32_t size;
+    uint32_t sched_policy;
+    uint64_t sched_flags;
+    int32_t sched_nice;
+    uint32_t sched_priority;
+    uint64_t sched_runtime;
+    uint64_t sched_deadline;
+    uint64_t sched_period;
+    uint32_t sched_util_min;
+    uint32_t sched_util_max;
+};
+
+}  // namespace
+
+const char* reader_priority_name(ReaderPriority priority) {
+    switch (priority) {
+        case ReaderPriority::kRealtime: return "SCHED_FIFO 1";
+        case ReaderPriority::kShortSlice: return "short slice";
+        case ReaderPriority::kUnchanged: return "unchanged";
+    }
+    return "unknown";
+}
+
+ReaderPriority raise_reader_priority() {
+    sched_param param{};
+    param.sched_priority = 1;
+    if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0) return ReaderPriority::kRealtime;
+    SchedAttr attr{};
+    attr.size = sizeof attr;
+    attr.sched_policy = SCHED_OTHER;
+    attr.sched_runtime = 100'000;
+    if (syscall(SYS_sched_setattr, 0, &attr, 0) == 0) return ReaderPriority::kShortSlice;
+    return ReaderPriority::kUnchanged;
+}
+
+}  // namespace sf::kernel
