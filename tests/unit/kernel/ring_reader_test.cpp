@@ -67,9 +67,9 @@ public:
     RecordBuilder& u64(uint64_t value) { return raw(&value, 8); }
     RecordBuilder& u32_pair(uint32_t a, uint32_t b) { raw(&a, 4); return raw(&b, 4); }
     RecordBuilder& raw(const void* data, size_t size) {
-        const size_t at = bytes_.size();
-        bytes_.resize(at + size);
-        std::memcpy(bytes_.data() + at, data, size);
+        // Byte by byte: GCC 12 misreads bulk vector appends here (-Warray-bounds false positives).
+        const auto* p = static_cast<const uint8_t*>(data);
+        for (size_t i = 0; i < size; ++i) bytes_.push_back(p[i]);
         return *this;
     }
     std::vector<uint8_t> build() {
