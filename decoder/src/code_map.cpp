@@ -118,8 +118,10 @@ const CompiledCode* CodeMap::find_compiled(uint64_t pc, uint64_t time_ns) const 
     if (live && live->valid_from <= time_ns) return live;
     if (history_.empty()) return live;
     if (const CompiledCode* old = find_in_history(pc, time_ns, /*valid_only=*/true)) return old;
-    if (live) return live;   // announced after the sample: the load event lagged the code
-    return find_in_history(pc, time_ns, /*valid_only=*/false);
+    // Nothing valid at the sample's time: the code announced next after it (its load event lagged).
+    const CompiledCode* next = find_in_history(pc, time_ns, /*valid_only=*/false);
+    if (live && (!next || live->valid_from < next->valid_from)) return live;
+    return next;
 }
 
 void CodeMap::apply_stub(const Stub& stub) {

@@ -388,7 +388,10 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
         }
     } else {
         const uint32_t off = static_cast<uint32_t>(scope_pc - nm.code_begin);
-        const PcScope* scope = CodeMap::scope_at(nm, off);
+        // A return address is a call site with its own PcDesc; an interrupted pc belongs to the next
+        // PcDesc after it (§c.2). An anchor's pc is usually a call site, but not always.
+        const PcScope* scope = nullptr;
+        if (exact || via_anchor_) scope = CodeMap::scope_at(nm, off);
         if (!scope && !exact) scope = CodeMap::scope_at_or_after(nm, off + 1);
         if (!scope) {
             if (!top_) return fail(FailReason::kNoPcDesc);

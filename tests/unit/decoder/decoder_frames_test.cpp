@@ -1,0 +1,575 @@
+// One test per frame kind and heuristic, on synthetic snapshots for both JDK layouts.
+#include <catch2/catch.hpp>
+
+#include "synthetic.hpp"
+
+using namespace sf;
+using namespace sf::test;
+
+namespace {
+
+std::vector<MethodBci> java_frames(const CallTrace& t) {
+    std::vector<MethodBci> out;
+    for (const auto& f : t.frames) {
+        if (f.kind == FrameKind::kInterpreted || f.kind == FrameKind::kCompiled || f.kind == FrameKind::kInlined ||
+            f.kind == FrameKind::kNativeWrapper) {
+            out.push_back({f.method_id, f.bci});
+        }
+    }
+    return out;
+}
+
+MethodBci mb(int method, int bci) { return {method_id(method), bci}; }
+
+hotspot::Jdk jdk_param() {
+    return GENERATE(hotspot::Jdk::k17, hotspot::Jdk::k25);
+}
+
+}  // namespace
+
+TEST_CASE("interpreted chain ends in the first entry frame", "[decoder][interpreter]") {
+    const auto jdk = jdk_param();
+    World w(jdk);
+    FakeStack s;
+    const uint64_t fp_a = s.at(0x100), fp_b = s.at(0x300), fp_stub = s.at(0x500);
+    w.interp_frame(s, fp_a, 1, bcp(1, 14), fp_a + 32, kInterpReturnPc, fp_b);
+    w.interp_frame(s, fp_b, 2, bcp(2, 3), fp_b + 16, kCallStubReturn, fp_stub, fp_a + 32);
+    w.entry_frame(s, fp_stub);
+    Decoder d(w.map, test_options());
+
+    SECTION("top bci comes from r13 when it lies in the method's bytecodes") {
+        Sample smp = sample_of(s, kInterpBodyPc, s.at(0), fp_a);
+        smp.regs.r13 = bcp(1, 11);
+        CallTrace t = d.decode(smp);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 11), mb(2, 3)});
+        CHECK(t.frames[0].kind == FrameKind::kInterpreted);
+    }
+    SECTION("otherwise from the bcp slot") {
+        Sample smp = sample_of(s, kInterpBodyPc, s.at(0), fp_a);
+        smp.regs.r13 = s.at(0x40);
+        CallTrace t = d.decode(smp);
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 14), mb(2, 3)});
+    }
+    SECTION("an unannounced Method* fails") {
+        s.put(fp_b - 24, 0xdead'0000);
+        CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), fp_a));
+        CHECK(t.status == TraceStatus::kFailed);
+        CHECK(t.failure == FailReason::kUnknownMethod);
+    }
+    SECTION("a bcp outside the method fails") {
+        s.put(fp_b - 64, bcp(3, 5));
+        CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), fp_a));
+        CHECK(t.failure == FailReason::kBadBci);
+    }
+    SECTION("slots in the other JDK's encoding are rejected") {
+        World other(jdk == hotspot::Jdk::k17 ? hotspot::Jdk::k25 : hotspot::Jdk::k17);
+        Decoder d2(other.map, test_options());
+        CallTrace t = d2.decode(sample_of(s, kInterpBodyPc, s.at(0), fp_a));
+        CHECK(t.status == TraceStatus::kFailed);
+        CHECK(t.failure == FailReason::kBadInterpreterFrame);
+    }
+}
+
+TEST_CASE("native method frame in the interpreter has bci -1", "[decoder][interpreter]") {
+    World w(jdk_param());
+    MethodInfo native;
+    native.time_ns = 1;
+    native.method_id = method_id(20);
+    native.method_ptr = method_ptr(20);
+    native.access_flags = hotspot::kAccNative;
+    w.map.apply(native);
+    FakeStack s;
+    const uint64_t fp_a = s.at(0x100), fp_stub = s.at(0x300);
+    w.interp_frame(s, fp_a, 20, 0, fp_a + 16, kCallStubReturn, fp_stub);
+    w.entry_frame(s, fp_stub);
+    Decoder d(w.map, test_options());
+    CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), fp_a));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(20, -1)});
+}
+
+TEST_CASE("partially built interpreter frames in a method-entry codelet", "[decoder][interpreter]") {
+    World w(jdk_param());
+    FakeStack s;
+    // Caller B is interpreted and in a call; its callee A (method 1) is being entered.
+    const uint64_t fp_b = s.at(0x300), fp_stub = s.at(0x500);
+    const uint64_t caller_sp = s.at(0x200);
+    w.interp_frame(s, fp_b, 2, bcp(2, 7), fp_b + 16, kCallStubReturn, fp_stub, caller_sp);
+    w.entry_frame(s, fp_stub);
+    Decoder d(w.map, test_options());
+    const uint64_t entry_pc = kEntryCodeletBegin + 0x40;
+
+    SECTION("state 1, not linked: ret at [sp]") {
+        const uint64_t sp = caller_sp - 8;
+        s.put(sp, kInterpReturnPc);
+        Sample smp = sample_of(s, entry_pc, sp, fp_b);
+        smp.regs.bx = method_ptr(1);
+        smp.regs.r13 = caller_sp;
+        CallTrace t = d.decode(smp);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 0), mb(2, 7)});
+    }
+    SECTION("state 1, not linked: ret popped into rax while locals are zeroed") {
+        const uint64_t sp = caller_sp - 24;   // two zeroed locals pushed
+        Sample smp = sample_of(s, entry_pc, sp, fp_b);
+        smp.regs.bx = method_ptr(1);
+        smp.regs.r13 = caller_sp;
+        smp.regs.ax = kInterpReturnPc;
+        CallTrace t = d.decode(smp);
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 0), mb(2, 7)});
+    }
+    SECTION("state 2, linked but partial: Method* still in rbx, sender sp pushed") {
+        const uint64_t fp = caller_sp - 16;   // ret at fp+8, saved rbp at fp
+        const uint64_t sp = fp - 16;          // sender sp and last_sp pushed
+        s.put(fp + 8, kInterpReturnPc);
+        s.put(fp, fp_b);
+        s.put(fp - 8, caller_sp);
+        s.put(fp - 24, 0x4141'4141);          // stale slot below sp: must not be trusted
+        Sample smp = sample_of(s, entry_pc, sp, fp);
+        smp.regs.bx = method_ptr(1);
+        smp.regs.r13 = bcp(1, 0);
+        CallTrace t = d.decode(smp);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 0), mb(2, 7)});
+    }
+    SECTION("state 3, complete: decoded normally") {
+        const uint64_t fp = caller_sp - 16;
+        w.interp_frame(s, fp, 1, bcp(1, 0), caller_sp, kInterpReturnPc, fp_b);
+        Sample smp = sample_of(s, entry_pc, fp - 72, fp);
+        smp.regs.bx = method_ptr(1);
+        smp.regs.r13 = bcp(1, 0);
+        CallTrace t = d.decode(smp);
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 0), mb(2, 7)});
+    }
+}
+
+namespace {
+// Compiled frames: D (method 5, fs 6) called by the call stub; C (method 4, fs 4) called by D.
+struct CompiledWorld {
+    World w;
+    FakeStack s;
+    uint64_t c_begin = kCodeCacheLow + 0x10000;
+    uint64_t d_begin = kCodeCacheLow + 0x20000;
+    uint64_t sp_c, sp_d, fp_stub;
+    explicit CompiledWorld(hotspot::Jdk jdk = hotspot::Jdk::k17) : w(jdk) {
+        CodeLoad c = nmethod(c_begin, 4, 4);
+        add_scope(c, 0x50, {{method_id(6), 3}, {method_id(4), 7}});   // method 6 inlined into 4
+        add_scope(c, 0x80, {{method_id(4), 9}});
+        w.add_code(c);
+        CodeLoad dd = nmethod(d_begin, 5, 6);
+        add_scope(dd, 0x30, {{method_id(5), 21}});
+        w.add_code(dd);
+        sp_c = s.at(0);
+        sp_d = sp_c + 4 * 8;
+        fp_stub = s.at(0x400);
+        s.put(sp_c + 3 * 8, d_begin + 0x30);     // C's return address into D (a call site)
+        s.put(sp_c + 2 * 8, 0x1111);             // C's saved rbp (C2 uses rbp freely)
+        s.put(sp_d + 5 * 8, kCallStubReturn);    // D's return address
+        s.put(sp_d + 4 * 8, fp_stub);            // D's saved rbp = the call stub's fp
+        w.entry_frame(s, fp_stub);
+    }
+};
+}  // namespace
+
+TEST_CASE("compiled frames with inlining: near PcDesc at the top, exact at return addresses", "[decoder][compiled]") {
+    CompiledWorld cw(jdk_param());
+    Decoder d(cw.w.map, test_options());
+    SECTION("top pc just before a PcDesc uses it (pc+1 rule)") {
+        CallTrace t = d.decode(sample_of(cw.s, cw.c_begin + 0x4f, cw.sp_c, 0x2222));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(6, 3), mb(4, 7), mb(5, 21)});
+        CHECK(t.frames[0].kind == FrameKind::kInlined);
+        CHECK(t.frames[1].kind == FrameKind::kCompiled);
+        CHECK(t.frames[1].comp_level == 4);
+    }
+    SECTION("top pc at a PcDesc uses the next one") {
+        CallTrace t = d.decode(sample_of(cw.s, cw.c_begin + 0x50, cw.sp_c, 0x2222));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 9), mb(5, 21)});
+    }
+    SECTION("a return address without a PcDesc fails") {
+        cw.s.put(cw.sp_c + 3 * 8, cw.d_begin + 0x31);
+        CallTrace t = d.decode(sample_of(cw.s, cw.c_begin + 0x40, cw.sp_c, 0x2222));
+        CHECK(t.status == TraceStatus::kFailed);
+        CHECK(t.failure == FailReason::kNoPcDesc);
+    }
+    SECTION("an impossible frame size fails") {
+        CodeLoad bad = nmethod(kCodeCacheLow + 0x30000, 7, 1);
+        cw.w.add_code(bad);
+        CallTrace t = d.decode(sample_of(cw.s, bad.code_begin + 0x20, cw.sp_c, 0));
+        CHECK(t.failure == FailReason::kBadFrameSize);
+    }
+}
+
+TEST_CASE("deoptimized frame: the original pc is in the frame", "[decoder][compiled]") {
+    const auto jdk = jdk_param();
+    CompiledWorld cw(jdk);
+    // Re-announce C with a deopt handler; A (interpreted, top) returns into it.
+    CodeLoad c = cw.w.loads[0];
+    c.deopt_handler = c.code_begin + 0x300;
+    c.orig_pc_offset = 8;
+    c.time_ns = 2;
+    cw.w.map.apply(c);
+    const uint64_t sp_c = cw.s.at(0x200);
+    const uint64_t sp_d = sp_c + 32;
+    cw.s.put(sp_c + 8, c.code_begin + 0x50);     // original pc (a call site with an inline chain)
+    cw.s.put(sp_c + 24, cw.d_begin + 0x30);
+    cw.s.put(sp_c + 16, 0x1111);
+    cw.s.put(sp_d + 40, kCallStubReturn);
+    cw.s.put(sp_d + 32, cw.fp_stub);
+    const uint64_t fp_a = cw.s.at(0x100);
+    cw.w.interp_frame(cw.s, fp_a, 1, bcp(1, 2), sp_c, c.deopt_handler, 0x1111);
+    Decoder d(cw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(cw.s, kInterpBodyPc, cw.s.at(0), fp_a));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 2), mb(6, 3), mb(4, 7), mb(5, 21)});
+    CHECK(d.stats().deopt_frames == 1);
+}
+
+TEST_CASE("prologue and epilogue top frames, from the instruction bytes", "[decoder][compiled][prologue]") {
+    CompiledWorld cw(jdk_param());
+    // C's code: bang; push rbp; sub rsp,16 | body ... | add rsp,16; pop rbp; cmp rsp,[r15+0x340]; ja; ret
+    CodeLoad c = cw.w.loads[0];
+    c.code.assign(0x400, 0x90);
+    const uint8_t prologue[] = {0x89, 0x84, 0x24, 0x00, 0xc0, 0xfe, 0xff,   // mov [rsp-0x14000],eax
+                                0x55,                                       // push rbp
+                                0x48, 0x83, 0xec, 0x10};                    // sub rsp,0x10
+    const uint8_t epilogue[] = {0x48, 0x83, 0xc4, 0x10,                     // add rsp,0x10
+                                0x5d,                                       // pop rbp
+                                0x49, 0x3b, 0xa7, 0x40, 0x03, 0x00, 0x00,   // cmp rsp,[r15+0x340]
+                                0x0f, 0x87, 0x10, 0x00, 0x00, 0x00,         // ja +0x10
+                                0xc3};                                      // ret
+    std::memcpy(c.code.data(), prologue, sizeof prologue);
+    std::memcpy(c.code.data() + 0x100, epilogue, sizeof epilogue);
+    c.time_ns = 2;
+    cw.w.map.apply(c);
+    Decoder d(cw.w.map, test_options());
+    const std::vector<MethodBci> expected_tail{mb(5, 21)};
+    auto check = [&](uint64_t pc_off, uint64_t sp, uint64_t rbp) {
+        CallTrace t = d.decode(sample_of(cw.s, c.code_begin + pc_off, sp, rbp));
+        INFO("pc offset " << pc_off << " " << fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        auto frames = java_frames(t);
+        REQUIRE(frames.size() >= 2);
+        CHECK(frames.back() == mb(5, 21));
+        CHECK(frames[frames.size() - 2].method_id == method_id(4));
+    };
+    const uint64_t entry_sp = cw.sp_c + 24;   // where C's return address is
+    SECTION("at the verified entry and the bang nothing is pushed") {
+        check(0, entry_sp, cw.fp_stub);
+        check(7, entry_sp, cw.fp_stub);
+    }
+    SECTION("after push rbp the caller's rbp is at [sp]") {
+        cw.s.put(entry_sp - 8, cw.fp_stub);
+        check(8, entry_sp - 8, 0x3333);
+    }
+    SECTION("complete at frame_complete_offset") { check(12, cw.sp_c, 0x3333); }
+    SECTION("epilogue: at pop rbp") {
+        cw.s.put(entry_sp - 8, cw.fp_stub);
+        check(0x104, entry_sp - 8, 0x3333);
+    }
+    SECTION("epilogue: after pop rbp, at the poll, the branch and ret") {
+        check(0x105, entry_sp, cw.fp_stub);
+        check(0x10c, entry_sp, cw.fp_stub);
+        check(0x112, entry_sp, cw.fp_stub);
+    }
+    SECTION("epilogue: at add rsp the frame is still whole") { check(0x100, cw.sp_c, 0x3333); }
+}
+
+TEST_CASE("bang-less C2 prologue: sub rsp then mov [rsp+N-16],rbp", "[decoder][compiled][prologue]") {
+    CompiledWorld cw;
+    CodeLoad c = cw.w.loads[0];
+    c.code.assign(0x400, 0x90);
+    const uint8_t prologue[] = {0x48, 0x81, 0xec, 0x18, 0x00, 0x00, 0x00,   // sub rsp,0x18
+                                0x48, 0x89, 0x6c, 0x24, 0x10};              // mov [rsp+0x10],rbp
+    std::memcpy(c.code.data(), prologue, sizeof prologue);
+    c.time_ns = 2;
+    cw.w.map.apply(c);
+    Decoder d(cw.w.map, test_options());
+    // After the sub, before the store: ret at sp+24, the caller's rbp still in the register.
+    CallTrace t = d.decode(sample_of(cw.s, c.code_begin + 7, cw.sp_c, cw.fp_stub));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(t.frames.back().method_id == method_id(5));
+    CHECK(d.stats().prologue_tops == 1);
+}
+
+TEST_CASE("prologue without instruction bytes: candidate return-address slots", "[decoder][compiled][prologue]") {
+    CompiledWorld cw;
+    Decoder d(cw.w.map, test_options());
+    const uint64_t entry_sp = cw.sp_c + 24;
+    CallTrace t = d.decode(sample_of(cw.s, cw.c_begin + 2, entry_sp, cw.fp_stub));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(t.frames.back().method_id == method_id(5));
+}
+
+TEST_CASE("frameless method-handle intrinsic: return address at [sp]", "[decoder][compiled]") {
+    CompiledWorld cw;
+    CodeLoad mh = nmethod(kCodeCacheLow + 0x40000, 8, 0, CodeKind::kMethodHandleIntrinsic);
+    cw.w.add_code(mh);
+    const uint64_t sp = cw.sp_c + 24;   // where C's return address into D is
+    Decoder d(cw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(cw.s, mh.code_begin + 0x10, sp, cw.fp_stub));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(8, -1), mb(5, 21)});
+}
+
+TEST_CASE("runtime stubs: known frame size and unknown size", "[decoder][stub]") {
+    CompiledWorld cw;
+    Decoder d(cw.w.map, test_options());
+    const uint64_t caller_sp = cw.sp_c + 32;   // == sp_d: the stub returns into D at a call site
+    SECTION("known frame size") {
+        Stub stub{1, "C2 Runtime new_instance", kCodeCacheLow + 0x50000, kCodeCacheLow + 0x50100, 4};
+        cw.w.map.apply(Event{stub});
+        const uint64_t sp = caller_sp - 32;
+        cw.s.put(sp + 24, cw.d_begin + 0x30);
+        cw.s.put(sp + 16, 0x5555);
+        CallTrace t = d.decode(sample_of(cw.s, stub.begin + 8, sp, 0));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        REQUIRE(t.frames[0].kind == FrameKind::kStub);
+        CHECK(t.frames[0].symbol == "C2 Runtime new_instance");
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
+    }
+    SECTION("unknown size: scan for a verifiable return address") {
+        Stub stub{1, "vtable chunks", kCodeCacheLow + 0x60000, kCodeCacheLow + 0x60100, -1};
+        cw.w.map.apply(Event{stub});
+        const uint64_t sp = caller_sp - 32;
+        cw.s.put(sp, 0x12345);
+        cw.s.put(sp + 8, kInterpBodyPc);   // looks like code but implies no valid frame
+        cw.s.put(sp + 16, 0x77);
+        cw.s.put(sp + 24, cw.d_begin + 0x30);
+        CallTrace t = d.decode(sample_of(cw.s, stub.begin + 8, sp, 0));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
+        CHECK(d.stats().stub_scans == 1);
+    }
+    SECTION("unknown size and nothing verifiable fails") {
+        Stub stub{1, "adapters", kCodeCacheLow + 0x60000, kCodeCacheLow + 0x60100, -1};
+        cw.w.map.apply(Event{stub});
+        FakeStack empty;
+        CallTrace t = d.decode(sample_of(empty, stub.begin, empty.at(0), 0));
+        CHECK(t.failure == FailReason::kStubUnwindFailed);
+    }
+}
+
+TEST_CASE("native code at the top: rbp chain into a native wrapper", "[decoder][native]") {
+    CompiledWorld cw;
+    CodeLoad wrapper = nmethod(kCodeCacheLow + 0x70000, 9, 10, CodeKind::kNativeWrapper);
+    cw.w.add_code(wrapper);
+    // The wrapper's frame (fs 10): sp, rbp = sp + 64, ret into D at rbp + 8; D above it.
+    const uint64_t sp_w = cw.s.at(0x200);
+    const uint64_t fp_w = sp_w + 64;
+    const uint64_t sp_d = sp_w + 80;
+    cw.s.put(fp_w + 8, cw.d_begin + 0x30);
+    cw.s.put(fp_w, 0x4444);
+    cw.s.put(sp_d + 40, kCallStubReturn);
+    cw.s.put(sp_d + 32, cw.fp_stub);
+    // Two native frames below the wrapper.
+    const uint64_t fp_n2 = sp_w - 16;
+    cw.s.put(fp_n2 + 8, wrapper.code_begin + 0x60);
+    cw.s.put(fp_n2, fp_w);
+    const uint64_t fp_n1 = fp_n2 - 0x40;
+    cw.s.put(fp_n1 + 8, kNativePc + 0x100);
+    cw.s.put(fp_n1, fp_n2);
+    Decoder d(cw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(cw.s, kNativePc, fp_n1 - 0x20, fp_n1));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    REQUIRE(t.frames.size() == 4);
+    CHECK(t.frames[0].kind == FrameKind::kNative);
+    CHECK(t.frames[1].kind == FrameKind::kNative);
+    CHECK(t.frames[2].kind == FrameKind::kNativeWrapper);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(9, -1), mb(5, 21)});
+}
+
+TEST_CASE("JNI upcall: an entry frame whose anchor continues below native code", "[decoder][entry]") {
+    const auto jdk = jdk_param();
+    World w(jdk);
+    FakeStack s;
+    CodeLoad wrapper = nmethod(kCodeCacheLow + 0x70000, 9, 10, CodeKind::kNativeWrapper);
+    w.add_code(wrapper);
+    CodeLoad dd = nmethod(kCodeCacheLow + 0x20000, 5, 6);
+    add_scope(dd, 0x30, {{method_id(5), 21}});
+    w.add_code(dd);
+    // Top: interpreted A called by the call stub (an upcall from native code).
+    const uint64_t fp_a = s.at(0x100), fp_stub1 = s.at(0x300);
+    w.interp_frame(s, fp_a, 1, bcp(1, 4), fp_a + 16, kCallStubReturn, fp_stub1);
+    // Native frames (libjvm, the JNI library) lie between 0x300 and 0x800; the anchor skips them.
+    const uint64_t sp_w = s.at(0x800), sp_d = sp_w + 80, fp_stub2 = s.at(0xa00);
+    w.entry_frame(s, fp_stub1, sp_w, wrapper.code_begin + 0x90, 0);
+    s.put(sp_w + 72, dd.code_begin + 0x30);
+    s.put(sp_w + 64, 0x4444);
+    s.put(sp_d + 40, kCallStubReturn);
+    s.put(sp_d + 32, fp_stub2);
+    w.entry_frame(s, fp_stub2);
+    Decoder d(w.map, test_options());
+    CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), fp_a));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 4), mb(9, -1), mb(5, 21)});
+    CHECK(d.stats().entry_frames_crossed == 2);
+}
+
+TEST_CASE("breadcrumb: native code that cannot be unwound", "[decoder][native]") {
+    CompiledWorld cw;
+    // A native frame with a garbage rbp; a breadcrumb above it names D's frame.
+    const uint64_t crumb = cw.s.at(0x100);
+    cw.s.put(crumb, breadcrumb::kMagic0);
+    cw.s.put(crumb + 8, breadcrumb::kMagic1);
+    const uint64_t sp_d = cw.s.at(0x200);
+    cw.s.put(crumb + 16, sp_d);
+    cw.s.put(crumb + 24, cw.d_begin + 0x30);
+    cw.s.put(crumb + 32, 0);
+    cw.s.put(sp_d + 40, kCallStubReturn);
+    cw.s.put(sp_d + 32, cw.fp_stub);
+    Decoder d(cw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(cw.s, kNativePc, cw.s.at(0x20), 0x10));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
+    CHECK(d.stats().breadcrumbs_used == 1);
+}
+
+TEST_CASE("native code with no way out fails", "[decoder][native]") {
+    CompiledWorld cw;
+    Decoder d(cw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(cw.s, kNativePc, cw.s.at(0x20), 0x10));
+    CHECK(t.status == TraceStatus::kFailed);
+    CHECK(t.failure == FailReason::kUnknownPc);
+    ModuleMap lib{1, kNativePc & ~0xfffull, (kNativePc & ~0xfffull) + 0x10000, 0, "/nonexistent/libfoo.so"};
+    cw.w.map.apply(Event{lib});
+    t = d.decode(sample_of(cw.s, kNativePc, cw.s.at(0x20), 0x10));
+    CHECK(t.failure == FailReason::kNativeUnwindFailed);
+}
+
+TEST_CASE("code reuse after unload: samples decode against the code of their time", "[decoder][codemap]") {
+    World w;
+    FakeStack s;
+    const uint64_t begin = kCodeCacheLow + 0x10000;
+    CodeLoad x = nmethod(begin, 4, 4);
+    x.time_ns = 100;
+    add_scope(x, 0x20, {{method_id(4), 1}});
+    CodeLoad y = nmethod(begin, 5, 4);
+    y.time_ns = 210;
+    add_scope(y, 0x20, {{method_id(5), 2}});
+    w.map.apply(Event{x});
+    w.map.apply(Event{CodeUnload{200, method_id(4), begin}});
+    w.map.apply(Event{y});
+    const uint64_t fp_stub = s.at(0x200);
+    s.put(s.at(24), kCallStubReturn);
+    s.put(s.at(16), fp_stub);
+    w.entry_frame(s, fp_stub);
+    Decoder d(w.map, test_options());
+    auto top_method = [&](uint64_t time) {
+        CallTrace t = d.decode(sample_of(s, begin + 0x10, s.at(0), 0, time));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        return t.frames[0].method_id;
+    };
+    CHECK(top_method(150) == method_id(4));
+    CHECK(top_method(250) == method_id(5));
+    CHECK(top_method(205) == method_id(5));   // between unload and the next load: the next code
+    CHECK(top_method(50) == method_id(4));    // before its load event: the event lagged the code
+    w.map.forget_before(300);
+    CHECK(w.map.history_compiled_count() == 0);
+    CHECK(top_method(150) == method_id(5));   // history dropped: only the live code is left
+}
+
+TEST_CASE("code reuse with a late unload event", "[decoder][codemap]") {
+    World w;
+    const uint64_t begin = kCodeCacheLow + 0x10000;
+    CodeLoad x = nmethod(begin, 4, 4);
+    x.time_ns = 100;
+    CodeLoad y = nmethod(begin + 0x100, 5, 4);
+    y.time_ns = 210;
+    w.map.apply(Event{x});
+    w.map.apply(Event{y});                                    // overlaps x: x is retired at 210
+    w.map.apply(Event{CodeUnload{220, method_id(4), begin}});  // late: must not shorten below 210
+    CHECK(w.map.find_compiled(begin + 0x150, 150)->load.method_id == method_id(4));
+    CHECK(w.map.find_compiled(begin + 0x150, 215)->load.method_id == method_id(5));
+    CHECK(w.map.find_compiled(begin + 0x10, 215) == nullptr);   // x's range was freed at 210
+    CHECK(w.map.find_compiled(begin + 0x10, 209)->load.method_id == method_id(4));
+}
+
+TEST_CASE("Method* announcements over time", "[decoder][codemap]") {
+    World w(hotspot::Jdk::k17, 0);
+    MethodInfo a;
+    a.time_ns = 100;
+    a.method_id = 1;
+    a.method_ptr = 0x5000;
+    MethodInfo b = a;
+    b.time_ns = 300;
+    b.method_id = 2;
+    w.map.apply(Event{a});
+    w.map.apply(Event{b});
+    CHECK(w.map.method_by_ptr(0x5000, 50)->method_id == 1);   // earlier than any announcement
+    CHECK(w.map.method_by_ptr(0x5000, 200)->method_id == 1);
+    CHECK(w.map.method_by_ptr(0x5000, 300)->method_id == 2);
+    CHECK(w.map.method_by_ptr(0x6000, 300) == nullptr);
+    CHECK(w.map.method_by_id(2)->method_ptr == 0x5000);
+}
+
+TEST_CASE("nested stubs: the smallest containing range wins", "[decoder][codemap]") {
+    World w;
+    w.map.apply(Event{Stub{1, "StubRoutines (1)", kCodeCacheLow + 0x1000, kCodeCacheLow + 0x9000, -1}});
+    w.map.apply(Event{Stub{1, "arraycopy", kCodeCacheLow + 0x2000, kCodeCacheLow + 0x2100, -1}});
+    CHECK(w.map.find_stub(kCodeCacheLow + 0x2050)->name == "arraycopy");
+    CHECK(w.map.find_stub(kCodeCacheLow + 0x1050)->name == "StubRoutines (1)");
+    CHECK(w.map.find_stub(kCodeCacheLow + 0x2100)->name == "StubRoutines (1)");
+    CHECK(w.map.find_stub(kCodeCacheLow + 0x9000) == nullptr);
+}
+
+TEST_CASE("a deep stack running off the fragment is incomplete", "[decoder][interpreter]") {
+    World w(jdk_param());
+    FakeStack s;
+    // Interpreted frames every 0x100 bytes up to the end of the fragment.
+    uint64_t fp = s.at(0x100);
+    int frames = 0;
+    while (fp + 0x100 + 16 <= s.at(kStackBytes)) {
+        w.interp_frame(s, fp, 1 + frames % 3, bcp(1 + frames % 3, 5), fp + 16, kInterpReturnPc, fp + 0x100);
+        fp += 0x100;
+        ++frames;
+    }
+    // The last frame's caller lies beyond the fragment.
+    w.interp_frame(s, fp - 0x100, 1, bcp(1, 5), fp + 16, kInterpReturnPc, fp + 0x100);
+    Decoder d(w.map, test_options());
+    CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+    INFO(fail_reason_name(t.failure));
+    CHECK(t.status == TraceStatus::kIncomplete);
+    CHECK(t.frames.size() == size_t(frames));
+    SECTION("but a short fragment (the stack top was closer) ends in failure") {
+        World w2(jdk_param());
+        VmInfo vm = w2.map.vm();
+        vm.sample_stack_bytes = kStackBytes * 2;
+        w2.map.apply(Event{vm});
+        Decoder d2(w2.map, test_options());
+        CallTrace t2 = d2.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+        CHECK(t2.status == TraceStatus::kFailed);
+    }
+}
+
+TEST_CASE("frame limit", "[decoder]") {
+    World w;
+    FakeStack s;
+    uint64_t fp = s.at(0x100);
+    for (int i = 0; i < 40; ++i, fp += 0x100) {
+        w.interp_frame(s, fp, 1, bcp(1, 5), fp + 16, kInterpReturnPc, fp + 0x100);
+    }
+    DecoderOptions o = test_options();
+    o.max_frames = 10;
+    Decoder d(w.map, o);
+    CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+    CHECK(t.failure == FailReason::kTooDeep);
+}
