@@ -16,6 +16,7 @@ PKGS=(
   zlib1g-dev                      # crc32 of recording chunks; gzip of pprof output
   libprotozero-dev                # pprof protobuf encoding
   libzydis-dev                    # x86 instruction decoding for prologue/stub analysis
+  golang-go                       # `go tool pprof`, which the profile tests use to read our .pb.gz output
 )
 PKGS+=("${STACKFRAG_EXTRA_PKGS[@]:-}")
 

@@ -1,0 +1,190 @@
+#include <catch2/catch.hpp>
+
+#include "profile_test_support.hpp"
+
+using namespace sf;
+using namespace sf::profile;
+using namespace sf::profile::testing;
+
+namespace {
+
+// app/Main.main calls app/Main.work at bci 5 (line 11) and bci 9 (line 12); work calls leaf.
+MethodTable main_work_leaf() {
+    MethodTable t;
+    t.add(method(1, "app/Main", "main", "([Ljava/lang/String;)V", {{0, 10}, {5, 11}, {9, 12}}, "Main.java"));
+    t.add(method(2, "app/Main", "work", "()I", {{0, 20}, {3, 21}}, "Main.java"));
+    t.add(method(3, "app/Main", "leaf", "()I", {{0, 30}}, "Main.java"));
+    return t;
+}
+
+}  // namespace
+
+TEST_CASE("one callee called from two call sites of its caller is two nodes with their lines") {
+    MethodTable names = main_work_leaf();
+    Cct cct(&names);
+    auto a = cct.add(trace({compiled(2, 0), interpreted(1, 5)}));
+    auto b = cct.add(trace({compiled(2, 0), interpreted(1, 9)}));
+    auto c = cct.add(trace({compiled(2, 7), interpreted(1, 9)}));   // work's own bci does not split it
+    REQUIRE(a);
+    REQUIRE(b);
+    REQUIRE(c);
+    CHECK(*a != *b);
+    CHECK(*b == *c);
+    CHECK(cct.node(*a).call_bci == 5);
+    CHECK(cct.node(*a).call_line == 11);
+    CHECK(cct.node(*b).call_bci == 9);
+    CHECK(cct.node(*b).call_line == 12);
+    CHECK(cct.node(*a).parent == cct.node(*b).parent);
+
+    auto works = cct.find({"app/Main.main", "app/Main.work"});
+    CHECK(works.size() == 2);
+    auto mains = cct.find({"app/Main.main"});
+    REQUIRE(mains.size() == 1);
+    CHECK(cct.node(mains[0]).call_bci == -1);
+    CHECK(cct.node(mains[0]).total_samples == 3);
+}
+
+TEST_CASE("self and total counts and weights") {
+    MethodTable names = main_work_leaf();
+    Cct cct(&names);
+    for (int i = 0; i < 3; ++i) (void)cct.add(trace({compiled(3, 1), compiled(2, 3), compiled(1, 5)}), 10);
+    (void)cct.add(trace({compiled(2, 3), compiled(1, 5)}), 100);
+    (void)cct.add(trace({compiled(1, 5)}), 1000);
+
+    auto main_node = cct.find({"app/Main.main"});
+    auto work = cct.find({"app/Main.main", "app/Main.work"});
+    auto leaf = cct.find({"app/Main.main", "app/Main.work", "app/Main.leaf"});
+    REQUIRE(main_node.size() == 1);
+    REQUIRE(work.size() == 1);
+    REQUIRE(leaf.size() == 1);
+    CHECK(cct.node(main_node[0]).self_samples == 1);
+    CHECK(cct.node(main_node[0]).total_samples == 5);
+    CHECK(cct.node(work[0]).self_samples == 1);
+    CHECK(cct.node(work[0]).total_samples == 4);
+    CHECK(cct.node(leaf[0]).self_samples == 3);
+    CHECK(cct.node(leaf[0]).total_samples == 3);
+    CHECK(cct.node(leaf[0]).call_line == 21);
+    CHECK(cct.node(main_node[0]).self_weight == 1000);
+    CHECK(cct.node(main_node[0]).total_weight == 1130);
+    CHECK(cct.node(work[0]).total_weight == 130);
+    CHECK(cct.total_samples() == 5);
+    CHECK(cct.total_weight() == 1130);
+    CHECK(cct.trace_counts().added == 5);
+}
+
+TEST_CASE("per-thread trees put a thread frame under the root, merged trees do not") {
+    MethodTable names = main_work_leaf();
+    auto feed = [](Cct& cct) {
+        cct.set_thread_name(7, "main");
+        (void)cct.add(trace({compiled(2, 0), compiled(1, 5)}, TraceStatus::kComplete, 7));
+        (void)cct.add(trace({compiled(2, 0), compiled(1, 5)}, TraceStatus::kComplete, 8));
+        (void)cct.add(trace({compiled(1, 5)}, TraceStatus::kComplete, 7));
+    };
+    Cct merged(&names);
+    feed(merged);
+    REQUIRE(merged.node(kRootNode).children.size() == 1);
+    CHECK(merged.frame_of(merged.node(kRootNode).children[0]).name == "app/Main.main");
+    CHECK(merged.find({"app/Main.main", "app/Main.work"}).size() == 1);
+    CHECK(merged.node(merged.find({"app/Main.main"})[0]).total_samples == 3);
+
+    Cct threads(&names, CctOptions{.per_thread = true});
+    feed(threads);
+    REQUIRE(threads.node(kRootNode).children.size() == 2);
+    auto t7 = threads.find({"[main tid=7]", "app/Main.main"});
+    auto t8 = threads.find({"[tid=8]", "app/Main.main"});
+    REQUIRE(t7.size() == 1);
+    REQUIRE(t8.size() == 1);
+    CHECK(threads.node(t7[0]).total_samples == 2);
+    CHECK(threads.node(t8[0]).total_samples == 1);
+    CHECK(threads.frame_of(threads.node(t7[0]).parent).type == FrameType::kThread);
+}
+
+TEST_CASE("method ids that name the same method merge; other signatures, kinds and unknown ids do not") {
+    MethodTable names;
+    names.add(method(100, "app/A", "run"));
+    names.add(method(200, "app/A", "run"));          // the class was redefined: a new jmethodID
+    names.add(method(300, "app/A", "run", "(I)V"));   // an overload
+    Cct cct(&names);
+    auto first = cct.add(trace({compiled(100)}));
+    auto second = cct.add(trace({compiled(200)}));
+    auto overload = cct.add(trace({compiled(300)}));
+    auto interp = cct.add(trace({interpreted(100)}));
+    auto unknown = cct.add(trace({compiled(999)}));
+    auto unknown2 = cct.add(trace({compiled(998)}));
+    REQUIRE((first && second && overload && interp && unknown && unknown2));
+    CHECK(*first == *second);
+    CHECK(cct.node(*first).total_samples == 2);
+    CHECK(*overload != *first);
+    CHECK(cct.frame_of(*overload).signature == "(I)V");
+    CHECK(*interp != *first);
+    CHECK(cct.frame_of(*interp).type == FrameType::kInterpreted);
+    CHECK(*unknown != *unknown2);
+    CHECK(cct.frame_of(*unknown).name == "[unknown_method 0x3e7]");
+}
+
+TEST_CASE("native frames are kept by symbol, whatever their pc") {
+    MethodTable names = main_work_leaf();
+    Cct cct(&names);
+    auto a = cct.add(trace({native("memcpy", 0x1000), native("JVM_ArrayCopy", 0x2000), compiled(1, 5)}));
+    auto b = cct.add(trace({native("memcpy", 0x1044), native("JVM_ArrayCopy", 0x2010), compiled(1, 5)}));
+    auto c = cct.add(trace({native("", 0x9000), compiled(1, 5)}));
+    auto d = cct.add(trace({native("StubRoutines::arraycopy", 0x3000, FrameKind::kStub), compiled(1, 5)}));
+    REQUIRE((a && b && c && d));
+    CHECK(*a == *b);
+    CHECK(path_names(cct, *a) == std::vector<std::string>{"app/Main.main", "JVM_ArrayCopy", "memcpy"});
+    CHECK(cct.node(*a).call_bci == -1);   // a native caller has no bci
+    CHECK(cct.node(cct.node(*a).parent).call_bci == 5);
+    CHECK(cct.frame_of(*c).name == "[unknown]");
+    CHECK(cct.frame_of(*d).type == FrameType::kStub);
+}
+
+TEST_CASE("failed traces are only counted; incomplete ones go under [truncated]") {
+    MethodTable names = main_work_leaf();
+    Cct cct(&names, CctOptions{.per_thread = true});
+    CallTrace failed = trace({compiled(2)}, TraceStatus::kFailed);
+    failed.failure = FailReason::kUnknownPc;
+    CHECK_FALSE(cct.add(failed));
+    CHECK_FALSE(cct.add(failed));
+    auto cut = cct.add(trace({compiled(3, 0), compiled(2, 3)}, TraceStatus::kIncomplete, 5));
+    REQUIRE(cut);
+    CHECK(path_names(cct, *cut) == std::vector<std::string>{"[tid=5]", "[truncated]", "app/Main.work", "app/Main.leaf"});
+    CHECK(cct.frame_of(cct.path(*cut)[1]).type == FrameType::kTruncated);
+    CHECK(cct.total_samples() == 1);
+    CHECK(cct.trace_counts().added == 1);
+    CHECK(cct.trace_counts().incomplete == 1);
+    CHECK(cct.trace_counts().failed == 2);
+    CHECK(cct.trace_counts().failed_by_reason[static_cast<size_t>(FailReason::kUnknownPc)] == 2);
+}
+
+TEST_CASE("node ids stay the same as traces are added and merged, and give back their path") {
+    MethodTable names = main_work_leaf();
+    Cct cct(&names);
+    std::vector<std::pair<NodeId, std::vector<std::string>>> seen;
+    auto remember = [&](const CallTrace& t, std::vector<std::string> expected_path) {
+        auto id = cct.add(t);
+        REQUIRE(id);
+        seen.emplace_back(*id, std::move(expected_path));
+    };
+    remember(trace({compiled(3, 0), compiled(2, 3), compiled(1, 5)}),
+             {"app/Main.main", "app/Main.work", "app/Main.leaf"});
+    remember(trace({compiled(2, 3), compiled(1, 9)}), {"app/Main.main", "app/Main.work"});
+    remember(trace({native("write"), compiled(1, 9)}), {"app/Main.main", "write"});
+
+    Cct other(&names);
+    (void)other.add(trace({native("read"), compiled(3, 0), compiled(1, 5)}));
+    (void)other.add(trace({compiled(3, 0), compiled(2, 3), compiled(1, 5)}));
+    size_t before = cct.node_count();
+    cct.merge(other);
+    CHECK(cct.node_count() == before + 2);   // main->leaf(bci 5) and its read; the rest matched
+    for (const auto& [id, expected] : seen) {
+        CHECK(path_names(cct, id) == expected);
+        std::vector<NodeId> p = cct.path(id);
+        REQUIRE(!p.empty());
+        CHECK(p.back() == id);
+        CHECK(cct.node(p.front()).parent == kRootNode);
+        CHECK(cct.node(id).depth == p.size());
+    }
+    CHECK(cct.node(seen[0].first).total_samples == 2);
+    CHECK(cct.total_samples() == 5);
+    CHECK(cct.trace_counts().added == 5);
+}

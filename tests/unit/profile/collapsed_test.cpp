@@ -1,0 +1,97 @@
+#include <sstream>
+
+#include <catch2/catch.hpp>
+
+#include "profile_test_support.hpp"
+#include "stackfrag/profile/export.hpp"
+
+using namespace sf;
+using namespace sf::profile;
+using namespace sf::profile::testing;
+
+namespace {
+
+std::string collapsed(const Cct& cct, Counter counter = Counter::kSamples) {
+    std::ostringstream out;
+    REQUIRE(write_collapsed(cct, out, counter).ok());
+    return out.str();
+}
+
+Cct read(const std::string& text) {
+    std::istringstream in(text);
+    auto cct = read_collapsed(in);
+    REQUIRE(cct.ok());
+    return std::move(cct).value();
+}
+
+}  // namespace
+
+TEST_CASE("collapsed stacks: root first, kind suffixes, call sites summed, sorted") {
+    MethodTable names;
+    names.add(method(1, "app/Main", "main"));
+    names.add(method(2, "app/Main", "work"));
+    names.add(method(3, "app/Main", "leaf"));
+    names.add(method(4, "app/Main", "copy"));
+    Cct cct(&names);
+    for (int i = 0; i < 2; ++i) (void)cct.add(trace({compiled(3), compiled(2), interpreted(1, 5)}), 7);
+    (void)cct.add(trace({inlined(2, 0), interpreted(1, 5)}));
+    (void)cct.add(trace({inlined(2, 0), interpreted(1, 9)}));
+    (void)cct.add(trace({native("memcpy"), java(FrameKind::kNativeWrapper, 4), interpreted(1, 12)}));
+    (void)cct.add(trace({compiled(3)}, TraceStatus::kIncomplete));
+    (void)cct.add(trace({native("vtable stub", 0, FrameKind::kStub), interpreted(1, 20)}));
+
+    // Written out by hand: '[' sorts before 'a', "_[i]" before "_[j]".
+    const std::string expected =
+        "[truncated];app/Main.leaf_[j] 1\n"
+        "app/Main.main_[0];app/Main.copy_[j];memcpy 1\n"
+        "app/Main.main_[0];app/Main.work_[i] 2\n"
+        "app/Main.main_[0];app/Main.work_[j];app/Main.leaf_[j] 2\n"
+        "app/Main.main_[0];vtable stub 1\n";
+    CHECK(collapsed(cct) == expected);
+    CHECK(collapsed(cct, Counter::kWeight) == "app/Main.main_[0];app/Main.work_[j];app/Main.leaf_[j] 14\n");
+}
+
+TEST_CASE("collapsed stacks read back into a tree that writes the same text") {
+    const std::string text =
+        "[main tid=1];[truncated];java/lang/Thread.sleep_[j] 4\n"
+        "[main tid=1];app/Main.main_[0];app/Main.work_[i];libc.so.6`write 3\n"
+        "[main tid=1];app/Main.main_[0];app/Main.work_[j] 10\n"
+        "[worker tid=2];app/Main.main_[0];[unknown] 1\n";
+    Cct cct = read(text);
+    CHECK(collapsed(cct) == text);
+    CHECK(cct.total_samples() == 18);
+    CHECK(cct.trace_counts().incomplete == 4);
+
+    auto work_inlined = cct.find({"[main tid=1]", "app/Main.main", "app/Main.work"});
+    REQUIRE(work_inlined.size() == 2);
+    CHECK(cct.frame_of(work_inlined[0]).type == FrameType::kInlined);
+    CHECK(cct.frame_of(work_inlined[1]).type == FrameType::kCompiled);
+    CHECK(cct.node(work_inlined[1]).self_samples == 10);
+    CHECK(cct.node(work_inlined[0]).total_samples == 3);
+    auto thread = cct.find({"[main tid=1]"});
+    REQUIRE(thread.size() == 1);
+    CHECK(cct.frame_of(thread[0]).type == FrameType::kThread);
+    CHECK(cct.node(thread[0]).total_samples == 17);
+    auto truncated = cct.find({"[main tid=1]", "[truncated]"});
+    REQUIRE(truncated.size() == 1);
+    CHECK(cct.frame_of(truncated[0]).type == FrameType::kTruncated);
+    auto unknown = cct.find({"[worker tid=2]", "app/Main.main", "[unknown]"});
+    REQUIRE(unknown.size() == 1);
+    CHECK(cct.frame_of(unknown[0]).type == FrameType::kNative);
+    CHECK(cct.frame_of(cct.node(unknown[0]).parent).type == FrameType::kInterpreted);
+}
+
+TEST_CASE("collapsed stacks: repeated stacks add up, async-profiler's C1 marker reads as compiled") {
+    Cct cct = read("# comment\n\na;b_[1] 2\na;b_[j] 3\r\n");
+    CHECK(collapsed(cct) == "a;b_[j] 5\n");
+}
+
+TEST_CASE("collapsed stacks: malformed lines are errors naming the line") {
+    for (const char* bad : {"a;b\n", "a;b 12x\n", " 5\n", "a;b -1\n"}) {
+        std::istringstream in(std::string("ok 1\n") + bad);
+        auto cct = read_collapsed(in);
+        REQUIRE_FALSE(cct.ok());
+        CHECK(cct.error().code == Errc::kCorrupt);
+        CHECK_THAT(cct.error().message, Catch::Contains("line 2"));
+    }
+}
