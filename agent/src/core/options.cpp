@@ -1,0 +1,178 @@
+#include "options.hpp"
+
+#include <charconv>
+
+namespace sf::agent {
+
+namespace {
+
+struct OptionSpec {
+    std::string_view name;
+    bool is_flag;                 // given without a value ("validate"); "=true" / "=false" also work
+    std::string_view expected;    // completes "expected ..." in a bad-value message
+    // False when `value` is not acceptable; leaves `options` unchanged then.
+    bool (*apply)(std::string_view value, AgentOptions& options);
+};
+
+bool parse_u32(std::string_view text, uint32_t& out) {
+    if (text.empty()) return false;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return ec == std::errc() && end == text.data() + text.size();
+}
+
+bool apply_interval(std::string_view value, AgentOptions& options) {
+    Result<uint64_t> ns = kernel::parse_interval(value);
+    if (!ns.ok() || *ns == 0) return false;
+    options.interval_ns = *ns;
+    return true;
+}
+
+bool apply_stack(std::string_view value, AgentOptions& options) {
+    uint32_t bytes = 0;
+    if (!parse_u32(value, bytes) || bytes == 0 || bytes % 8 != 0 || bytes > 65528) return false;
+    options.stack_bytes = bytes;
+    return true;
+}
+
+bool apply_clock(std::string_view value, AgentOptions& options) {
+    if (value == "task") options.clock = kernel::ClockKind::kTask;
+    else if (value == "cpu") options.clock = kernel::ClockKind::kCpu;
+    else return false;
+    return true;
+}
+
+bool apply_ring(std::string_view value, AgentOptions& options) {
+    uint32_t pages = 0;
+    if (!parse_u32(value, pages) || pages == 0 || (pages & (pages - 1)) != 0 || pages > 65536) {
+        return false;
+    }
+    options.ring_pages = pages;
+    return true;
+}
+
+bool apply_mode(std::string_view value, AgentOptions& options) {
+    if (value == "thread") options.mode = SamplingMode::kThread;
+    else if (value == "cpu") options.mode = SamplingMode::kCpu;
+    else return false;
+    return true;
+}
+
+bool apply_record(std::string_view value, AgentOptions& options) {
+    if (value.empty()) return false;
+    options.record_path = std::string(value);
+    return true;
+}
+
+bool apply_validate(std::string_view value, AgentOptions& options) {
+    if (value.empty() || value == "true") options.validate = true;
+    else if (value == "false") options.validate = false;
+    else return false;
+    return true;
+}
+
+bool apply_log(std::string_view value, AgentOptions& options) {
+    if (value.empty()) return false;
+    options.log_path = std::string(value);
+    return true;
+}
+
+bool apply_log_level(std::string_view value, AgentOptions& options) {
+    for (LogLevel level : {LogLevel::kError, LogLevel::kWarn, LogLevel::kInfo, LogLevel::kDebug}) {
+        if (value == log_level_name(level)) {
+            options.log_level = level;
+            return true;
+        }
+    }
+    return false;
+}
+
+constexpr OptionSpec kOptions[] = {
+    {"interval", false, "a duration like 100us, 1ms, 10ms", apply_interval},
+    {"stack", false, "a number of bytes, a multiple of 8 from 8 to 65528 (default 16384)", apply_stack},
+    {"clock", false, "task or cpu", apply_clock},
+    {"ring", false, "a number of pages, a power of two from 1 to 65536 (default 128)", apply_ring},
+    {"mode", false, "thread or cpu", apply_mode},
+    {"record", false, "a file name (a new file; /dev/null discards)", apply_record},
+    {"validate", true, "no value, true or false", apply_validate},
+    {"log", false, "a file name or stderr", apply_log},
+    {"loglevel", false, "error, warn, info or debug", apply_log_level},
+};
+
+const OptionSpec* find_option(std::string_view name) {
+    for (const OptionSpec& spec : kOptions) {
+        if (spec.name == name) return &spec;
+    }
+    return nullptr;
+}
+
+Status apply_item(std::string_view item, AgentOptions& options) {
+    const size_t eq = item.find('=');
+    const std::string_view name = item.substr(0, eq);
+    const bool has_value = eq != std::string_view::npos;
+    const std::string_view value = has_value ? item.substr(eq + 1) : std::string_view();
+
+    const OptionSpec* spec = find_option(name);
+    if (spec == nullptr) {
+        return make_error(Errc::kInvalidArgument, "unknown option '" + std::string(name) +
+                                                      "' (accepted: " + accepted_option_names() + ")");
+    }
+    if (!spec->is_flag && (!has_value || value.empty())) {
+        return make_error(Errc::kInvalidArgument, "missing value for " + std::string(spec->name) +
+                                                      ": expected " + std::string(spec->expected));
+    }
+    if (!spec->apply(value, options)) {
+        return make_error(Errc::kInvalidArgument, "bad value '" + std::string(value) + "' for " +
+                                                      std::string(spec->name) + ": expected " +
+                                                      std::string(spec->expected));
+    }
+    return {};
+}
+
+}  // namespace
+
+kernel::SamplingConfig AgentOptions::sampling_config() const {
+    kernel::SamplingConfig config;
+    config.clock = clock;
+    config.period_ns = interval_ns;
+    config.stack_bytes = stack_bytes;
+    config.ring_pages = ring_pages;
+    return config;
+}
+
+Result<AgentOptions> parse_options(std::string_view text) {
+    AgentOptions options;
+    while (!text.empty()) {
+        const size_t comma = text.find(',');
+        const std::string_view item = text.substr(0, comma);
+        text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+        if (item.empty()) continue;   // tolerate "a=1,,b=2" and a trailing comma
+        Status applied = apply_item(item, options);
+        if (!applied.ok()) return std::move(applied).take_error();
+    }
+    return options;
+}
+
+std::string accepted_option_names() {
+    std::string names;
+    for (const OptionSpec& spec : kOptions) {
+        if (!names.empty()) names += ", ";
+        names += spec.name;
+    }
+    return names;
+}
+
+std::string describe(const AgentOptions& options) {
+    std::string out = "interval=" + std::to_string(options.interval_ns) + "ns";
+    out += ",stack=" + std::to_string(options.stack_bytes);
+    out += options.clock == kernel::ClockKind::kTask ? ",clock=task" : ",clock=cpu";
+    out += ",ring=" + std::to_string(options.ring_pages);
+    out += options.mode == SamplingMode::kThread ? ",mode=thread" : ",mode=cpu";
+    out += ",record=" + (options.records() ? options.record_path : std::string("(none)"));
+    out += options.validate ? ",validate" : "";
+    out += ",log=" + (options.log_path.empty() ? std::string("stderr") : options.log_path);
+    out += ",loglevel=";
+    out += log_level_name(options.log_level);
+    return out;
+}
+
+}  // namespace sf::agent

@@ -1,0 +1,76 @@
+#include "log.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+namespace sf::agent {
+
+namespace {
+// Plain atomics, never destroyed: the log must keep working while the JVM runs its exit handlers.
+std::atomic<int> g_log_fd{STDERR_FILENO};
+std::atomic<int> g_log_level{static_cast<int>(LogLevel::kWarn)};
+
+void write_fully(int fd, const char* data, size_t size) {
+    while (size > 0) {
+        const ssize_t n = ::write(fd, data, size);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return;   // nowhere left to report a failing log
+        }
+        data += n;
+        size -= static_cast<size_t>(n);
+    }
+}
+}  // namespace
+
+const char* log_level_name(LogLevel level) {
+    switch (level) {
+        case LogLevel::kError: return "error";
+        case LogLevel::kWarn: return "warn";
+        case LogLevel::kInfo: return "info";
+        case LogLevel::kDebug: return "debug";
+    }
+    return "?";
+}
+
+Status configure_log(const std::string& path, LogLevel level) {
+    int fd = STDERR_FILENO;
+    if (!path.empty() && path != "stderr") {
+        fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            return sys_error(Errc::kIo, errno, "cannot open log file '" + path + "'",
+                             "choose a writable path for log=, or log=stderr");
+        }
+    }
+    const int old_fd = g_log_fd.exchange(fd);
+    if (old_fd != STDERR_FILENO && old_fd != fd) ::close(old_fd);
+    g_log_level.store(static_cast<int>(level));
+    return {};
+}
+
+bool log_enabled(LogLevel level) {
+    return static_cast<int>(level) <= g_log_level.load(std::memory_order_relaxed);
+}
+
+void log_message(LogLevel level, const char* format, ...) {
+    char line[2048];
+    int used = std::snprintf(line, sizeof line, "[stackfrag] %s: ", log_level_name(level));
+    if (used < 0) return;
+    va_list args;
+    va_start(args, format);
+    const int body = std::vsnprintf(line + used, sizeof line - static_cast<size_t>(used), format, args);
+    va_end(args);
+    if (body < 0) return;
+    size_t size = std::min(static_cast<size_t>(used) + static_cast<size_t>(body), sizeof line - 2);
+    line[size++] = '\n';
+    write_fully(g_log_fd.load(std::memory_order_relaxed), line, size);
+}
+
+}  // namespace sf::agent

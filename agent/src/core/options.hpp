@@ -1,0 +1,44 @@
+// The agent's options: "key=value,key=value,flag", in the style of async-profiler. One table
+// (options.cpp) lists every option with the values it accepts; adding an option is one row.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "log.hpp"
+#include "stackfrag/base/result.hpp"
+#include "stackfrag/kernel/perf_events.hpp"
+
+namespace sf::agent {
+
+// thread: one perf event per Java thread (opened at ThreadStart); cpu: one inheriting event per
+// CPU for the whole process, which also samples the JVM's non-Java threads.
+enum class SamplingMode : uint8_t { kThread, kCpu };
+
+struct AgentOptions {
+    uint64_t interval_ns = 1'000'000;
+    uint32_t stack_bytes = 16384;
+    kernel::ClockKind clock = kernel::ClockKind::kTask;
+    uint32_t ring_pages = kernel::SamplingConfig{}.ring_pages;
+    SamplingMode mode = SamplingMode::kThread;
+    std::string record_path;      // empty or /dev/null: events are counted, not stored
+    bool validate = false;        // also sample with a CPU-time timer + AsyncGetCallTrace
+    std::string log_path;         // empty or "stderr": standard error
+    LogLevel log_level = LogLevel::kInfo;
+
+    kernel::SamplingConfig sampling_config() const;
+    bool records() const { return !record_path.empty() && record_path != "/dev/null"; }
+};
+
+// Parses the text after "=" in -agentpath:libstackfrag.so=TEXT (null or empty: all defaults).
+// The error message names the offending option and what it accepts; it carries no prefix.
+Result<AgentOptions> parse_options(std::string_view text);
+
+// "interval, stack, clock, ..." in table order.
+std::string accepted_option_names();
+
+// One line for the log: every option's effective value.
+std::string describe(const AgentOptions& options);
+
+}  // namespace sf::agent
