@@ -1,0 +1,358 @@
+#include "oracle.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "clock.hpp"
+#include "log.hpp"
+
+namespace sf::agent {
+
+struct OracleSampler::ThreadSlot {
+    pid_t tid = 0;
+    timer_t timer{};
+    bool has_timer = false;
+    uint64_t stack_top = 0;               // 0: unknown
+    uint64_t stack_bottom = 0;
+    std::atomic<JNIEnv*> jni{nullptr};
+    std::atomic<bool> active{false};
+};
+
+namespace {
+
+struct EntryHeader {
+    uint64_t time_ns;
+    uint32_t tid;
+    uint32_t stack_size;
+    Registers regs;
+    int32_t agct_status;
+};
+
+constexpr size_t kPageSize = 4096;
+constexpr size_t kMaxPagesPerCopy = 17;   // 65528 bytes from an unaligned sp span 17 pages
+
+size_t round_up(size_t value, size_t to) { return (value + to - 1) / to * to; }
+
+}  // namespace
+
+struct OracleSampler::Buffer {
+    Buffer(uint32_t entries, uint32_t stack_bytes, uint32_t max_frames)
+        : entry_count(entries),
+          stack_bytes(stack_bytes),
+          max_frames(max_frames),
+          stack_offset(round_up(sizeof(EntryHeader), 16)),
+          frames_offset(round_up(stack_offset + stack_bytes, 16)),
+          stride(round_up(frames_offset + max_frames * sizeof(AsgctFrame), 64)),
+          storage(new (std::nothrow) uint8_t[stride * entries]),
+          free_entries(entries + 1),
+          filled_entries(entries + 1) {
+        if (storage == nullptr) return;
+        for (uint32_t i = 0; i < entries; ++i) (void)free_entries.bounded_push(i);
+    }
+
+    EntryHeader* header(uint32_t index) { return reinterpret_cast<EntryHeader*>(entry(index)); }
+    uint8_t* stack(uint32_t index) { return entry(index) + stack_offset; }
+    AsgctFrame* frames(uint32_t index) { return reinterpret_cast<AsgctFrame*>(entry(index) + frames_offset); }
+    uint8_t* entry(uint32_t index) { return storage.get() + static_cast<size_t>(index) * stride; }
+
+    const uint32_t entry_count;
+    const uint32_t stack_bytes;
+    const uint32_t max_frames;
+    const size_t stack_offset;
+    const size_t frames_offset;
+    const size_t stride;
+    std::unique_ptr<uint8_t[]> storage;
+    // Fixed-size lock-free queues of entry indices: no allocation, so usable in the handler.
+    boost::lockfree::queue<uint32_t, boost::lockfree::fixed_sized<true>> free_entries;
+    boost::lockfree::queue<uint32_t, boost::lockfree::fixed_sized<true>> filled_entries;
+    std::atomic<uint64_t> taken{0};
+    std::atomic<uint64_t> dropped{0};
+};
+
+namespace {
+
+// The handler's view of the sampler, set once before the first timer starts and never cleared
+// (a late signal must still find valid memory).
+std::atomic<OracleSampler::Buffer*> g_buffer{nullptr};
+std::atomic<AsgctFunction> g_asgct{nullptr};
+std::atomic<JavaVM*> g_vm{nullptr};
+std::atomic<bool> g_handler_installed{false};
+
+// Copies [sp, sp + size) page by page with process_vm_readv, stopping at the first page that
+// cannot be read; the thread's own memory, so no permission is needed. Async-signal-safe.
+size_t copy_until_unreadable(uint64_t sp, uint8_t* out, size_t size) {
+    iovec local{out, size};
+    iovec remote[kMaxPagesPerCopy];
+    size_t pieces = 0;
+    uint64_t address = sp;
+    const uint64_t end = sp + size;
+    while (address < end && pieces < kMaxPagesPerCopy) {
+        const uint64_t page_end = (address / kPageSize + 1) * kPageSize;
+        const uint64_t piece_end = page_end < end ? page_end : end;
+        remote[pieces++] = iovec{reinterpret_cast<void*>(address), static_cast<size_t>(piece_end - address)};
+        address = piece_end;
+    }
+    const ssize_t copied = syscall(SYS_process_vm_readv, getpid(), &local, 1UL, remote, pieces, 0UL);
+    return copied > 0 ? static_cast<size_t>(copied) : 0;
+}
+
+void on_sigprof(int, siginfo_t* info, void* context) {
+    const int saved_errno = errno;
+    auto* slot = info != nullptr && info->si_code == SI_TIMER
+                     ? static_cast<OracleSampler::ThreadSlot*>(info->si_value.sival_ptr)
+                     : nullptr;
+    OracleSampler::Buffer* buffer = g_buffer.load(std::memory_order_acquire);
+    if (slot == nullptr || buffer == nullptr || !slot->active.load(std::memory_order_acquire)) {
+        errno = saved_errno;
+        return;
+    }
+    uint32_t index = 0;
+    if (!buffer->free_entries.pop(index)) {
+        buffer->dropped.fetch_add(1, std::memory_order_relaxed);
+        errno = saved_errno;
+        return;
+    }
+    const uint64_t time = monotonic_ns();
+    const auto* uc = static_cast<const ucontext_t*>(context);
+    const greg_t* gregs = uc->uc_mcontext.gregs;
+
+    EntryHeader* header = buffer->header(index);
+    header->time_ns = time;
+    header->tid = static_cast<uint32_t>(slot->tid);
+    header->regs.ip = static_cast<uint64_t>(gregs[REG_RIP]);
+    header->regs.sp = static_cast<uint64_t>(gregs[REG_RSP]);
+    header->regs.bp = static_cast<uint64_t>(gregs[REG_RBP]);
+    header->regs.ax = static_cast<uint64_t>(gregs[REG_RAX]);
+    header->regs.bx = static_cast<uint64_t>(gregs[REG_RBX]);
+    header->regs.r13 = static_cast<uint64_t>(gregs[REG_R13]);
+    header->regs.r15 = static_cast<uint64_t>(gregs[REG_R15]);
+
+    const uint64_t sp = header->regs.sp;
+    size_t copied = 0;
+    if (slot->stack_top != 0 && sp >= slot->stack_bottom && sp < slot->stack_top) {
+        const uint64_t available = slot->stack_top - sp;
+        copied = available < buffer->stack_bytes ? available : buffer->stack_bytes;
+        std::memcpy(buffer->stack(index), reinterpret_cast<const void*>(sp), copied);
+    } else {
+        copied = copy_until_unreadable(sp, buffer->stack(index), buffer->stack_bytes);
+    }
+    header->stack_size = static_cast<uint32_t>(copied);
+
+    header->agct_status = 0;
+    AsgctFunction asgct = g_asgct.load(std::memory_order_relaxed);
+    if (asgct != nullptr) {
+        JNIEnv* jni = slot->jni.load(std::memory_order_relaxed);
+        if (jni == nullptr) {
+            // A thread that existed before the agent: HotSpot's GetEnv only reads the current
+            // thread's JavaThread, which is safe at any instruction.
+            JavaVM* vm = g_vm.load(std::memory_order_relaxed);
+            void* env = nullptr;
+            if (vm != nullptr && vm->GetEnv(&env, JNI_VERSION_1_6) == JNI_OK) {
+                jni = static_cast<JNIEnv*>(env);
+                slot->jni.store(jni, std::memory_order_relaxed);
+            }
+        }
+        AsgctTrace trace{jni, 0, buffer->frames(index)};
+        asgct(&trace, static_cast<jint>(buffer->max_frames), context);
+        header->agct_status = trace.num_frames;
+    }
+    (void)buffer->filled_entries.bounded_push(index);
+    buffer->taken.fetch_add(1, std::memory_order_relaxed);
+    errno = saved_errno;
+}
+
+// What glibc's pthread_getcpuclockid computes: the CPU-time clock of any thread, by tid.
+clockid_t thread_cpu_clock(pid_t tid) {
+    constexpr clockid_t kPerThread = 4;
+    constexpr clockid_t kSchedClock = 2;
+    return static_cast<clockid_t>((~static_cast<unsigned>(tid)) << 3) | kPerThread | kSchedClock;
+}
+
+pid_t current_tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+}  // namespace
+
+OracleSampler::OracleSampler(const OracleSettings& settings) : settings_(settings) {}
+
+OracleSampler::~OracleSampler() {
+    // The agent never destroys its oracle (a late signal could still be on its way); tests do,
+    // after their threads are gone.
+    stop();
+    g_buffer.store(nullptr, std::memory_order_release);
+    g_handler_installed.store(false);
+}
+
+Result<std::unique_ptr<OracleSampler>> OracleSampler::create(const OracleSettings& settings) {
+    if (g_handler_installed.load()) {
+        return make_error(Errc::kInternal, "the validate oracle is already running in this process");
+    }
+    std::unique_ptr<OracleSampler> sampler(new OracleSampler(settings));
+    sampler->buffer_ = std::make_unique<Buffer>(settings.buffer_entries, settings.stack_bytes,
+                                                settings.max_frames);
+    if (sampler->buffer_->storage == nullptr) {
+        return make_error(Errc::kResourceLimit, "cannot allocate the validate buffer");
+    }
+    g_buffer.store(sampler->buffer_.get(), std::memory_order_release);
+    g_asgct.store(settings.asgct);
+    g_vm.store(settings.vm);
+
+    struct sigaction action {};
+    action.sa_sigaction = on_sigprof;
+    action.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    struct sigaction previous {};
+    if (sigaction(SIGPROF, &action, &previous) != 0) {
+        return sys_error(Errc::kInternal, errno, "sigaction(SIGPROF)");
+    }
+    if ((previous.sa_flags & SA_SIGINFO) != 0 || (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN)) {
+        SF_LOG_WARN("validate replaced an existing SIGPROF handler (another profiler?)");
+    }
+    g_handler_installed.store(true);
+    return sampler;
+}
+
+Status OracleSampler::start_timer(ThreadSlot& slot, bool on_current_thread) {
+    sigevent event{};
+    event.sigev_notify = SIGEV_THREAD_ID;
+    event.sigev_signo = SIGPROF;
+    event.sigev_value.sival_ptr = &slot;
+    event._sigev_un._tid = slot.tid;   // sigev_notify_thread_id, which glibc 2.36 does not define
+    const clockid_t clock = on_current_thread ? CLOCK_THREAD_CPUTIME_ID : thread_cpu_clock(slot.tid);
+    if (timer_create(clock, &event, &slot.timer) != 0) {
+        return sys_error(Errc::kInternal, errno, "timer_create(thread " + std::to_string(slot.tid) + ")");
+    }
+    slot.has_timer = true;
+    slot.active.store(true, std::memory_order_release);
+    itimerspec period{};
+    period.it_interval.tv_sec = static_cast<time_t>(settings_.interval_ns / 1'000'000'000u);
+    period.it_interval.tv_nsec = static_cast<long>(settings_.interval_ns % 1'000'000'000u);
+    period.it_value = period.it_interval;
+    if (timer_settime(slot.timer, 0, &period, nullptr) != 0) {
+        const int err = errno;
+        slot.active.store(false);
+        timer_delete(slot.timer);
+        slot.has_timer = false;
+        return sys_error(Errc::kInternal, err, "timer_settime(thread " + std::to_string(slot.tid) + ")");
+    }
+    return {};
+}
+
+Status OracleSampler::add_current_thread(JNIEnv* jni) {
+    auto* slot = new ThreadSlot;
+    slot->tid = current_tid();
+    slot->jni.store(jni);
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        void* low = nullptr;
+        size_t size = 0;
+        if (pthread_attr_getstack(&attr, &low, &size) == 0) {
+            slot->stack_bottom = reinterpret_cast<uint64_t>(low);
+            slot->stack_top = slot->stack_bottom + size;
+        }
+        pthread_attr_destroy(&attr);
+    }
+    std::lock_guard<std::mutex> lock(threads_mutex_);
+    if (threads_.count(slot->tid) != 0) {
+        delete slot;   // never armed, so no signal can refer to it
+        return {};
+    }
+    Status started = start_timer(*slot, true);
+    if (!started.ok()) {
+        delete slot;
+        return started;
+    }
+    threads_[slot->tid] = slot;
+    ++threads_added_;
+    return {};
+}
+
+Status OracleSampler::add_thread(pid_t tid) {
+    auto* slot = new ThreadSlot;
+    slot->tid = tid;
+    std::lock_guard<std::mutex> lock(threads_mutex_);
+    if (threads_.count(tid) != 0) {
+        delete slot;
+        return {};
+    }
+    Status started = start_timer(*slot, tid == current_tid());
+    if (!started.ok()) {
+        delete slot;
+        return started;
+    }
+    threads_[tid] = slot;
+    ++threads_added_;
+    return {};
+}
+
+void OracleSampler::remove_thread(pid_t tid) {
+    std::lock_guard<std::mutex> lock(threads_mutex_);
+    auto found = threads_.find(tid);
+    if (found == threads_.end()) return;
+    ThreadSlot* slot = found->second;
+    slot->active.store(false, std::memory_order_release);
+    if (slot->has_timer) timer_delete(slot->timer);
+    slot->has_timer = false;
+    threads_.erase(found);
+    // The slot itself is leaked on purpose (see threads_): a few dozen bytes per ended thread.
+}
+
+void OracleSampler::stop() {
+    std::lock_guard<std::mutex> lock(threads_mutex_);
+    for (auto& [tid, slot] : threads_) {
+        slot->active.store(false, std::memory_order_release);
+        if (slot->has_timer) timer_delete(slot->timer);
+        slot->has_timer = false;
+    }
+    threads_.clear();
+}
+
+size_t OracleSampler::drain(std::vector<Event>& out) {
+    Buffer& buffer = *buffer_;
+    const uint32_t pid = static_cast<uint32_t>(getpid());
+    size_t count = 0;
+    uint32_t index = 0;
+    while (buffer.filled_entries.pop(index)) {
+        const EntryHeader* header = buffer.header(index);
+        Oracle oracle;
+        oracle.sample.time_ns = header->time_ns;
+        oracle.sample.pid = pid;
+        oracle.sample.tid = header->tid;
+        oracle.sample.source = SampleSource::kSignal;
+        oracle.sample.regs = header->regs;
+        oracle.sample.stack_sp = header->regs.sp;
+        oracle.sample.stack.assign(buffer.stack(index), buffer.stack(index) + header->stack_size);
+        oracle.agct_status = header->agct_status;
+        if (header->agct_status > 0) {
+            const AsgctFrame* frames = buffer.frames(index);
+            const int32_t count_frames = std::min<int32_t>(header->agct_status, static_cast<int32_t>(buffer.max_frames));
+            oracle.frames.reserve(static_cast<size_t>(count_frames));
+            for (int32_t i = 0; i < count_frames; ++i) {
+                oracle.frames.push_back(MethodBci{reinterpret_cast<uint64_t>(frames[i].method_id), frames[i].lineno});
+            }
+        }
+        (void)buffer.free_entries.bounded_push(index);
+        out.push_back(std::move(oracle));
+        ++count;
+    }
+    return count;
+}
+
+OracleStats OracleSampler::stats() const {
+    OracleStats stats;
+    stats.taken = buffer_->taken.load(std::memory_order_relaxed);
+    stats.dropped = buffer_->dropped.load(std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(threads_mutex_);
+    stats.threads = threads_added_;
+    return stats;
+}
+
+}  // namespace sf::agent

@@ -1,0 +1,89 @@
+// The validate oracle: a second, independent sampler. A POSIX timer on each Java thread's CPU
+// clock sends SIGPROF to that thread; the handler copies the same registers and stack fragment
+// perf would and calls AsyncGetCallTrace at that instant, so the decoder's answer for the
+// fragment can be checked against the JVM's own. The handler is async-signal-safe: it takes a
+// preallocated buffer entry through lock-free queues and never allocates or locks.
+#pragma once
+
+#include <jni.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/lockfree/queue.hpp>
+
+#include "stackfrag/base/result.hpp"
+#include "stackfrag/events/events.hpp"
+
+namespace sf::agent {
+
+// HotSpot's AsyncGetCallTrace ABI (exported by libjvm.so, declared by no public header).
+struct AsgctFrame {
+    jint lineno;          // the bci for Java frames
+    jmethodID method_id;
+};
+struct AsgctTrace {
+    JNIEnv* env_id;
+    jint num_frames;      // > 0: frames filled; <= 0: an error code
+    AsgctFrame* frames;
+};
+using AsgctFunction = void (*)(AsgctTrace* trace, jint depth, void* ucontext);
+
+struct OracleSettings {
+    uint64_t interval_ns = 1'000'000;
+    uint32_t stack_bytes = 16384;
+    uint32_t max_frames = 1024;
+    uint32_t buffer_entries = 512;          // taken but not yet drained; beyond: dropped
+    AsgctFunction asgct = nullptr;          // null: samples only, agct_status 0
+    JavaVM* vm = nullptr;                   // resolves a thread's JNIEnv when not given
+};
+
+struct OracleStats {
+    uint64_t taken = 0;
+    uint64_t dropped = 0;                   // the buffer was full
+    uint64_t threads = 0;
+};
+
+class OracleSampler {
+public:
+    // Allocates the buffer and installs the SIGPROF handler; at most one per process.
+    static Result<std::unique_ptr<OracleSampler>> create(const OracleSettings& settings);
+    ~OracleSampler();
+
+    // On the thread to sample (ThreadStart, VMInit): records its stack bounds and JNIEnv and
+    // starts a timer on its CPU clock.
+    Status add_current_thread(JNIEnv* jni);
+    // From any thread, for a thread that existed before the agent: its stack top is unknown, so
+    // the handler copies until the first unreadable page (as perf does), and its JNIEnv is looked
+    // up on first use.
+    Status add_thread(pid_t tid);
+    // Stops sampling `tid` (ThreadEnd); from any thread.
+    void remove_thread(pid_t tid);
+    // Stops every timer; the handler stays installed and ignores late signals.
+    void stop();
+
+    // Reader thread: moves the taken samples to `out` as Oracle events, oldest first per thread.
+    size_t drain(std::vector<Event>& out);
+    OracleStats stats() const;
+
+    struct ThreadSlot;
+    struct Buffer;
+
+private:
+    explicit OracleSampler(const OracleSettings& settings);
+    Status start_timer(ThreadSlot& slot, bool on_current_thread);
+
+    OracleSettings settings_;
+    std::unique_ptr<Buffer> buffer_;
+    mutable std::mutex threads_mutex_;
+    // Slots are never freed: a signal raised just before timer_delete may still arrive.
+    std::unordered_map<pid_t, ThreadSlot*> threads_;
+    uint64_t threads_added_ = 0;
+};
+
+}  // namespace sf::agent

@@ -1,0 +1,362 @@
+#include "sampler.hpp"
+
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "clock.hpp"
+#include "log.hpp"
+
+namespace sf::agent {
+
+namespace {
+// How long events are held for time-ordering: generous against a callback that stamped its
+// event and was descheduled before emitting it, small against memory (the held samples).
+constexpr uint64_t kHoldbackNs = 20'000'000;
+constexpr int kPollTimeoutMs = 10;
+constexpr size_t kMaxSpareStacks = 256;
+// Errors that will not go away for the next thread either: stop trying after the first.
+bool is_persistent(const Error& error) {
+    return error.code == Errc::kPermission || error.code == Errc::kUnsupported ||
+           error.code == Errc::kInvalidArgument;
+}
+}  // namespace
+
+struct Sampler::Request {
+    enum class Kind { kOpen, kEnd } kind = Kind::kOpen;
+    pid_t tid = 0;
+    std::unique_ptr<kernel::PerfEvent> event;
+    bool enable_on_open = false;   // opened before the reader ran: nobody could have read it
+};
+
+struct Sampler::Ring {
+    pid_t tid = 0;   // 0 for a per-CPU event
+    std::unique_ptr<kernel::PerfEvent> event;
+};
+
+// Turns ring records into events for the reorder buffer, reusing the stack buffers of samples
+// already written.
+class Sampler::Converter final : public kernel::RingHandler {
+public:
+    explicit Converter(Sampler& sampler) : sampler_(sampler) {}
+    void begin(pid_t ring_tid, uint64_t now_ns) {
+        ring_tid_ = ring_tid;
+        now_ns_ = now_ns;
+    }
+
+    void on_sample(const kernel::SampleView& view) override {
+        Sample sample;
+        sample.time_ns = view.time_ns;
+        sample.pid = view.pid;
+        sample.tid = view.tid;
+        sample.source = SampleSource::kPerf;
+        sample.regs = view.regs;
+        if (sample.regs.ip == 0) sample.regs.ip = view.ip;
+        sample.stack_sp = sample.regs.sp;
+        if (!sampler_.spare_stacks_.empty()) {
+            sample.stack = std::move(sampler_.spare_stacks_.back());
+            sampler_.spare_stacks_.pop_back();
+        }
+        sample.stack.assign(view.stack, view.stack + view.stack_size);
+        sampler_.reorder_.add(std::move(sample), now_ns_);
+    }
+
+    void on_lost(const kernel::LostView& view) override {
+        Lost lost;
+        lost.time_ns = view.time_ns != 0 ? view.time_ns : now_ns_;
+        lost.tid = view.tid != 0 ? view.tid : static_cast<uint32_t>(ring_tid_);
+        lost.count = view.count;
+        sampler_.reorder_.add(std::move(lost), now_ns_);
+    }
+
+private:
+    Sampler& sampler_;
+    pid_t ring_tid_ = 0;
+    uint64_t now_ns_ = 0;
+};
+
+Sampler::Sampler(const kernel::SamplingConfig& config, EventQueue& queue, StreamWriter& writer,
+                 OracleSampler* oracle)
+    : config_(config),
+      queue_(queue),
+      writer_(writer),
+      oracle_(oracle),
+      requests_(64),
+      converter_(std::make_unique<Converter>(*this)) {}
+
+Sampler::~Sampler() {
+    if (!stopped_) stop(1000);
+    Request* request = nullptr;
+    while (requests_.pop(request)) delete request;
+    delete open_error_.load();
+}
+
+Status Sampler::start() {
+    Result<kernel::RingPoller> poller = kernel::RingPoller::create();
+    if (!poller.ok()) return std::move(poller).take_error();
+    poller_.emplace(std::move(poller).value());
+
+    // Asynchronous signals (SIGPROF of the oracle, SIGQUIT, ...) are for the JVM's threads; faults
+    // stay deliverable so that a bug in the reader still produces the JVM's crash report.
+    sigset_t blocked;
+    sigfillset(&blocked);
+    for (int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigdelset(&blocked, fault);
+    sigset_t previous;
+    pthread_sigmask(SIG_SETMASK, &blocked, &previous);
+    const int created = pthread_create(&reader_, nullptr, &Sampler::reader_main, this);
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    if (created != 0) return sys_error(Errc::kResourceLimit, created, "pthread_create(reader thread)");
+    pthread_setname_np(reader_, "stackfrag-read");
+    reader_started_.store(true, std::memory_order_release);
+    return {};
+}
+
+void* Sampler::reader_main(void* self) {
+    static_cast<Sampler*>(self)->run();
+    return nullptr;
+}
+
+void Sampler::run() {
+    while (run_cycle(kPollTimeoutMs)) {
+    }
+}
+
+Status Sampler::record_open_failure(Error error) {
+    open_failures_.fetch_add(1, std::memory_order_relaxed);
+    if (!is_persistent(error)) {
+        SF_LOG_WARN("cannot sample a thread: %s", error.describe().c_str());
+        return error;
+    }
+    auto* stored = new Error(error);
+    Error* expected = nullptr;
+    if (open_error_.compare_exchange_strong(expected, stored)) {
+        open_failed_.store(true, std::memory_order_release);
+        SF_LOG_ERROR("sampling is off, the JVM runs on without it: %s", error.describe().c_str());
+    } else {
+        delete stored;
+    }
+    return error;
+}
+
+std::optional<Error> Sampler::open_error() const {
+    const Error* error = open_error_.load(std::memory_order_acquire);
+    return error != nullptr ? std::optional<Error>(*error) : std::nullopt;
+}
+
+Status Sampler::add_thread(pid_t tid) {
+    if (open_failed_.load(std::memory_order_acquire)) return *open_error();
+    Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread(tid, config_);
+    if (!event.ok()) return record_open_failure(std::move(event).take_error());
+    auto request = std::make_unique<Request>();
+    request->kind = Request::Kind::kOpen;
+    request->tid = tid;
+    request->event = std::make_unique<kernel::PerfEvent>(std::move(event).value());
+    Status enabled = enable_or_defer(*request);
+    if (!enabled.ok()) return record_open_failure(std::move(enabled).take_error());
+    requests_.push(request.release());
+    threads_opened_.fetch_add(1, std::memory_order_relaxed);
+    return {};
+}
+
+Status Sampler::add_cpus(pid_t tid) {
+    if (open_failed_.load(std::memory_order_acquire)) return *open_error();
+    Result<std::vector<int>> online = kernel::online_cpus();
+    if (!online.ok()) return record_open_failure(std::move(online).take_error());
+    const std::vector<int> cpus = std::move(online).value();
+    int opened = 0;
+    std::optional<Error> last_error;
+    for (int cpu : cpus) {
+        Result<kernel::PerfEvent> event = kernel::PerfEvent::open_cpu(tid, cpu, config_);
+        if (!event.ok()) {
+            last_error = std::move(event).take_error();
+            if (is_persistent(*last_error)) break;
+            continue;   // a CPU that went offline meanwhile
+        }
+        auto request = std::make_unique<Request>();
+        request->kind = Request::Kind::kOpen;
+        request->tid = 0;
+        request->event = std::make_unique<kernel::PerfEvent>(std::move(event).value());
+        if (!enable_or_defer(*request).ok()) continue;
+        requests_.push(request.release());
+        threads_opened_.fetch_add(1, std::memory_order_relaxed);
+        ++opened;
+    }
+    if (opened == 0 && last_error) return record_open_failure(std::move(*last_error));
+    return {};
+}
+
+Status Sampler::enable_or_defer(Request& request) {
+    if (!reader_started_.load(std::memory_order_acquire)) {
+        request.enable_on_open = true;
+        return {};
+    }
+    return request.event->enable();
+}
+
+void Sampler::end_thread(pid_t tid) {
+    auto* request = new Request;
+    request->kind = Request::Kind::kEnd;
+    request->tid = tid;
+    requests_.push(request);
+    wake();
+}
+
+void Sampler::wake() {
+    if (reader_started_.load(std::memory_order_acquire)) (void)poller_->wake();
+}
+
+void Sampler::open_ring(std::unique_ptr<kernel::PerfEvent> event, pid_t tid) {
+    const uint64_t key = next_key_++;
+    if (poller_) {
+        Status added = poller_->add(event->fd(), key);
+        if (!added.ok()) SF_LOG_WARN("cannot wait on the ring of thread %d: %s", tid, added.error().describe().c_str());
+    }
+    auto ring = std::make_unique<Ring>();
+    ring->tid = tid;
+    ring->event = std::move(event);
+    if (tid != 0) {
+        // A tid reused after a missed ThreadEnd: the old event can only be stale.
+        auto previous = ring_of_tid_.find(tid);
+        if (previous != ring_of_tid_.end()) close_ring(previous->second);
+        ring_of_tid_[tid] = key;
+    }
+    rings_[key] = std::move(ring);
+    SF_LOG_DEBUG("sampling %s %d", tid != 0 ? "thread" : "cpu ring", tid != 0 ? tid : static_cast<int>(key));
+}
+
+void Sampler::close_ring(uint64_t key) {
+    auto found = rings_.find(key);
+    if (found == rings_.end()) return;
+    Ring& ring = *found->second;
+    (void)ring.event->disable();
+    converter_->begin(ring.tid, monotonic_ns());
+    ring.event->ring().drain(*converter_);
+    if (poller_) (void)poller_->remove(ring.event->fd());
+    if (ring.tid != 0) {
+        auto by_tid = ring_of_tid_.find(ring.tid);
+        if (by_tid != ring_of_tid_.end() && by_tid->second == key) ring_of_tid_.erase(by_tid);
+    }
+    rings_.erase(found);
+    threads_closed_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Sampler::apply_requests() {
+    Request* raw = nullptr;
+    std::vector<pid_t> ended;
+    while (requests_.pop(raw)) {
+        std::unique_ptr<Request> request(raw);
+        if (request->kind == Request::Kind::kOpen) {
+            if (request->enable_on_open) {
+                Status enabled = request->event->enable();
+                if (!enabled.ok()) SF_LOG_WARN("%s", enabled.error().describe().c_str());
+            }
+            open_ring(std::move(request->event), request->tid);
+        } else {
+            ended.push_back(request->tid);
+        }
+    }
+    for (pid_t tid : ended) {
+        auto found = ring_of_tid_.find(tid);
+        if (found != ring_of_tid_.end()) close_ring(found->second);
+    }
+}
+
+void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
+    const uint64_t now = monotonic_ns();
+    for (auto& [key, ring] : rings_) {
+        converter_->begin(ring->tid, now);
+        ring->event->ring().drain(*converter_);
+    }
+    // The poller reports a hang-up once (the thread exited without a ThreadEnd we saw).
+    for (const kernel::RingReady& entry : ready) {
+        if (entry.hung_up) close_ring(entry.key);
+    }
+}
+
+void Sampler::collect() {
+    const uint64_t now = monotonic_ns();
+    scratch_.clear();
+    if (oracle_ != nullptr) oracle_->drain(scratch_);
+    queue_.drain(scratch_);
+    for (Event& event : scratch_) reorder_.add(std::move(event), now);
+    scratch_.clear();
+}
+
+bool Sampler::run_cycle(int timeout_ms) {
+    if (stop_requested_.load(std::memory_order_acquire)) {
+        final_drain();
+        return false;
+    }
+    std::vector<kernel::RingReady> ready;
+    if (poller_) {
+        Result<size_t> waited = poller_->wait(timeout_ms, ready);
+        if (!waited.ok()) {
+            // Never spin: an epoll failure degrades to polling every cycle.
+            timespec pause{0, static_cast<long>(timeout_ms) * 1'000'000};
+            nanosleep(&pause, nullptr);
+        }
+    }
+    apply_requests();
+    drain_rings(ready);
+    // Samples drained before the queue: an event emitted before a sample was taken is then
+    // always in this cycle's queue drain or an earlier one.
+    collect();
+    const uint64_t horizon = monotonic_ns() - kHoldbackNs;
+    reorder_.release_until(horizon, [this](Event& event) {
+        writer_.write(event);
+        if (Sample* sample = std::get_if<Sample>(&event); sample && spare_stacks_.size() < kMaxSpareStacks) {
+            spare_stacks_.push_back(std::move(sample->stack));
+        }
+    });
+    return true;
+}
+
+void Sampler::final_drain() {
+    apply_requests();
+    for (auto& [key, ring] : rings_) (void)ring->event->disable();
+    drain_rings({});
+    std::vector<uint64_t> keys;
+    for (auto& [key, ring] : rings_) keys.push_back(key);
+    for (uint64_t key : keys) close_ring(key);
+    collect();
+    reorder_.release_all([this](Event& event) { writer_.write(event); });
+    writer_.finish();
+}
+
+bool Sampler::stop(int timeout_ms) {
+    if (stopped_) return true;
+    stopped_ = true;
+    if (!reader_started_.load(std::memory_order_acquire)) {
+        final_drain();
+        return true;
+    }
+    stop_requested_.store(true, std::memory_order_release);
+    wake();
+    timespec deadline{};
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += static_cast<long>(timeout_ms % 1000) * 1'000'000;
+    if (deadline.tv_nsec >= 1'000'000'000) {
+        deadline.tv_sec += 1;
+        deadline.tv_nsec -= 1'000'000'000;
+    }
+    const int joined = pthread_timedjoin_np(reader_, nullptr, &deadline);
+    if (joined != 0) {
+        SF_LOG_ERROR("the reader thread did not finish within %d ms; the recording may be incomplete", timeout_ms);
+        return false;
+    }
+    return true;
+}
+
+SamplerStats Sampler::stats() const {
+    SamplerStats stats;
+    stats.threads_opened = threads_opened_.load(std::memory_order_relaxed);
+    stats.threads_closed = threads_closed_.load(std::memory_order_relaxed);
+    stats.open_failures = open_failures_.load(std::memory_order_relaxed);
+    return stats;
+}
+
+}  // namespace sf::agent

@@ -1,0 +1,113 @@
+// The reader thread and the perf events it reads. Java threads register themselves (ThreadStart)
+// and deregister (ThreadEnd) without ever waiting for the reader; the reader waits on every ring
+// with epoll, turns records into Sample / Lost events, merges them in time order with the oracle's
+// samples and the callbacks' events, and writes the stream.
+#pragma once
+
+#include <pthread.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/lockfree/queue.hpp>
+
+#include "event_queue.hpp"
+#include "oracle.hpp"
+#include "reorder_buffer.hpp"
+#include "stackfrag/base/result.hpp"
+#include "stackfrag/kernel/perf_events.hpp"
+#include "stream_writer.hpp"
+
+namespace sf::agent {
+
+struct SamplerStats {
+    uint64_t threads_opened = 0;    // perf events opened for threads (or CPUs)
+    uint64_t threads_closed = 0;
+    uint64_t open_failures = 0;
+};
+
+class Sampler {
+public:
+    // `queue` and `writer` outlive the sampler; `oracle` may be null.
+    Sampler(const kernel::SamplingConfig& config, EventQueue& queue, StreamWriter& writer,
+            OracleSampler* oracle);
+    ~Sampler();
+    Sampler(const Sampler&) = delete;
+    Sampler& operator=(const Sampler&) = delete;
+
+    // Starts the reader thread (a plain pthread with every signal blocked).
+    Status start();
+    bool running() const { return reader_started_.load(std::memory_order_acquire); }
+
+    // Any thread, never waits for the reader: opens a sampling event for `tid` and hands it over.
+    // After the first failure (e.g. perf_event_paranoid) every later call fails at once with the
+    // same error, so a permission problem costs one failed system call.
+    Status add_thread(pid_t tid);
+    // mode=cpu: one inheriting event per online CPU for `tid` and the threads it creates later.
+    Status add_cpus(pid_t tid);
+    // The reader drains the thread's ring one last time, then closes its event.
+    void end_thread(pid_t tid);
+    // Makes the reader drain everything now.
+    void wake();
+
+    // Stops the reader after a final drain of rings, oracle and queue, closes every event and
+    // finishes the writer. Waits at most `timeout_ms` for the reader; returns false if it did not
+    // finish (it is then left running and the writer untouched). Without a reader, does the final
+    // drain on the calling thread.
+    bool stop(int timeout_ms);
+
+    SamplerStats stats() const;
+    // The first open failure, if any.
+    std::optional<Error> open_error() const;
+
+private:
+    struct Request;
+    struct Ring;
+    class Converter;
+
+    static void* reader_main(void* self);
+    void run();
+    bool run_cycle(int timeout_ms);   // returns false once a stop was requested and done
+    Status enable_or_defer(Request& request);
+    void apply_requests();
+    void open_ring(std::unique_ptr<kernel::PerfEvent> event, pid_t tid);
+    void close_ring(uint64_t key);
+    void drain_rings(const std::vector<kernel::RingReady>& ready);
+    void collect();
+    void final_drain();
+    Status record_open_failure(Error error);
+
+    const kernel::SamplingConfig config_;
+    EventQueue& queue_;
+    StreamWriter& writer_;
+    OracleSampler* oracle_;
+
+    std::optional<kernel::RingPoller> poller_;
+    boost::lockfree::queue<Request*> requests_;
+    std::atomic<bool> stop_requested_{false};
+    std::atomic<bool> reader_started_{false};
+    bool stopped_ = false;
+    pthread_t reader_{};
+
+    std::atomic<bool> open_failed_{false};
+    std::atomic<Error*> open_error_{nullptr};
+    std::atomic<uint64_t> threads_opened_{0};
+    std::atomic<uint64_t> threads_closed_{0};
+    std::atomic<uint64_t> open_failures_{0};
+
+    // Reader-thread state.
+    std::unordered_map<uint64_t, std::unique_ptr<Ring>> rings_;
+    std::unordered_map<pid_t, uint64_t> ring_of_tid_;
+    uint64_t next_key_ = 1;
+    ReorderBuffer reorder_;
+    std::vector<Event> scratch_;
+    std::vector<std::vector<uint8_t>> spare_stacks_;
+    std::unique_ptr<Converter> converter_;
+};
+
+}  // namespace sf::agent

@@ -1,0 +1,47 @@
+// The single-threaded end of the event pipeline: counts every event by kind and stores it in the
+// recording (when there is one). Owned by the reader thread, or by whoever shuts the agent down
+// after the reader has stopped.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "stackfrag/events/events.hpp"
+#include "stackfrag/events/recording.hpp"
+
+namespace sf::agent {
+
+struct StreamCounts {
+    std::array<uint64_t, 16> by_kind{};   // indexed by EventKind
+    uint64_t lost_samples = 0;            // the sum of Lost::count
+    uint64_t oracle_traces_ok = 0;        // Oracle events whose AsyncGetCallTrace succeeded
+    uint64_t write_errors = 0;            // events the recording refused (after its first error)
+
+    uint64_t of(EventKind kind) const { return by_kind[static_cast<size_t>(kind)]; }
+    // "sample=120 code_load=35 ..." for the kinds seen.
+    std::string describe() const;
+};
+
+class StreamWriter {
+public:
+    // A null `recording` counts events and discards them.
+    explicit StreamWriter(std::unique_ptr<RecordingWriter> recording);
+
+    void write(const Event& event);
+    // Flushes and closes the recording; later writes are only counted.
+    void finish();
+
+    const StreamCounts& counts() const { return counts_; }
+    bool recording() const { return recording_ != nullptr; }
+    uint64_t bytes_written() const { return recording_ ? recording_->bytes_written() : 0; }
+
+private:
+    std::unique_ptr<RecordingWriter> recording_;
+    bool failed_ = false;
+    bool finished_ = false;
+    StreamCounts counts_;
+};
+
+}  // namespace sf::agent
