@@ -1,0 +1,482 @@
+#include "agent_runtime.hpp"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <jvmti.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "clock.hpp"
+#include "event_queue.hpp"
+#include "log.hpp"
+#include "options.hpp"
+#include "oracle.hpp"
+#include "sampler.hpp"
+#include "stackfrag/events/recording.hpp"
+#include "stream_writer.hpp"
+#include "vm_capture.hpp"
+#include "vmstructs.hpp"
+
+namespace sf::agent {
+
+namespace {
+
+constexpr int kShutdownTimeoutMs = 5000;
+// VmCapture allows 100 ms - 1 s; each poll walks the CodeCache, so the slow end.
+constexpr int kCodePollIntervalMs = 1000;
+const char* const kCodePollThreadName = "stackfrag-code-poll";
+const char* const kProducer = "stackfrag-agent 0.1";
+
+pid_t current_tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
+
+std::string read_command_line() {
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!text.empty() && text.back() == '\0') text.pop_back();
+    for (char& c : text) {
+        if (c == '\0') c = ' ';
+    }
+    return text;
+}
+
+uint64_t unix_time_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+std::string jvmti_error_text(jvmtiEnv* jvmti, jvmtiError error) {
+    char* name = nullptr;
+    std::string text = "JVMTI error " + std::to_string(error);
+    if (jvmti != nullptr && jvmti->GetErrorName(error, &name) == JVMTI_ERROR_NONE && name != nullptr) {
+        text += " (" + std::string(name) + ")";
+        jvmti->Deallocate(reinterpret_cast<unsigned char*>(name));
+    }
+    return text;
+}
+
+class Agent;
+// Never destroyed: callbacks, the handler and daemon threads may outlive every exit hook.
+Agent* g_agent = nullptr;
+
+class Agent {
+public:
+    Agent(JavaVM* vm, jvmtiEnv* jvmti, AgentOptions options, std::unique_ptr<RecordingWriter> recording)
+        : vm_(vm), jvmti_(jvmti), options_(std::move(options)), writer_(std::move(recording)) {}
+
+    // OnLoad / OnAttach, after the options were accepted.
+    void setup(bool attach) {
+        attach_ = attach;
+        if (options_.validate) create_oracle();
+        sampler_ = std::make_unique<Sampler>(options_.sampling_config(), queue_, writer_, oracle_.get());
+        if (!setup_jvmti()) {
+            disabled_ = true;
+            return;
+        }
+        // Per-CPU events follow only threads created after they are opened, so open them now:
+        // at OnLoad nearly every JVM thread is yet to come (they are enabled when the reader starts).
+        if (options_.mode == SamplingMode::kCpu && !attach) (void)sampler_->add_cpus(current_tid());
+    }
+
+    // VMInit, or right after setup when attaching (live phase, on a thread attached to the VM).
+    void go_live(JNIEnv* jni) {
+        if (disabled_) return;
+        SamplingParameters parameters;
+        parameters.sample_stack_bytes = options_.stack_bytes;
+        parameters.sample_period_ns = options_.interval_ns;
+        capture_ = std::make_unique<VmCapture>(jvmti_, queue_);
+        capture_ready_.store(true, std::memory_order_release);
+        Status captured = capture_->start(jni, parameters);
+        if (!captured.ok()) {
+            SF_LOG_ERROR("the VM's code map cannot be captured, sampling is off: %s",
+                         captured.error().describe().c_str());
+            disable_events();
+            disabled_ = true;
+            return;
+        }
+        SF_LOG_INFO("%s", capture_->describe().c_str());
+        Status started = sampler_->start();
+        if (!started.ok()) {
+            SF_LOG_ERROR("cannot start the reader thread, sampling is off: %s", started.error().describe().c_str());
+            disable_events();
+            disabled_ = true;
+            return;
+        }
+        live_.store(true, std::memory_order_release);
+        if (options_.mode == SamplingMode::kCpu && attach_) add_cpu_events_for_existing_threads();
+        register_existing_threads(jni);
+        start_code_poller(jni);
+        SF_LOG_INFO("sampling every %llu ns (%s mode)%s", static_cast<unsigned long long>(options_.interval_ns),
+                    options_.mode == SamplingMode::kThread ? "thread" : "cpu",
+                    options_.validate ? " with the validate oracle" : "");
+    }
+
+    void on_thread_start(JNIEnv* jni, jthread thread) {
+        if (!live_.load(std::memory_order_acquire)) return;   // found by go_live's enumeration
+        std::string name = thread_name(jni, thread);
+        if (name == kCodePollThreadName) return;   // the agent's own work is not the application's
+        register_thread(current_tid(), std::move(name), jni, true);
+    }
+
+    void on_thread_end(JNIEnv*, jthread) {
+        if (!live_.load(std::memory_order_acquire)) return;
+        const pid_t tid = current_tid();
+        std::string name;
+        {
+            std::lock_guard<std::mutex> lock(threads_mutex_);
+            auto found = threads_.find(tid);
+            if (found == threads_.end()) return;
+            name = std::move(found->second);
+            threads_.erase(found);
+        }
+        queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), true, std::move(name)});
+        if (oracle_) oracle_->remove_thread(tid);
+        if (options_.mode == SamplingMode::kThread) sampler_->end_thread(tid);
+    }
+
+    VmCapture* capture() {
+        return capture_ready_.load(std::memory_order_acquire) ? capture_.get() : nullptr;
+    }
+
+    // VMDeath or OnUnload, whichever comes first; bounded.
+    void shutdown() {
+        if (shut_down_.exchange(true)) return;
+        live_.store(false, std::memory_order_release);
+        disable_events();
+        stop_code_poller();
+        if (oracle_) oracle_->stop();
+        const bool stopped = sampler_->stop(kShutdownTimeoutMs);
+        queue_.close();
+        if (stopped) log_summary();
+    }
+
+private:
+    void create_oracle() {
+        OracleSettings settings;
+        settings.interval_ns = options_.interval_ns;
+        settings.stack_bytes = options_.stack_bytes;
+        settings.vm = vm_;
+        settings.asgct = reinterpret_cast<AsgctFunction>(dlsym(RTLD_DEFAULT, "AsyncGetCallTrace"));
+        if (settings.asgct == nullptr) {
+            SF_LOG_WARN("validate: AsyncGetCallTrace is not exported by this JVM; oracle samples carry no trace");
+        }
+        Result<std::unique_ptr<OracleSampler>> oracle = OracleSampler::create(settings);
+        if (!oracle.ok()) {
+            SF_LOG_ERROR("validate is off: %s", oracle.error().describe().c_str());
+            return;
+        }
+        oracle_ = std::move(oracle).value();
+    }
+
+    bool setup_jvmti() {
+        jvmtiCapabilities capabilities{};
+        VmCapture::add_capabilities(capabilities);
+        jvmtiError error = jvmti_->AddCapabilities(&capabilities);
+        if (error != JVMTI_ERROR_NONE) {
+            SF_LOG_ERROR("the JVM refused the capabilities stackfrag needs, sampling is off: %s",
+                         jvmti_error_text(jvmti_, error).c_str());
+            return false;
+        }
+        jvmtiEventCallbacks callbacks{};
+        callbacks.VMInit = &Agent::cb_vm_init;
+        callbacks.VMDeath = &Agent::cb_vm_death;
+        callbacks.ThreadStart = &Agent::cb_thread_start;
+        callbacks.ThreadEnd = &Agent::cb_thread_end;
+        callbacks.ClassLoad = &Agent::cb_class_load;
+        callbacks.ClassPrepare = &Agent::cb_class_prepare;
+        callbacks.CompiledMethodLoad = &Agent::cb_compiled_method_load;
+        callbacks.CompiledMethodUnload = &Agent::cb_compiled_method_unload;
+        callbacks.DynamicCodeGenerated = &Agent::cb_dynamic_code_generated;
+        error = jvmti_->SetEventCallbacks(&callbacks, sizeof callbacks);
+        if (error != JVMTI_ERROR_NONE) {
+            SF_LOG_ERROR("SetEventCallbacks failed, sampling is off: %s", jvmti_error_text(jvmti_, error).c_str());
+            return false;
+        }
+        for (jvmtiEvent event : kEvents) {
+            if (attach_ && event == JVMTI_EVENT_VM_INIT) continue;
+            error = jvmti_->SetEventNotificationMode(JVMTI_ENABLE, event, nullptr);
+            if (error != JVMTI_ERROR_NONE) {
+                SF_LOG_ERROR("cannot enable JVMTI event %d, sampling is off: %s", static_cast<int>(event),
+                             jvmti_error_text(jvmti_, error).c_str());
+                disable_events();
+                return false;
+            }
+        }
+        return true;
+    }
+
+    void disable_events() {
+        for (jvmtiEvent event : kEvents) {
+            if (event == JVMTI_EVENT_VM_DEATH) continue;   // possibly the callback we are in
+            (void)jvmti_->SetEventNotificationMode(JVMTI_DISABLE, event, nullptr);
+        }
+    }
+
+    std::string thread_name(JNIEnv* jni, jthread thread) {
+        jvmtiThreadInfo info{};
+        if (thread == nullptr || jvmti_->GetThreadInfo(thread, &info) != JVMTI_ERROR_NONE) return {};
+        std::string name = info.name != nullptr ? info.name : "";
+        if (info.name != nullptr) jvmti_->Deallocate(reinterpret_cast<unsigned char*>(info.name));
+        if (jni != nullptr) {
+            if (info.thread_group != nullptr) jni->DeleteLocalRef(info.thread_group);
+            if (info.context_class_loader != nullptr) jni->DeleteLocalRef(info.context_class_loader);
+        }
+        return name;
+    }
+
+    // `on_thread`: called by the thread itself (it knows its JNIEnv and stack).
+    void register_thread(pid_t tid, std::string name, JNIEnv* jni, bool on_thread) {
+        {
+            std::lock_guard<std::mutex> lock(threads_mutex_);
+            if (!threads_.emplace(tid, name).second) return;
+        }
+        SF_LOG_DEBUG("thread %d '%s'", tid, name.c_str());
+        queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), false, std::move(name)});
+        if (options_.mode == SamplingMode::kThread) (void)sampler_->add_thread(tid);
+        if (oracle_) {
+            Status added = on_thread ? oracle_->add_current_thread(jni) : oracle_->add_thread(tid);
+            if (!added.ok()) SF_LOG_WARN("validate: %s", added.error().describe().c_str());
+        }
+    }
+
+    void register_existing_threads(JNIEnv* jni) {
+        const pid_t self = current_tid();
+        jint count = 0;
+        jthread* threads = nullptr;
+        jvmtiError error = jvmti_->GetAllThreads(&count, &threads);
+        if (error != JVMTI_ERROR_NONE) {
+            SF_LOG_WARN("GetAllThreads failed, only threads started from now on are sampled: %s",
+                        jvmti_error_text(jvmti_, error).c_str());
+            return;
+        }
+        bool self_seen = false;
+        for (jint i = 0; i < count; ++i) {
+            Result<pid_t> tid = vm::os_tid_of(jni, threads[i]);
+            std::string name = thread_name(jni, threads[i]);
+            if (tid.ok() && name != kCodePollThreadName) {
+                self_seen |= *tid == self;
+                register_thread(*tid, std::move(name), *tid == self ? jni : nullptr, *tid == self);
+            } else if (!tid.ok()) {
+                SF_LOG_DEBUG("no OS thread id for thread '%s': %s", name.c_str(), tid.error().describe().c_str());
+            }
+            jni->DeleteLocalRef(threads[i]);
+        }
+        jvmti_->Deallocate(reinterpret_cast<unsigned char*>(threads));
+        if (!self_seen) {
+            // The thread running VMInit is the main thread; without VMStructs, it is still known.
+            jthread current = nullptr;
+            std::string name;
+            if (jvmti_->GetCurrentThread(&current) == JVMTI_ERROR_NONE) {
+                name = thread_name(jni, current);
+                jni->DeleteLocalRef(current);
+            }
+            register_thread(self, std::move(name), jni, true);
+        }
+    }
+
+    void add_cpu_events_for_existing_threads() {
+        // Inheritance covers only threads created after an event is opened: attach to every
+        // thread that exists now, and their future children follow.
+        DIR* tasks = opendir("/proc/self/task");
+        if (tasks == nullptr) return;
+        while (dirent* entry = readdir(tasks)) {
+            const pid_t tid = static_cast<pid_t>(std::atoi(entry->d_name));
+            if (tid > 0 && !sampler_->add_cpus(tid).ok()) break;
+        }
+        closedir(tasks);
+    }
+
+    // VmCapture wants poll(jni) every few hundred milliseconds from a thread attached to the VM:
+    // a JVMTI agent thread (a daemon), which the JVM does not wait for at exit.
+    void start_code_poller(JNIEnv* jni) {
+        jclass thread_class = jni->FindClass("java/lang/Thread");
+        jmethodID constructor = thread_class ? jni->GetMethodID(thread_class, "<init>", "(Ljava/lang/String;)V") : nullptr;
+        jstring name = jni->NewStringUTF(kCodePollThreadName);
+        jobject thread = constructor && name ? jni->NewObject(thread_class, constructor, name) : nullptr;
+        if (jni->ExceptionCheck()) jni->ExceptionClear();
+        if (thread == nullptr) {
+            SF_LOG_WARN("cannot create the code-poll thread; redefined classes may be missed");
+            return;
+        }
+        const jvmtiError error = jvmti_->RunAgentThread(thread, &Agent::code_poll_main, this, JVMTI_THREAD_MIN_PRIORITY);
+        if (error != JVMTI_ERROR_NONE) {
+            SF_LOG_WARN("cannot start the code-poll thread: %s", jvmti_error_text(jvmti_, error).c_str());
+        }
+        jni->DeleteLocalRef(thread);
+        jni->DeleteLocalRef(name);
+        jni->DeleteLocalRef(thread_class);
+    }
+
+    static void JNICALL code_poll_main(jvmtiEnv*, JNIEnv* jni, void* self) {
+        auto* agent = static_cast<Agent*>(self);
+        std::unique_lock<std::mutex> lock(agent->poll_mutex_);
+        while (!agent->poll_stop_) {
+            agent->poll_wakeup_.wait_for(lock, std::chrono::milliseconds(kCodePollIntervalMs));
+            if (agent->poll_stop_) break;
+            lock.unlock();
+            agent->capture_->poll(jni);
+            lock.lock();
+        }
+    }
+
+    void stop_code_poller() {
+        std::lock_guard<std::mutex> lock(poll_mutex_);
+        poll_stop_ = true;
+        poll_wakeup_.notify_all();
+    }
+
+    void log_summary() {
+        const StreamCounts& counts = writer_.counts();
+        std::string oracle_text;
+        if (oracle_) {
+            const OracleStats stats = oracle_->stats();
+            oracle_text = ", oracle " + std::to_string(counts.of(EventKind::kOracle)) + " (AsyncGetCallTrace ok " +
+                          std::to_string(counts.oracle_traces_ok) + ", buffer full " + std::to_string(stats.dropped) + ")";
+        }
+        const SamplerStats stats = sampler_->stats();
+        SF_LOG_INFO("summary: %llu samples, %llu lost%s; %llu rings opened, %llu events dropped; events: %s",
+                    static_cast<unsigned long long>(counts.of(EventKind::kSample)),
+                    static_cast<unsigned long long>(counts.lost_samples), oracle_text.c_str(),
+                    static_cast<unsigned long long>(stats.threads_opened),
+                    static_cast<unsigned long long>(queue_.dropped()), counts.describe().c_str());
+        if (writer_.recording()) {
+            SF_LOG_INFO("recording %s: %llu bytes%s", options_.record_path.c_str(),
+                        static_cast<unsigned long long>(writer_.bytes_written()),
+                        counts.write_errors ? " (incomplete: a write failed)" : "");
+        }
+    }
+
+    // JVMTI callbacks: plain functions forwarding to the one agent.
+    static void JNICALL cb_vm_init(jvmtiEnv*, JNIEnv* jni, jthread) { g_agent->go_live(jni); }
+    static void JNICALL cb_vm_death(jvmtiEnv*, JNIEnv*) { g_agent->shutdown(); }
+    static void JNICALL cb_thread_start(jvmtiEnv*, JNIEnv* jni, jthread thread) {
+        g_agent->on_thread_start(jni, thread);
+    }
+    static void JNICALL cb_thread_end(jvmtiEnv*, JNIEnv* jni, jthread thread) { g_agent->on_thread_end(jni, thread); }
+    // AsyncGetCallTrace answers only while ClassLoad events are enabled (it relies on the
+    // jmethodIDs they cause); nothing to do with the event itself.
+    static void JNICALL cb_class_load(jvmtiEnv*, JNIEnv*, jthread, jclass) {}
+    static void JNICALL cb_class_prepare(jvmtiEnv*, JNIEnv* jni, jthread thread, jclass klass) {
+        if (VmCapture* capture = g_agent->capture()) capture->on_class_prepare(jni, thread, klass);
+    }
+    static void JNICALL cb_compiled_method_load(jvmtiEnv*, jmethodID method, jint code_size, const void* code_addr,
+                                                jint map_length, const jvmtiAddrLocationMap* map,
+                                                const void* compile_info) {
+        if (VmCapture* capture = g_agent->capture()) {
+            capture->on_compiled_method_load(method, code_size, code_addr, map_length, map, compile_info);
+        }
+    }
+    static void JNICALL cb_compiled_method_unload(jvmtiEnv*, jmethodID method, const void* code_addr) {
+        if (VmCapture* capture = g_agent->capture()) capture->on_compiled_method_unload(method, code_addr);
+    }
+    static void JNICALL cb_dynamic_code_generated(jvmtiEnv*, const char* name, const void* address, jint length) {
+        if (VmCapture* capture = g_agent->capture()) capture->on_dynamic_code_generated(name, address, length);
+    }
+
+    static constexpr jvmtiEvent kEvents[] = {
+        JVMTI_EVENT_VM_INIT,
+        JVMTI_EVENT_VM_DEATH,
+        JVMTI_EVENT_THREAD_START,
+        JVMTI_EVENT_THREAD_END,
+        JVMTI_EVENT_CLASS_LOAD,
+        JVMTI_EVENT_CLASS_PREPARE,
+        JVMTI_EVENT_COMPILED_METHOD_LOAD,
+        JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
+        JVMTI_EVENT_DYNAMIC_CODE_GENERATED,
+    };
+
+    JavaVM* vm_;
+    jvmtiEnv* jvmti_;
+    const AgentOptions options_;
+    bool attach_ = false;
+    bool disabled_ = false;
+    EventQueue queue_;
+    StreamWriter writer_;
+    std::unique_ptr<OracleSampler> oracle_;
+    std::unique_ptr<Sampler> sampler_;
+    std::unique_ptr<VmCapture> capture_;
+    std::atomic<bool> capture_ready_{false};
+    std::atomic<bool> live_{false};
+    std::atomic<bool> shut_down_{false};
+
+    std::mutex threads_mutex_;
+    std::unordered_map<pid_t, std::string> threads_;   // live registered threads: tid -> name
+
+    std::mutex poll_mutex_;
+    std::condition_variable poll_wakeup_;
+    bool poll_stop_ = false;
+};
+
+}  // namespace
+
+jint agent_load(JavaVM* vm, const char* options_text, bool attach) {
+    if (g_agent != nullptr) {
+        std::fprintf(stderr, "stackfrag: the agent is already loaded in this JVM\n");
+        return JNI_ERR;
+    }
+    Result<AgentOptions> options = parse_options(options_text != nullptr ? options_text : "");
+    if (!options.ok()) {
+        std::fprintf(stderr, "stackfrag: %s\n", options.error().describe().c_str());
+        return JNI_ERR;
+    }
+    Status logging = configure_log(options->log_path, options->log_level);
+    if (!logging.ok()) {
+        std::fprintf(stderr, "stackfrag: bad value '%s' for log: %s\n", options->log_path.c_str(),
+                     logging.error().describe().c_str());
+        return JNI_ERR;
+    }
+    std::unique_ptr<RecordingWriter> recording;
+    if (options->records()) {
+        RecordingHeader header;
+        header.pid = static_cast<uint32_t>(getpid());
+        header.created_unix_ns = unix_time_ns();
+        header.created_monotonic_ns = monotonic_ns();
+        header.producer = kProducer;
+        header.command_line = read_command_line();
+        Result<std::unique_ptr<RecordingWriter>> created = RecordingWriter::create(options->record_path, header);
+        if (!created.ok()) {
+            // Asked-for output that cannot be written is a user error, like a bad option.
+            std::fprintf(stderr, "stackfrag: bad value '%s' for record: %s\n", options->record_path.c_str(),
+                         created.error().describe().c_str());
+            return JNI_ERR;
+        }
+        recording = std::move(created).value();
+    }
+    SF_LOG_INFO("%s %s", attach ? "attached:" : "loaded:", describe(*options).c_str());
+
+    jvmtiEnv* jvmti = nullptr;
+    if (vm->GetEnv(reinterpret_cast<void**>(&jvmti), JVMTI_VERSION_1_2) != JNI_OK || jvmti == nullptr) {
+        SF_LOG_ERROR("JVMTI 1.2 is not available; the JVM runs on without stackfrag");
+        return JNI_OK;
+    }
+    g_agent = new Agent(vm, jvmti, std::move(options).value(), std::move(recording));
+    g_agent->setup(attach);
+    if (attach) {
+        JNIEnv* jni = nullptr;
+        if (vm->GetEnv(reinterpret_cast<void**>(&jni), JNI_VERSION_1_6) == JNI_OK) {
+            g_agent->go_live(jni);
+        } else {
+            SF_LOG_ERROR("no JNIEnv in Agent_OnAttach; the JVM runs on without stackfrag");
+        }
+    }
+    return JNI_OK;
+}
+
+void agent_unload() {
+    if (g_agent != nullptr) g_agent->shutdown();
+}
+
+}  // namespace sf::agent
