@@ -119,6 +119,9 @@ struct VmCapture::Impl {
 
     std::vector<uint64_t> heaps;   // CodeHeap*, fixed after start
 
+    std::mutex name_mu;
+    std::unordered_map<uint64_t, std::string> names;   // blob name address -> text
+
     mutable std::mutex mu;
     // Guarded by mu.
     std::unordered_map<uint64_t, uint64_t> announced;        // jmethodID -> Method* last announced
@@ -278,7 +281,22 @@ struct VmCapture::Impl {
         return HeapRange{*low, *high, *map, static_cast<int>(*shift)};
     }
 
-    std::optional<BlobInfo> read_blob(uint64_t blob) {
+    // Blob names are mostly string literals in libjvm; remembering them by address saves a read per
+    // blob in CodeCache walks. A reused C-heap name address could only mislabel a stub's name.
+    std::string blob_name(uint64_t address) {
+        {
+            std::lock_guard lock(name_mu);
+            if (auto it = names.find(address); it != names.end()) return it->second;
+        }
+        std::string name = vm::safe_read_c_string(address, 200).value_or("");
+        std::lock_guard lock(name_mu);
+        if (names.size() < 100000) names.emplace(address, name);
+        return name;
+    }
+
+    // `nmethod_details(code_begin)` says whether an nmethod's own fields are wanted (saves a read).
+    template <class WantDetails>
+    std::optional<BlobInfo> read_blob(uint64_t blob, WantDetails&& nmethod_details) {
         if (blob < info.code_cache_low || blob >= info.code_cache_high) return std::nullopt;
         size_t blob_header = L->size_of(TypeSize::kCodeBlob);
         std::vector<uint8_t> bytes(blob_header);
@@ -318,7 +336,7 @@ struct VmCapture::Impl {
             note_bad_read(__LINE__);
             return std::nullopt;
         }
-        b.name = vm::safe_read_c_string(static_cast<uint64_t>(*name), 200).value_or("");
+        b.name = blob_name(static_cast<uint64_t>(*name));
         if (L->layout == StructLayout::kJdk17) {
             b.is_nmethod = is_nmethod_blob_name(b.name);
         } else {
@@ -326,7 +344,7 @@ struct VmCapture::Impl {
             b.is_nmethod = kind && *kind == L->code_blob_kind_nmethod;
         }
         b.is_native = is_native_nmethod_blob_name(b.name);
-        if (b.is_nmethod && !read_nmethod_fields(b)) {
+        if (b.is_nmethod && nmethod_details(b.code_begin) && !read_nmethod_fields(b)) {
             note_bad_read(__LINE__);
             return std::nullopt;
         }
@@ -400,17 +418,21 @@ struct VmCapture::Impl {
             uint64_t block = range->low + (static_cast<uint64_t>(index) << range->shift);
             auto used = vm::read_int_field(block, f(Field::kHeapBlockUsed));
             if (!used || *used == 0) return std::nullopt;
-            auto blob = read_blob(block + header);
+            auto blob = read_blob(block + header, [](uint64_t) { return true; });
             if (!blob || pc < blob->blob || pc >= blob->blob + blob->size) return std::nullopt;
             return blob;
         }
         return std::nullopt;
     }
 
-    // Every used block of every heap, in address order.
-    template <class Visit>
-    void walk_code_cache(Visit&& visit) {
+    // Every used block of every heap, in address order. Blob fields of nmethods are read only
+    // where `nmethod_details(code_begin)` asks for them.
+    template <class Visit, class WantDetails>
+    void walk_code_cache(Visit&& visit, WantDetails&& nmethod_details) {
         size_t header = L->size_of(TypeSize::kHeapBlock);
+        const auto& length_field = f(Field::kHeapBlockLength);
+        const auto& used_field = f(Field::kHeapBlockUsed);
+        std::vector<uint8_t> block_header(header);
         for (uint64_t heap : heaps) {
             auto range = heap_range(heap);
             if (!range) {
@@ -419,8 +441,12 @@ struct VmCapture::Impl {
             }
             uint64_t block = range->low;
             while (block + header <= range->high) {
-                auto length = vm::read_int_field(block, f(Field::kHeapBlockLength));
-                auto used = vm::read_int_field(block, f(Field::kHeapBlockUsed));
+                if (!vm::safe_read(block, block_header.data(), header)) {
+                    note_bad_read(__LINE__);
+                    break;
+                }
+                auto length = header_int(block_header, length_field);
+                auto used = header_int(block_header, used_field);
                 if (!length || !used || *length < 0) {
                     note_bad_read(__LINE__);
                     break;
@@ -429,7 +455,7 @@ struct VmCapture::Impl {
                 // zero: a zero length is the end of the heap's blocks.
                 if (*length == 0) break;
                 if (*used != 0) {
-                    if (auto blob = read_blob(block + header)) visit(*blob);
+                    if (auto blob = read_blob(block + header, nmethod_details)) visit(*blob);
                 }
                 block += static_cast<uint64_t>(*length) << range->shift;
             }
@@ -446,10 +472,13 @@ struct VmCapture::Impl {
     }
 
     std::optional<uint64_t> method_ptr_of(jmethodID id) const {
-        // jmethodIDs are Method** on 17 and 25 (hotspot-frames.md §e); their blocks are never freed.
-        auto ptr = vm::safe_read_value<uint64_t>(reinterpret_cast<uint64_t>(id));
-        if (!ptr || *ptr < 4096 || (*ptr & 7) != 0) return std::nullopt;
-        return *ptr;
+        // jmethodIDs are Method** on 17 and 25 (hotspot-frames.md §e), handed out by JVMTI and kept
+        // in JNIMethodBlocks that HotSpot never frees, so a plain load is safe; a cleared id (class
+        // unloaded) reads as 0 or a small sentinel.
+        if (id == nullptr) return std::nullopt;
+        uint64_t ptr = __atomic_load_n(reinterpret_cast<const uint64_t*>(id), __ATOMIC_RELAXED);
+        if (ptr < 4096 || (ptr & 7) != 0) return std::nullopt;
+        return ptr;
     }
 
     ClassFacts class_facts(jclass klass) {
@@ -706,11 +735,15 @@ struct VmCapture::Impl {
     // that a CompiledMethodLoad still queued in the VM's deferred event queue wins.
     void announce_unreported_nmethods(JNIEnv* jni, bool require_seen_before) {
         std::vector<BlobInfo> unreported;
-        walk_code_cache([&](const BlobInfo& b) {
-            if (!b.is_nmethod) return;
+        auto unknown = [&](uint64_t code_begin) {
             std::lock_guard lock(mu);
-            if (live_code.count(b.code_begin) == 0) unreported.push_back(b);
-        });
+            return live_code.count(code_begin) == 0;
+        };
+        walk_code_cache(
+            [&](const BlobInfo& b) {
+                if (b.is_nmethod && unknown(b.code_begin)) unreported.push_back(b);
+            },
+            unknown);
         std::unordered_set<uint64_t> seen_now;
         uint64_t now = monotonic_now_ns();
         for (const BlobInfo& b : unreported) {
@@ -780,9 +813,11 @@ Status VmCapture::start(JNIEnv* jni, const SamplingParameters& params) {
     m.started.store(true, std::memory_order_release);
 
     // Non-nmethod blobs first: stubs, adapters, the interpreter, runtime stubs.
-    m.walk_code_cache([&](const BlobInfo& b) {
-        if (!b.is_nmethod) m.emit_stub(b.name, b.code_begin, b.code_end, b.frame_size, scan_begin);
-    });
+    m.walk_code_cache(
+        [&](const BlobInfo& b) {
+            if (!b.is_nmethod) m.emit_stub(b.name, b.code_begin, b.code_end, b.frame_size, scan_begin);
+        },
+        [](uint64_t) { return false; });
     m.announce_loaded_classes(jni, scan_begin);
     m.jvmti->GenerateEvents(JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
     m.jvmti->GenerateEvents(JVMTI_EVENT_COMPILED_METHOD_LOAD);
