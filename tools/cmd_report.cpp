@@ -1,0 +1,112 @@
+// `stackfrag report IN -o OUT`: turns a profile into another profile format (flame graph, pprof,
+// collapsed stacks, CCT json), reading IN with the loader its file name ending selects.
+#include <cerrno>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "commands.hpp"
+#include "stackfrag/profile/export.hpp"
+
+namespace sf::cli {
+
+namespace {
+
+struct InputLoader {
+    std::string_view ending;
+    std::string_view description;
+    std::function<Result<profile::Cct>(const std::string& path)> load;
+};
+
+// One row per input kind; recordings (*.sfr) get a row whose loader replays them through the
+// decoder into a Cct once the decoder exists.
+const std::vector<InputLoader>& input_loaders() {
+    static const std::vector<InputLoader> loaders{
+        {".json", "a CCT written by stackfrag (report -o X.json)", profile::read_profile},
+        {".collapsed", "collapsed stacks (async-profiler, perf script | stackcollapse, stackfrag)",
+         profile::read_profile},
+        {".folded", "collapsed stacks, like .collapsed", profile::read_profile},
+        {".txt", "collapsed stacks, as async-profiler names them with -o collapsed",
+         [](const std::string& path) -> Result<profile::Cct> {
+             std::ifstream in(path, std::ios::binary);
+             if (!in) return sys_error(Errc::kIo, errno, fmt::format("cannot open {}", path));
+             return profile::read_collapsed(in);
+         }},
+    };
+    return loaders;
+}
+
+std::string accepted_inputs() {
+    std::string out;
+    for (const auto& l : input_loaders()) out += fmt::format("{}{}", out.empty() ? "" : ", ", l.ending);
+    return out;
+}
+
+Result<profile::Cct> load_input(const std::string& path) {
+    for (const auto& loader : input_loaders()) {
+        if (path.size() >= loader.ending.size() && path.ends_with(loader.ending)) return loader.load(path);
+    }
+    return make_error(Errc::kInvalidArgument, fmt::format("{}: unknown input format", path),
+                      fmt::format("report reads {}", accepted_inputs()));
+}
+
+struct ReportArgs {
+    std::string input;
+    std::string output;
+    std::string title;
+    bool weight = false;
+};
+
+int run_report(const ReportArgs& args) {
+    auto cct = load_input(args.input);
+    if (!cct.ok()) {
+        fmt::print(stderr, "stackfrag report: {}\n", cct.error().describe());
+        return 1;
+    }
+    profile::HtmlOptions options;
+    options.title = args.title.empty() ? cct->info().title : args.title;
+    if (options.title.empty()) {
+        size_t slash = args.input.rfind('/');
+        options.title = args.input.substr(slash == std::string::npos ? 0 : slash + 1);
+    }
+    options.counter = args.weight ? profile::Counter::kWeight : profile::Counter::kSamples;
+    if (Status written = profile::write_profile(*cct, args.output, options); !written.ok()) {
+        fmt::print(stderr, "stackfrag report: {}\n", written.error().describe());
+        return 1;
+    }
+    const auto& counts = cct->trace_counts();
+    fmt::print(stderr, "stackfrag report: wrote {} ({} samples, {} nodes, {} frames{})\n", args.output,
+               cct->total_samples(), cct->node_count() - 1, cct->frame_count() - 1,
+               counts.failed > 0 ? fmt::format(", {} failed traces not in the tree", counts.failed) : "");
+    return 0;
+}
+
+}  // namespace
+
+void add_report(CLI::App& app, int& exit_code) {
+    auto* cmd = app.add_subcommand("report", "Convert a profile to a flame graph, pprof, collapsed stacks or CCT json");
+    auto args = std::make_shared<ReportArgs>();
+    cmd->add_option("input", args->input, "profile to read: " + accepted_inputs())->required();
+    cmd->add_option("-o,--output", args->output,
+                    std::string("file to write; its ending picks the format: ") +
+                        profile::accepted_profile_extensions())
+        ->required();
+    cmd->add_option("--title", args->title, "title of the html page (default: the input's title or file name)");
+    cmd->add_flag("--weight", args->weight,
+                  "collapsed/html: show the summed sample weights (ns) instead of sample counts");
+    cmd->footer(
+        "Examples:\n"
+        "  stackfrag report cpu.json -o cpu.html          interactive flame graph (one self-contained file)\n"
+        "  stackfrag report cpu.json -o cpu.pb.gz         for `go tool pprof -http=: cpu.pb.gz`\n"
+        "  stackfrag report cpu.json -o cpu.collapsed     for flamegraph.pl, speedscope, diffs\n"
+        "  stackfrag report async.collapsed -o async.json read another profiler's collapsed stacks\n"
+        "Outputs are written to a temporary file and renamed, so a reader never sees half a profile.\n");
+    cmd->callback([args, &exit_code] { exit_code = run_report(*args); });
+}
+
+}  // namespace sf::cli
