@@ -739,9 +739,16 @@ struct VmCapture::Impl {
             std::lock_guard lock(mu);
             return live_code.count(code_begin) == 0;
         };
+        uint64_t walk_time = monotonic_now_ns();
         walk_code_cache(
             [&](const BlobInfo& b) {
-                if (b.is_nmethod && unknown(b.code_begin)) unreported.push_back(b);
+                if (b.is_nmethod) {
+                    if (unknown(b.code_begin)) unreported.push_back(b);
+                } else {
+                    // Stubs generated later normally come with DynamicCodeGenerated; this keeps
+                    // the decoder's map complete if one did not.
+                    emit_stub(b.name, b.code_begin, b.code_end, b.frame_size, walk_time);
+                }
             },
             unknown);
         std::unordered_set<uint64_t> seen_now;
