@@ -17,6 +17,7 @@ PKGS=(
   libprotozero-dev                # pprof protobuf encoding
   libzydis-dev                    # x86 instruction decoding for prologue/stub analysis
   golang-go                       # `go tool pprof`, which the profile tests use to read our .pb.gz output
+  chromium                        # headless check of the html flame graph (ctest -L browser)
 )
 PKGS+=("${STACKFRAG_EXTRA_PKGS[@]:-}")
 

@@ -282,6 +282,17 @@ constexpr std::string_view kScript = R"HTML(;
     }
     searchBox.value = params.search || "";
     search(searchBox.value);
+    // "#click=NAME" clicks the middle of the widest frame of that name, through the same hit test
+    // a mouse click takes (for checking the page in a headless browser).
+    if (params.click) {
+      let best = -1;
+      forVisible((i) => { if (nameOf(i) === params.click && (best < 0 || total[i] > total[best])) best = i; });
+      if (best >= 0) {
+        const r = canvas.getBoundingClientRect(), scale = width / total[zoom];
+        const x = (Math.max(start[best], start[zoom]) - start[zoom]) * scale + Math.min(total[best], total[zoom]) * scale / 2;
+        canvas.dispatchEvent(new MouseEvent("click", {clientX: r.left + x, clientY: r.top + rowTop(depth[best]) + ROW / 2}));
+      }
+    }
   }
 
   legend();

@@ -46,7 +46,8 @@ struct HtmlOptions {
 
 // One self-contained html page (inline script and style, no network) with an interactive flame
 // graph drawn on a canvas: click zooms, search highlights and shows the matched share, colours
-// say the frame type. The page honours "#zoom=<frame name>&search=<text>" in its url.
+// say the frame type. The page honours "#zoom=<frame name>&search=<text>&click=<frame name>" in
+// its url (click: a synthetic click on the widest frame of that name, for headless checks).
 Status write_html(const Cct& cct, std::ostream& out, const HtmlOptions& options = {});
 
 // pprof's profile.proto, gzip-compressed (what `go tool pprof` and most pprof viewers read).
