@@ -8,5 +8,6 @@ namespace sf::cli {
 // Each returns the process exit code through `exit_code` once the subcommand has run.
 void add_dump(CLI::App& app, int& exit_code);
 void add_report(CLI::App& app, int& exit_code);
+void add_capture(CLI::App& app, int& exit_code);
 
 }  // namespace sf::cli

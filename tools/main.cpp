@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
     int exit_code = 0;
     sf::cli::add_dump(app, exit_code);
     sf::cli::add_report(app, exit_code);
+    sf::cli::add_capture(app, exit_code);
     CLI11_PARSE(app, argc, argv);
     return exit_code;
 }
