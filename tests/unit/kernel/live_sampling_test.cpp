@@ -26,7 +26,9 @@ namespace {
 constexpr uint64_t kCanary = 0x5AFEC0DE12345678ULL;
 
 struct BusyShared {
-    std::atomic<bool> stop{false};
+    // A builtin-accessed flag, not std::atomic: its load() is a call at -O0 (sanitizer builds),
+    // which would put samples outside the busy function.
+    bool stop = false;
     std::atomic<bool> spinning{false};
     std::atomic<pid_t> tid{0};
     std::atomic<uintptr_t> canary_address{0};
@@ -43,7 +45,7 @@ __attribute__((noinline, section("sf_busy_text"))) void spin_with_canary(BusySha
     volatile uint64_t canary = kCanary;
     announce(shared, &canary);
     uint64_t x = 1;
-    while (!shared->stop.load(std::memory_order_relaxed)) {
+    while (!__atomic_load_n(&shared->stop, __ATOMIC_RELAXED)) {
         x = x * 6364136223846793005ULL + canary;   // keeps the canary live in its stack slot
     }
     canary = x;
@@ -59,7 +61,7 @@ public:
     }
     ~BusyThread() { stop(); }
     void stop() {
-        shared_.stop.store(true);
+        __atomic_store_n(&shared_.stop, true, __ATOMIC_RELAXED);
         if (thread_.joinable()) thread_.join();
     }
     pid_t tid() const { return shared_.tid.load(); }
