@@ -7,6 +7,7 @@ namespace sf::cli {
 
 // Each returns the process exit code through `exit_code` once the subcommand has run.
 void add_dump(CLI::App& app, int& exit_code);
+void add_replay(CLI::App& app, int& exit_code);
 void add_report(CLI::App& app, int& exit_code);
 void add_capture(CLI::App& app, int& exit_code);
 

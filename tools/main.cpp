@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     int exit_code = 0;
     sf::cli::add_dump(app, exit_code);
+    sf::cli::add_replay(app, exit_code);
     sf::cli::add_report(app, exit_code);
     sf::cli::add_capture(app, exit_code);
     CLI11_PARSE(app, argc, argv);

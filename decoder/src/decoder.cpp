@@ -79,6 +79,7 @@ private:
         top_ = false;
         via_anchor_ = false;
         via_native_ = false;
+        in_native_run_ = false;
         return Step::kContinue;
     }
 
@@ -98,6 +99,8 @@ private:
     bool scan_for_caller(uint64_t from, uint64_t& pc, uint64_t& sp, uint64_t& fp);
     bool plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t& fp_out);
     Step step_native();
+    bool plausible_native_pc(uint64_t pc) const;
+    bool rescan_native_run();
     bool try_breadcrumb();
 
     Decoder& d_;
@@ -116,6 +119,12 @@ private:
     bool via_native_ = false;   // reached by unwinding native code: sp derived from a frame pointer
     bool after_java_ = false;   // the previous frame was Java: this pc must be Java code or a stub
     bool breadcrumb_used_ = false;
+    // The current run of native frames: where it started, to rescan from there when unwinding it
+    // fails (the frames walked so far are then dropped, except the first).
+    bool in_native_run_ = false;
+    bool native_rescanned_ = false;
+    uint64_t native_run_sp_ = 0;
+    size_t native_run_first_frame_ = 0;
 };
 
 void Walk::run() {
@@ -281,7 +290,8 @@ Walk::Step Walk::step_interpreted() {
 
     // Consistency of the fixed slots, whose encoding differs between JDK 17 and 25.
     const uint64_t locals = in::locals_address(jdk, fp, slot(in::kLocals));
-    if (locals < fp + words(in::kReturnAddress + 1) || locals - fp > words(65536 + 2)) {
+    // &local0 is just above the return address, or on it for a method without locals.
+    if (locals < fp + words(in::kReturnAddress) || locals - fp > words(65536 + 2)) {
         return fail(FailReason::kBadInterpreterFrame);
     }
     const uint64_t initial_sp_raw = slot(in::kInitialSp);
@@ -308,7 +318,8 @@ Walk::Step Walk::step_interpreted() {
     const uint64_t caller_pc = slot(in::kReturnAddress);
     const uint64_t caller_sp = slot(in::kSenderSp);
     const uint64_t caller_fp = slot(in::kSavedFp);
-    if (caller_sp < fp + words(in::kReturnAddress + 1)) return fail(FailReason::kBadInterpreterFrame);
+    // The sender sp is the caller's sp at the call: at or above this frame's return address.
+    if (caller_sp < fp + words(in::kReturnAddress)) return fail(FailReason::kBadInterpreterFrame);
     Step s = go_to(caller_pc, caller_sp, caller_fp);
     after_java_ = true;
     return s;
@@ -540,8 +551,38 @@ bool Walk::try_breadcrumb() {
     return false;
 }
 
+// A pc a native frame may return to: code the stream announced, or any mapped module; without
+// module events, anything in canonical user space above the first pages.
+bool Walk::plausible_native_pc(uint64_t pc) const {
+    if (map_.find_code(pc, time_).region != CodeRegion::kUnknown) return true;
+    if (!map_.modules().empty()) return map_.module_at(pc) != nullptr;
+    return pc >= 0x10000 && pc < (uint64_t{1} << 47);
+}
+
+// Native unwinding failed somewhere in the current run of native frames: look for a return address
+// into Java code above where the run started, and verify the frame it implies.
+bool Walk::rescan_native_run() {
+    if (native_rescanned_ || !in_native_run_) return false;
+    native_rescanned_ = true;
+    uint64_t pc = 0, sp = 0, fp = 0;
+    if (!scan_for_caller(native_run_sp_, pc, sp, fp)) return false;
+    count_ = native_run_first_frame_ + 1;
+    sp_ = native_run_sp_;
+    if (go_to(pc, sp, fp) != Step::kContinue) return false;
+    after_java_ = false;
+    return true;
+}
+
 Walk::Step Walk::step_native() {
-    if (++native_frames_ > d_.options_.max_native_frames) return fail(FailReason::kNativeUnwindFailed);
+    if (!in_native_run_) {
+        native_run_sp_ = sp_;
+        native_run_first_frame_ = count_;
+    }
+    in_native_run_ = true;
+    if (++native_frames_ > d_.options_.max_native_frames) {
+        if (rescan_native_run()) return Step::kContinue;
+        return fail(FailReason::kNativeUnwindFailed);
+    }
     const bool known_module = map_.module_at(pc_) != nullptr;
     if (!push_frame(FrameKind::kNative, 0, -1, 0, pc_)) return fail(FailReason::kTooDeep);
     ++d_.stats_.native_frames;
@@ -552,7 +593,8 @@ Walk::Step Walk::step_native() {
     detail::NativeStep next;
     bool stepped = false;
     if (known_module && d_.native_ && d_.options_.use_libunwind &&
-        d_.native_->step_dwarf(view_, pc_, sp_, fp_, top_, next) && next.sp > sp_ && next.pc != 0) {
+        d_.native_->step_dwarf(view_, pc_, sp_, fp_, top_, next) && next.sp > sp_ &&
+        plausible_native_pc(next.pc)) {
         stepped = true;
         ++d_.stats_.libunwind_steps;
     }
@@ -560,7 +602,7 @@ Walk::Step Walk::step_native() {
         // rbp chain: libjvm and JNI code keep frame pointers.
         uint64_t saved_fp = 0, ret = 0;
         if (fp_ >= sp_ && (fp_ & 7) == 0 && view_.read(fp_, saved_fp) && view_.read(fp_ + kWord, ret) &&
-            ret != 0) {
+            plausible_native_pc(ret)) {
             next = {ret, fp_ + 2 * kWord, saved_fp};
             stepped = true;
             ++d_.stats_.rbp_steps;
@@ -570,12 +612,17 @@ Walk::Step Walk::step_native() {
         Step s = go_to(next.pc, next.sp, next.fp);
         if (s == Step::kContinue) {
             via_native_ = true;
+            in_native_run_ = true;
             after_java_ = false;
             return s;
         }
     }
     const FailReason reason = known_module ? FailReason::kNativeUnwindFailed : FailReason::kUnknownPc;
     if (try_breadcrumb()) return Step::kContinue;
+    if (rescan_native_run()) {
+        ++d_.stats_.native_rescans;
+        return Step::kContinue;
+    }
     if (!stepped && fp_ >= view_.end()) return off_fragment(fp_, reason);
     return fail(reason);
 }

@@ -423,6 +423,22 @@ TEST_CASE("JNI upcall: an entry frame whose anchor continues below native code",
     CHECK(d.stats().entry_frames_crossed == 2);
 }
 
+TEST_CASE("native code that cannot be unwound: rescan for a verified Java return address", "[decoder][native]") {
+    CompiledWorld cw;
+    // garbage rbp; C's frame (return into D at a call site) lies above the native frames
+    const uint64_t sp_native = cw.s.at(0x100);
+    const uint64_t sp_d = cw.s.at(0x200);
+    cw.s.put(sp_d - 8, cw.d_begin + 0x30);   // the native callee's return address into D...
+    cw.s.put(sp_d + 40, kCallStubReturn);
+    cw.s.put(sp_d + 32, cw.fp_stub);
+    Decoder d(cw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(cw.s, kNativePc, sp_native, 0x10));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
+    CHECK(d.stats().native_rescans == 1);
+}
+
 TEST_CASE("breadcrumb: native code that cannot be unwound", "[decoder][native]") {
     CompiledWorld cw;
     // A native frame with a garbage rbp; a breadcrumb above it names D's frame.
@@ -445,13 +461,14 @@ TEST_CASE("breadcrumb: native code that cannot be unwound", "[decoder][native]")
 
 TEST_CASE("native code with no way out fails", "[decoder][native]") {
     CompiledWorld cw;
+    FakeStack no_java;   // nothing on it that a rescan could take for a Java return address
     Decoder d(cw.w.map, test_options());
-    CallTrace t = d.decode(sample_of(cw.s, kNativePc, cw.s.at(0x20), 0x10));
+    CallTrace t = d.decode(sample_of(no_java, kNativePc, no_java.at(0x20), 0x10));
     CHECK(t.status == TraceStatus::kFailed);
     CHECK(t.failure == FailReason::kUnknownPc);
     ModuleMap lib{1, kNativePc & ~0xfffull, (kNativePc & ~0xfffull) + 0x10000, 0, "/nonexistent/libfoo.so"};
     cw.w.map.apply(Event{lib});
-    t = d.decode(sample_of(cw.s, kNativePc, cw.s.at(0x20), 0x10));
+    t = d.decode(sample_of(no_java, kNativePc, no_java.at(0x20), 0x10));
     CHECK(t.failure == FailReason::kNativeUnwindFailed);
 }
 

@@ -37,6 +37,7 @@ struct DecodeStats {
     uint64_t libunwind_steps = 0;
     uint64_t rbp_steps = 0;
     uint64_t breadcrumbs_used = 0;
+    uint64_t native_rescans = 0;   // native unwinding failed; a verified Java return address was found by scanning
     uint64_t deopt_frames = 0;
 };
 

@@ -1,0 +1,61 @@
+#include "stackfrag/decoder/oracle_compare.hpp"
+
+namespace sf {
+
+namespace {
+constexpr int32_t kAsgctNativeLineno = -3;
+
+bool is_java(FrameKind k) {
+    return k == FrameKind::kInterpreted || k == FrameKind::kCompiled || k == FrameKind::kInlined ||
+           k == FrameKind::kNativeWrapper;
+}
+int32_t normalized_bci(int32_t bci) { return bci == kAsgctNativeLineno ? -1 : bci; }
+}  // namespace
+
+const char* agreement_name(Agreement a) {
+    switch (a) {
+        case Agreement::kIdentical: return "identical";
+        case Agreement::kOracleFailed: return "oracle_failed";
+        case Agreement::kDecoderFailed: return "decoder_failed";
+        case Agreement::kTopMethodDiffers: return "top_method_differs";
+        case Agreement::kTopBciDiffers: return "top_bci_differs";
+        case Agreement::kMissingFrame: return "missing_frame";
+        case Agreement::kExtraFrame: return "extra_frame";
+        case Agreement::kBciDiffers: return "bci_differs";
+        case Agreement::kMethodDiffers: return "method_differs";
+        case Agreement::kShorter: return "shorter";
+        case Agreement::kLonger: return "longer";
+        case Agreement::kCount: break;
+    }
+    return "unknown";
+}
+
+std::vector<MethodBci> java_frames_of(const CallTrace& trace) {
+    std::vector<MethodBci> out;
+    for (const auto& f : trace.frames) {
+        if (is_java(f.kind)) out.push_back({f.method_id, f.bci});
+    }
+    return out;
+}
+
+Agreement compare_with_oracle(const CallTrace& decoded, const Oracle& oracle) {
+    if (oracle.agct_status <= 0 || oracle.frames.empty()) return Agreement::kOracleFailed;
+    if (decoded.status == TraceStatus::kFailed) return Agreement::kDecoderFailed;
+    const std::vector<MethodBci> ours = java_frames_of(decoded);
+    const auto& theirs = oracle.frames;
+    const size_t n = std::min(ours.size(), theirs.size());
+    for (size_t i = 0; i < n; ++i) {
+        const bool same_method = ours[i].method_id == theirs[i].method_id;
+        if (same_method && ours[i].bci == normalized_bci(theirs[i].bci)) continue;
+        if (same_method) return i == 0 ? Agreement::kTopBciDiffers : Agreement::kBciDiffers;
+        if (i == 0) return Agreement::kTopMethodDiffers;
+        if (i + 1 < theirs.size() && ours[i].method_id == theirs[i + 1].method_id) return Agreement::kMissingFrame;
+        if (i + 1 < ours.size() && ours[i + 1].method_id == theirs[i].method_id) return Agreement::kExtraFrame;
+        return Agreement::kMethodDiffers;
+    }
+    if (ours.size() < theirs.size()) return Agreement::kShorter;
+    if (ours.size() > theirs.size()) return Agreement::kLonger;
+    return Agreement::kIdentical;
+}
+
+}  // namespace sf

@@ -1,0 +1,244 @@
+// `stackfrag replay REC [--json] [--collapsed FILE]`: feeds a recording's events, in file order, to
+// the same CodeMap and Decoder the agent uses live, and reports how well the samples decode, how
+// fast, and (for validate recordings) how often the traces equal AsyncGetCallTrace's.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "stackfrag/decoder/code_map.hpp"
+#include "stackfrag/decoder/decoder.hpp"
+#include "stackfrag/decoder/oracle_compare.hpp"
+#include "stackfrag/events/recording.hpp"
+#include "stackfrag/profile/cct.hpp"
+#include "stackfrag/profile/export.hpp"
+
+namespace sf::cli {
+
+namespace {
+
+struct ReplayOptions {
+    std::string path;
+    bool json = false;
+    std::string collapsed;
+    int show = 0;   // print this many disagreeing oracle pairs
+    bool no_libunwind = false;
+};
+
+// Java names for the profile straight from the decoder's CodeMap.
+class CodeMapNames final : public profile::MethodNames {
+public:
+    explicit CodeMapNames(const CodeMap& map) : map_(map) {}
+    const MethodInfo* find(uint64_t method_id) const override { return map_.method_by_id(method_id); }
+
+private:
+    const CodeMap& map_;
+};
+
+struct Tally {
+    uint64_t samples = 0;
+    uint64_t complete = 0;
+    uint64_t incomplete = 0;
+    std::map<std::string, uint64_t> failed;
+    uint64_t frames = 0;   // over decoded traces
+    std::vector<uint32_t> decode_ns;
+
+    void add(const CallTrace& t, uint64_t ns) {
+        ++samples;
+        decode_ns.push_back(static_cast<uint32_t>(std::min<uint64_t>(ns, UINT32_MAX)));
+        if (t.status == TraceStatus::kFailed) {
+            ++failed[fail_reason_name(t.failure)];
+            return;
+        }
+        (t.status == TraceStatus::kComplete ? complete : incomplete)++;
+        frames += t.frames.size();
+    }
+    uint64_t decoded() const { return complete + incomplete; }
+};
+
+double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
+
+uint32_t percentile(std::vector<uint32_t> v, double p) {
+    if (v.empty()) return 0;
+    const size_t k = std::min(v.size() - 1, static_cast<size_t>(p * double(v.size())));
+    std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+    return v[k];
+}
+
+std::string method_text(const CodeMap& map, const MethodBci& m) {
+    const MethodInfo* info = map.method_by_id(m.method_id);
+    if (!info) return fmt::format("0x{:x}@{}", m.method_id, m.bci);
+    return fmt::format("{}.{}@{}", info->class_name, info->name, m.bci);
+}
+
+std::string frames_text(const CodeMap& map, const std::vector<MethodBci>& frames) {
+    std::string s;
+    for (size_t i = 0; i < frames.size() && i < 12; ++i) {
+        if (i) s += " <- ";
+        s += method_text(map, frames[i]);
+    }
+    if (frames.size() > 12) s += fmt::format(" <- ... ({} frames)", frames.size());
+    return s;
+}
+
+int run_replay(const ReplayOptions& options) {
+    auto opened = RecordingReader::open(options.path);
+    if (!opened) {
+        fmt::print(stderr, "stackfrag replay: {}\n", opened.error().describe());
+        return 2;
+    }
+    auto& reader = *opened;
+    CodeMap map;
+    DecoderOptions decoder_options;
+    decoder_options.use_libunwind = !options.no_libunwind;
+    Decoder decoder(map, decoder_options);
+    CodeMapNames names(map);
+    profile::Cct cct(&names, profile::CctOptions{});
+
+    Tally samples, oracle_samples;
+    uint64_t pairs = 0, both_ok = 0, identical = 0;
+    std::map<std::string, uint64_t> disagreements;
+    int shown = 0;
+    std::map<std::string, uint64_t> top_kinds;
+    CallTrace trace;
+    using Clock = std::chrono::steady_clock;
+
+    auto timed_decode = [&](const Sample& s) {
+        const auto t0 = Clock::now();
+        decoder.decode(s, trace);
+        const auto t1 = Clock::now();
+        return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    };
+
+    while (auto event = reader->next()) {
+        if (const auto* s = std::get_if<Sample>(&*event)) {
+            samples.add(trace, timed_decode(*s));
+            if (!trace.frames.empty()) ++top_kinds[frame_kind_name(trace.frames[0].kind)];
+            if (!options.collapsed.empty()) (void)cct.add(trace);
+        } else if (const auto* o = std::get_if<Oracle>(&*event)) {
+            oracle_samples.add(trace, timed_decode(o->sample));
+            ++pairs;
+            const Agreement a = compare_with_oracle(trace, *o);
+            if (a != Agreement::kOracleFailed && a != Agreement::kDecoderFailed) ++both_ok;
+            if (a == Agreement::kIdentical) {
+                ++identical;
+            } else {
+                ++disagreements[agreement_name(a)];
+                if (shown < options.show && a != Agreement::kOracleFailed) {
+                    ++shown;
+                    fmt::print("[{}] t={} tid={} status={} {}\n  ours:  {}\n  asgct: {}\n", agreement_name(a),
+                               o->sample.time_ns, o->sample.tid, static_cast<int>(trace.status),
+                               fail_reason_name(trace.failure), frames_text(map, java_frames_of(trace)),
+                               frames_text(map, o->frames));
+                    for (const auto& f : trace.frames) {
+                        fmt::print("    {} pc=0x{:x} {}\n", frame_kind_name(f.kind), f.pc,
+                                   f.symbol.empty() ? method_text(map, {f.method_id, f.bci}) : f.symbol);
+                    }
+                }
+            }
+        } else {
+            map.apply(*event);
+        }
+    }
+
+    Tally all = samples;
+    all.samples += oracle_samples.samples;
+    all.complete += oracle_samples.complete;
+    all.incomplete += oracle_samples.incomplete;
+    all.frames += oracle_samples.frames;
+    for (const auto& [k, v] : oracle_samples.failed) all.failed[k] += v;
+    all.decode_ns.insert(all.decode_ns.end(), oracle_samples.decode_ns.begin(), oracle_samples.decode_ns.end());
+
+    const DecodeStats& st = decoder.stats();
+    if (options.json) {
+        nlohmann::json j;
+        j["samples"] = all.samples;
+        j["perf_samples"] = samples.samples;
+        j["oracle_samples"] = oracle_samples.samples;
+        j["decoded"] = all.decoded();
+        j["complete"] = all.complete;
+        j["incomplete"] = all.incomplete;
+        j["decoded_pct"] = percent(all.decoded(), all.samples);
+        j["incomplete_pct"] = percent(all.incomplete, all.samples);
+        j["failed"] = all.failed;
+        j["frames_per_trace"] = all.decoded() ? double(all.frames) / double(all.decoded()) : 0.0;
+        j["decode_ns_median"] = percentile(all.decode_ns, 0.5);
+        j["decode_ns_p99"] = percentile(all.decode_ns, 0.99);
+        j["oracle_pairs"] = pairs;
+        j["oracle_both_ok"] = both_ok;
+        j["oracle_identical"] = identical;
+        j["oracle_identical_pct"] = percent(identical, both_ok);
+        j["oracle_disagreements"] = disagreements;
+        j["top_frame_kinds"] = top_kinds;
+        j["stats"] = {{"prologue_tops", st.prologue_tops},   {"epilogue_tops", st.epilogue_tops},
+                      {"partial_interpreter_tops", st.partial_interpreter_tops},
+                      {"entry_frames_crossed", st.entry_frames_crossed}, {"stub_scans", st.stub_scans},
+                      {"native_frames", st.native_frames},   {"libunwind_steps", st.libunwind_steps},
+                      {"rbp_steps", st.rbp_steps},           {"breadcrumbs_used", st.breadcrumbs_used}, {"native_rescans", st.native_rescans},
+                      {"deopt_frames", st.deopt_frames}};
+        if (reader->damage()) j["damage"] = reader->damage()->error.describe();
+        fmt::print("{}\n", j.dump(2));
+    } else {
+        fmt::print("samples              {} ({} perf, {} oracle)\n", all.samples, samples.samples,
+                   oracle_samples.samples);
+        fmt::print("decoded              {:.2f}% ({} complete, {} incomplete)\n", percent(all.decoded(), all.samples),
+                   all.complete, all.incomplete);
+        fmt::print("incomplete           {:.2f}%\n", percent(all.incomplete, all.samples));
+        for (const auto& [reason, n] : all.failed) {
+            fmt::print("failed {:<20} {} ({:.2f}%)\n", reason, n, percent(n, all.samples));
+        }
+        fmt::print("frames per trace     {:.1f}\n", all.decoded() ? double(all.frames) / double(all.decoded()) : 0.0);
+        fmt::print("decode ns/sample     median {}  p99 {}\n", percentile(all.decode_ns, 0.5),
+                   percentile(all.decode_ns, 0.99));
+        fmt::print("top frames          ");
+        for (const auto& [k, n] : top_kinds) fmt::print(" {} {}", k, n);
+        fmt::print("\nwalk                 prologue {} epilogue {} partial-interp {} entry {} stub-scan {} "
+                   "native {} (libunwind {}, rbp {}, rescans {}) deopt {}\n",
+                   st.prologue_tops, st.epilogue_tops, st.partial_interpreter_tops, st.entry_frames_crossed,
+                   st.stub_scans, st.native_frames, st.libunwind_steps, st.rbp_steps, st.native_rescans, st.deopt_frames);
+        if (pairs) {
+            fmt::print("oracle pairs         {} (both ok {})\n", pairs, both_ok);
+            fmt::print("identical to ASGCT   {} ({:.2f}% of both ok)\n", identical, percent(identical, both_ok));
+            std::vector<std::pair<uint64_t, std::string>> sorted;
+            for (const auto& [k, n] : disagreements) sorted.emplace_back(n, k);
+            std::sort(sorted.rbegin(), sorted.rend());
+            for (const auto& [n, k] : sorted) fmt::print("  {:<22} {}\n", k, n);
+        }
+        if (reader->damage()) fmt::print("damage: {}\n", reader->damage()->error.describe());
+    }
+
+    if (!options.collapsed.empty()) {
+        std::ofstream out(options.collapsed);
+        Status written = out ? profile::write_collapsed(cct, out) : Status(make_error(Errc::kInternal, "cannot open " + options.collapsed));
+        if (!written.ok()) {
+            fmt::print(stderr, "stackfrag replay: {}\n", written.error().describe());
+            return 2;
+        }
+    }
+    return reader->damage() ? 1 : 0;
+}
+
+}  // namespace
+
+void add_replay(CLI::App& app, int& exit_code) {
+    auto* cmd = app.add_subcommand("replay", "Decode every sample of a recording and report decode rates, "
+                                             "speed and agreement with AsyncGetCallTrace");
+    auto options = std::make_shared<ReplayOptions>();
+    cmd->add_option("recording", options->path, "recording file (.sfr)")->required();
+    cmd->add_flag("--json", options->json, "print one JSON object instead of text");
+    cmd->add_option("--collapsed", options->collapsed, "write the decoded samples as collapsed stacks to FILE");
+    cmd->add_option("--show-disagreements", options->show, "print this many oracle pairs that disagree");
+    cmd->add_flag("--no-libunwind", options->no_libunwind, "unwind native code by the rbp chain only");
+    cmd->footer("Exit status: 0 read to the end, 1 the recording is damaged (results cover the events "
+                "before the damage), 2 the file cannot be read.");
+    cmd->callback([options, &exit_code] { exit_code = run_replay(*options); });
+}
+
+}  // namespace sf::cli
