@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 namespace sf::agent {
@@ -22,7 +23,8 @@ bool parse_u32(std::string_view text, uint32_t& out) {
 
 bool apply_interval(std::string_view value, AgentOptions& options) {
     Result<uint64_t> ns = kernel::parse_interval(value);
-    if (!ns.ok() || *ns == 0) return false;
+    // Below the kernel's floor for software clocks the period would silently be raised.
+    if (!ns.ok() || *ns < kernel::kMinPeriodNs) return false;
     options.interval_ns = *ns;
     return true;
 }
@@ -90,7 +92,7 @@ constexpr OptionSpec kOptions[] = {
     {"interval", false, "a duration like 100us, 1ms, 10ms", apply_interval},
     {"stack", false, "a number of bytes, a multiple of 8 from 8 to 65528 (default 16384)", apply_stack},
     {"clock", false, "task or cpu", apply_clock},
-    {"ring", false, "a number of pages, a power of two from 1 to 65536 (default 128)", apply_ring},
+    {"ring", false, "a number of pages, a power of two from 1 to 65536 (default: 10 ms of samples, 128 to 1024)", apply_ring},
     {"mode", false, "thread or cpu", apply_mode},
     {"record", false, "a file name (a new file; /dev/null discards)", apply_record},
     {"validate", true, "no value, true or false", apply_validate},
@@ -135,8 +137,18 @@ kernel::SamplingConfig AgentOptions::sampling_config() const {
     config.clock = clock;
     config.period_ns = interval_ns;
     config.stack_bytes = stack_bytes;
-    config.ring_pages = ring_pages;
+    config.ring_pages = ring_pages != 0 ? ring_pages : auto_ring_pages();
     return config;
+}
+
+uint32_t AgentOptions::auto_ring_pages() const {
+    constexpr uint64_t kSlackNs = 10'000'000;
+    constexpr uint32_t kMaxPages = 1024;
+    const uint64_t samples = kSlackNs / std::max<uint64_t>(interval_ns, 1) + 1;
+    const uint64_t bytes = samples * kernel::sample_record_bytes(stack_bytes);
+    uint32_t pages = kernel::SamplingConfig{}.ring_pages;
+    while (static_cast<uint64_t>(pages) * 4096 < bytes && pages < kMaxPages) pages *= 2;
+    return pages;
 }
 
 Result<AgentOptions> parse_options(std::string_view text) {
@@ -165,7 +177,7 @@ std::string describe(const AgentOptions& options) {
     std::string out = "interval=" + std::to_string(options.interval_ns) + "ns";
     out += ",stack=" + std::to_string(options.stack_bytes);
     out += options.clock == kernel::ClockKind::kTask ? ",clock=task" : ",clock=cpu";
-    out += ",ring=" + std::to_string(options.ring_pages);
+    out += ",ring=" + std::to_string(options.sampling_config().ring_pages);
     out += options.mode == SamplingMode::kThread ? ",mode=thread" : ",mode=cpu";
     out += ",record=" + (options.records() ? options.record_path : std::string("(none)"));
     out += options.validate ? ",validate" : "";

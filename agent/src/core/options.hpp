@@ -20,7 +20,7 @@ struct AgentOptions {
     uint64_t interval_ns = 1'000'000;
     uint32_t stack_bytes = 16384;
     kernel::ClockKind clock = kernel::ClockKind::kTask;
-    uint32_t ring_pages = kernel::SamplingConfig{}.ring_pages;
+    uint32_t ring_pages = 0;      // 0: sized from interval and stack (auto_ring_pages)
     SamplingMode mode = SamplingMode::kThread;
     std::string record_path;      // empty or /dev/null: events are counted, not stored
     bool validate = false;        // also sample with a CPU-time timer + AsyncGetCallTrace
@@ -28,6 +28,9 @@ struct AgentOptions {
     LogLevel log_level = LogLevel::kInfo;
 
     kernel::SamplingConfig sampling_config() const;
+    // Enough ring for ~10 ms of samples at the configured rate, so that a reader thread waiting
+    // for a busy CPU loses nothing; at least the kernel-interface default, at most 4 MB.
+    uint32_t auto_ring_pages() const;
     bool records() const { return !record_path.empty() && record_path != "/dev/null"; }
 };
 

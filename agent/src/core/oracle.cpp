@@ -213,7 +213,10 @@ Result<std::unique_ptr<OracleSampler>> OracleSampler::create(const OracleSetting
     if (sigaction(SIGPROF, &action, &previous) != 0) {
         return sys_error(Errc::kInternal, errno, "sigaction(SIGPROF)");
     }
-    if ((previous.sa_flags & SA_SIGINFO) != 0 || (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN)) {
+    const bool previous_is_ours = (previous.sa_flags & SA_SIGINFO) != 0 && previous.sa_sigaction == on_sigprof;
+    const bool previous_is_default = (previous.sa_flags & SA_SIGINFO) == 0 &&
+                                     (previous.sa_handler == SIG_DFL || previous.sa_handler == SIG_IGN);
+    if (!previous_is_ours && !previous_is_default) {
         SF_LOG_WARN("validate replaced an existing SIGPROF handler (another profiler?)");
     }
     g_handler_installed.store(true);

@@ -18,10 +18,11 @@ namespace {
 constexpr uint64_t kHoldbackNs = 20'000'000;
 constexpr int kPollTimeoutMs = 10;
 constexpr size_t kMaxSpareStacks = 256;
-// Errors that will not go away for the next thread either: stop trying after the first.
+// Errors that will not go away for the next thread either: stop trying after the first. A thread
+// that exited before its event was opened (ESRCH) says nothing about the next one.
 bool is_persistent(const Error& error) {
     return error.code == Errc::kPermission || error.code == Errc::kUnsupported ||
-           error.code == Errc::kInvalidArgument;
+           (error.code == Errc::kInvalidArgument && error.sys_errno != ESRCH);
 }
 }  // namespace
 
@@ -127,7 +128,8 @@ void Sampler::run() {
 Status Sampler::record_open_failure(Error error) {
     open_failures_.fetch_add(1, std::memory_order_relaxed);
     if (!is_persistent(error)) {
-        SF_LOG_WARN("cannot sample a thread: %s", error.describe().c_str());
+        SF_LOG(error.sys_errno == ESRCH ? LogLevel::kDebug : LogLevel::kWarn, "cannot sample a thread: %s",
+               error.describe().c_str());
         return error;
     }
     auto* stored = new Error(error);

@@ -1,0 +1,57 @@
+// A thread of the test binary that burns CPU until told to stop and reports its tid and CPU time.
+#pragma once
+
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+
+namespace sf::test {
+
+inline uint64_t thread_cpu_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+class SpinningThread {
+public:
+    // `on_start` runs first on the new thread (e.g. to register it the way ThreadStart would).
+    explicit SpinningThread(std::function<void()> on_start = {})
+        : thread_([this, on_start] {
+              tid_.store(static_cast<pid_t>(syscall(SYS_gettid)));
+              if (on_start) on_start();
+              const uint64_t begin = thread_cpu_ns();
+              running_.store(true, std::memory_order_release);
+              volatile uint64_t x = 1;
+              while (!stop_.load(std::memory_order_relaxed)) x = x * 6364136223846793005ULL + 1;
+              cpu_ns_.store(thread_cpu_ns() - begin);
+          }) {
+        while (!running_.load(std::memory_order_acquire)) std::this_thread::yield();
+    }
+    ~SpinningThread() { stop(); }
+
+    pid_t tid() const { return tid_.load(); }
+    // Stops and joins; returns the CPU time spent spinning.
+    uint64_t stop() {
+        stop_.store(true);
+        if (thread_.joinable()) thread_.join();
+        return cpu_ns_.load();
+    }
+    // Spins until the thread has used `ns` of CPU (or 10 s of wall time passed).
+    static void wait_cpu_of_self_or_sleep(uint64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+private:
+    std::atomic<pid_t> tid_{0};
+    std::atomic<bool> running_{false};
+    std::atomic<bool> stop_{false};
+    std::atomic<uint64_t> cpu_ns_{0};
+    std::thread thread_;
+};
+
+}  // namespace sf::test

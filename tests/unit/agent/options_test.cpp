@@ -1,0 +1,173 @@
+// The agent's option string: every option's good values, and for every bad option or value a
+// message that names the option and says what it accepts.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "options.hpp"
+
+using sf::agent::AgentOptions;
+using sf::agent::LogLevel;
+using sf::agent::parse_options;
+using sf::agent::SamplingMode;
+using sf::kernel::ClockKind;
+
+namespace {
+
+AgentOptions parse_ok(const std::string& text) {
+    sf::Result<AgentOptions> parsed = parse_options(text);
+    INFO("options: " << text);
+    if (!parsed.ok()) FAIL("unexpected error: " << parsed.error().describe());
+    return *parsed;
+}
+
+std::string parse_error(const std::string& text) {
+    sf::Result<AgentOptions> parsed = parse_options(text);
+    INFO("options: " << text);
+    REQUIRE_FALSE(parsed.ok());
+    return parsed.error().describe();
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("no options give the documented defaults") {
+    for (const char* text : {"", ",", ",,"}) {
+        const AgentOptions options = parse_ok(text);
+        CHECK(options.interval_ns == 1'000'000);
+        CHECK(options.stack_bytes == 16384);
+        CHECK(options.clock == ClockKind::kTask);
+        CHECK(options.ring_pages == 0);
+        CHECK(options.mode == SamplingMode::kThread);
+        CHECK(options.record_path.empty());
+        CHECK_FALSE(options.records());
+        CHECK_FALSE(options.validate);
+        CHECK(options.log_path.empty());
+        CHECK(options.log_level == LogLevel::kInfo);
+    }
+}
+
+TEST_CASE("interval accepts the durations parse_interval accepts") {
+    CHECK(parse_ok("interval=100us").interval_ns == 100'000);
+    CHECK(parse_ok("interval=1ms").interval_ns == 1'000'000);
+    CHECK(parse_ok("interval=10ms").interval_ns == 10'000'000);
+    CHECK(parse_ok("interval=2s").interval_ns == 2'000'000'000);
+    CHECK(parse_ok("interval=250000").interval_ns == 250'000);
+    for (const char* bad : {"fast", "1parsec", "-1ms", "0", "ms", "5us"}) {
+        const std::string message = parse_error(std::string("interval=") + bad);
+        CHECK(message == "bad value '" + std::string(bad) + "' for interval: expected a duration like 100us, 1ms, 10ms");
+    }
+}
+
+TEST_CASE("stack takes a multiple of 8 up to 65528") {
+    CHECK(parse_ok("stack=8").stack_bytes == 8);
+    CHECK(parse_ok("stack=4096").stack_bytes == 4096);
+    CHECK(parse_ok("stack=65528").stack_bytes == 65528);
+    for (const char* bad : {"0", "12", "65536", "16k", "-8", "x"}) {
+        const std::string message = parse_error(std::string("stack=") + bad);
+        CHECK(contains(message, "bad value '" + std::string(bad) + "' for stack: expected"));
+        CHECK(contains(message, "multiple of 8"));
+        CHECK(contains(message, "65528"));
+    }
+}
+
+TEST_CASE("clock is task or cpu") {
+    CHECK(parse_ok("clock=task").clock == ClockKind::kTask);
+    CHECK(parse_ok("clock=cpu").clock == ClockKind::kCpu);
+    CHECK(parse_error("clock=wall") == "bad value 'wall' for clock: expected task or cpu");
+}
+
+TEST_CASE("ring is a power of two; without it the ring holds about 10 ms of samples") {
+    CHECK(parse_ok("ring=1").ring_pages == 1);
+    CHECK(parse_ok("ring=64").ring_pages == 64);
+    CHECK(parse_ok("ring=1024").sampling_config().ring_pages == 1024);
+    for (const char* bad : {"0", "3", "100", "pages"}) {
+        const std::string message = parse_error(std::string("ring=") + bad);
+        CHECK(contains(message, "bad value '" + std::string(bad) + "' for ring: expected"));
+        CHECK(contains(message, "power of two"));
+    }
+    const uint32_t at_1ms = parse_ok("interval=1ms").sampling_config().ring_pages;
+    const uint32_t at_100us = parse_ok("interval=100us").sampling_config().ring_pages;
+    CHECK(at_1ms == sf::kernel::SamplingConfig{}.ring_pages);
+    CHECK(at_100us > at_1ms);
+    CHECK((at_100us & (at_100us - 1)) == 0);
+    CHECK(static_cast<uint64_t>(at_100us) * 4096 >= 100 * sf::kernel::sample_record_bytes(16384));
+    CHECK(parse_ok("interval=10us").sampling_config().ring_pages == 1024);   // capped
+}
+
+TEST_CASE("mode is thread or cpu") {
+    CHECK(parse_ok("mode=thread").mode == SamplingMode::kThread);
+    CHECK(parse_ok("mode=cpu").mode == SamplingMode::kCpu);
+    CHECK(parse_error("mode=process") == "bad value 'process' for mode: expected thread or cpu");
+}
+
+TEST_CASE("record names a file; /dev/null means count and discard") {
+    const AgentOptions options = parse_ok("record=/tmp/out.sfr");
+    CHECK(options.record_path == "/tmp/out.sfr");
+    CHECK(options.records());
+    CHECK_FALSE(parse_ok("record=/dev/null").records());
+    CHECK(contains(parse_error("record="), "missing value for record: expected a file name"));
+}
+
+TEST_CASE("validate is a flag") {
+    CHECK(parse_ok("validate").validate);
+    CHECK(parse_ok("validate=true").validate);
+    CHECK_FALSE(parse_ok("validate=false").validate);
+    CHECK(parse_error("validate=maybe") == "bad value 'maybe' for validate: expected no value, true or false");
+}
+
+TEST_CASE("log and loglevel") {
+    CHECK(parse_ok("log=stderr").log_path == "stderr");
+    CHECK(parse_ok("log=/tmp/sf.log").log_path == "/tmp/sf.log");
+    CHECK(contains(parse_error("log="), "missing value for log"));
+    CHECK(parse_ok("loglevel=error").log_level == LogLevel::kError);
+    CHECK(parse_ok("loglevel=warn").log_level == LogLevel::kWarn);
+    CHECK(parse_ok("loglevel=info").log_level == LogLevel::kInfo);
+    CHECK(parse_ok("loglevel=debug").log_level == LogLevel::kDebug);
+    CHECK(parse_error("loglevel=verbose") == "bad value 'verbose' for loglevel: expected error, warn, info or debug");
+}
+
+TEST_CASE("several options, in any order; the last of a repeated option wins") {
+    const AgentOptions options =
+        parse_ok("record=/tmp/a.sfr,interval=100us,stack=8192,clock=cpu,ring=256,mode=cpu,validate,"
+                 "log=/tmp/l,loglevel=debug,interval=10ms");
+    CHECK(options.interval_ns == 10'000'000);
+    CHECK(options.stack_bytes == 8192);
+    CHECK(options.clock == ClockKind::kCpu);
+    CHECK(options.ring_pages == 256);
+    CHECK(options.mode == SamplingMode::kCpu);
+    CHECK(options.record_path == "/tmp/a.sfr");
+    CHECK(options.validate);
+    CHECK(options.log_path == "/tmp/l");
+    CHECK(options.log_level == LogLevel::kDebug);
+    const sf::kernel::SamplingConfig config = options.sampling_config();
+    CHECK(config.period_ns == 10'000'000);
+    CHECK(config.stack_bytes == 8192);
+    CHECK(config.ring_pages == 256);
+    CHECK(config.clock == ClockKind::kCpu);
+}
+
+TEST_CASE("an unknown option is named together with every accepted one") {
+    CHECK(parse_error("intervall=1ms") ==
+          "unknown option 'intervall' (accepted: interval, stack, clock, ring, mode, record, validate, log, loglevel)");
+    CHECK(contains(parse_error("interval=1ms,bogus=1"), "unknown option 'bogus'"));
+    CHECK(contains(parse_error("start"), "unknown option 'start'"));
+    CHECK(sf::agent::accepted_option_names() == "interval, stack, clock, ring, mode, record, validate, log, loglevel");
+}
+
+TEST_CASE("an option that needs a value says so") {
+    for (const char* name : {"interval", "stack", "clock", "ring", "mode", "record", "log", "loglevel"}) {
+        for (const std::string& text : {std::string(name), std::string(name) + "="}) {
+            CHECK(contains(parse_error(text), "missing value for " + std::string(name) + ": expected"));
+        }
+    }
+}
+
+TEST_CASE("describe shows the effective values") {
+    const std::string text = sf::agent::describe(parse_ok("interval=100us,validate,record=/tmp/r.sfr"));
+    CHECK(contains(text, "interval=100000ns"));
+    CHECK(contains(text, "ring=512"));
+    CHECK(contains(text, "record=/tmp/r.sfr"));
+    CHECK(contains(text, "validate"));
+}

@@ -1,0 +1,173 @@
+// The reader thread on real perf events: a spinning thread of this binary is sampled at its CPU
+// time x rate, its ring is drained and closed at end_thread, the stream comes out in time order,
+// and stop() finishes in bounded time with every event written.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "agent_test_threads.hpp"
+#include "clock.hpp"
+#include "sampler.hpp"
+#include "stackfrag/events/recording.hpp"
+
+using namespace sf;
+using namespace sf::agent;
+
+namespace {
+
+struct Recorded {
+    uint64_t samples = 0;
+    uint64_t samples_of_tid = 0;
+    uint64_t lost = 0;
+    uint64_t thread_infos = 0;
+    bool ordered = true;
+    bool stacks_ok = true;
+    bool damaged = false;
+};
+
+Recorded read_back(const std::string& path, pid_t tid) {
+    Recorded recorded;
+    Result<std::unique_ptr<RecordingReader>> reader = RecordingReader::open(path);
+    REQUIRE(reader.ok());
+    uint64_t last = 0;
+    while (std::optional<Event> event = (*reader)->next()) {
+        if (time_of(*event) < last) recorded.ordered = false;
+        last = std::max(last, time_of(*event));
+        if (const auto* sample = std::get_if<Sample>(&*event)) {
+            ++recorded.samples;
+            if (sample->tid == static_cast<uint32_t>(tid)) ++recorded.samples_of_tid;
+            recorded.stacks_ok &= !sample->stack.empty() && sample->stack_sp == sample->regs.sp &&
+                                  sample->pid == static_cast<uint32_t>(getpid()) &&
+                                  sample->source == SampleSource::kPerf && sample->regs.ip != 0;
+        } else if (const auto* lost = std::get_if<Lost>(&*event)) {
+            recorded.lost += lost->count;
+        } else if (std::holds_alternative<ThreadInfo>(*event)) {
+            ++recorded.thread_infos;
+        }
+    }
+    recorded.damaged = (*reader)->damage().has_value();
+    return recorded;
+}
+
+std::unique_ptr<RecordingWriter> new_recording(const std::string& path) {
+    std::remove(path.c_str());
+    RecordingHeader header;
+    header.pid = static_cast<uint32_t>(getpid());
+    Result<std::unique_ptr<RecordingWriter>> created = RecordingWriter::create(path, header);
+    REQUIRE(created.ok());
+    return std::move(created).value();
+}
+
+}  // namespace
+
+TEST_CASE("a registered thread is sampled at about its CPU time x rate, in time order") {
+    const std::string path = "/tmp/sf-agent-sampler-" + std::to_string(getpid()) + ".sfr";
+    EventQueue queue;
+    StreamWriter writer(new_recording(path));
+    kernel::SamplingConfig config;
+    config.period_ns = 1'000'000;
+    Sampler sampler(config, queue, writer, nullptr);
+    const bool register_before_start = GENERATE(false, true);
+
+    test::SpinningThread* spinner_ptr = nullptr;
+    std::unique_ptr<test::SpinningThread> spinner;
+    if (register_before_start) {
+        // Opened before the reader runs (threads seen before VMInit): enabled when it starts.
+        spinner = std::make_unique<test::SpinningThread>([&] {
+            REQUIRE(sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok());
+        });
+        REQUIRE(sampler.start().ok());
+    } else {
+        REQUIRE(sampler.start().ok());
+        spinner = std::make_unique<test::SpinningThread>([&] {
+            REQUIRE(sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok());
+        });
+    }
+    spinner_ptr = spinner.get();
+    const pid_t tid = spinner_ptr->tid();
+    queue.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), false, "spinner"});
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    sampler.end_thread(tid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const uint64_t cpu_ns = spinner->stop();
+    queue.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), true, "spinner"});
+
+    const auto before_stop = std::chrono::steady_clock::now();
+    REQUIRE(sampler.stop(3000));
+    CHECK(std::chrono::steady_clock::now() - before_stop < std::chrono::seconds(1));
+    CHECK(sampler.stats().threads_opened == 1);
+    CHECK(sampler.stats().threads_closed == 1);
+
+    const Recorded recorded = read_back(path, tid);
+    CHECK_FALSE(recorded.damaged);
+    CHECK(recorded.ordered);
+    CHECK(recorded.stacks_ok);
+    CHECK(recorded.thread_infos == 2);
+    CHECK(writer.counts().of(EventKind::kSample) == recorded.samples);
+    // Sampling stopped at end_thread, ~100 ms before the spinner did.
+    const double expected = static_cast<double>(cpu_ns) / 1e6;
+    INFO("samples " << recorded.samples_of_tid << ", spinner CPU " << expected << " ms, lost " << recorded.lost);
+    CHECK(recorded.samples_of_tid + recorded.lost >= 0.5 * (expected - 150));
+    CHECK(recorded.samples_of_tid <= 1.1 * expected + 5);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("a thread that exits without end_thread is closed on its hang-up") {
+    EventQueue queue;
+    StreamWriter writer(nullptr);
+    kernel::SamplingConfig config;
+    Sampler sampler(config, queue, writer, nullptr);
+    REQUIRE(sampler.start().ok());
+    {
+        test::SpinningThread spinner([&] { REQUIRE(sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok()); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (int i = 0; i < 100 && sampler.stats().threads_closed == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(sampler.stats().threads_closed == 1);
+    REQUIRE(sampler.stop(3000));
+    CHECK(writer.counts().of(EventKind::kSample) > 0);
+}
+
+TEST_CASE("a thread gone before its event opened does not turn sampling off") {
+    EventQueue queue;
+    StreamWriter writer(nullptr);
+    Sampler sampler(kernel::SamplingConfig{}, queue, writer, nullptr);
+    REQUIRE(sampler.start().ok());
+    Status gone = sampler.add_thread(0x3fffff00);
+    REQUIRE_FALSE(gone.ok());
+    CHECK_FALSE(sampler.open_error().has_value());
+    test::SpinningThread spinner([&] { CHECK(sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok()); });
+    spinner.stop();
+    CHECK(sampler.stop(3000));
+}
+
+TEST_CASE("stop without a started reader drains on the caller; per-CPU events work") {
+    EventQueue queue;
+    StreamWriter writer(nullptr);
+    kernel::SamplingConfig config;
+    Sampler sampler(config, queue, writer, nullptr);
+    // Inherited per-CPU events follow threads created after they were opened.
+    REQUIRE(sampler.add_cpus(static_cast<pid_t>(syscall(SYS_gettid))).ok());
+    REQUIRE(sampler.start().ok());
+    {
+        test::SpinningThread spinner;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    queue.emit(Lost{monotonic_ns(), 0, 0});
+    REQUIRE(sampler.stop(3000));
+    CHECK(writer.counts().of(EventKind::kSample) > 10);   // the CPU may be shared with other work
+    CHECK(writer.counts().of(EventKind::kLost) >= 1);
+
+    EventQueue idle_queue;
+    StreamWriter idle_writer(nullptr);
+    Sampler never_started(config, idle_queue, idle_writer, nullptr);
+    idle_queue.emit(VmInfo{});
+    CHECK(never_started.stop(100));
+    CHECK(idle_writer.counts().of(EventKind::kVmInfo) == 1);
+}
