@@ -126,7 +126,7 @@ constexpr size_t kMaxEntries = 100000;
 
 }  // namespace
 
-Result<VmStructTables> VmStructTables::load() {
+Result<VmStructTables> load_vm_struct_tables() {
     uint64_t structs = 0, types = 0, ints = 0;
     uint64_t s_type = 0, s_field = 0, s_tstring = 0, s_static = 0, s_offset = 0, s_address = 0,
              s_stride = 0;
@@ -160,11 +160,8 @@ Result<VmStructTables> VmStructTables::load() {
         uint64_t e = types + i * t_stride;
         const char* name = string_at(e, t_name);
         if (name == nullptr) break;
-        TypeEntry t;
-        t.size = value_at<uint64_t>(e, t_size);
-        t.is_integer = value_at<int32_t>(e, t_int) != 0;
-        t.is_unsigned = value_at<int32_t>(e, t_unsigned) != 0;
-        tables.types_.emplace(name, t);
+        tables.add_type(name, value_at<uint64_t>(e, t_size), value_at<int32_t>(e, t_int) != 0,
+                        value_at<int32_t>(e, t_unsigned) != 0);
     }
     for (size_t i = 0; i < kMaxEntries; ++i) {
         uint64_t e = structs + i * s_stride;
@@ -172,120 +169,21 @@ Result<VmStructTables> VmStructTables::load() {
         const char* type = string_at(e, s_type);
         if (field == nullptr) break;
         if (type == nullptr) continue;
-        ResolvedField f;
-        f.present = true;
-        f.is_static = value_at<int32_t>(e, s_static) != 0;
-        f.offset = value_at<uint64_t>(e, s_offset);
-        f.address = value_at<uint64_t>(e, s_address);
         const char* type_string = string_at(e, s_tstring);
-        if (type_string != nullptr) {
-            std::string_view ts(type_string);
-            // "volatile signed char" and similar are listed; pointer types may not be.
-            if (auto it = tables.types_.find(std::string(ts)); it != tables.types_.end()) {
-                f.width = static_cast<uint32_t>(it->second.size);
-                f.is_unsigned = it->second.is_unsigned;
-            } else if (!ts.empty() && ts.back() == '*') {
-                f.width = sizeof(void*);
-                f.is_unsigned = true;
-            }
-        }
-        tables.fields_.emplace(std::string(type) + "::" + field, f);
+        tables.add_field(type, field, type_string != nullptr ? type_string : "",
+                         value_at<int32_t>(e, s_static) != 0, value_at<uint64_t>(e, s_offset),
+                         value_at<uint64_t>(e, s_address));
     }
     for (size_t i = 0; i < kMaxEntries; ++i) {
         uint64_t e = ints + i * i_stride;
         const char* name = string_at(e, i_name);
         if (name == nullptr) break;
-        tables.int_constants_.emplace(name, value_at<int32_t>(e, i_value));
+        tables.add_int_constant(name, value_at<int32_t>(e, i_value));
     }
-    if (tables.fields_.empty() || tables.types_.empty()) {
+    if (tables.field_count() == 0 || tables.type_count() == 0) {
         return make_error(Errc::kCorrupt, "HotSpot VMStructs tables are empty");
     }
     return tables;
-}
-
-const ResolvedField* VmStructTables::field(std::string_view type, std::string_view name) const {
-    std::string key;
-    key.reserve(type.size() + 2 + name.size());
-    key.append(type).append("::").append(name);
-    auto it = fields_.find(key);
-    return it == fields_.end() ? nullptr : &it->second;
-}
-
-std::optional<uint64_t> VmStructTables::type_size(std::string_view type) const {
-    auto it = types_.find(std::string(type));
-    if (it == types_.end()) return std::nullopt;
-    return it->second.size;
-}
-
-std::optional<int64_t> VmStructTables::int_constant(std::string_view name) const {
-    auto it = int_constants_.find(std::string(name));
-    if (it == int_constants_.end()) return std::nullopt;
-    return it->second;
-}
-
-Result<VmLayoutOffsets> resolve_layout(const VmStructTables& tables, int jdk_major) {
-    using hotspot::StructLayout;
-    auto has = [&](const hotspot::FieldName& f) { return tables.field(f.type, f.field) != nullptr; };
-    bool looks_25 = has(hotspot::kMarker25) && has(hotspot::kMarker25Kind);
-    bool looks_17 = has(hotspot::kMarker17);
-
-    VmLayoutOffsets out;
-    if (looks_25 && !looks_17) {
-        out.layout = StructLayout::kJdk25;
-    } else if (looks_17 && !looks_25) {
-        out.layout = StructLayout::kJdk17;
-    } else {
-        out.layout = hotspot::closest_layout(jdk_major);
-        out.layout_guessed = true;
-    }
-    // The structure family and the release must agree for the decoder's per-JDK frame facts.
-    if (jdk_major != 0 && jdk_major != 17 && jdk_major != 25) {
-        out.layout_guessed = true;
-    }
-
-    std::string missing;
-    auto note_missing = [&](std::string_view what) {
-        if (!missing.empty()) missing += ", ";
-        missing += what;
-    };
-    uint8_t bit = hotspot::layout_bit(out.layout);
-    for (size_t i = 0; i < hotspot::kFieldNames.size(); ++i) {
-        const hotspot::FieldName& name = hotspot::kFieldNames[i];
-        const ResolvedField* f = tables.field(name.type, name.field);
-        if (f != nullptr) {
-            out.fields[i] = *f;
-        }
-        bool required = (name.required_in & bit) != 0;
-        if (!required) continue;
-        if (f == nullptr) {
-            note_missing(std::string(name.type) + "::" + std::string(name.field));
-        } else if (!f->is_static && f->width == 0) {
-            note_missing(std::string(name.type) + "::" + std::string(name.field) + " (type size)");
-        }
-    }
-    for (size_t i = 0; i < hotspot::kTypeNames.size(); ++i) {
-        auto size = tables.type_size(hotspot::kTypeNames[i]);
-        if (!size || *size == 0) {
-            note_missing(std::string("sizeof ") + std::string(hotspot::kTypeNames[i]));
-        } else {
-            out.type_sizes[i] = *size;
-        }
-    }
-    if (out.layout == StructLayout::kJdk25) {
-        auto kind = tables.int_constant(hotspot::kCodeBlobKindNmethodConstant);
-        if (!kind) {
-            note_missing(hotspot::kCodeBlobKindNmethodConstant);
-        } else {
-            out.code_blob_kind_nmethod = *kind;
-        }
-    }
-    if (!missing.empty()) {
-        return make_error(Errc::kUnsupported,
-                          "this JVM's VMStructs lack entries the VM capture needs (layout " +
-                              std::to_string(static_cast<int>(out.layout)) + "): " + missing,
-                          "stackfrag supports HotSpot JDK 17 and 25");
-    }
-    return out;
 }
 
 std::optional<int64_t> read_int_field(uint64_t base, const ResolvedField& field) {
@@ -327,7 +225,7 @@ Result<const VmLayoutOffsets*> shared_layout(int jdk_major) {
     static std::once_flag once;
     static std::optional<Result<VmLayoutOffsets>> resolved;
     std::call_once(once, [&] {
-        auto tables = VmStructTables::load();
+        auto tables = load_vm_struct_tables();
         if (!tables) {
             resolved.emplace(tables.error());
             return;
