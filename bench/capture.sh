@@ -18,8 +18,7 @@ trap 'rm -f "$TABLE" "$SECTION"' EXIT
 {
   echo "## Capture (bench/capture)"
   echo
-  echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/capture.sh\`: $(nproc) CPUs," \
-       "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), kernel $(uname -r)."
+  echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/capture.sh\` (nproc $(nproc))."
   echo
   cat "$TABLE"
   if [[ -f "$ROOT/bench/capture/NOTES.md" ]]; then
