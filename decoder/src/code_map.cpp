@@ -129,16 +129,18 @@ void CodeMap::apply_stub(const Stub& stub) {
     for (auto& s : stubs_) {
         if (s.begin == stub.begin && s.end == stub.end) {
             s = stub;   // re-announced (e.g. by the start scan and by DynamicCodeGenerated)
+            stubs_dirty_ = true;
             return;
         }
     }
     stubs_.push_back(stub);
-    rebuild_stub_segments();
+    stubs_dirty_ = true;
 }
 
 // Stub ranges nest (a "StubRoutines" BufferBlob holds many named stubs), so they are flattened into
-// non-overlapping segments where the smallest containing stub wins.
-void CodeMap::rebuild_stub_segments() {
+// non-overlapping segments where the smallest containing stub wins: paint the largest first.
+void CodeMap::rebuild_stub_segments() const {
+    stubs_dirty_ = false;
     std::vector<uint64_t> bounds;
     bounds.reserve(stubs_.size() * 2);
     for (const auto& s : stubs_) {
@@ -147,29 +149,32 @@ void CodeMap::rebuild_stub_segments() {
     }
     std::sort(bounds.begin(), bounds.end());
     bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+    constexpr uint32_t kNone = UINT32_MAX;
+    std::vector<uint32_t> owner(bounds.empty() ? 0 : bounds.size() - 1, kNone);
     std::vector<uint32_t> order(stubs_.size());
     for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [this](uint32_t a, uint32_t b) {
-        return stubs_[a].end - stubs_[a].begin < stubs_[b].end - stubs_[b].begin;
+        return stubs_[a].end - stubs_[a].begin > stubs_[b].end - stubs_[b].begin;
     });
+    for (uint32_t idx : order) {
+        auto first = std::lower_bound(bounds.begin(), bounds.end(), stubs_[idx].begin) - bounds.begin();
+        auto last = std::lower_bound(bounds.begin(), bounds.end(), stubs_[idx].end) - bounds.begin();
+        for (auto i = first; i < last; ++i) owner[static_cast<size_t>(i)] = idx;
+    }
     stub_segments_.clear();
-    for (size_t i = 0; i + 1 < bounds.size(); ++i) {
-        uint64_t b = bounds[i], e = bounds[i + 1];
-        for (uint32_t idx : order) {
-            if (stubs_[idx].begin <= b && e <= stubs_[idx].end) {
-                if (!stub_segments_.empty() && stub_segments_.back().end == b &&
-                    stub_segments_.back().stub_index == idx) {
-                    stub_segments_.back().end = e;
-                } else {
-                    stub_segments_.push_back({b, e, idx});
-                }
-                break;
-            }
+    for (size_t i = 0; i < owner.size(); ++i) {
+        if (owner[i] == kNone) continue;
+        if (!stub_segments_.empty() && stub_segments_.back().end == bounds[i] &&
+            stub_segments_.back().stub_index == owner[i]) {
+            stub_segments_.back().end = bounds[i + 1];
+        } else {
+            stub_segments_.push_back({bounds[i], bounds[i + 1], owner[i]});
         }
     }
 }
 
 const Stub* CodeMap::find_stub(uint64_t pc) const {
+    if (stubs_dirty_) rebuild_stub_segments();
     auto it = std::upper_bound(stub_segments_.begin(), stub_segments_.end(), pc,
                                [](uint64_t p, const StubSegment& s) { return p < s.begin; });
     if (it == stub_segments_.begin()) return nullptr;

@@ -1,5 +1,7 @@
 #include "stackfrag/decoder/decoder.hpp"
 
+#include <cstring>
+
 #include "code_shape.hpp"
 #include "native_unwinder.hpp"
 #include "stack_view.hpp"
@@ -84,6 +86,13 @@ private:
     }
 
     bool is_return_target(uint64_t pc) const {
+        // Most words scanned are data: reject everything outside the code cache and interpreter
+        // before the interval lookups.
+        const VmInfo& vm = map_.vm();
+        if (vm.code_cache_high > vm.code_cache_low && !map_.in_code_cache(pc) && !map_.in_interpreter(pc) &&
+            pc != vm.call_stub_return) {
+            return false;
+        }
         CodeRegion r = map_.find_code(pc, time_).region;
         return r == CodeRegion::kInterpreter || r == CodeRegion::kCompiled || r == CodeRegion::kStub ||
                r == CodeRegion::kCallStubReturn;
@@ -96,7 +105,7 @@ private:
     Step emit_interpreted(const MethodInfo& method, int32_t bci);
     Step step_compiled(const CompiledCode& code);
     Step step_stub(const Stub* stub);
-    bool scan_for_caller(uint64_t from, uint64_t& pc, uint64_t& sp, uint64_t& fp);
+    bool scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64_t& sp, uint64_t& fp);
     bool plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t& fp_out);
     Step step_native();
     bool plausible_native_pc(uint64_t pc) const;
@@ -470,9 +479,8 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
     }
 }
 
-bool Walk::scan_for_caller(uint64_t from, uint64_t& pc, uint64_t& sp, uint64_t& fp) {
-    ++d_.stats_.stub_scans;
-    for (size_t i = 0; i < d_.options_.stub_scan_words; ++i) {
+bool Walk::scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64_t& sp, uint64_t& fp) {
+    for (size_t i = 0; i < max_words; ++i) {
         const uint64_t slot = from + words(static_cast<int64_t>(i));
         uint64_t word = 0;
         if (!view_.read(slot, word)) return false;
@@ -512,7 +520,8 @@ Walk::Step Walk::step_stub(const Stub* stub) {
         if (!view_.contains(ret_slot) && ret_slot >= view_.end()) return off_fragment(ret_slot);
     }
     uint64_t pc = 0, sp = 0, fp = 0;
-    if (!scan_for_caller(sp_, pc, sp, fp)) return fail(FailReason::kStubUnwindFailed);
+    ++d_.stats_.stub_scans;
+    if (!scan_for_caller(sp_, d_.options_.stub_scan_words, pc, sp, fp)) return fail(FailReason::kStubUnwindFailed);
     Step s = go_to(pc, sp, fp);
     after_java_ = false;
     return s;
@@ -526,7 +535,7 @@ bool Walk::try_breadcrumb() {
     uint64_t addr = (sp_ + 7) & ~uint64_t{7};
     for (; view_.contains(addr, bc::kWords * kWord); addr += kWord) {
         uint64_t m0 = 0, m1 = 0;
-        view_.read(addr, m0);
+        std::memcpy(&m0, view_.data() + (addr - view_.begin()), kWord);   // in bounds: checked above
         if (m0 != bc::kMagic0) continue;
         view_.read(addr + kWord, m1);
         if (m1 != bc::kMagic1) continue;
@@ -565,7 +574,7 @@ bool Walk::rescan_native_run() {
     if (native_rescanned_ || !in_native_run_) return false;
     native_rescanned_ = true;
     uint64_t pc = 0, sp = 0, fp = 0;
-    if (!scan_for_caller(native_run_sp_, pc, sp, fp)) return false;
+    if (!scan_for_caller(native_run_sp_, d_.options_.native_scan_words, pc, sp, fp)) return false;
     count_ = native_run_first_frame_ + 1;
     sp_ = native_run_sp_;
     if (go_to(pc, sp, fp) != Step::kContinue) return false;

@@ -17,6 +17,7 @@ public:
     }
 
     uint64_t begin() const { return base_; }
+    const uint8_t* data() const { return data_; }
     uint64_t end() const { return base_ + size_; }
     size_t size() const { return size_; }
 

@@ -53,6 +53,7 @@ struct CodeLookup {
     const Stub* stub = nullptr;
 };
 
+// Not thread-safe: apply() and the lookups run on one thread (the decoder's), or under one lock.
 class CodeMap {
 public:
     CodeMap();
@@ -120,7 +121,7 @@ private:
     void apply_method(const MethodInfo& method);
     void apply_module(const ModuleMap& module);
     void retire(std::shared_ptr<CompiledCode> code, uint64_t until);
-    void rebuild_stub_segments();
+    void rebuild_stub_segments() const;
     const CompiledCode* find_in_history(uint64_t pc, uint64_t time_ns, bool valid_only) const;
 
     bool has_vm_ = false;
@@ -135,7 +136,10 @@ private:
     uint64_t history_max_bytes_ = 0;
 
     std::vector<Stub> stubs_;
-    std::vector<StubSegment> stub_segments_;   // flattened, non-overlapping, sorted
+    // Flattened, non-overlapping, sorted; rebuilt by the first lookup after stubs changed (stubs
+    // arrive in bursts at start). Hence: apply() and lookups must not run concurrently.
+    mutable std::vector<StubSegment> stub_segments_;
+    mutable bool stubs_dirty_ = false;
 
     std::deque<MethodInfo> method_store_;
     std::unordered_map<uint64_t, const MethodInfo*> methods_by_id_;

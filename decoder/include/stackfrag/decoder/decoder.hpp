@@ -17,6 +17,9 @@ struct DecoderOptions {
     size_t max_frames = 2048;
     // Words scanned upwards from sp for a return address when a stub's frame size is unknown.
     size_t stub_scan_words = 256;
+    // Words scanned upwards from where a run of native frames began when unwinding it fails (VM
+    // code between a JNI call and the top can be deep): the whole 16 KB fragment by default.
+    size_t native_scan_words = 2048;
     // Native frames (C/C++) walked before giving up on reaching Java code.
     size_t max_native_frames = 128;
     // Unwind native code with libunwind over the ELF unwind tables of the mapped modules (falls back
