@@ -47,19 +47,34 @@ std::string frame_identity(FrameType type, std::string_view name, std::string_vi
     return key;
 }
 
-size_t Cct::ChildKeyHash::operator()(const ChildKey& k) const {
-    uint64_t h = (uint64_t{k.parent} << 32) ^ k.frame;
-    h ^= static_cast<uint64_t>(static_cast<uint32_t>(k.call_bci)) * 0x9E3779B97F4A7C15ull;
-    h ^= h >> 29;
+size_t Cct::child_slot(NodeId parent, FrameId frame, int32_t call_bci) const {
+    uint64_t h = (uint64_t{parent} << 32 | frame) ^ static_cast<uint64_t>(static_cast<uint32_t>(call_bci)) * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 31;
     h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    return static_cast<size_t>(h);
+    h ^= h >> 29;
+    size_t mask = child_slots_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        const ChildSlot& slot = child_slots_[i];
+        if (slot.child == kNoChild ||
+            (slot.parent == parent && slot.frame == frame && slot.call_bci == call_bci)) {
+            return i;
+        }
+    }
+}
+
+void Cct::grow_children() {
+    std::vector<ChildSlot> old = std::move(child_slots_);
+    child_slots_.assign(old.empty() ? 1024 : old.size() * 2, ChildSlot{0, 0, 0, kNoChild});
+    for (const ChildSlot& slot : old) {
+        if (slot.child != kNoChild) child_slots_[child_slot(slot.parent, slot.frame, slot.call_bci)] = slot;
+    }
 }
 
 Cct::Cct(const MethodNames* names, CctOptions options) : names_(names), options_(options) {
     frames_.push_back(FrameDesc{FrameType::kRoot, "[root]", {}, {}, 0});
     frame_ids_.emplace(frame_identity(FrameType::kRoot, "[root]", {}), kRootFrame);
     nodes_.push_back(Node{});
+    grow_children();
 }
 
 FrameId Cct::intern_frame(const FrameDesc& frame) {
@@ -78,22 +93,20 @@ FrameId Cct::intern_frame(const FrameDesc& frame) {
 }
 
 NodeId Cct::child_or_create(NodeId parent, FrameId frame, int32_t call_bci, int32_t call_line) {
-    auto [it, inserted] = children_.try_emplace(ChildKey{parent, frame, call_bci}, NodeId{0});
-    if (inserted) {
-        NodeId id = static_cast<NodeId>(nodes_.size());
-        it->second = id;
-        Node n;
-        n.parent = parent;
-        n.frame = frame;
-        n.call_bci = call_bci;
-        n.call_line = call_line;
-        n.depth = nodes_[parent].depth + 1;
-        nodes_.push_back(std::move(n));
-        nodes_[parent].children.push_back(id);
-    } else if (nodes_[it->second].call_line == 0) {
-        nodes_[it->second].call_line = call_line;
-    }
-    return it->second;
+    size_t at = child_slot(parent, frame, call_bci);
+    if (child_slots_[at].child != kNoChild) return child_slots_[at].child;
+    NodeId id = static_cast<NodeId>(nodes_.size());
+    child_slots_[at] = ChildSlot{parent, frame, call_bci, id};
+    if (++child_count_ * 2 > child_slots_.size()) grow_children();
+    Node n;
+    n.parent = parent;
+    n.frame = frame;
+    n.call_bci = call_bci;
+    n.call_line = call_line;
+    n.depth = nodes_[parent].depth + 1;
+    nodes_.push_back(std::move(n));
+    nodes_[parent].children.push_back(id);
+    return id;
 }
 
 void Cct::add_samples(NodeId leaf, uint64_t samples, uint64_t weight) {
@@ -109,9 +122,9 @@ void Cct::add_samples(NodeId leaf, uint64_t samples, uint64_t weight) {
 }
 
 std::optional<NodeId> Cct::child(NodeId parent, FrameId frame, int32_t call_bci) const {
-    auto it = children_.find(ChildKey{parent, frame, call_bci});
-    if (it == children_.end()) return std::nullopt;
-    return it->second;
+    NodeId found = child_slots_[child_slot(parent, frame, call_bci)].child;
+    if (found == kNoChild) return std::nullopt;
+    return found;
 }
 
 std::optional<FrameId> Cct::find_frame(FrameType type, std::string_view name, std::string_view signature) const {
@@ -147,33 +160,26 @@ std::vector<NodeId> Cct::find(std::span<const std::string_view> names) const {
 
 void Cct::set_thread_name(uint32_t tid, std::string name) { thread_names_[tid] = std::move(name); }
 
-FrameId Cct::java_frame(FrameType type, uint64_t method_id, const MethodInfo** method) {
-    const MethodInfo* info = names_ != nullptr ? names_->find(method_id) : nullptr;
-    *method = info;
+FrameId Cct::java_frame(FrameType type, uint64_t method_id) {
     uint64_t cache_key = method_id * 16 + static_cast<uint64_t>(type);
-    if (info != nullptr) {
-        auto cached = method_frames_.find(cache_key);
-        if (cached != method_frames_.end() && cached->second.method == info &&
-            cached->second.method_time == info->time_ns) {
-            return cached->second.frame;
-        }
-        FrameDesc desc;
-        desc.type = type;
-        desc.name.reserve(info->class_name.size() + info->name.size() + 1);
-        desc.name.append(info->class_name).append(".").append(info->name);
-        desc.signature = info->signature;
-        desc.source_file = info->source_file;
-        desc.first_line = first_line(*info);
-        FrameId id = intern_frame(desc);
-        method_frames_[cache_key] = CachedMethod{id, info, info->time_ns};
-        return id;
-    }
-    // Not announced (yet): a frame per id, so unrelated unknown methods do not merge. Not cached,
-    // because the MethodInfo may still arrive.
+    if (auto cached = method_frames_.find(cache_key); cached != method_frames_.end()) return cached->second;
+    const MethodInfo* info = names_ != nullptr ? names_->find(method_id) : nullptr;
     FrameDesc desc;
     desc.type = type;
-    desc.name = fmt::format("[unknown_method 0x{:x}]", method_id);
-    return intern_frame(desc);
+    if (info == nullptr) {
+        // Not announced (yet): a frame per id, so unrelated unknown methods do not merge. Not
+        // cached, because the MethodInfo may still arrive.
+        desc.name = fmt::format("[unknown_method 0x{:x}]", method_id);
+        return intern_frame(desc);
+    }
+    desc.name.reserve(info->class_name.size() + info->name.size() + 1);
+    desc.name.append(info->class_name).append(".").append(info->name);
+    desc.signature = info->signature;
+    desc.source_file = info->source_file;
+    desc.first_line = first_line(*info);
+    FrameId id = intern_frame(desc);
+    method_frames_.emplace(cache_key, id);
+    return id;
 }
 
 FrameId Cct::symbol_frame(FrameType type, const std::string& symbol) {
@@ -215,17 +221,21 @@ std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
     }
 
     // Resolve outermost first: a frame's call site is the bci of the frame after it in the list.
-    const MethodInfo* caller = nullptr;
+    // The caller's line table is only looked up when a new node needs the call site's line.
+    uint64_t caller_method = 0;
     int32_t caller_bci = -1;
     for (auto it = trace.frames.rbegin(); it != trace.frames.rend(); ++it) {
         const Frame& f = *it;
         FrameType type = frame_type_of(f.kind);
-        const MethodInfo* method = nullptr;
-        FrameId frame = is_java(type) ? java_frame(type, f.method_id, &method) : symbol_frame(type, f.symbol);
-        int32_t call_line = caller != nullptr ? line_for_bci(*caller, caller_bci) : 0;
-        at = child_or_create(at, frame, caller_bci, call_line);
-        caller = method;
-        caller_bci = is_java(type) && f.bci >= 0 ? f.bci : -1;
+        bool java = is_java(type);
+        FrameId frame = java ? java_frame(type, f.method_id) : symbol_frame(type, f.symbol);
+        size_t before = nodes_.size();
+        at = child_or_create(at, frame, caller_bci, 0);
+        if (nodes_.size() != before && caller_bci >= 0 && names_ != nullptr) {
+            if (const MethodInfo* caller = names_->find(caller_method)) nodes_[at].call_line = line_for_bci(*caller, caller_bci);
+        }
+        caller_method = java ? f.method_id : 0;
+        caller_bci = java && f.bci >= 0 ? f.bci : -1;
     }
     add_samples(at, 1, weight);
     return at;

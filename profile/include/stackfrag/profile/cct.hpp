@@ -173,17 +173,19 @@ public:
     TraceCounts& mutable_trace_counts() { return counts_; }
 
 private:
-    struct ChildKey {
+    // (parent, frame, call_bci) -> child, open addressing with the key inline: one cache miss per
+    // frame of a trace, where a node-based map took several.
+    struct ChildSlot {
         NodeId parent;
         FrameId frame;
         int32_t call_bci;
-        bool operator==(const ChildKey&) const = default;
+        NodeId child;   // kNoChild when the slot is free
     };
-    struct ChildKeyHash {
-        size_t operator()(const ChildKey& k) const;
-    };
+    static constexpr NodeId kNoChild = UINT32_MAX;
+    size_t child_slot(NodeId parent, FrameId frame, int32_t call_bci) const;
+    void grow_children();
 
-    FrameId java_frame(FrameType type, uint64_t method_id, const MethodInfo** method);
+    FrameId java_frame(FrameType type, uint64_t method_id);
     FrameId symbol_frame(FrameType type, const std::string& symbol);
     NodeId thread_node(uint32_t tid);
 
@@ -194,15 +196,11 @@ private:
     std::vector<Node> nodes_;
     std::vector<FrameDesc> frames_;
     std::unordered_map<std::string, FrameId> frame_ids_;   // identity key -> frame
-    std::unordered_map<ChildKey, NodeId, ChildKeyHash> children_;
-    // Caches of resolved frames: a (method id, type) resolves to the same frame until the id's
-    // MethodInfo changes, which the cache notices by the MethodInfo's address and time.
-    struct CachedMethod {
-        FrameId frame;
-        const MethodInfo* method;
-        uint64_t method_time;
-    };
-    std::unordered_map<uint64_t, CachedMethod> method_frames_;
+    std::vector<ChildSlot> child_slots_;   // size a power of two, at most half full
+    size_t child_count_ = 0;
+    // (method id, type) -> frame. A jmethodID names one method (class, name, signature) for the
+    // JVM's whole life and HotSpot never reuses one, so an id once resolved needs no new lookup.
+    std::unordered_map<uint64_t, FrameId> method_frames_;
     std::unordered_map<uint32_t, std::string> thread_names_;
     std::unordered_map<uint32_t, NodeId> thread_nodes_;
 };
