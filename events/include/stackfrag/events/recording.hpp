@@ -60,8 +60,10 @@ struct RecordingDamage {
     Error error;
 };
 
-// Yields events in file order. After a damaged or truncated chunk, next() returns nullopt and
-// damage() says where and why; every event before that chunk has been delivered.
+// Yields events in file order, a chunk at a time: a chunk is verified and decoded whole before any
+// of its events is delivered. After a damaged or truncated chunk, next() returns nullopt and
+// damage() says where and why; every event before that chunk has been delivered. Damage in the
+// file header makes open() fail instead. Events of kinds newer than this reader are skipped.
 class RecordingReader {
 public:
     static Result<std::unique_ptr<RecordingReader>> open(const std::string& path);
