@@ -142,6 +142,13 @@ public:
             name = std::move(found->second);
             threads_.erase(found);
         }
+        if (log_enabled(LogLevel::kDebug)) {
+            // The thread's own CPU time, for checking sample counts (CPU time x rate) in tests.
+            timespec cpu{};
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+            SF_LOG_DEBUG("thread end %d '%s' cpu %.3f ms", tid, name.c_str(),
+                         static_cast<double>(cpu.tv_sec) * 1e3 + static_cast<double>(cpu.tv_nsec) / 1e6);
+        }
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), true, std::move(name)});
         if (oracle_) oracle_->remove_thread(tid);
         if (options_.mode == SamplingMode::kThread) sampler_->end_thread(tid);

@@ -1,0 +1,99 @@
+// Runs a child process (a JVM or a workload script) with extra environment variables, its output
+// in files, under a time limit, and reports its exit status and CPU time (rusage).
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace sf::test {
+
+struct ProcessResult {
+    bool started = false;
+    bool timed_out = false;
+    int exit_code = -1;          // -1 when killed by a signal
+    int signal = 0;
+    double cpu_seconds = 0;      // user + sys of the child and its waited-for children
+    double wall_seconds = 0;
+    std::string out;
+    std::string err;
+};
+
+inline std::string read_text_file(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+inline ProcessResult run_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                                 const std::string& output_prefix, int timeout_seconds) {
+    ProcessResult result;
+    std::map<std::string, std::string> merged;
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+        const std::string text(*entry);
+        const size_t eq = text.find('=');
+        if (eq != std::string::npos) merged[text.substr(0, eq)] = text.substr(eq + 1);
+    }
+    for (const auto& [key, value] : env) merged[key] = value;
+    std::vector<std::string> env_text;
+    for (const auto& [key, value] : merged) env_text.push_back(key + "=" + value);
+    std::vector<char*> env_pointers;
+    for (std::string& text : env_text) env_pointers.push_back(text.data());
+    env_pointers.push_back(nullptr);
+    std::vector<std::string> args = argv;
+    std::vector<char*> arg_pointers;
+    for (std::string& arg : args) arg_pointers.push_back(arg.data());
+    arg_pointers.push_back(nullptr);
+
+    const std::string out_path = output_prefix + ".out";
+    const std::string err_path = output_prefix + ".err";
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = 0;
+    const auto begin = std::chrono::steady_clock::now();
+    const int spawned = posix_spawn(&pid, arg_pointers[0], &actions, nullptr, arg_pointers.data(), env_pointers.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawned != 0) return result;
+    result.started = true;
+
+    int status = 0;
+    rusage usage{};
+    while (true) {
+        const pid_t done = wait4(pid, &status, WNOHANG, &usage);
+        if (done == pid) break;
+        if (std::chrono::steady_clock::now() - begin > std::chrono::seconds(timeout_seconds)) {
+            result.timed_out = true;
+            kill(pid, SIGKILL);
+            wait4(pid, &status, 0, &usage);
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    result.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+    if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
+    result.out = read_text_file(out_path);
+    result.err = read_text_file(err_path);
+    return result;
+}
+
+}  // namespace sf::test
