@@ -148,15 +148,18 @@ struct VmCapture::Impl {
         std::atomic<uint64_t> scopes{0};
         std::atomic<uint64_t> pcs_outside_code{0};
     } counters;
-    uint64_t start_scan_ns = 0;
+    std::atomic<uint64_t> start_scan_ns{0};
 
     Impl(jvmtiEnv* j, EventSink& s) : jvmti(j), sink(s) {}
 
     const vm::ResolvedField& f(Field field) const { return (*L)[field]; }
 
+    // A read that failed or gave implausible values: skipped and counted. SF_VM_DEBUG=1 names the
+    // place, for diagnosing a JDK whose structures do not match the tables.
     void note_bad_read(int line) {
         counters.bad_reads++;
-        if (std::getenv("SF_VM_DEBUG")) std::fprintf(stderr, "[vm_capture] bad read at line %d\n", line);
+        static const bool debug = std::getenv("SF_VM_DEBUG") != nullptr;
+        if (debug) std::fprintf(stderr, "[stackfrag] vm_capture: bad read at vm_capture.cpp:%d\n", line);
     }
 
     // ---- VM facts ------------------------------------------------------------------------
@@ -578,7 +581,7 @@ struct VmCapture::Impl {
         sink.emit(std::move(method));
     }
 
-    void announce_class(JNIEnv* jni, jclass klass, uint64_t time_ns) {
+    void announce_class(jclass klass, uint64_t time_ns) {
         jint status = 0;
         if (jvmti->GetClassStatus(klass, &status) != JVMTI_ERROR_NONE ||
             (status & JVMTI_CLASS_STATUS_PREPARED) == 0 ||
@@ -609,7 +612,6 @@ struct VmCapture::Impl {
             sink.emit(std::move(method));
         }
         jvmti->Deallocate(reinterpret_cast<unsigned char*>(methods));
-        (void)jni;
     }
 
     void announce_loaded_classes(JNIEnv* jni, uint64_t time_ns) {
@@ -617,7 +619,7 @@ struct VmCapture::Impl {
         jclass* classes = nullptr;
         if (jvmti->GetLoadedClasses(&count, &classes) != JVMTI_ERROR_NONE || classes == nullptr) return;
         for (jint i = 0; i < count; ++i) {
-            announce_class(jni, classes[i], time_ns);
+            announce_class(classes[i], time_ns);
             jni->DeleteLocalRef(classes[i]);
         }
         jvmti->Deallocate(reinterpret_cast<unsigned char*>(classes));
@@ -833,9 +835,9 @@ Status VmCapture::start(JNIEnv* jni, const SamplingParameters& params) {
     return {};
 }
 
-void VmCapture::on_class_prepare(JNIEnv* jni, jthread, jclass klass) {
+void VmCapture::on_class_prepare(JNIEnv*, jthread, jclass klass) {
     if (!impl_->started.load(std::memory_order_acquire)) return;
-    impl_->announce_class(jni, klass, monotonic_now_ns());
+    impl_->announce_class(klass, monotonic_now_ns());
 }
 
 void VmCapture::on_compiled_method_load(jmethodID method, jint code_size, const void* code_addr, jint,
@@ -877,7 +879,7 @@ std::string VmCapture::describe() const {
                   static_cast<unsigned long>(m.info.interpreter_end - m.info.interpreter_begin),
                   m.info.entry_codelets.size(), static_cast<unsigned long>(m.info.code_cache_low),
                   static_cast<unsigned long>(m.info.code_cache_high), m.heaps.size(),
-                  static_cast<double>(m.start_scan_ns) / 1e6,
+                  static_cast<double>(m.start_scan_ns.load()) / 1e6,
                   static_cast<unsigned long>(c.methods.load()), static_cast<unsigned long>(c.method_failures.load()),
                   static_cast<unsigned long>(c.redefined_methods.load()),
                   static_cast<unsigned long>(c.code_loads.load()),
