@@ -10,5 +10,7 @@ void add_dump(CLI::App& app, int& exit_code);
 void add_replay(CLI::App& app, int& exit_code);
 void add_report(CLI::App& app, int& exit_code);
 void add_capture(CLI::App& app, int& exit_code);
+void add_diff(CLI::App& app, int& exit_code);
+void add_query(CLI::App& app, int& exit_code);
 
 }  // namespace sf::cli
