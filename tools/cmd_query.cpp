@@ -160,7 +160,8 @@ void print_trace(const Query& q, profile::NodeId id, const std::vector<profile::
         std::string call_site;
         if (node.call_bci >= 0) call_site = fmt::format("  called at bci {}", node.call_bci);
         if (node.call_line > 0) call_site += fmt::format(" (line {})", node.call_line);
-        fmt::print("{:>10}  {}{}{}\n", n, profile::collapsed_frame_name(frame), frame.signature, call_site);
+        fmt::print("{:>10}  {:<14} {}{}{}\n", n, profile::frame_type_name(frame.type), frame.name, frame.signature,
+                   call_site);
     }
 }
 
