@@ -65,13 +65,21 @@ std::vector<double> self_shares(const Cct& cct, Counter counter) {
 }
 
 double overlap_of_normalized(const Cct& a, const Cct& b, const std::vector<NodeId>& a_in_b, Counter counter) {
-    std::vector<double> wa = self_shares(a, counter);
-    std::vector<double> wb = self_shares(b, counter);
-    double sum = 0;
+    const uint64_t total_a = total_of(a.node(kRootNode), counter);
+    const uint64_t total_b = total_of(b.node(kRootNode), counter);
+    if (total_a == 0 || total_b == 0) return 0.0;
+    // min(x/A, y/B) = min(x*B, y*A) / (A*B): summed in integers, equal profiles give exactly 1 instead
+    // of a sum of rounded shares. 128 bits, as weights in ns times totals overflow 64.
+    __extension__ using Wide = unsigned __int128;
+    Wide sum = 0;
     for (NodeId id = 0; id < a.node_count(); ++id) {
-        if (a_in_b[id] != kNoNode) sum += std::min(wa[id], wb[a_in_b[id]]);
+        if (a_in_b[id] == kNoNode) continue;
+        const Wide x = Wide{self_of(a.node(id), counter)} * total_b;
+        const Wide y = Wide{self_of(b.node(a_in_b[id]), counter)} * total_a;
+        sum += std::min(x, y);
     }
-    return std::min(sum, 1.0);   // rounding must not report more than full agreement
+    return static_cast<double>(static_cast<long double>(sum) /
+                               (static_cast<long double>(total_a) * static_cast<long double>(total_b)));
 }
 
 uint64_t hottest_self(const Cct& cct, Counter counter) {

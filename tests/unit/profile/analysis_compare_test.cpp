@@ -45,6 +45,9 @@ TEST_CASE("a profile compared with itself agrees fully") {
     CHECK(same.samples_a == 10);
     CHECK(same.samples_b == 10);
     CHECK(same.top_differences.empty());
+    // Shares of 1/3, 1/7, ... do not add up to 1 in floating point; the overlap still is 1 exactly.
+    Cct thirds = collapsed("x 1\ny 1\nz 1\nx;y 7\nx;z 11\n");
+    CHECK(overlap(thirds, thirds) == 1.0);
 }
 
 TEST_CASE("profiles without a common context do not overlap") {
