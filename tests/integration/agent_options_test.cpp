@@ -8,6 +8,7 @@
 #include <string>
 
 #include "agent_process.hpp"
+#include "agent_recording_summary.hpp"
 
 namespace {
 
@@ -69,4 +70,41 @@ TEST_CASE("good options let the JVM start and exit normally") {
     CHECK(again.exit_code != 0);
     CHECK(again.err.find("bad value '" + recording + "' for record") != std::string::npos);
     std::remove(recording.c_str());
+}
+
+TEST_CASE("without permission to open perf events the JVM runs on unsampled and the log says why, once") {
+    const std::string tag = "/tmp/sf-agent-noperm-" + std::to_string(getpid());
+    const std::string recording = tag + ".sfr";
+    std::remove(recording.c_str());
+    const std::map<std::string, std::string> env = {
+        {"ITER", "2"}, {"GT_SLICE_MS", "200"}, {"THREADS", "2"},
+        {"JAVA_OPTS", "-agentpath:" + kAgent + "=interval=1ms,record=" + recording}};
+    const sf::test::ProcessResult run = sf::test::run_process(
+        {"/bin/bash", STACKFRAG_SHARED_DIR "/bench/workloads/groundtruth/run.sh"}, env, tag, 300, true);
+    INFO("stderr: " << run.err);
+    REQUIRE(run.started);
+    CHECK_FALSE(run.timed_out);
+    CHECK(run.exit_code == 0);
+    size_t errors = 0;
+    for (size_t at = run.err.find("[stackfrag] error"); at != std::string::npos;
+         at = run.err.find("[stackfrag] error", at + 1)) {
+        ++errors;
+    }
+    CHECK(errors == 1);
+    CHECK(run.err.find("sampling is off") != std::string::npos);
+    CHECK(run.err.find("perf_event_open") != std::string::npos);
+    CHECK(run.err.find("perf_event_paranoid") != std::string::npos);   // the hint: what to change
+
+    const sf::test::RecordingSummary summary = sf::test::summarize_recording(recording);
+    REQUIRE(summary.opened);
+    CHECK_FALSE(summary.damage.has_value());
+    CHECK(summary.samples == 0);
+    CHECK(summary.vm_infos == 1);
+    CHECK(summary.samples_of_threads_named("gt-worker-") == 0);
+    bool worker_named = false;
+    for (const auto& [tid, thread] : summary.threads) worker_named |= thread.name.rfind("gt-worker-", 0) == 0;
+    CHECK(worker_named);
+    std::remove(recording.c_str());
+    std::remove((tag + ".out").c_str());
+    std::remove((tag + ".err").c_str());
 }

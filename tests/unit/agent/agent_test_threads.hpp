@@ -43,8 +43,6 @@ public:
         if (thread_.joinable()) thread_.join();
         return cpu_ns_.load();
     }
-    // Spins until the thread has used `ns` of CPU (or 10 s of wall time passed).
-    static void wait_cpu_of_self_or_sleep(uint64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
 private:
     std::atomic<pid_t> tid_{0};

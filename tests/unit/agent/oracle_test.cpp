@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -61,10 +62,12 @@ TEST_CASE("timer samples carry the thread's registers and a fragment bounded by 
 
     StackBounds bounds;
     JNIEnv* fake_env = reinterpret_cast<JNIEnv*>(0x42);
+    std::atomic<bool> added{false};
     test::SpinningThread spinner([&] {
         bounds = current_stack();
-        REQUIRE(oracle.add_current_thread(fake_env).ok());
+        added = oracle.add_current_thread(fake_env).ok();
     });
+    REQUIRE(added);
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     oracle.remove_thread(spinner.tid());
     const uint64_t cpu_ns = spinner.stop();

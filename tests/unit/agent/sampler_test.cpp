@@ -73,22 +73,20 @@ TEST_CASE("a registered thread is sampled at about its CPU time x rate, in time 
     Sampler sampler(config, queue, writer, nullptr);
     const bool register_before_start = GENERATE(false, true);
 
-    test::SpinningThread* spinner_ptr = nullptr;
+    // Catch's assertions belong on this thread: the spinner only reports.
+    std::atomic<bool> added{false};
+    auto register_self = [&] { added = sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok(); };
     std::unique_ptr<test::SpinningThread> spinner;
     if (register_before_start) {
         // Opened before the reader runs (threads seen before VMInit): enabled when it starts.
-        spinner = std::make_unique<test::SpinningThread>([&] {
-            REQUIRE(sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok());
-        });
+        spinner = std::make_unique<test::SpinningThread>(register_self);
         REQUIRE(sampler.start().ok());
     } else {
         REQUIRE(sampler.start().ok());
-        spinner = std::make_unique<test::SpinningThread>([&] {
-            REQUIRE(sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok());
-        });
+        spinner = std::make_unique<test::SpinningThread>(register_self);
     }
-    spinner_ptr = spinner.get();
-    const pid_t tid = spinner_ptr->tid();
+    REQUIRE(added);
+    const pid_t tid = spinner->tid();
     queue.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), false, "spinner"});
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
     sampler.end_thread(tid);
@@ -122,10 +120,12 @@ TEST_CASE("a thread that exits without end_thread is closed on its hang-up") {
     kernel::SamplingConfig config;
     Sampler sampler(config, queue, writer, nullptr);
     REQUIRE(sampler.start().ok());
+    std::atomic<bool> added{false};
     {
-        test::SpinningThread spinner([&] { REQUIRE(sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok()); });
+        test::SpinningThread spinner([&] { added = sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok(); });
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    REQUIRE(added);
     for (int i = 0; i < 100 && sampler.stats().threads_closed == 0; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -142,8 +142,10 @@ TEST_CASE("a thread gone before its event opened does not turn sampling off") {
     Status gone = sampler.add_thread(0x3fffff00);
     REQUIRE_FALSE(gone.ok());
     CHECK_FALSE(sampler.open_error().has_value());
-    test::SpinningThread spinner([&] { CHECK(sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok()); });
+    std::atomic<bool> added{false};
+    test::SpinningThread spinner([&] { added = sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok(); });
     spinner.stop();
+    CHECK(added);
     CHECK(sampler.stop(3000));
 }
 
