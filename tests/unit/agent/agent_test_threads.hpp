@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <thread>
@@ -37,6 +38,20 @@ public:
     ~SpinningThread() { stop(); }
 
     pid_t tid() const { return tid_.load(); }
+    // CPU time used by the thread so far.
+    uint64_t cpu_so_far() {
+        clockid_t clock{};
+        timespec ts{};
+        if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0 || clock_gettime(clock, &ts) != 0) return 0;
+        return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+    }
+    // Waits until the thread has used `ms` of CPU (at most 20 s: the machine may be shared).
+    void wait_for_cpu_ms(uint64_t ms) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (cpu_so_far() < ms * 1'000'000u && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
     // Stops and joins; returns the CPU time spent spinning.
     uint64_t stop() {
         stop_.store(true);

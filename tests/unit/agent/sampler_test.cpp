@@ -88,10 +88,11 @@ TEST_CASE("a registered thread is sampled at about its CPU time x rate, in time 
     REQUIRE(added);
     const pid_t tid = spinner->tid();
     queue.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), false, "spinner"});
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    spinner->wait_for_cpu_ms(300);
     sampler.end_thread(tid);
+    const uint64_t cpu_at_end = spinner->cpu_so_far();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    const uint64_t cpu_ns = spinner->stop();
+    spinner->stop();
     queue.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), true, "spinner"});
 
     const auto before_stop = std::chrono::steady_clock::now();
@@ -106,11 +107,11 @@ TEST_CASE("a registered thread is sampled at about its CPU time x rate, in time 
     CHECK(recorded.stacks_ok);
     CHECK(recorded.thread_infos == 2);
     CHECK(writer.counts().of(EventKind::kSample) == recorded.samples);
-    // Sampling stopped at end_thread, ~100 ms before the spinner did.
-    const double expected = static_cast<double>(cpu_ns) / 1e6;
+    // Sampling stopped at end_thread (the reader closes the event a little later).
+    const double expected = static_cast<double>(cpu_at_end) / 1e6;
     INFO("samples " << recorded.samples_of_tid << ", spinner CPU " << expected << " ms, lost " << recorded.lost);
-    CHECK(recorded.samples_of_tid + recorded.lost >= 0.5 * (expected - 150));
-    CHECK(recorded.samples_of_tid <= 1.1 * expected + 5);
+    CHECK(recorded.samples_of_tid + recorded.lost >= 0.8 * expected - 5);
+    CHECK(recorded.samples_of_tid <= 1.1 * expected + 30);
     std::remove(path.c_str());
 }
 
@@ -159,11 +160,11 @@ TEST_CASE("stop without a started reader drains on the caller; per-CPU events wo
     REQUIRE(sampler.start().ok());
     {
         test::SpinningThread spinner;
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        spinner.wait_for_cpu_ms(200);
     }
     queue.emit(Lost{monotonic_ns(), 0, 0});
     REQUIRE(sampler.stop(3000));
-    CHECK(writer.counts().of(EventKind::kSample) > 10);   // the CPU may be shared with other work
+    CHECK(writer.counts().of(EventKind::kSample) > 100);
     CHECK(writer.counts().of(EventKind::kLost) >= 1);
 
     EventQueue idle_queue;
