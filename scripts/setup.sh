@@ -18,6 +18,7 @@ PKGS=(
   libzydis-dev                    # x86 instruction decoding for prologue/stub analysis
   golang-go                       # `go tool pprof`, which the profile tests use to read our .pb.gz output
   chromium                        # headless check of the html flame graph (ctest -L browser)
+  clang libclang-rt-14-dev        # libFuzzer (clang's -fsanitize=fuzzer runtime) for scripts/fuzz.sh; the gcc build does not use them
 )
 PKGS+=("${STACKFRAG_EXTRA_PKGS[@]:-}")
 
