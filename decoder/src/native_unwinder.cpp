@@ -178,6 +178,10 @@ struct UnwindAccess {
     const StackView* view;
     uint64_t pc, sp, fp;
     NativeUnwinder::Module* (*module_for)(NativeUnwinder*, uint64_t, uint64_t&);
+    // The module whose unwind table is being searched: its .eh_frame_hdr and .eh_frame usually lie
+    // in a read-only segment that no (executable-only) ModuleMap covers.
+    NativeUnwinder::Module* table_module = nullptr;
+    uint64_t table_bias = 0;
 };
 
 namespace {
@@ -187,6 +191,8 @@ int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int 
     uint64_t bias = 0;
     NativeUnwinder::Module* m = a->module_for(a->self, ip, bias);
     if (!m || m->eh_frame_hdr_vaddr == 0) return -UNW_ENOINFO;
+    a->table_module = m;
+    a->table_bias = bias;
     // .eh_frame_hdr: version, eh_frame_ptr_enc, fde_count_enc, table_enc, eh_frame_ptr, fde_count, table.
     uint8_t hdr[4];
     if (!m->read_vaddr(m->eh_frame_hdr_vaddr, hdr, 4) || hdr[0] != 1) return -UNW_ENOINFO;
@@ -228,6 +234,10 @@ int access_mem(unw_addr_space_t, unw_word_t addr, unw_word_t* val, int write, vo
     uint64_t bias = 0;
     NativeUnwinder::Module* m = a->module_for(a->self, addr, bias);
     if (m && m->read_vaddr(addr - bias, &v, sizeof(v))) {
+        *val = v;
+        return 0;
+    }
+    if (a->table_module && a->table_module->read_vaddr(addr - a->table_bias, &v, sizeof(v))) {
         *val = v;
         return 0;
     }

@@ -1,0 +1,85 @@
+// Native unwinding on a real stack: this test process snapshots its own stack (registers + a copy
+// from sp upwards, as perf would), announces its mappings as ModuleMap events, and the decoder must
+// walk the C++ frames with libunwind and name them from the ELF symbol tables.
+#include <catch2/catch.hpp>
+
+#include <pthread.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "synthetic.hpp"
+
+using namespace sf;
+
+namespace {
+
+Sample g_snapshot;
+
+std::vector<ModuleMap> self_modules() {
+    std::vector<ModuleMap> out;
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+        std::istringstream in(line);
+        std::string range, perms, offset, dev, inode, path;
+        in >> range >> perms >> offset >> dev >> inode >> path;
+        if (perms.size() < 3 || perms[2] != 'x' || path.empty() || path[0] != '/') continue;
+        ModuleMap m;
+        m.time_ns = 1;
+        m.begin = std::stoull(range.substr(0, range.find('-')), nullptr, 16);
+        m.end = std::stoull(range.substr(range.find('-') + 1), nullptr, 16);
+        m.file_offset = std::stoull(offset, nullptr, 16);
+        m.path = path;
+        out.push_back(m);
+    }
+    return out;
+}
+
+__attribute__((noinline)) void take_snapshot() {
+    uint64_t sp, bp, ip;
+    asm volatile("mov %%rsp, %0\n\tmov %%rbp, %1\n\tlea 0(%%rip), %2" : "=r"(sp), "=r"(bp), "=r"(ip));
+    pthread_attr_t attr;
+    void* stack_lo = nullptr;
+    size_t stack_size = 0;
+    pthread_getattr_np(pthread_self(), &attr);
+    pthread_attr_getstack(&attr, &stack_lo, &stack_size);
+    pthread_attr_destroy(&attr);
+    const uint64_t stack_hi = reinterpret_cast<uint64_t>(stack_lo) + stack_size;
+    const size_t n = std::min<uint64_t>(test::kStackBytes, stack_hi - sp);
+    g_snapshot.regs.ip = ip;
+    g_snapshot.regs.sp = sp;
+    g_snapshot.regs.bp = bp;
+    g_snapshot.stack_sp = sp;
+    g_snapshot.stack.resize(n);
+    std::memcpy(g_snapshot.stack.data(), reinterpret_cast<const void*>(sp), n);
+    g_snapshot.time_ns = 1000;
+}
+
+__attribute__((noinline)) void unwind_level3() { take_snapshot(); asm volatile("" ::: "memory"); }
+__attribute__((noinline)) void unwind_level2() { unwind_level3(); asm volatile("" ::: "memory"); }
+__attribute__((noinline)) void unwind_level1() { unwind_level2(); asm volatile("" ::: "memory"); }
+
+}  // namespace
+
+TEST_CASE("native frames are unwound with libunwind and named from the ELF symbols", "[decoder][native]") {
+    unwind_level1();
+    test::World w;
+    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    DecoderOptions options;   // libunwind and symbols on
+    Decoder d(w.map, options);
+    CallTrace t = d.decode(g_snapshot);
+    // No Java code on this stack: the walk ends when unwinding stops, with native frames found.
+    std::string names;
+    for (const auto& f : t.frames) names += f.symbol + "\n";
+    INFO(names << fail_reason_name(t.failure) << " libunwind " << d.stats().libunwind_steps << " rbp "
+               << d.stats().rbp_steps);
+    REQUIRE(t.frames.size() >= 4);
+    CHECK(names.find("take_snapshot") != std::string::npos);
+    CHECK(names.find("unwind_level3") != std::string::npos);
+    CHECK(names.find("unwind_level2") != std::string::npos);
+    CHECK(names.find("unwind_level1") != std::string::npos);
+    CHECK(d.stats().libunwind_steps >= 3);
+}
