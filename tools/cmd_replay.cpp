@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -17,6 +17,7 @@
 #include "stackfrag/decoder/code_map.hpp"
 #include "stackfrag/decoder/decoder.hpp"
 #include "stackfrag/decoder/oracle_compare.hpp"
+#include "stackfrag/decoder/stream_decoder.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "stackfrag/profile/cct.hpp"
 #include "stackfrag/profile/export.hpp"
@@ -97,10 +98,15 @@ int run_replay(const ReplayOptions& options) {
         return 2;
     }
     auto& reader = *opened;
-    CodeMap map;
-    DecoderOptions decoder_options;
-    decoder_options.use_libunwind = !options.no_libunwind;
-    Decoder decoder(map, decoder_options);
+    StreamDecoderOptions stream_options;
+    stream_options.decoder.use_libunwind = !options.no_libunwind;
+    // A sample is decoded once the stream has moved `defer_ms` past its time, so code and method
+    // announcements that the VM posted after the sample was taken can still be applied first.
+    stream_options.defer_ns = static_cast<uint64_t>(options.defer_ms * 1e6);
+    std::function<void(const Event&, const CallTrace&)> on_trace;
+    StreamDecoder stream(stream_options, [&on_trace](const Event& e, const CallTrace& t) { on_trace(e, t); });
+    const CodeMap& map = stream.code_map();
+    const Decoder& decoder = stream.decoder();
     CodeMapNames names(map);
     profile::Cct cct(&names, profile::CctOptions{});
 
@@ -109,30 +115,18 @@ int run_replay(const ReplayOptions& options) {
     std::map<std::string, uint64_t> disagreements;
     int shown = 0;
     std::map<std::string, uint64_t> top_kinds;
-    CallTrace trace;
-    using Clock = std::chrono::steady_clock;
 
-    auto timed_decode = [&](const Sample& s) {
-        const auto t0 = Clock::now();
-        decoder.decode(s, trace);
-        const auto t1 = Clock::now();
-        return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
-    };
-
-    // A sample is decoded once the stream has moved `defer_ms` past its time, so code and method
-    // announcements that the VM posted after the sample was taken can still be applied first.
-    const uint64_t defer_ns = static_cast<uint64_t>(options.defer_ms * 1e6);
-    std::deque<Event> pending;
-    auto decode_event = [&](const Event& e) {
-        if (const auto* s = std::get_if<Sample>(&e)) {
-            samples.add(trace, timed_decode(*s));
+    on_trace = [&](const Event& e, const CallTrace& trace) {
+        if (std::holds_alternative<Sample>(e)) {
+            samples.add(trace, stream.last_decode_ns());
             if (!trace.frames.empty()) ++top_kinds[frame_kind_name(trace.frames[0].kind)];
-            if (!options.collapsed.empty()) (void)cct.add(trace);
+            // Weighted by the period, as the agent's live profile is, so both write the same profile.
+            if (!options.collapsed.empty()) (void)cct.add(trace, stream.period_ns());
             return;
         }
         const auto* o = std::get_if<Oracle>(&e);
         if (!o) return;
-        oracle_samples.add(trace, timed_decode(o->sample));
+        oracle_samples.add(trace, stream.last_decode_ns());
         ++pairs;
         const Agreement a = compare_with_oracle(trace, *o);
         if (a != Agreement::kOracleFailed && a != Agreement::kDecoderFailed) ++both_ok;
@@ -156,28 +150,8 @@ int run_replay(const ReplayOptions& options) {
             }
         }
     };
-    auto sample_time = [](const Event& e) {
-        if (const auto* s = std::get_if<Sample>(&e)) return s->time_ns;
-        return std::get<Oracle>(e).sample.time_ns;
-    };
-    while (auto event = reader->next()) {
-        const bool is_sample = std::holds_alternative<Sample>(*event) || std::holds_alternative<Oracle>(*event);
-        if (is_sample && defer_ns == 0) {
-            decode_event(*event);
-            continue;
-        }
-        if (is_sample) {
-            pending.push_back(std::move(*event));
-            continue;
-        }
-        const uint64_t now = time_of(*event);
-        while (!pending.empty() && sample_time(pending.front()) + defer_ns <= now) {
-            decode_event(pending.front());
-            pending.pop_front();
-        }
-        map.apply(*event);
-    }
-    for (const auto& e : pending) decode_event(e);
+    while (auto event = reader->next()) stream.consume(std::move(*event));
+    stream.flush();
 
     Tally all = samples;
     all.samples += oracle_samples.samples;
