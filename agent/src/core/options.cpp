@@ -88,6 +88,13 @@ bool apply_log_level(std::string_view value, AgentOptions& options) {
     return false;
 }
 
+bool apply_breadcrumbs(std::string_view value, AgentOptions& options) {
+    if (value == "on") options.breadcrumbs = true;
+    else if (value == "off") options.breadcrumbs = false;
+    else return false;
+    return true;
+}
+
 constexpr OptionSpec kOptions[] = {
     {"interval", false, "a duration like 100us, 1ms, 10ms", apply_interval},
     {"stack", false, "a number of bytes, a multiple of 8 from 8 to 65528 (default 16384)", apply_stack},
@@ -98,6 +105,7 @@ constexpr OptionSpec kOptions[] = {
     {"validate", true, "no value, true or false", apply_validate},
     {"log", false, "a file name or stderr", apply_log},
     {"loglevel", false, "error, warn, info or debug", apply_log_level},
+    {"breadcrumbs", false, "on or off", apply_breadcrumbs},
 };
 
 const OptionSpec* find_option(std::string_view name) {
@@ -184,6 +192,7 @@ std::string describe(const AgentOptions& options) {
     out += ",log=" + (options.log_path.empty() ? std::string("stderr") : options.log_path);
     out += ",loglevel=";
     out += log_level_name(options.log_level);
+    out += options.breadcrumbs ? ",breadcrumbs=on" : ",breadcrumbs=off";
     return out;
 }
 

@@ -26,6 +26,7 @@ struct AgentOptions {
     bool validate = false;        // also sample with a CPU-time timer + AsyncGetCallTrace
     std::string log_path;         // empty or "stderr": standard error
     LogLevel log_level = LogLevel::kInfo;
+    bool breadcrumbs = true;      // JNI natives bound through thunks (docs/decoding.md, Breadcrumbs)
 
     kernel::SamplingConfig sampling_config() const;
     // Enough ring for ~10 ms of samples at the configured rate, so that a reader thread waiting

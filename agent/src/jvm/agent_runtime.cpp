@@ -22,6 +22,7 @@
 #include "clock.hpp"
 #include "event_queue.hpp"
 #include "log.hpp"
+#include "native_bind.hpp"
 #include "options.hpp"
 #include "oracle.hpp"
 #include "sampler.hpp"
@@ -168,6 +169,7 @@ public:
         const bool stopped = sampler_->stop(kShutdownTimeoutMs);
         queue_.close();
         if (stopped) log_summary();
+        if (options_.breadcrumbs) native_bind::log_summary();
     }
 
 private:
@@ -207,6 +209,7 @@ private:
         callbacks.CompiledMethodLoad = &Agent::cb_compiled_method_load;
         callbacks.CompiledMethodUnload = &Agent::cb_compiled_method_unload;
         callbacks.DynamicCodeGenerated = &Agent::cb_dynamic_code_generated;
+        if (options_.breadcrumbs) callbacks.NativeMethodBind = &native_bind::on_native_method_bind;
         error = jvmti_->SetEventCallbacks(&callbacks, sizeof callbacks);
         if (error != JVMTI_ERROR_NONE) {
             SF_LOG_ERROR("SetEventCallbacks failed, sampling is off: %s", jvmti_error_text(jvmti_, error).c_str());
@@ -222,6 +225,7 @@ private:
                 return false;
             }
         }
+        if (options_.breadcrumbs) (void)native_bind::enable(jvmti_);   // logs why when refused
         return true;
     }
 

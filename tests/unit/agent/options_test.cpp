@@ -150,10 +150,10 @@ TEST_CASE("several options, in any order; the last of a repeated option wins") {
 
 TEST_CASE("an unknown option is named together with every accepted one") {
     CHECK(parse_error("intervall=1ms") ==
-          "unknown option 'intervall' (accepted: interval, stack, clock, ring, mode, record, validate, log, loglevel)");
+          "unknown option 'intervall' (accepted: interval, stack, clock, ring, mode, record, validate, log, loglevel, breadcrumbs)");
     CHECK(contains(parse_error("interval=1ms,bogus=1"), "unknown option 'bogus'"));
     CHECK(contains(parse_error("start"), "unknown option 'start'"));
-    CHECK(sf::agent::accepted_option_names() == "interval, stack, clock, ring, mode, record, validate, log, loglevel");
+    CHECK(sf::agent::accepted_option_names() == "interval, stack, clock, ring, mode, record, validate, log, loglevel, breadcrumbs");
 }
 
 TEST_CASE("an option that needs a value says so") {
@@ -170,4 +170,12 @@ TEST_CASE("describe shows the effective values") {
     CHECK(contains(text, "ring=512"));
     CHECK(contains(text, "record=/tmp/r.sfr"));
     CHECK(contains(text, "validate"));
+}
+
+TEST_CASE("breadcrumbs are on by default and can be turned off") {
+    CHECK(parse_ok("").breadcrumbs);
+    CHECK_FALSE(parse_ok("breadcrumbs=off").breadcrumbs);
+    CHECK(parse_ok("breadcrumbs=off,breadcrumbs=on").breadcrumbs);
+    CHECK(parse_error("breadcrumbs=yes") == "bad value 'yes' for breadcrumbs: expected on or off");
+    CHECK(contains(sf::agent::describe(parse_ok("breadcrumbs=off")), "breadcrumbs=off"));
 }
