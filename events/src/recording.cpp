@@ -347,6 +347,24 @@ private:
         return take_string(header_.producer) && take_string(header_.command_line);
     }
 
+    // Reads up to `size` bytes into `buffer`, resized to what was read. The buffer grows with the
+    // bytes actually read: a damaged length near the 64 MiB bound in a small file costs what the
+    // file holds, not the bound.
+    Result<size_t> read_growing(std::vector<uint8_t>& buffer, size_t size) {
+        constexpr size_t kFirstStep = size_t{1} << 20;
+        size_t done = 0;
+        while (done < size) {
+            const size_t step = std::min(size - done, std::max(kFirstStep, done));
+            buffer.resize(done + step);
+            Result<size_t> got = read_up_to(fd_, buffer.data() + done, step, path_);
+            if (!got) return got;
+            done += *got;
+            if (*got < step) break;
+        }
+        buffer.resize(done);
+        return done;
+    }
+
     void mark_damage(Errc code, std::string message) {
         damage_ = RecordingDamage{next_chunk_offset_, make_error(code, std::move(message))};
         finished_ = true;
@@ -395,8 +413,7 @@ private:
                                                    " bytes, raw " + std::to_string(raw_bytes) + " bytes)");
         }
 
-        stored_.resize(stored_bytes);
-        got = read_up_to(fd_, stored_.data(), stored_bytes, path_);
+        got = read_growing(stored_, stored_bytes);
         if (!got) return mark_damage(Errc::kIo, got.error().describe() + where);
         if (*got < stored_bytes) {
             return mark_damage(Errc::kTruncated, "truncated" + where + " (chunk payload has " + std::to_string(*got) +
@@ -412,6 +429,14 @@ private:
 
         const uint8_t* raw = stored_.data();
         if (codec == fmt_::Codec::kZstd) {
+            // The frame states its content size (the writer always records it): a mismatch is
+            // damage found before allocating raw_length bytes for it.
+            const unsigned long long content = ZSTD_getFrameContentSize(stored_.data(), stored_bytes);
+            if (content != ZSTD_CONTENTSIZE_UNKNOWN && content != ZSTD_CONTENTSIZE_ERROR && content != raw_bytes) {
+                return mark_damage(Errc::kCorrupt, "bad chunk length" + where + " (zstd frame holds " +
+                                                       std::to_string(content) + " bytes, header says " +
+                                                       std::to_string(raw_bytes) + ")");
+            }
             raw_.resize(raw_bytes);
             const size_t produced = ZSTD_decompressDCtx(dctx_, raw_.data(), raw_.size(), stored_.data(), stored_bytes);
             if (ZSTD_isError(produced)) {
@@ -430,6 +455,19 @@ private:
         events_offset_ = at;
     }
 
+    static size_t count_known_frames(const uint8_t* raw, size_t size, uint32_t event_count) {
+        size_t known = 0;
+        size_t pos = 0;
+        for (uint32_t index = 0; index < event_count && size - pos >= fmt_::kEventFrameBytes; ++index) {
+            const uint32_t body_bytes = load_le<uint32_t>(raw + pos + 1);
+            if (event_codec::is_known_kind(raw[pos])) ++known;
+            pos += fmt_::kEventFrameBytes;
+            if (size - pos < body_bytes) break;
+            pos += body_bytes;
+        }
+        return known;
+    }
+
     // All events of a chunk are decoded before any is delivered: a chunk is whole or damaged.
     bool decode_events(const uint8_t* raw, size_t size, uint32_t event_count, const std::string& where) {
         if (event_count > size / fmt_::kEventFrameBytes) {
@@ -437,21 +475,27 @@ private:
                                             " events cannot fit in " + std::to_string(size) + " bytes)");
             return false;
         }
-        events_.reserve(event_count);
+        // Neither event_count nor the chunk size says how many slots are needed: frames of unknown
+        // kinds take 5 bytes and no slot, a known event 22 bytes or more and a 200-byte slot. A walk
+        // over the frame headers counts the known ones (framing errors are reported below).
+        events_.reserve(count_known_frames(raw, size, event_count));
         size_t pos = 0;
         uint64_t skipped = 0;
         for (uint32_t index = 0; index < event_count; ++index) {
-            const std::string which = "bad event" + where + " (event " + std::to_string(index) + " at chunk byte " +
-                                      std::to_string(pos);
+            // Built on failure only: formatting it for every event dominated reading small events.
+            auto which = [&, event_start = pos] {
+                return "bad event" + where + " (event " + std::to_string(index) + " at chunk byte " +
+                       std::to_string(event_start);
+            };
             if (size - pos < fmt_::kEventFrameBytes) {
-                mark_damage(Errc::kCorrupt, which + ": chunk ends inside the event header)");
+                mark_damage(Errc::kCorrupt, which() + ": chunk ends inside the event header)");
                 return false;
             }
             const uint8_t kind = raw[pos];
             const uint32_t body_bytes = load_le<uint32_t>(raw + pos + 1);
             pos += fmt_::kEventFrameBytes;
             if (size - pos < body_bytes) {
-                mark_damage(Errc::kCorrupt, which + ": body of " + std::to_string(body_bytes) +
+                mark_damage(Errc::kCorrupt, which() + ": body of " + std::to_string(body_bytes) +
                                                 " bytes overruns the chunk)");
                 return false;
             }
@@ -459,7 +503,7 @@ private:
                 Event event;
                 const auto known = static_cast<EventKind>(kind);
                 if (const char* failure = event_codec::decode_body(known, raw + pos, body_bytes, event)) {
-                    mark_damage(Errc::kCorrupt, which + ", " + kind_name(known) + "): " + failure);
+                    mark_damage(Errc::kCorrupt, which() + ", " + kind_name(known) + "): " + failure);
                     return false;
                 }
                 events_.push_back(std::move(event));
