@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The demo for now: build, then sample the bundled native busy program for 2 s with per-thread
-# perf events, record the samples, and print what was captured. (Later: profile the Java demo.)
+# The native demo: build, then sample the bundled native busy program for 2 s with per-thread perf
+# events, record the samples, and print what was captured. (scripts/demo.sh profiles the Java demo.)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
