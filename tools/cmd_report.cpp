@@ -11,6 +11,8 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "stackfrag/decoder/stream_decoder.hpp"
+#include "stackfrag/events/recording.hpp"
 #include "stackfrag/profile/export.hpp"
 
 namespace sf::cli {
@@ -23,14 +25,43 @@ struct InputLoader {
     std::function<Result<profile::Cct>(const std::string& path)> load;
 };
 
-// One row per input kind; recordings (*.sfr) get a row whose loader replays them through the
-// decoder into a Cct once the decoder exists.
+// A recording decodes through the same StreamDecoder as `replay` and the agent's live profile, each
+// sample weighted by the period, so the profile equals the one the agent would have written.
+Result<profile::Cct> decode_recording(const std::string& path) {
+    auto reader = RecordingReader::open(path);
+    if (!reader.ok()) return reader.error();
+    struct Names final : profile::MethodNames {
+        const CodeMap* map = nullptr;
+        const MethodInfo* find(uint64_t id) const override { return map->method_by_id(id); }
+    };
+    // The names are only looked up inside add(), which ends with the decoding below.
+    auto names = std::make_unique<Names>();
+    profile::Cct cct(names.get(), profile::CctOptions{});
+    StreamDecoder* decoder = nullptr;
+    StreamDecoder stream(StreamDecoderOptions{}, [&](const Event& e, const CallTrace& trace) {
+        if (std::holds_alternative<Sample>(e)) (void)cct.add(trace, decoder->period_ns());
+    });
+    decoder = &stream;
+    names->map = &stream.code_map();
+    while (auto event = (*reader)->next()) stream.consume(std::move(*event));
+    stream.flush();
+    if ((*reader)->damage()) {
+        fmt::print(stderr, "stackfrag report: {} is damaged; the profile covers the events before: {}\n", path,
+                   (*reader)->damage()->error.describe());
+    }
+    cct.info().period_ns = stream.period_ns();
+    cct.info().start_unix_ns = (*reader)->header().created_unix_ns;
+    return cct;
+}
+
+// One row per input kind.
 const std::vector<InputLoader>& input_loaders() {
     static const std::vector<InputLoader> loaders{
         {".json", "a CCT written by stackfrag (report -o X.json)", profile::read_profile},
         {".collapsed", "collapsed stacks (async-profiler, perf script | stackcollapse, stackfrag)",
          profile::read_profile},
         {".folded", "collapsed stacks, like .collapsed", profile::read_profile},
+        {".sfr", "a recording (agent record=FILE), decoded as replay does", decode_recording},
         {".txt", "collapsed stacks, as async-profiler names them with -o collapsed",
          [](const std::string& path) -> Result<profile::Cct> {
              std::ifstream in(path, std::ios::binary);

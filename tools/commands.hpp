@@ -12,5 +12,7 @@ void add_report(CLI::App& app, int& exit_code);
 void add_capture(CLI::App& app, int& exit_code);
 void add_diff(CLI::App& app, int& exit_code);
 void add_query(CLI::App& app, int& exit_code);
+void add_run(CLI::App& app, int& exit_code);
+void add_attach(CLI::App& app, int& exit_code);
 
 }  // namespace sf::cli

@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
     sf::cli::add_capture(app, exit_code);
     sf::cli::add_diff(app, exit_code);
     sf::cli::add_query(app, exit_code);
+    sf::cli::add_run(app, exit_code);
+    sf::cli::add_attach(app, exit_code);
     CLI11_PARSE(app, argc, argv);
     return exit_code;
 }
