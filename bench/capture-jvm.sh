@@ -99,6 +99,10 @@ java_version="$("${JAVA_HOME:+$JAVA_HOME/bin/}java" -version 2>&1 | head -1)"
 {
   echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/capture-jvm.sh -i $ITER -r $RUNS\`: $(nproc) CPUs ($cpu_model), kernel $(uname -r), $java_version; load average $load_before before, $load_after after."
   echo
+  if awk -v a="$load_after" -v b="$load_before" -v n="$(nproc)" 'BEGIN { exit !(a > n || b > n) }'; then
+    echo "The machine was shared with other work (load average above its CPU count), so the runs competed for CPUs: differences of 10-20% between neighbouring cells are noise; compare the trend with the rate."
+    echo
+  fi
   echo "JVM process CPU time (user + sys) with the agent, as a ratio to the median without it; medians of $RUNS alternating runs, ITER=$ITER, THREADS = #CPUs, default agent options otherwise (16 KB fragments, mode=thread). *discard*: events are built and counted but not stored (no \`record=\`); *record*: written to a recording on tmpfs (/dev/shm)."
   echo
   header="| workload | no agent: CPU s (wall s) |"
