@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "stackfrag/profile/export.hpp"
+
 namespace sf::agent {
 
 namespace {
@@ -95,6 +97,47 @@ bool apply_breadcrumbs(std::string_view value, AgentOptions& options) {
     return true;
 }
 
+bool apply_file(std::string_view value, AgentOptions& options) {
+    // The format comes from the ending; a typo is reported at load, not when the JVM exits.
+    if (value.empty() || !profile::format_for_path(value).ok()) return false;
+    options.file = std::string(value);
+    return true;
+}
+
+bool apply_loop(std::string_view value, AgentOptions& options) {
+    uint64_t scale = 0;
+    std::string_view number = value;
+    if (value.ends_with("ms")) scale = 1'000'000, number.remove_suffix(2);
+    else if (value.ends_with('s')) scale = 1'000'000'000, number.remove_suffix(1);
+    else if (value.ends_with('m')) scale = 60'000'000'000, number.remove_suffix(1);
+    else if (value.ends_with('h')) scale = 3'600'000'000'000, number.remove_suffix(1);
+    uint32_t count = 0;
+    if (scale == 0 || !parse_u32(number, count) || count > 1'000'000) return false;
+    const uint64_t ns = count * scale;
+    if (ns < 100'000'000) return false;   // each rotation writes a file
+    options.loop_ns = ns;
+    return true;
+}
+
+bool apply_title(std::string_view value, AgentOptions& options) {
+    options.title = std::string(value);
+    return true;
+}
+
+bool apply_reply(std::string_view value, AgentOptions& options) {
+    if (value.empty() || value.front() != '/') return false;
+    options.reply_path = std::string(value);
+    return true;
+}
+
+template <AgentAction kAction>
+bool apply_action(std::string_view value, AgentOptions& options) {
+    if (!value.empty()) return false;
+    if (options.action != AgentAction::kNone && options.action != kAction) return false;
+    options.action = kAction;
+    return true;
+}
+
 constexpr OptionSpec kOptions[] = {
     {"interval", false, "a duration like 100us, 1ms, 10ms", apply_interval},
     {"stack", false, "a number of bytes, a multiple of 8 from 8 to 65528 (default 16384)", apply_stack},
@@ -106,6 +149,14 @@ constexpr OptionSpec kOptions[] = {
     {"log", false, "a file name or stderr", apply_log},
     {"loglevel", false, "error, warn, info or debug", apply_log_level},
     {"breadcrumbs", false, "on or off", apply_breadcrumbs},
+    {"file", false, "a file name ending in .collapsed, .folded, .html, .pb.gz or .json (%p pid, %t time)", apply_file},
+    {"loop", false, "a duration of at least 100ms, like 500ms, 30s, 5m, 1h", apply_loop},
+    {"title", false, "a text (no commas)", apply_title},
+    {"start", true, "no value, and no other action", apply_action<AgentAction::kStart>},
+    {"stop", true, "no value, and no other action", apply_action<AgentAction::kStop>},
+    {"dump", true, "no value, and no other action", apply_action<AgentAction::kDump>},
+    {"status", true, "no value, and no other action", apply_action<AgentAction::kStatus>},
+    {"reply", false, "an absolute file name", apply_reply},
 };
 
 const OptionSpec* find_option(std::string_view name) {
@@ -193,6 +244,9 @@ std::string describe(const AgentOptions& options) {
     out += ",loglevel=";
     out += log_level_name(options.log_level);
     out += options.breadcrumbs ? ",breadcrumbs=on" : ",breadcrumbs=off";
+    out += ",file=" + (options.file.empty() ? std::string("(none)") : options.file);
+    if (options.loop_ns != 0) out += ",loop=" + std::to_string(options.loop_ns / 1'000'000) + "ms";
+    if (!options.title.empty()) out += ",title=" + options.title;
     return out;
 }
 

@@ -16,6 +16,10 @@ namespace sf::agent {
 // CPU for the whole process, which also samples the JVM's non-Java threads.
 enum class SamplingMode : uint8_t { kThread, kCpu };
 
+// What an attach (jcmd JVMTI.agent_load) asks of an agent that may already be running; at start-up
+// (-agentpath) only kNone / kStart make sense. docs/usage.md, "Attach protocol".
+enum class AgentAction : uint8_t { kNone, kStart, kStop, kDump, kStatus };
+
 struct AgentOptions {
     uint64_t interval_ns = 1'000'000;
     uint32_t stack_bytes = 16384;
@@ -27,6 +31,11 @@ struct AgentOptions {
     std::string log_path;         // empty or "stderr": standard error
     LogLevel log_level = LogLevel::kInfo;
     bool breadcrumbs = true;      // JNI natives bound through thunks (docs/decoding.md, Breadcrumbs)
+    std::string file;             // live profile output (%p pid, %t time); format by extension
+    uint64_t loop_ns = 0;         // > 0: a new file every loop_ns (rotation)
+    std::string title;            // html page title
+    AgentAction action = AgentAction::kNone;
+    std::string reply_path;       // attach: an existing file the agent appends its answer to
 
     kernel::SamplingConfig sampling_config() const;
     // Enough ring for ~10 ms of samples at the configured rate, so that a reader thread waiting

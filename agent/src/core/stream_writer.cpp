@@ -26,6 +26,7 @@ void StreamWriter::write(const Event& event) {
     if (const Oracle* oracle = std::get_if<Oracle>(&event); oracle && oracle->agct_status > 0) {
         ++counts_.oracle_traces_ok;
     }
+    if (tap_ != nullptr) tap_->observe(event);
     if (!recording_ || finished_) return;
     if (failed_) {
         ++counts_.write_errors;

@@ -24,12 +24,22 @@ struct StreamCounts {
     std::string describe() const;
 };
 
+// Sees every event the writer sees, in the same order, on the writer's thread: the live profile
+// decodes exactly the stream a recording stores.
+class EventTap {
+public:
+    virtual ~EventTap() = default;
+    virtual void observe(const Event& event) = 0;
+};
+
 class StreamWriter {
 public:
     // A null `recording` counts events and discards them.
     explicit StreamWriter(std::unique_ptr<RecordingWriter> recording);
 
     void write(const Event& event);
+    // Set before the reader thread starts; null for none.
+    void set_tap(EventTap* tap) { tap_ = tap; }
     // Flushes and closes the recording; later writes are only counted.
     void finish();
 
@@ -42,6 +52,7 @@ private:
     bool failed_ = false;
     bool finished_ = false;
     StreamCounts counts_;
+    EventTap* tap_ = nullptr;
 };
 
 }  // namespace sf::agent

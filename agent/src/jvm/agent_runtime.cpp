@@ -1,5 +1,7 @@
 #include "agent_runtime.hpp"
 
+#include "attach_control.hpp"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <jvmti.h>
@@ -21,6 +23,7 @@
 
 #include "clock.hpp"
 #include "event_queue.hpp"
+#include "live_profile.hpp"
 #include "log.hpp"
 #include "native_bind.hpp"
 #include "options.hpp"
@@ -83,6 +86,7 @@ public:
         attach_ = attach;
         if (options_.validate) create_oracle();
         sampler_ = std::make_unique<Sampler>(options_.sampling_config(), queue_, writer_, oracle_.get());
+        create_live_profile();
         if (!setup_jvmti()) {
             disabled_ = true;
             return;
@@ -109,6 +113,11 @@ public:
             return;
         }
         SF_LOG_INFO("%s", capture_->describe().c_str());
+        if (live_profile_) {
+            if (Status live = live_profile_->start(); !live.ok()) {
+                SF_LOG_ERROR("no live profile: %s", live.error().describe().c_str());
+            }
+        }
         Status started = sampler_->start();
         if (!started.ok()) {
             SF_LOG_ERROR("cannot start the reader thread, sampling is off: %s", started.error().describe().c_str());
@@ -159,8 +168,9 @@ public:
         return capture_ready_.load(std::memory_order_acquire) ? capture_.get() : nullptr;
     }
 
-    // VMDeath or OnUnload, whichever comes first; bounded.
-    void shutdown() {
+    // VMDeath or OnUnload, whichever comes first, or an attach `stop`; bounded. `final_file`
+    // replaces file= for the profile written now.
+    void shutdown(const std::string& final_file = {}) {
         if (shut_down_.exchange(true)) return;
         live_.store(false, std::memory_order_release);
         disable_events();
@@ -169,10 +179,54 @@ public:
         const bool stopped = sampler_->stop(kShutdownTimeoutMs);
         queue_.close();
         if (stopped) log_summary();
+        finish_live_profile(stopped, final_file);
         if (options_.breadcrumbs) native_bind::log_summary();
     }
 
+    bool is_shut_down() const { return shut_down_.load(); }
+    bool sampling() const { return live_.load(std::memory_order_acquire); }
+    const AgentOptions& options() const { return options_; }
+    LiveProfile* live_profile() { return live_profile_.get(); }
+
+    std::string status_text() const {
+        const bool running = live_.load(std::memory_order_acquire) && !shut_down_.load();
+        std::string text = std::string("running: ") + (running ? "yes" : "no") + "\n";
+        if (live_profile_) {
+            text += "samples: " + std::to_string(live_profile_->samples_offered()) + "\n";
+            text += "samples decoded: " + std::to_string(live_profile_->samples_decoded()) + "\n";
+            text += "file: " + (options_.file.empty() ? std::string("(none)") : options_.file) + "\n";
+        }
+        text += "record: " + (options_.records() ? options_.record_path : std::string("(none)")) + "\n";
+        text += "options: " + describe(options_) + "\n";
+        return text;
+    }
+
 private:
+    // Live decoding when there is a profile to write, or when nothing at all would come out
+    // otherwise (the stop summary then says what was hot). A record-only run stays as cheap as
+    // before: it is decoded offline.
+    void create_live_profile() {
+        if (options_.file.empty() && options_.records()) return;
+        LiveSettings settings;
+        settings.file = options_.file;
+        settings.loop_ns = options_.loop_ns;
+        settings.title = options_.title;
+        settings.pid = static_cast<uint32_t>(getpid());
+        live_profile_ = std::make_unique<LiveProfile>(std::move(settings));
+        writer_.set_tap(live_profile_.get());
+    }
+
+    void finish_live_profile(bool reader_stopped, const std::string& final_file) {
+        if (!live_profile_) return;
+        if (reader_stopped) {
+            live_profile_->stop(kShutdownTimeoutMs, final_file);
+            SF_LOG_INFO("%s", live_profile_->summary_text().c_str());
+            return;
+        }
+        // The reader still runs (and feeds the queue): the profile so far is all that can be written.
+        if (!final_file.empty() || !options_.file.empty()) (void)live_profile_->dump(final_file, kShutdownTimeoutMs);
+    }
+
     void create_oracle() {
         OracleSettings settings;
         settings.interval_ns = options_.interval_ns;
@@ -419,6 +473,7 @@ private:
     std::unique_ptr<OracleSampler> oracle_;
     std::unique_ptr<Sampler> sampler_;
     std::unique_ptr<VmCapture> capture_;
+    std::unique_ptr<LiveProfile> live_profile_;   // the writer's tap: fed by the reader thread
     std::atomic<bool> capture_ready_{false};
     std::atomic<bool> live_{false};
     std::atomic<bool> shut_down_{false};
@@ -431,18 +486,57 @@ private:
     bool poll_stop_ = false;
 };
 
+// An attach command for the agent already loaded (or for none): answered in the reply file.
+jint control(const AgentOptions& options) {
+    const std::string& reply = options.reply_path;
+    const bool running = g_agent != nullptr && !g_agent->is_shut_down();
+    switch (options.action) {
+    case AgentAction::kStatus:
+        return write_reply(reply, running ? g_agent->status_text() : "running: no\n", true), JNI_OK;
+    case AgentAction::kDump: {
+        if (!running) return write_reply(reply, "", false, "not running"), JNI_ERR;
+        if (g_agent->live_profile() == nullptr) {
+            return write_reply(reply, "", false, "no live profile: the agent records only (record= without file=); "
+                                                 "decode the recording with stackfrag replay"), JNI_ERR;
+        }
+        Result<std::string> written = g_agent->live_profile()->dump(options.file, kShutdownTimeoutMs * 2);
+        if (!written.ok()) return write_reply(reply, "", false, written.error().describe()), JNI_ERR;
+        return write_reply(reply, "written " + *written + "\n", true), JNI_OK;
+    }
+    case AgentAction::kStop: {
+        if (!running) return write_reply(reply, "", false, "not running"), JNI_ERR;
+        g_agent->shutdown(options.file);
+        std::string text = "stopped\n";
+        if (LiveProfile* live = g_agent->live_profile()) text += live->summary_text() + "\n";
+        return write_reply(reply, text, true), JNI_OK;
+    }
+    case AgentAction::kNone:
+    case AgentAction::kStart:
+        break;
+    }
+    return write_reply(reply, "already running; options unchanged (stop first to change them)\n", true), JNI_OK;
+}
+
 }  // namespace
 
 jint agent_load(JavaVM* vm, const char* options_text, bool attach) {
-    if (g_agent != nullptr) {
-        std::fprintf(stderr, "stackfrag: the agent is already loaded in this JVM\n");
-        return JNI_ERR;
-    }
-    Result<AgentOptions> options = parse_options(options_text != nullptr ? options_text : "");
+    pin_library();
+    const std::string text = options_text != nullptr ? options_text : "";
+    Result<AgentOptions> options = parse_options(text);
     if (!options.ok()) {
         std::fprintf(stderr, "stackfrag: %s\n", options.error().describe().c_str());
+        if (attach) (void)write_reply(find_reply_path(text), "", false, options.error().describe());
         return JNI_ERR;
     }
+    const bool command = options->action == AgentAction::kStop || options->action == AgentAction::kDump ||
+                         options->action == AgentAction::kStatus;
+    if (command && !attach) {
+        std::fprintf(stderr, "stackfrag: stop, dump and status are commands for a running agent (jcmd PID "
+                             "JVMTI.agent_load or stackfrag attach), not start-up options\n");
+        return JNI_ERR;
+    }
+    // A stopped agent stays in memory (its threads may still run its code); a start replaces it.
+    if (command || (g_agent != nullptr && !g_agent->is_shut_down())) return control(*options);
     Status logging = configure_log(options->log_path, options->log_level);
     if (!logging.ok()) {
         std::fprintf(stderr, "stackfrag: bad value '%s' for log: %s\n", options->log_path.c_str(),
@@ -462,6 +556,8 @@ jint agent_load(JavaVM* vm, const char* options_text, bool attach) {
             // Asked-for output that cannot be written is a user error, like a bad option.
             std::fprintf(stderr, "stackfrag: bad value '%s' for record: %s\n", options->record_path.c_str(),
                          created.error().describe().c_str());
+            if (attach) (void)write_reply(options->reply_path, "", false, "bad value '" + options->record_path +
+                                                                          "' for record: " + created.error().describe());
             return JNI_ERR;
         }
         recording = std::move(created).value();
@@ -473,6 +569,7 @@ jint agent_load(JavaVM* vm, const char* options_text, bool attach) {
         SF_LOG_ERROR("JVMTI 1.2 is not available; the JVM runs on without stackfrag");
         return JNI_OK;
     }
+    const std::string reply = options->reply_path;
     g_agent = new Agent(vm, jvmti, std::move(options).value(), std::move(recording));
     g_agent->setup(attach);
     if (attach) {
@@ -482,6 +579,8 @@ jint agent_load(JavaVM* vm, const char* options_text, bool attach) {
         } else {
             SF_LOG_ERROR("no JNIEnv in Agent_OnAttach; the JVM runs on without stackfrag");
         }
+        if (!g_agent->sampling()) return write_reply(reply, "", false, "sampling could not start (see the agent's log)"), JNI_ERR;
+        (void)write_reply(reply, "started: " + describe(g_agent->options()) + "\n", true);
     }
     return JNI_OK;
 }

@@ -1,0 +1,436 @@
+#include "live_profile.hpp"
+
+#include <signal.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <new>
+#include <thread>
+
+#include "log.hpp"
+#include "stackfrag/profile/export.hpp"
+
+namespace sf::agent {
+
+namespace {
+
+// Consumed per poll before dump requests and rotation get a look: a burst cannot delay a dump
+// by more than a few milliseconds of decoding.
+constexpr size_t kBatch = 4096;
+constexpr auto kIdleWait = std::chrono::milliseconds(5);
+
+class SystemClock final : public LiveClock {
+public:
+    uint64_t monotonic_ns() const override {
+        timespec ts{};
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+    }
+    int64_t unix_seconds() const override { return static_cast<int64_t>(::time(nullptr)); }
+};
+
+size_t stack_bytes_of(const Event& event) {
+    if (const auto* s = std::get_if<Sample>(&event)) return s->stack.size();
+    return 0;
+}
+
+double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
+
+}  // namespace
+
+const LiveClock& system_live_clock() {
+    static const SystemClock clock;
+    return clock;
+}
+
+std::string expand_output_path(std::string_view pattern, uint32_t pid, int64_t unix_seconds) {
+    std::string out;
+    for (size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] != '%' || i + 1 == pattern.size()) {
+            out += pattern[i];
+            continue;
+        }
+        const char what = pattern[++i];
+        if (what == 'p') {
+            out += std::to_string(pid);
+        } else if (what == 't') {
+            const time_t t = static_cast<time_t>(unix_seconds);
+            tm local{};
+            char text[32] = {};
+            if (localtime_r(&t, &local) != nullptr) strftime(text, sizeof text, "%Y%m%d-%H%M%S", &local);
+            out += text;
+        } else if (what == '%') {
+            out += '%';
+        } else {
+            out += '%';
+            out += what;
+        }
+    }
+    return out;
+}
+
+// Java names for the profile from the live decoder's CodeMap, as replay's are.
+class LiveProfile::Names final : public profile::MethodNames {
+public:
+    explicit Names(const CodeMap& map) : map_(map) {}
+    const MethodInfo* find(uint64_t method_id) const override { return map_.method_by_id(method_id); }
+
+private:
+    const CodeMap& map_;
+};
+
+struct LiveProfile::DumpRequest {
+    std::string pattern;
+    bool done = false;
+    Result<std::string> result = make_error(Errc::kInternal, "not written");
+};
+
+LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
+    : settings_(std::move(settings)), clock_(clock), queue_(std::max<size_t>(settings_.queue_slots, 2)) {
+    stream_ = std::make_unique<StreamDecoder>(settings_.decoder, [this](const Event& event, const CallTrace& trace) {
+        // Oracle samples are the validator's, not the application's profile (replay skips them too).
+        if (!std::holds_alternative<Sample>(event)) return;
+        (void)cct_->add(trace, stream_->period_ns());
+        if (trace.status != TraceStatus::kFailed) decoded_total_.fetch_add(1, std::memory_order_relaxed);
+    });
+    names_ = std::make_unique<Names>(stream_->code_map());
+    new_cct();
+    interval_start_ns_ = clock_.monotonic_ns();
+    interval_start_unix_ = clock_.unix_seconds();
+    next_rotation_ns_ = settings_.loop_ns ? interval_start_ns_ + settings_.loop_ns : 0;
+}
+
+LiveProfile::~LiveProfile() {
+    stop(1000);
+    if (!finished_) return;   // the thread may still use the queue: leave it alone
+    Event* event = nullptr;
+    while (queue_.pop(event)) delete event;
+    for (Event* held : backlog_) delete held;
+}
+
+void LiveProfile::new_cct() {
+    cct_ = std::make_unique<profile::Cct>(names_.get(), profile::CctOptions{});
+}
+
+bool LiveProfile::push(Event* event) {
+    const size_t bytes = stack_bytes_of(*event);
+    queued_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    if (queue_.push(event)) return true;
+    queued_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+    return false;
+}
+
+void LiveProfile::flush_backlog() {
+    while (!backlog_.empty() && push(backlog_.front())) backlog_.pop_front();
+}
+
+void LiveProfile::observe(const Event& event) {
+    if (stopped_.load(std::memory_order_acquire)) return;
+    if (std::holds_alternative<Oracle>(event)) return;
+    const bool is_sample = std::holds_alternative<Sample>(event);
+    if (is_sample) samples_.fetch_add(1, std::memory_order_relaxed);
+    if (const auto* lost = std::get_if<Lost>(&event)) lost_total_.fetch_add(lost->count, std::memory_order_relaxed);
+    try {
+        flush_backlog();
+        if (is_sample) {
+            // A sample may be dropped (the profile is a statistic); it must not overtake the
+            // metadata still waiting in the backlog.
+            const size_t bytes = stack_bytes_of(event);
+            if (!backlog_.empty() || queued_bytes_.load(std::memory_order_relaxed) + bytes > settings_.queue_bytes) {
+                dropped_.fetch_add(1, std::memory_order_relaxed);
+                return;
+            }
+            auto* copy = new Event(event);
+            if (!push(copy)) {
+                delete copy;
+                dropped_.fetch_add(1, std::memory_order_relaxed);
+            }
+            return;
+        }
+        // Code and method events are never dropped for a full queue: a missing CodeLoad would
+        // misattribute every later sample in that code.
+        auto* copy = new Event(event);
+        if (backlog_.empty() && push(copy)) return;
+        if (backlog_.size() >= settings_.backlog_limit) {
+            delete copy;
+            if (metadata_dropped_.fetch_add(1, std::memory_order_relaxed) == 0) {
+                SF_LOG_WARN("live profile: the decoder is far behind; code events are being dropped and "
+                            "its traces may be wrong from now on (the recording is unaffected)");
+            }
+            return;
+        }
+        backlog_.push_back(copy);
+    } catch (const std::bad_alloc&) {
+        if (is_sample) dropped_.fetch_add(1, std::memory_order_relaxed);
+        else metadata_dropped_.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+Status LiveProfile::start() {
+    if (started_.load()) return {};
+    sigset_t blocked, previous;
+    sigfillset(&blocked);
+    pthread_sigmask(SIG_SETMASK, &blocked, &previous);
+    const int created = pthread_create(&thread_, nullptr, &LiveProfile::thread_main, this);
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    if (created != 0) return sys_error(Errc::kResourceLimit, created, "pthread_create(live decoder thread)");
+    started_.store(true);
+    return {};
+}
+
+void* LiveProfile::thread_main(void* self) {
+    pthread_setname_np(pthread_self(), "stackfrag-live");
+    static_cast<LiveProfile*>(self)->run();
+    return nullptr;
+}
+
+void LiveProfile::run() {
+    while (true) {
+        const bool worked = poll_once();
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (stop_requested_) break;
+        if (!worked && requests_.empty()) wake_.wait_for(lock, kIdleWait);
+    }
+    finish();
+}
+
+void LiveProfile::consume(Event&& event) {
+    if (broken_) return;
+    try {
+        stream_->consume(std::move(event));
+    } catch (const std::bad_alloc&) {
+        // The decoder's map and the tree are not to be trusted after a failed allocation midway.
+        broken_ = true;
+        SF_LOG_ERROR("live profile: out of memory while decoding; live decoding stops (the recording, if any, goes on)");
+    }
+}
+
+bool LiveProfile::drain_batch() {
+    bool any = false;
+    Event* event = nullptr;
+    for (size_t n = 0; n < kBatch && queue_.pop(event); ++n) {
+        std::unique_ptr<Event> owned(event);
+        const size_t bytes = stack_bytes_of(*owned);
+        consume(std::move(*owned));
+        queued_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+        any = true;
+    }
+    return any;
+}
+
+bool LiveProfile::poll_once() {
+    const bool any = drain_batch();
+    serve_requests();
+    if (settings_.loop_ns != 0 && clock_.monotonic_ns() >= next_rotation_ns_) rotate();
+    return any;
+}
+
+Status LiveProfile::write_current(const std::string& pattern, int64_t unix_seconds, std::string* written) {
+    const std::string path = expand_output_path(pattern, settings_.pid, unix_seconds);
+    if (written != nullptr) *written = path;
+    try {
+        profile::ProfileInfo& info = cct_->info();
+        info.title = settings_.title;
+        info.period_ns = stream_->period_ns();
+        info.start_unix_ns = static_cast<uint64_t>(interval_start_unix_) * 1'000'000'000u;
+        info.duration_ns = clock_.monotonic_ns() - interval_start_ns_;
+        profile::HtmlOptions html;
+        html.title = settings_.title;
+        Status status = profile::write_profile(*cct_, path, html);
+        if (status.ok()) {
+            ++files_written_;
+            SF_LOG_INFO("profile written to %s (%llu samples)", path.c_str(),
+                        static_cast<unsigned long long>(cct_->total_samples()));
+        } else {
+            ++write_errors_;
+            SF_LOG_ERROR("cannot write the profile: %s", status.error().describe().c_str());
+        }
+        return status;
+    } catch (const std::exception& e) {
+        ++write_errors_;
+        SF_LOG_ERROR("cannot write the profile to %s: %s", path.c_str(), e.what());
+        return make_error(Errc::kResourceLimit, "writing " + path + " failed: " + e.what());
+    }
+}
+
+void LiveProfile::fold_interval() {
+    const profile::TraceCounts& counts = cct_->trace_counts();
+    past_counts_.added += counts.added;
+    past_counts_.incomplete += counts.incomplete;
+    past_counts_.failed += counts.failed;
+    for (size_t i = 0; i < counts.failed_by_reason.size(); ++i) past_counts_.failed_by_reason[i] += counts.failed_by_reason[i];
+    cct_->visit([&](profile::NodeId id, const profile::Node& node) {
+        if (id != profile::kRootNode && node.self_samples != 0) past_self_[cct_->frame_of(id).name] += node.self_samples;
+    });
+}
+
+void LiveProfile::rotate() {
+    const uint64_t now = clock_.monotonic_ns();
+    if (!settings_.file.empty() && !broken_) (void)write_current(settings_.file, interval_start_unix_, nullptr);
+    try {
+        fold_interval();
+        new_cct();
+    } catch (const std::bad_alloc&) {
+        broken_ = true;
+    }
+    interval_start_ns_ = now;
+    interval_start_unix_ = clock_.unix_seconds();
+    next_rotation_ns_ += settings_.loop_ns;
+    // After a stall (a suspended process), the next file covers one interval from now, not a
+    // burst of empty ones.
+    if (next_rotation_ns_ <= now) next_rotation_ns_ = now + settings_.loop_ns;
+}
+
+void LiveProfile::serve_requests() {
+    std::deque<std::shared_ptr<DumpRequest>> taken;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        taken.swap(requests_);
+    }
+    if (taken.empty()) return;
+    // What was queued before the request belongs in the dump; bounded, as the reader may keep
+    // the queue busy.
+    for (size_t i = 0; i <= settings_.queue_slots / kBatch && drain_batch(); ++i) {
+    }
+    for (auto& request : taken) {
+        std::string path;
+        Status status = broken_ ? Status(make_error(Errc::kResourceLimit, "the live profile ran out of memory"))
+                                : write_current(request->pattern, clock_.unix_seconds(), &path);
+        std::lock_guard<std::mutex> lock(mutex_);
+        request->result = status.ok() ? Result<std::string>(path) : Result<std::string>(status.error());
+        request->done = true;
+    }
+    done_.notify_all();
+}
+
+Result<std::string> LiveProfile::dump(const std::string& path, int timeout_ms) {
+    const std::string pattern = path.empty() ? settings_.file : path;
+    if (pattern.empty()) return make_error(Errc::kInvalidArgument, "no file to dump to", "give file=PATH");
+    if (Result<profile::ProfileFormat> format = profile::format_for_path(pattern); !format.ok()) return format.error();
+    if (!running()) return make_error(Errc::kInvalidArgument, "the live profile is not running");
+    auto request = std::make_shared<DumpRequest>();
+    request->pattern = pattern;
+    std::unique_lock<std::mutex> lock(mutex_);
+    requests_.push_back(request);
+    wake_.notify_all();
+    if (!done_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return request->done; })) {
+        return make_error(Errc::kInternal, "the decoder thread did not write the profile within " +
+                                               std::to_string(timeout_ms) + " ms (it will still do it)");
+    }
+    return request->result;
+}
+
+void LiveProfile::finish() {
+    // Everything the producer queued before stop() is decoded; nothing more arrives.
+    while (poll_once()) {
+    }
+    try {
+        if (!broken_) stream_->flush();
+    } catch (const std::bad_alloc&) {
+        broken_ = true;
+    }
+    std::string file;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        file = final_file_.empty() ? settings_.file : final_file_;
+    }
+    if (!file.empty() && !broken_) (void)write_current(file, interval_start_unix_, nullptr);
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = true;
+    done_.notify_all();
+}
+
+void LiveProfile::stop(int timeout_ms, const std::string& final_file) {
+    if (stopped_.exchange(true)) return;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        final_file_ = final_file;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    // The producer has stopped: this thread takes over its end of the queue to pass on the backlog.
+    if (!started_.load()) {
+        while (!backlog_.empty()) {
+            flush_backlog();
+            while (poll_once()) {
+            }
+        }
+        finish();
+        return;
+    }
+    while (!backlog_.empty() && std::chrono::steady_clock::now() < deadline) {
+        flush_backlog();
+        if (!backlog_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::unique_lock<std::mutex> lock(mutex_);
+    stop_requested_ = true;
+    wake_.notify_all();
+    if (!done_.wait_until(lock, deadline, [&] { return finished_; })) {
+        SF_LOG_WARN("live profile: the decoder thread did not finish within %d ms; the profile is not written", timeout_ms);
+        return;
+    }
+    lock.unlock();
+    pthread_join(thread_, nullptr);
+}
+
+LiveCounts LiveProfile::counts(size_t top) const {
+    LiveCounts out;
+    out.samples = samples_.load();
+    out.dropped = dropped_.load();
+    out.metadata_dropped = metadata_dropped_.load();
+    out.lost = lost_total_.load();
+    profile::TraceCounts all = past_counts_;
+    const profile::TraceCounts& now = cct_->trace_counts();
+    all.added += now.added;
+    all.incomplete += now.incomplete;
+    all.failed += now.failed;
+    for (size_t i = 0; i < now.failed_by_reason.size(); ++i) all.failed_by_reason[i] += now.failed_by_reason[i];
+    out.decoded = all.added;
+    out.incomplete = all.incomplete;
+    out.failed = all.failed;
+    for (size_t i = 0; i < all.failed_by_reason.size(); ++i) {
+        if (all.failed_by_reason[i] != 0) out.failed_by_reason[fail_reason_name(static_cast<FailReason>(i))] = all.failed_by_reason[i];
+    }
+    std::map<std::string, uint64_t> self = past_self_;
+    cct_->visit([&](profile::NodeId id, const profile::Node& node) {
+        if (id != profile::kRootNode && node.self_samples != 0) self[cct_->frame_of(id).name] += node.self_samples;
+    });
+    out.top_self.assign(self.begin(), self.end());
+    std::stable_sort(out.top_self.begin(), out.top_self.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    if (out.top_self.size() > top) out.top_self.resize(top);
+    out.files_written = files_written_;
+    out.write_errors = write_errors_;
+    return out;
+}
+
+std::string LiveProfile::summary_text(size_t top) const {
+    const LiveCounts c = counts(top);
+    char line[512];
+    std::string out;
+    snprintf(line, sizeof line,
+             "stop summary: %llu samples taken; decoded %.1f%% (%llu), incomplete %.1f%% (%llu), failed %.1f%% (%llu); "
+             "lost %llu (kernel), %llu (live queue full)",
+             static_cast<unsigned long long>(c.samples), percent(c.decoded, c.samples),
+             static_cast<unsigned long long>(c.decoded), percent(c.incomplete, c.samples),
+             static_cast<unsigned long long>(c.incomplete), percent(c.failed, c.samples),
+             static_cast<unsigned long long>(c.failed), static_cast<unsigned long long>(c.lost),
+             static_cast<unsigned long long>(c.dropped));
+    out += line;
+    if (!c.failed_by_reason.empty()) {
+        out += "\n  failed by reason:";
+        for (const auto& [reason, n] : c.failed_by_reason) out += " " + reason + "=" + std::to_string(n);
+    }
+    if (c.metadata_dropped != 0) out += "\n  code events dropped by the live queue: " + std::to_string(c.metadata_dropped);
+    if (!c.top_self.empty()) {
+        out += "\n  top methods by self samples:";
+        for (const auto& [name, n] : c.top_self) {
+            snprintf(line, sizeof line, "\n  %6.2f%% %8llu  %s", percent(n, c.decoded), static_cast<unsigned long long>(n),
+                     name.c_str());
+            out += line;
+        }
+    }
+    return out;
+}
+
+}  // namespace sf::agent

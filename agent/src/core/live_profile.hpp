@@ -1,0 +1,162 @@
+// The agent's live profile: the reader thread offers every event of the ordered stream (what the
+// StreamWriter sees, in the same order) to a bounded lock-free queue; a decoder thread feeds them
+// to the StreamDecoder that `stackfrag replay` uses and adds the traces to a Cct, which it writes
+// at exit, on request (attach `dump`) and every `loop` interval. Testable without a JVM: the
+// clock is injectable and poll_once() runs the decoder's work on the caller's thread.
+#pragma once
+
+#include <pthread.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/lockfree/spsc_queue.hpp>
+
+#include "stackfrag/base/result.hpp"
+#include "stackfrag/decoder/stream_decoder.hpp"
+#include "stackfrag/events/events.hpp"
+#include "stackfrag/profile/cct.hpp"
+#include "stream_writer.hpp"
+
+namespace sf::agent {
+
+// Time sources of the profile, replaceable by tests.
+class LiveClock {
+public:
+    virtual ~LiveClock() = default;
+    virtual uint64_t monotonic_ns() const = 0;   // rotation deadlines
+    virtual int64_t unix_seconds() const = 0;    // %t in file names, the profile's start time
+};
+const LiveClock& system_live_clock();
+
+// `pattern` with %p = pid, %t = local time YYYYmmdd-HHMMSS of `unix_seconds`, %% = %.
+std::string expand_output_path(std::string_view pattern, uint32_t pid, int64_t unix_seconds);
+
+struct LiveSettings {
+    std::string file;          // output pattern (%p, %t); empty: nothing is written
+    uint64_t loop_ns = 0;      // > 0: write and start a new profile every loop_ns
+    std::string title;         // the html page's title; empty: the exporter's default
+    uint32_t pid = 0;          // for %p
+    size_t queue_slots = 16384;
+    // Stack bytes of queued samples beyond which samples are dropped, bounding memory when the
+    // decoder falls behind (16 KB fragments: 4096 samples).
+    size_t queue_bytes = 64u << 20;
+    // Metadata events (code, methods) are never dropped for a full queue: they wait here, on the
+    // reader's side, in order; past this many the live map is incomplete and we say so.
+    size_t backlog_limit = 1'000'000;
+    StreamDecoderOptions decoder;
+};
+
+struct LiveCounts {
+    uint64_t samples = 0;          // Sample events offered
+    uint64_t dropped = 0;          // samples not queued: queue or byte budget full, or no memory
+    uint64_t metadata_dropped = 0; // non-sample events lost past the backlog limit
+    uint64_t lost = 0;             // the kernel's Lost counts in the stream
+    uint64_t decoded = 0;          // complete + incomplete
+    uint64_t incomplete = 0;
+    uint64_t failed = 0;
+    std::map<std::string, uint64_t> failed_by_reason;
+    std::vector<std::pair<std::string, uint64_t>> top_self;   // method/symbol, self samples; most first
+    uint64_t files_written = 0;
+    uint64_t write_errors = 0;
+};
+
+class LiveProfile final : public EventTap {
+public:
+    explicit LiveProfile(LiveSettings settings, const LiveClock& clock = system_live_clock());
+    ~LiveProfile() override;
+    LiveProfile(const LiveProfile&) = delete;
+    LiveProfile& operator=(const LiveProfile&) = delete;
+
+    // The one producer (the reader thread): copies the event into the queue; never blocks.
+    void observe(const Event& event) override;
+
+    // Starts the decoder thread (a plain pthread, every signal blocked).
+    Status start();
+    // Any thread: has the decoder thread write the current profile to `path` (a pattern; empty:
+    // the settings' file) within `timeout_ms`; returns the path written.
+    Result<std::string> dump(const std::string& path, int timeout_ms);
+    // After the producer has stopped: decodes what is queued (bounded by `timeout_ms`), writes the
+    // final profile when a file is set (`final_file` replaces the settings' one), ends the decoder
+    // thread. Idempotent.
+    void stop(int timeout_ms, const std::string& final_file = {});
+
+    // The decoder thread's work, for tests without the thread: drains the queue, serves dump
+    // requests, rotates. Returns whether any event was consumed.
+    bool poll_once();
+
+    bool running() const { return started_.load() && !stopped_.load(); }
+    const LiveSettings& settings() const { return settings_; }
+    uint64_t samples_offered() const { return samples_.load(std::memory_order_relaxed); }
+    uint64_t samples_decoded() const { return decoded_total_.load(std::memory_order_relaxed); }
+    // After stop() (or from the thread calling poll_once): the whole run, over all rotations.
+    LiveCounts counts(size_t top = 10) const;
+    // The stop summary block for the log.
+    std::string summary_text(size_t top = 10) const;
+    // The current interval's tree (tests; decoder thread or after stop()).
+    const profile::Cct& cct() const { return *cct_; }
+
+private:
+    struct DumpRequest;
+    static void* thread_main(void* self);
+    void run();
+    void consume(Event&& event);
+    bool drain_batch();
+    bool push(Event* event);
+    void flush_backlog();
+    Status write_current(const std::string& pattern, int64_t unix_seconds, std::string* written);
+    void rotate();
+    void fold_interval();
+    void serve_requests();
+    void finish();
+    void new_cct();
+
+    const LiveSettings settings_;
+    const LiveClock& clock_;
+
+    boost::lockfree::spsc_queue<Event*> queue_;
+    std::atomic<size_t> queued_bytes_{0};
+    std::deque<Event*> backlog_;   // producer side only
+
+    std::atomic<uint64_t> samples_{0};
+    std::atomic<uint64_t> dropped_{0};
+    std::atomic<uint64_t> metadata_dropped_{0};
+    std::atomic<uint64_t> decoded_total_{0};
+    std::atomic<uint64_t> lost_total_{0};
+
+    // Decoder-thread state.
+    class Names;
+    std::unique_ptr<StreamDecoder> stream_;
+    std::unique_ptr<Names> names_;
+    std::unique_ptr<profile::Cct> cct_;
+    int64_t interval_start_unix_ = 0;
+    uint64_t interval_start_ns_ = 0;
+    uint64_t next_rotation_ns_ = 0;
+    bool broken_ = false;   // out of memory once: events are drained and discarded
+    profile::TraceCounts past_counts_;
+    std::map<std::string, uint64_t> past_self_;
+    uint64_t files_written_ = 0;
+    uint64_t write_errors_ = 0;
+
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::condition_variable done_;
+    std::deque<std::shared_ptr<DumpRequest>> requests_;
+    bool stop_requested_ = false;
+    std::string final_file_;
+    bool finished_ = false;
+
+    pthread_t thread_{};
+    std::atomic<bool> started_{false};
+    std::atomic<bool> stopped_{false};
+};
+
+}  // namespace sf::agent

@@ -1,0 +1,251 @@
+// The live profile without a JVM: a synthetic ordered stream (VmInfo, MethodInfo, samples of an
+// interpreted call chain) through the lock-free queue and the shared StreamDecoder into the CCT;
+// dropping under a full queue; rotation under a fake clock; dumps from another thread.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../decoder/synthetic.hpp"
+#include "live_profile.hpp"
+#include "stackfrag/decoder/stream_decoder.hpp"
+#include "stackfrag/profile/export.hpp"
+
+using namespace sf;
+using namespace sf::test;
+using sf::agent::LiveProfile;
+using sf::agent::LiveSettings;
+
+namespace {
+
+constexpr uint64_t kPeriod = 1'000'000;
+
+class FakeClock final : public agent::LiveClock {
+public:
+    uint64_t mono = 1'000'000'000;
+    int64_t unix = 1'700'000'000;   // 2023-11-14 22:13:20 UTC
+    uint64_t monotonic_ns() const override { return mono; }
+    int64_t unix_seconds() const override { return unix; }
+};
+
+// The events World applies to its map, as a stream: VmInfo then every method.
+std::vector<Event> metadata(const World& w) {
+    std::vector<Event> out;
+    VmInfo vm = w.map.vm();
+    vm.sample_period_ns = kPeriod;
+    out.emplace_back(vm);
+    for (int i = 0; i < 16; ++i) out.emplace_back(*w.map.method_by_id(method_id(i)));
+    return out;
+}
+
+// A complete interpreted chain T.m2@3 -> T.m1@11.
+Sample chain_sample(const World& w, uint64_t time) {
+    FakeStack s;
+    const uint64_t fp_a = s.at(0x100), fp_b = s.at(0x300), fp_stub = s.at(0x500);
+    w.interp_frame(s, fp_a, 1, bcp(1, 14), fp_a + 32, kInterpReturnPc, fp_b);
+    w.interp_frame(s, fp_b, 2, bcp(2, 3), fp_b + 16, kCallStubReturn, fp_stub, fp_a + 32);
+    w.entry_frame(s, fp_stub);
+    Sample smp = sample_of(s, kInterpBodyPc, s.at(0), fp_a, time);
+    smp.regs.r13 = bcp(1, 11);
+    return smp;
+}
+
+LiveSettings settings_for_tests() {
+    LiveSettings settings;
+    settings.decoder.decoder = test_options();
+    settings.pid = 42;
+    return settings;
+}
+
+std::string collapsed(const profile::Cct& cct) {
+    std::ostringstream out;
+    REQUIRE(profile::write_collapsed(cct, out).ok());
+    return out.str();
+}
+
+std::string read_all(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+std::string temp_dir() {
+    char pattern[] = "/tmp/sf-live-XXXXXX";
+    REQUIRE(mkdtemp(pattern) != nullptr);
+    return pattern;
+}
+
+void drain(LiveProfile& live) {
+    while (live.poll_once()) {
+    }
+}
+
+}  // namespace
+
+TEST_CASE("output paths expand %p, %t and %%") {
+    setenv("TZ", "UTC", 1);
+    tzset();
+    CHECK(agent::expand_output_path("/tmp/prof-%p-%t.html", 1234, 1'700'000'000) == "/tmp/prof-1234-20231114-221320.html");
+    CHECK(agent::expand_output_path("a%%p%q%", 7, 0) == "a%p%q%");
+    CHECK(agent::expand_output_path("plain.json", 7, 0) == "plain.json");
+}
+
+TEST_CASE("the live profile turns an ordered stream into the CCT replay builds from it") {
+    World w;
+    std::vector<Event> stream;
+    // A sample before the VM is known fails as it would in replay.
+    stream.emplace_back(chain_sample(w, 500));
+    for (Event& e : metadata(w)) stream.push_back(std::move(e));
+    for (uint64_t t = 1000; t < 1003; ++t) stream.emplace_back(chain_sample(w, t));
+    ThreadInfo thread{1001, 7, false, "main"};
+    stream.emplace_back(thread);
+    stream.emplace_back(Lost{1002, 7, 5});
+
+    FakeClock clock;
+    LiveProfile live(settings_for_tests(), clock);
+    for (const Event& e : stream) live.observe(e);
+    drain(live);
+
+    // What replay does with the same events: the shared StreamDecoder, weight = period.
+    StreamDecoderOptions options;
+    options.decoder = test_options();
+    profile::MethodTable names;
+    std::unique_ptr<StreamDecoder> replay;
+    profile::Cct expected(&names);
+    replay = std::make_unique<StreamDecoder>(options, [&](const Event& e, const CallTrace& t) {
+        if (std::holds_alternative<Sample>(e)) (void)expected.add(t, replay->period_ns());
+    });
+    for (Event e : stream) {
+        if (const auto* m = std::get_if<MethodInfo>(&e)) names.add(*m);
+        replay->consume(std::move(e));
+    }
+
+    const profile::Cct& cct = live.cct();
+    CHECK(collapsed(cct) == "T.m2_[0];T.m1_[0] 3\n");
+    CHECK(collapsed(cct) == collapsed(expected));
+    CHECK(cct.total_weight() == 3 * kPeriod);
+    const agent::LiveCounts counts = live.counts();
+    CHECK(counts.samples == 4);
+    CHECK(counts.decoded == 3);
+    CHECK(counts.failed == 1);
+    CHECK(counts.failed_by_reason == std::map<std::string, uint64_t>{{"no_code_map", 1}});
+    CHECK(counts.lost == 5);
+    REQUIRE(counts.top_self.size() == 1);
+    CHECK(counts.top_self[0] == std::pair<std::string, uint64_t>("T.m1", 3));
+    const std::string summary = live.summary_text();
+    CHECK(summary.find("4 samples taken; decoded 75.0% (3)") != std::string::npos);
+    CHECK(summary.find("no_code_map=1") != std::string::npos);
+    CHECK(summary.find("T.m1") != std::string::npos);
+}
+
+TEST_CASE("a full queue drops samples, never code or method events") {
+    World w;
+    LiveSettings settings = settings_for_tests();
+    settings.queue_slots = 4;
+    FakeClock clock;
+    LiveProfile live(settings, clock);
+    // Nobody consumes: 4 events fit, the other 13 metadata events wait in the backlog.
+    for (const Event& e : metadata(w)) live.observe(e);
+    for (uint64_t t = 1000; t < 1010; ++t) live.observe(chain_sample(w, t));
+    CHECK(live.counts().dropped == 10);
+    // The consumer catches up; the backlog goes first, then new samples get through in order.
+    for (int i = 0; i < 100 && live.cct().trace_counts().added == 0; ++i) {
+        live.poll_once();
+        live.observe(chain_sample(w, 2000 + i));
+    }
+    drain(live);
+    const agent::LiveCounts counts = live.counts();
+    CHECK(counts.metadata_dropped == 0);
+    CHECK(counts.failed == 0);   // no sample overtook a method it needs
+    CHECK(counts.decoded >= 1);
+}
+
+TEST_CASE("the sample byte budget bounds what waits in the queue") {
+    World w;
+    LiveSettings settings = settings_for_tests();
+    settings.queue_bytes = 3 * kStackBytes;
+    LiveProfile live(settings, FakeClock{});
+    for (const Event& e : metadata(w)) live.observe(e);
+    for (uint64_t t = 1000; t < 1010; ++t) live.observe(chain_sample(w, t));
+    CHECK(live.counts().dropped == 7);
+    drain(live);
+    CHECK(live.counts().decoded == 3);
+}
+
+TEST_CASE("loop rotation writes one file per interval, named by its start time") {
+    setenv("TZ", "UTC", 1);
+    tzset();
+    World w;
+    const std::string dir = temp_dir();
+    LiveSettings settings = settings_for_tests();
+    settings.file = dir + "/prof-%p-%t.collapsed";
+    settings.loop_ns = 10'000'000'000;
+    FakeClock clock;
+    auto live = std::make_unique<LiveProfile>(settings, clock);
+    for (const Event& e : metadata(w)) live->observe(e);
+    for (uint64_t t = 1000; t < 1002; ++t) live->observe(chain_sample(w, t));
+    drain(*live);
+    CHECK(std::filesystem::is_empty(dir));   // not yet due
+
+    clock.mono += 10'000'000'000;
+    clock.unix += 10;
+    live->observe(chain_sample(w, 2000));   // arrives in the new interval's first poll
+    drain(*live);
+    const std::string first = dir + "/prof-42-20231114-221320.collapsed";
+    REQUIRE(std::filesystem::exists(first));
+    // The sample drained in the same poll as the rotation belongs to the closing interval.
+    CHECK(read_all(first) == "T.m2_[0];T.m1_[0] 3\n");
+
+    live->observe(chain_sample(w, 3000));
+    drain(*live);
+    clock.mono += 25'000'000'000;   // a stall: one file, and the next deadline from now
+    clock.unix += 25;
+    live->poll_once();
+    const std::string second = dir + "/prof-42-20231114-221330.collapsed";
+    REQUIRE(std::filesystem::exists(second));
+    CHECK(read_all(second) == "T.m2_[0];T.m1_[0] 1\n");
+
+    live->observe(chain_sample(w, 4000));
+    live->stop(1000);   // the last, partial interval is written at stop
+    const std::string last = dir + "/prof-42-20231114-221355.collapsed";
+    REQUIRE(std::filesystem::exists(last));
+    CHECK(read_all(last) == "T.m2_[0];T.m1_[0] 1\n");
+    CHECK(live->counts().decoded == 5);   // the whole run, over every interval
+    CHECK(live->counts().files_written == 3);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("dump from another thread writes the current profile; stop writes the final one") {
+    World w;
+    const std::string dir = temp_dir();
+    LiveSettings settings = settings_for_tests();
+    settings.file = dir + "/final.json";
+    LiveProfile live(settings);
+    REQUIRE(live.start().ok());
+    for (const Event& e : metadata(w)) live.observe(e);
+    for (uint64_t t = 1000; t < 1004; ++t) live.observe(chain_sample(w, t));
+    // Dumps are served after the queue drained, so what was observed before is in the file.
+    Result<std::string> dumped = live.dump(dir + "/now-%p.collapsed", 5000);
+    REQUIRE(dumped.ok());
+    CHECK(*dumped == dir + "/now-42.collapsed");
+    CHECK(read_all(*dumped) == "T.m2_[0];T.m1_[0] 4\n");
+    CHECK_FALSE(live.dump(dir + "/bad.txt", 1000).ok());
+
+    live.observe(chain_sample(w, 5000));
+    live.stop(5000);
+    CHECK_FALSE(live.running());
+    Result<profile::Cct> final_profile = profile::read_profile(dir + "/final.json");
+    REQUIRE(final_profile.ok());
+    CHECK(final_profile->total_samples() == 5);
+    CHECK(final_profile->info().period_ns == kPeriod);
+    CHECK_FALSE(live.dump({}, 100).ok());   // not running any more
+    std::filesystem::remove_all(dir);
+}
