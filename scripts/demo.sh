@@ -49,8 +49,18 @@ else
 fi
 
 echo
-echo "== top 10 methods"
-"$STACKFRAG" query "$profile" --top 10
+echo "== top 10 methods by self samples (where the CPU time went)"
+"$STACKFRAG" query "$profile" --json --top 1000000 | python3 -c '
+import json, sys
+rows = json.load(sys.stdin)["methods"]
+whole = sum(r["self"] for r in rows) or 1
+print("%8s %7s %8s  method" % ("self", "", "total"))
+for r in sorted(rows, key=lambda r: -r["self"])[:10]:
+    print("%8d %6.2f%% %8d  %s" % (r["self"], 100.0 * r["self"] / whole, r["total"], r["name"]))
+'
+echo
+echo "== top 10 methods by total samples (anywhere on the stack)"
+"$STACKFRAG" query "$profile" --top 10 | tail -n +2
 echo
 echo "== summary"
 if [ "$live" = 1 ]; then
