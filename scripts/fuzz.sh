@@ -65,7 +65,8 @@ for target in recording decoder; do
   if [ "$SAVE" = 1 ]; then
     mkdir -p "$seeds"
     before="$(ls "$seeds" | wc -l)"
-    "$BUILD/bin/fuzz_$target" -merge=1 -max_len="$(max_len_of "$target")" "$seeds" "$corpus" >>"$log" 2>&1
+    # Edges only (no hit counts): keeps the committed corpus to the inputs that reach new code.
+    "$BUILD/bin/fuzz_$target" -merge=1 -use_counters=0 -max_len="$(max_len_of "$target")" "$seeds" "$corpus" >>"$log" 2>&1
     echo "   saved: $before -> $(ls "$seeds" | wc -l) files in $seeds ($(du -sh "$seeds" | cut -f1))"
   fi
 done

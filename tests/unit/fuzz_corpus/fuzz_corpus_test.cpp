@@ -71,6 +71,9 @@ TEST_CASE("the decoder fuzz entry rejects nothing it is given, however short", "
 // Inputs that crashed the decoder and wait for a fix in decoder/ (hidden until then: they abort).
 // Once fixed, move them into tests/data/fuzz/decoder/ so that the replay above keeps them.
 TEST_CASE("open decoder findings", "[.][fuzz][findings]") {
-    load_codemap();
-    replay(kFuzzData / "decoder-findings", sf::fuzz::fuzz_decoder_one);
+    if (files_in(kFuzzData / "decoder-findings").empty()) SUCCEED("no open findings");
+    else {
+        load_codemap();
+        replay(kFuzzData / "decoder-findings", sf::fuzz::fuzz_decoder_one);
+    }
 }
