@@ -1,0 +1,141 @@
+// `stackfrag run`: the java command line it builds (seen through a fake java that prints its
+// arguments), the exit status it passes on, and the errors for bad options.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct CommandResult {
+    int exit_code = -1;
+    std::string output;
+};
+
+CommandResult shell(const std::string& command) {
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    CommandResult result;
+    char buffer[4096];
+    size_t got = 0;
+    while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, got);
+    const int status = ::pclose(pipe);
+    REQUIRE(WIFEXITED(status));
+    result.exit_code = WEXITSTATUS(status);
+    return result;
+}
+
+// A directory with a fake `java` (prints one argument per line, exits with $FAKE_JAVA_EXIT) and a
+// stand-in agent library, so the test needs neither a JDK nor a built agent.
+struct FakeJava {
+    std::string dir;
+    std::string agent;
+    FakeJava() {
+        char tmpl[] = "/tmp/sf-run-test.XXXXXX";
+        REQUIRE(::mkdtemp(tmpl) != nullptr);
+        dir = tmpl;
+        std::ofstream(dir + "/java") << "#!/bin/sh\nfor a in \"$@\"; do echo \"arg:$a\"; done\nexit ${FAKE_JAVA_EXIT:-0}\n";
+        REQUIRE(::chmod((dir + "/java").c_str(), 0755) == 0);
+        agent = dir + "/libstackfrag.so";
+        std::ofstream(agent) << "not really a library";
+    }
+    ~FakeJava() { std::system(("rm -rf '" + dir + "'").c_str()); }
+
+    CommandResult run(const std::string& arguments, const std::string& env = "") const {
+        return shell(env + " " STACKFRAG_BINARY_DIR "/bin/stackfrag run --agent " + agent + " " + arguments + " 2>&1");
+    }
+};
+
+std::vector<std::string> args_of(const std::string& output) {
+    std::vector<std::string> args;
+    size_t at = 0;
+    while ((at = output.find("arg:", at)) != std::string::npos) {
+        const size_t end = output.find('\n', at);
+        args.push_back(output.substr(at + 4, end - at - 4));
+        at = end;
+    }
+    return args;
+}
+
+}  // namespace
+
+TEST_CASE("run puts -agentpath with the options right after java") {
+    FakeJava fake;
+    const auto result = fake.run("-i 1ms -f /tmp/out.html --record /tmp/x.sfr --title 'my app' -- " + fake.dir +
+                                 "/java -Xmx1g -cp app.jar Main arg1");
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+    const auto args = args_of(result.output);
+    REQUIRE(args.size() == 6);
+    CHECK(args[0] == "-agentpath:" + fake.agent + "=interval=1ms,file=/tmp/out.html,record=/tmp/x.sfr,title=my app");
+    CHECK(args[1] == "-Xmx1g");
+    CHECK(args[5] == "arg1");
+}
+
+TEST_CASE("run passes raw -o options through and makes relative paths absolute only for attach") {
+    FakeJava fake;
+    const auto result = fake.run("-o interval=100us,stack=8192 -o loglevel=debug -f rel.json -- " + fake.dir + "/java Main");
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+    const auto args = args_of(result.output);
+    REQUIRE(args.size() == 2);
+    CHECK(args[0] == "-agentpath:" + fake.agent + "=file=rel.json,interval=100us,stack=8192,loglevel=debug");
+}
+
+TEST_CASE("run inserts the agent after a wrapper, before the java options") {
+    FakeJava fake;
+    const auto result = fake.run("-- env FOO=1 " + fake.dir + "/java -version");
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+    const auto args = args_of(result.output);
+    REQUIRE(args.size() == 2);
+    CHECK(args[0] == "-agentpath:" + fake.agent);
+    CHECK(args[1] == "-version");
+}
+
+TEST_CASE("run exits with the JVM's exit status") {
+    FakeJava fake;
+    CHECK(fake.run("-- " + fake.dir + "/java Main", "FAKE_JAVA_EXIT=3").exit_code == 3);
+    CHECK(fake.run("-- " + fake.dir + "/java Main", "FAKE_JAVA_EXIT=0").exit_code == 0);
+    CHECK(fake.run("-- " + fake.dir + "/java Main", "FAKE_JAVA_EXIT=143").exit_code == 143);
+}
+
+TEST_CASE("run --dry-run prints the command line without running it") {
+    FakeJava fake;
+    const auto result = fake.run("-n -i 10ms -- " + fake.dir + "/java -jar 'my app.jar'", "FAKE_JAVA_EXIT=9");
+    CHECK(result.exit_code == 0);
+    CHECK(result.output.find("arg:") == std::string::npos);
+    CHECK(result.output.find("-agentpath:" + fake.agent + "=interval=10ms -jar 'my app.jar'") != std::string::npos);
+}
+
+TEST_CASE("run rejects bad options with a message naming them") {
+    FakeJava fake;
+    const std::string java = fake.dir + "/java Main";
+
+    auto bad_interval = fake.run("-i fast -- " + java);
+    CHECK(bad_interval.exit_code == 2);
+    CHECK(bad_interval.output.find("bad --interval 'fast'") != std::string::npos);
+    CHECK(bad_interval.output.find("arg:") == std::string::npos);
+
+    auto comma = fake.run("-f a,b.html -- " + java);
+    CHECK(comma.exit_code == 2);
+    CHECK(comma.output.find("contains a comma") != std::string::npos);
+
+    auto no_agent = shell(STACKFRAG_BINARY_DIR "/bin/stackfrag run --agent /nonexistent/lib.so -- " + java + " 2>&1");
+    CHECK(no_agent.exit_code == 2);
+    CHECK(no_agent.output.find("no agent library at /nonexistent/lib.so") != std::string::npos);
+
+    auto no_command = fake.run("-i 1ms");
+    CHECK(no_command.exit_code != 0);
+    CHECK(no_command.output.find("command") != std::string::npos);
+
+    auto missing_java = fake.run("-- " + fake.dir + "/no-such-java Main");
+    CHECK(missing_java.exit_code == 127);
+    CHECK(missing_java.output.find("cannot start") != std::string::npos);
+}
