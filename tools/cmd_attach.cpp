@@ -9,8 +9,8 @@
 //  - the listener is a Unix socket /tmp/.java_pid<PID> in the JVM's mount namespace; it only accepts
 //    a peer whose effective uid and gid equal the JVM's, or root;
 //  - a request is: protocol version "1", the command, then exactly three arguments, each NUL-ended
-//    (at most 1024 bytes each); the reply is "<code>\n" and text; for "load" the text is the
-//    Agent_OnAttach return value on its own line, and the connection is closed after it.
+//    (at most 1024 bytes each); the reply is "<code>\n" and text; for "load" the text carries the
+//    Agent_OnAttach return value ("return code: N" on JDK 17), and the connection is closed after it.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -282,6 +282,15 @@ std::string last_line(const std::string& text) {
     return nl == std::string::npos ? t : t.substr(nl + 1);
 }
 
+// After a load, HotSpot reports Agent_OnAttach's return value as "return code: N" (JDK 17) or as
+// just "N" (older JDKs); other text means the library had no Agent_OnAttach or failed to load.
+bool agent_returned_ok(const std::string& text) {
+    const size_t digits = text.find_last_not_of("0123456789-");
+    const std::string number = digits == std::string::npos ? text : text.substr(digits + 1);
+    const std::string before = digits == std::string::npos ? "" : text.substr(0, digits + 1);
+    return number == "0" && (before.empty() || before == "return code: ");
+}
+
 bool finished(const std::string& answer) {
     const std::string last = last_line(answer);
     return last == "ok" || last.starts_with("error:");
@@ -312,7 +321,7 @@ int run_attach(const AttachArgs& args) {
     // The agent answers in the file before Agent_OnAttach returns, or shortly after for actions it
     // finishes on its own thread; wait for the closing line until the deadline.
     std::string answer = read_file(reply.path);
-    const bool accepted = loaded->code == 0 && loaded->text == "0";
+    const bool accepted = loaded->code == 0 && agent_returned_ok(loaded->text);
     while (accepted && !finished(answer) && Clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         answer = read_file(reply.path);
@@ -324,8 +333,7 @@ int run_attach(const AttachArgs& args) {
                    loaded->code, loaded->text);
         return 1;
     }
-    if (loaded->text != "0") {
-        // HotSpot answers "return code: N" (JDK 9+) or just N when Agent_OnAttach did not return 0.
+    if (!accepted) {
         fmt::print(stderr, "stackfrag attach: the agent refused '{}' ({}); the JVM's stderr or the agent's log says why\n",
                    args.action, loaded->text);
         return 1;
