@@ -1,0 +1,197 @@
+// The agent's live profile on real JVMs (JDK 17): the live profile equals `stackfrag replay` of the
+// same run's recording; profiles in all four formats at exit with the stop summary; attach
+// start/status/dump/stop through `jcmd JVMTI.agent_load` with reply files; and the unloading test
+// (classes and compiled code churned while sampling, checked against AsyncGetCallTrace).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent_process.hpp"
+#include "stackfrag/profile/export.hpp"
+
+extern char** environ;
+
+namespace {
+
+const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
+const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
+const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
+const std::string kJava = kJdk17 + "/bin/java";
+
+std::string temp_dir(const std::string& tag) {
+    std::string pattern = "/tmp/sf-live-it-" + tag + "-XXXXXX";
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    return pattern;
+}
+
+// javac SOURCE into DIR once per test.
+void javac(const std::string& source, const std::string& dir) {
+    const sf::test::ProcessResult r =
+        sf::test::run_process({kJdk17 + "/bin/javac", "-d", dir, source}, {}, dir + "/javac", 120);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+}
+
+std::string demo_classes(const std::string& dir) {
+    javac(STACKFRAG_SOURCE_DIR "/demo/java/demo/Demo.java", dir);
+    return dir;
+}
+
+sf::test::ProcessResult run_java(const std::vector<std::string>& args, const std::string& prefix, int timeout = 120) {
+    std::vector<std::string> argv{kJava};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return sf::test::run_process(argv, {}, prefix, timeout);
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::string reply_file(const std::string& dir, const std::string& name) {
+    const std::string path = dir + "/" + name;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+    return path;
+}
+
+// jcmd PID JVMTI.agent_load AGENT OPTIONS; the answer is in the reply file. jcmd's own parser
+// takes name=value apart unless the argument is quoted inside: the options go in double quotes.
+std::string agent_command(pid_t pid, const std::string& options, const std::string& reply, const std::string& dir) {
+    const sf::test::ProcessResult r = sf::test::run_process(
+        {kJdk17 + "/bin/jcmd", std::to_string(pid), "JVMTI.agent_load", kAgent, "\"" + options + "\""}, {}, dir + "/jcmd", 60);
+    INFO("jcmd: " << r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return sf::test::read_text_file(reply);
+}
+
+}  // namespace
+
+TEST_CASE("the live profile equals stackfrag replay of the same run's recording", "[live]") {
+    const std::string dir = temp_dir("replay");
+    demo_classes(dir);
+    const std::string rec = dir + "/run.sfr", live = dir + "/live.collapsed", replayed = dir + "/replay.collapsed";
+    const auto r = run_java({"-agentpath:" + kAgent + "=record=" + rec + ",file=" + live, "-cp", dir, "demo.Demo", "2"},
+                            dir + "/jvm");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto replay = sf::test::run_process({kCli, "replay", rec, "--collapsed", replayed}, {}, dir + "/replay", 120);
+    REQUIRE(replay.exit_code == 0);
+    const std::string live_text = sf::test::read_text_file(live);
+    REQUIRE(!live_text.empty());
+    CHECK(live_text == sf::test::read_text_file(replayed));
+    // Not only equal but meaningful: the demo's own methods are in it.
+    CHECK(contains(live_text, "demo/Demo."));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("profiles in every format at exit, with the stop summary in the log", "[live]") {
+    const std::string dir = temp_dir("formats");
+    demo_classes(dir);
+    for (const std::string ending : {".collapsed", ".html", ".pb.gz", ".json"}) {
+        const std::string out = dir + "/profile-%p" + ending;
+        const auto r = run_java({"-agentpath:" + kAgent + "=file=" + out + ",title=Demo live", "-cp", dir, "demo.Demo", "1"},
+                                dir + "/jvm");
+        INFO(ending << "\n" << r.err);
+        REQUIRE(r.exit_code == 0);
+        std::smatch m;
+        REQUIRE(std::regex_search(r.err, m, std::regex("profile written to (\\S+) \\((\\d+) samples\\)")));
+        const std::string written = m[1];
+        CHECK(std::regex_match(written, std::regex(dir + "/profile-[0-9]+" + std::regex_replace(ending, std::regex("\\."), "\\."))));
+        CHECK(std::filesystem::file_size(written) > 100);
+        CHECK(std::stoul(m[2]) > 100);
+        // The stop summary: one block with decode rates and the hottest methods.
+        REQUIRE(std::regex_search(r.err, m, std::regex("stop summary: (\\d+) samples taken; decoded ([0-9.]+)% .*")));
+        CHECK(std::stod(m[2]) > 90.0);
+        CHECK(contains(r.err, "top methods by self samples:"));
+        if (ending == ".json" || ending == ".collapsed") {
+            auto cct = sf::profile::read_profile(written);
+            REQUIRE(cct.ok());
+            CHECK(cct->total_samples() > 100);
+        }
+        if (ending == ".html") CHECK(contains(sf::test::read_text_file(written), "Demo live"));
+        std::filesystem::remove(written);
+    }
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("attach: start, status, dump and stop through jcmd JVMTI.agent_load, answered in reply files", "[live][attach]") {
+    const std::string dir = temp_dir("attach");
+    demo_classes(dir);
+    // The JVM runs without the agent; it is loaded into it later.
+    std::vector<std::string> args{kJava, "-cp", dir, "demo.Demo", "30"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, (dir + "/jvm.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid = 0;
+    REQUIRE(posix_spawn(&pid, kJava.c_str(), &actions, nullptr, argv.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+    struct Reaper {
+        pid_t pid;
+        ~Reaper() {
+            kill(pid, SIGKILL);
+            waitpid(pid, nullptr, 0);
+        }
+    } reaper{pid};
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+
+    std::string answer = agent_command(pid, "status,reply=" + reply_file(dir, "r0"), dir + "/r0", dir);
+    CHECK(answer == "running: no\nok\n");
+    answer = agent_command(pid, "dump,file=" + dir + "/x.html,reply=" + reply_file(dir, "r1"), dir + "/r1", dir);
+    CHECK(answer == "error: not running\n");
+
+    const std::string final_json = dir + "/final.json";
+    answer = agent_command(pid, "start,interval=1ms,file=" + final_json + ",reply=" + reply_file(dir, "r2"), dir + "/r2", dir);
+    CHECK(answer.starts_with("started: interval=1000000ns"));
+    CHECK(answer.ends_with("\nok\n"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+
+    answer = agent_command(pid, "status,reply=" + reply_file(dir, "r3"), dir + "/r3", dir);
+    CHECK(answer.starts_with("running: yes\nsamples: "));
+    CHECK(contains(answer, "file: " + final_json));
+    answer = agent_command(pid, "start,reply=" + reply_file(dir, "r4"), dir + "/r4", dir);
+    CHECK(contains(answer, "already running"));
+
+    answer = agent_command(pid, "dump,file=" + dir + "/now-%p.collapsed,reply=" + reply_file(dir, "r5"), dir + "/r5", dir);
+    const std::string dumped = dir + "/now-" + std::to_string(pid) + ".collapsed";
+    CHECK(answer == "written " + dumped + "\nok\n");
+    auto now = sf::profile::read_profile(dumped);
+    REQUIRE(now.ok());
+    CHECK(now->total_samples() > 50);
+    CHECK(contains(sf::test::read_text_file(dumped), "demo/Demo."));
+
+    // A bad option is answered, and the agent runs on.
+    answer = agent_command(pid, "dump,file=/tmp/x.txt,reply=" + reply_file(dir, "r6"), dir + "/r6", dir);
+    CHECK(answer.starts_with("error: bad value '/tmp/x.txt' for file"));
+    // The agent never creates a reply file.
+    (void)sf::test::run_process({kJdk17 + "/bin/jcmd", std::to_string(pid), "JVMTI.agent_load", kAgent,
+                                 "\"status,reply=" + dir + "/missing\""}, {}, dir + "/jcmd", 60);
+    CHECK_FALSE(std::filesystem::exists(dir + "/missing"));
+
+    answer = agent_command(pid, "stop,reply=" + reply_file(dir, "r7"), dir + "/r7", dir);
+    CHECK(answer.starts_with("stopped\nstop summary: "));
+    CHECK(answer.ends_with("\nok\n"));
+    auto final_profile = sf::profile::read_profile(final_json);
+    REQUIRE(final_profile.ok());
+    CHECK(final_profile->total_samples() >= now->total_samples());
+    answer = agent_command(pid, "status,reply=" + reply_file(dir, "r8"), dir + "/r8", dir);
+    CHECK(answer == "running: no\nok\n");
+    // The JVM is unharmed by all of it.
+    CHECK(kill(pid, 0) == 0);
+    std::filesystem::remove_all(dir);
+}
