@@ -64,7 +64,8 @@ echo "== top 10 methods by total samples (anywhere on the stack)"
 echo
 echo "== summary"
 if [ "$live" = 1 ]; then
-  grep -i '\[stackfrag\]' "$SCRATCH/run.log" | tail -15 || true
+  # The agent's closing summary: samples taken, decoded/incomplete/failed, failures by reason.
+  sed -n '/stop summary/,/top methods/p' "$SCRATCH/run.log" | grep -v 'top methods' || true
 else
   "$STACKFRAG" replay "$SCRATCH/demo.sfr" | head -8
 fi
