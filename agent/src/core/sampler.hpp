@@ -29,6 +29,7 @@ struct SamplerStats {
     uint64_t threads_opened = 0;    // perf events opened for threads (or CPUs)
     uint64_t threads_closed = 0;
     uint64_t open_failures = 0;
+    uint64_t reader_cpu_ns = 0;     // the reader thread's CPU time, once it has stopped
 };
 
 class Sampler {
@@ -99,6 +100,7 @@ private:
     std::atomic<uint64_t> threads_opened_{0};
     std::atomic<uint64_t> threads_closed_{0};
     std::atomic<uint64_t> open_failures_{0};
+    std::atomic<uint64_t> reader_cpu_ns_{0};
 
     // Reader-thread state.
     std::unordered_map<uint64_t, std::unique_ptr<Ring>> rings_;

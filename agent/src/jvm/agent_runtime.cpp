@@ -412,10 +412,11 @@ private:
                           std::to_string(counts.oracle_traces_ok) + ", buffer full " + std::to_string(stats.dropped) + ")";
         }
         const SamplerStats stats = sampler_->stats();
-        SF_LOG_INFO("summary: %llu samples, %llu lost%s; %llu rings opened, %llu events dropped; events: %s",
+        SF_LOG_INFO("summary: %llu samples, %llu lost%s; %llu rings opened, reader CPU %.1f ms, %llu events dropped; "
+                    "events: %s",
                     static_cast<unsigned long long>(counts.of(EventKind::kSample)),
                     static_cast<unsigned long long>(counts.lost_samples), oracle_text.c_str(),
-                    static_cast<unsigned long long>(stats.threads_opened),
+                    static_cast<unsigned long long>(stats.threads_opened), static_cast<double>(stats.reader_cpu_ns) / 1e6,
                     static_cast<unsigned long long>(queue_.dropped()), counts.describe().c_str());
         if (writer_.recording()) {
             SF_LOG_INFO("recording %s: %llu bytes%s", options_.record_path.c_str(),
