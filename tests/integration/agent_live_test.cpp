@@ -130,7 +130,9 @@ TEST_CASE("attach: start, status, dump and stop through jcmd JVMTI.agent_load, a
     const std::string dir = temp_dir("attach");
     demo_classes(dir);
     // The JVM runs without the agent; it is loaded into it later.
-    std::vector<std::string> args{kJava, "-cp", dir, "demo.Demo", "30"};
+    // The attach listener from the start, so jcmd never has to wake it with SIGQUIT (which would
+    // end a JVM still starting on a loaded machine); its socket says the JVM is ready.
+    std::vector<std::string> args{kJava, "-XX:+StartAttachListener", "-cp", dir, "demo.Demo", "30"};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -148,7 +150,11 @@ TEST_CASE("attach: start, status, dump and stop through jcmd JVMTI.agent_load, a
             waitpid(pid, nullptr, 0);
         }
     } reaper{pid};
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const std::string socket = "/tmp/.java_pid" + std::to_string(pid);
+    for (int i = 0; i < 400 && !std::filesystem::exists(socket); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    REQUIRE(std::filesystem::exists(socket));
 
     std::string answer = agent_command(pid, "status,reply=" + reply_file(dir, "r0"), dir + "/r0", dir);
     CHECK(answer == "running: no\nok\n");
