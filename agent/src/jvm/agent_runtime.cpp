@@ -203,10 +203,10 @@ public:
 
 private:
     // Live decoding when there is a profile to write, or when nothing at all would come out
-    // otherwise (the stop summary then says what was hot). A record-only run stays as cheap as
-    // before: it is decoded offline.
+    // otherwise (the stop summary then says what was hot). A run with record= and no file= stays
+    // as cheap as before: it is decoded offline (record=/dev/null: capture cost only, no output).
     void create_live_profile() {
-        if (options_.file.empty() && options_.records()) return;
+        if (options_.file.empty() && !options_.record_path.empty()) return;
         LiveSettings settings;
         settings.file = options_.file;
         settings.loop_ns = options_.loop_ns;
