@@ -41,7 +41,8 @@ inline void add_agent_flags(CLI::App* cmd, AgentFlags& flags) {
     cmd->add_option("--log", flags.log, "agent log: a file name or stderr (default)");
     cmd->add_option("--loglevel", flags.loglevel, "error, warn, info or debug");
     cmd->add_option("-o,--option", flags.raw,
-                    "raw agent options, key=value[,key=value...] (see docs/usage.md); may repeat");
+                    "raw agent options, key=value[,key=value...] (see docs/usage.md); may repeat")
+        ->allow_extra_args(false);   // one value per -o, so a following word is not swallowed
     cmd->add_option("--agent", flags.agent, "agent library to use (default: ../lib/libstackfrag.so beside this program)");
 }
 
