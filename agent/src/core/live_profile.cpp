@@ -181,7 +181,16 @@ Status LiveProfile::start() {
 
 void* LiveProfile::thread_main(void* self) {
     pthread_setname_np(pthread_self(), "stackfrag-live");
-    static_cast<LiveProfile*>(self)->run();
+    auto* live = static_cast<LiveProfile*>(self);
+    try {
+        live->run();
+    } catch (...) {
+        // An exception leaving a thread would end the JVM; the profile is lost instead.
+        SF_LOG_ERROR("live profile: the decoder thread failed; no live profile is written");
+        std::lock_guard<std::mutex> lock(live->mutex_);
+        live->finished_ = true;
+        live->done_.notify_all();
+    }
     return nullptr;
 }
 

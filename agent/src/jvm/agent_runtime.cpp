@@ -218,13 +218,17 @@ private:
 
     void finish_live_profile(bool reader_stopped, const std::string& final_file) {
         if (!live_profile_) return;
-        if (reader_stopped) {
-            live_profile_->stop(kShutdownTimeoutMs, final_file);
-            SF_LOG_INFO("%s", live_profile_->summary_text().c_str());
-            return;
+        try {   // runs in VMDeath or an attach: nothing may escape into the JVM
+            if (reader_stopped) {
+                live_profile_->stop(kShutdownTimeoutMs, final_file);
+                SF_LOG_INFO("%s", live_profile_->summary_text().c_str());
+                return;
+            }
+            // The reader still runs (and feeds the queue): the profile so far is all that can be written.
+            if (!final_file.empty() || !options_.file.empty()) (void)live_profile_->dump(final_file, kShutdownTimeoutMs);
+        } catch (const std::exception& e) {
+            SF_LOG_ERROR("live profile: %s", e.what());
         }
-        // The reader still runs (and feeds the queue): the profile so far is all that can be written.
-        if (!final_file.empty() || !options_.file.empty()) (void)live_profile_->dump(final_file, kShutdownTimeoutMs);
     }
 
     void create_oracle() {
@@ -537,7 +541,14 @@ jint agent_load(JavaVM* vm, const char* options_text, bool attach) {
         return JNI_ERR;
     }
     // A stopped agent stays in memory (its threads may still run its code); a start replaces it.
-    if (command || (g_agent != nullptr && !g_agent->is_shut_down())) return control(*options);
+    if (command || (g_agent != nullptr && !g_agent->is_shut_down())) {
+        try {
+            return control(*options);
+        } catch (const std::exception& e) {   // never into the JVM's attach thread
+            SF_LOG_ERROR("attach: %s", e.what());
+            return JNI_ERR;
+        }
+    }
     Status logging = configure_log(options->log_path, options->log_level);
     if (!logging.ok()) {
         std::fprintf(stderr, "stackfrag: bad value '%s' for log: %s\n", options->log_path.c_str(),
