@@ -28,7 +28,17 @@ void StreamDecoder::decode(const Event& event) {
 }
 
 void StreamDecoder::consume(Event&& event) {
-    if (sample_of(event) != nullptr) {
+    if (const Sample* sample = sample_of(event)) {
+        // Sample times only: they are what the map is asked about, and a stray time stamp on
+        // another event must not make the map forget what a sample still needs.
+        if (options_.retain_ns != 0 && sample->time_ns > latest_sample_ns_) {
+            latest_sample_ns_ = sample->time_ns;
+            if (latest_sample_ns_ >= next_forget_ns_) {
+                const uint64_t keep = options_.retain_ns + options_.defer_ns;
+                if (latest_sample_ns_ > keep) map_.forget_before(latest_sample_ns_ - keep);
+                next_forget_ns_ = latest_sample_ns_ + 1'000'000'000;   // about once a second of stream time
+            }
+        }
         if (options_.defer_ns == 0) {
             decode(event);
         } else {

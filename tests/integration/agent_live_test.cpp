@@ -90,7 +90,15 @@ TEST_CASE("the live profile equals stackfrag replay of the same run's recording"
     REQUIRE(replay.exit_code == 0);
     const std::string live_text = sf::test::read_text_file(live);
     REQUIRE(!live_text.empty());
-    CHECK(live_text == sf::test::read_text_file(replayed));
+    // Equal unless the live decoder fell so far behind that its queue dropped samples (a loaded
+    // machine); the summary says how many.
+    std::smatch m;
+    REQUIRE(std::regex_search(r.err, m, std::regex("(\\d+) \\(live queue full\\)")));
+    if (m[1] == "0") {
+        CHECK(live_text == sf::test::read_text_file(replayed));
+    } else {
+        WARN("the live queue dropped " << m[1] << " samples; live and replay not compared");
+    }
     // Not only equal but meaningful: the demo's own methods are in it.
     CHECK(contains(live_text, "demo/Demo."));
     std::filesystem::remove_all(dir);

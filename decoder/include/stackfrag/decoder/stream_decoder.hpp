@@ -21,6 +21,10 @@ struct StreamDecoderOptions {
     // method announcements the VM posted after the sample was taken are applied first. 0 decodes
     // each sample where it stands in the stream (what the agent does by default).
     uint64_t defer_ns = 0;
+    // Unloaded code and superseded Method* versions are dropped from the map once the samples are
+    // this far past them, so a long run's map stays the size of the live code. Far beyond how
+    // late the agent's time ordering lets a sample arrive (milliseconds); 0 keeps everything.
+    uint64_t retain_ns = 30'000'000'000;
 };
 
 class StreamDecoder {
@@ -56,6 +60,8 @@ private:
     CallTrace trace_;
     std::deque<Event> pending_;
     uint64_t last_decode_ns_ = 0;
+    uint64_t latest_sample_ns_ = 0;
+    uint64_t next_forget_ns_ = 0;
 };
 
 }  // namespace sf
