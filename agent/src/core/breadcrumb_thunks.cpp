@@ -9,7 +9,7 @@
 
 // The record layout is the decoder's; a relative include keeps one definition without making the
 // agent core depend on the decoder library (the header is self-contained).
-#include "../../../decoder/include/stackfrag/decoder/breadcrumb.hpp"
+#include "stackfrag/decoder/breadcrumb.hpp"
 
 namespace sf::agent::breadcrumbs {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "breadcrumb_thunks.hpp"
-#include "../../../decoder/include/stackfrag/decoder/breadcrumb.hpp"
+#include "stackfrag/decoder/breadcrumb.hpp"
 
 namespace bc = sf::breadcrumb;
 using namespace sf::agent::breadcrumbs;
