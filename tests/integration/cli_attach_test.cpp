@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include "shell.hpp"
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,23 +25,8 @@ namespace {
 const std::string kJava17 = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java";
 const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
 
-struct CommandResult {
-    int exit_code = -1;
-    std::string output;
-};
-
-CommandResult shell(const std::string& command) {
-    FILE* pipe = ::popen(command.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    CommandResult result;
-    char buffer[4096];
-    size_t got = 0;
-    while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, got);
-    const int status = ::pclose(pipe);
-    REQUIRE(WIFEXITED(status));
-    result.exit_code = WEXITSTATUS(status);
-    return result;
-}
+using sf::test::CommandResult;
+CommandResult shell(const std::string& command) { return sf::test::run_shell(command); }
 
 std::string slurp(const std::string& path) {
     std::ifstream in(path);

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include "shell.hpp"
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -23,25 +25,13 @@ namespace {
 
 constexpr const char* kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
 
-struct CommandResult {
-    int exit_code = -1;
-    std::string output;
-};
+using sf::test::CommandResult;
 
 CommandResult run_stackfrag(const std::string& arguments, const std::string& redirect = "2>/dev/null") {
     struct stat info{};
     REQUIRE(::stat(kCli, &info) == 0);   // build the stackfrag_cli target first
     const std::string command = std::string(kCli) + " " + arguments + " " + redirect;
-    FILE* pipe = ::popen(command.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    CommandResult result;
-    char buffer[4096];
-    size_t got = 0;
-    while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, got);
-    const int status = ::pclose(pipe);
-    REQUIRE(WIFEXITED(status));
-    result.exit_code = WEXITSTATUS(status);
-    return result;
+    return sf::test::run_shell(command);
 }
 
 nlohmann::json run_json(const std::string& arguments) {

@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include "shell.hpp"
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -14,24 +16,12 @@ using namespace sf::test;
 
 namespace {
 
-struct CommandResult {
-    int exit_code = -1;
-    std::string output;
-};
+using sf::test::CommandResult;
 
 // Runs the built CLI; `redirect` may add e.g. "2>&1".
 CommandResult run_stackfrag(const std::string& arguments, const std::string& redirect = "2>/dev/null") {
     const std::string command = std::string(STACKFRAG_BINARY_DIR "/bin/stackfrag ") + arguments + " " + redirect;
-    FILE* pipe = ::popen(command.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    CommandResult result;
-    char buffer[4096];
-    size_t got = 0;
-    while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, got);
-    const int status = ::pclose(pipe);
-    REQUIRE(WIFEXITED(status));
-    result.exit_code = WEXITSTATUS(status);
-    return result;
+    return sf::test::run_shell(command);
 }
 
 size_t occurrences(const std::string& text, const std::string& part) {

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include "shell.hpp"
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -13,23 +15,8 @@
 
 namespace {
 
-struct CommandResult {
-    int exit_code = -1;
-    std::string output;
-};
-
-CommandResult shell(const std::string& command) {
-    FILE* pipe = ::popen(command.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    CommandResult result;
-    char buffer[4096];
-    size_t got = 0;
-    while ((got = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, got);
-    const int status = ::pclose(pipe);
-    REQUIRE(WIFEXITED(status));
-    result.exit_code = WEXITSTATUS(status);
-    return result;
-}
+using sf::test::CommandResult;
+CommandResult shell(const std::string& command) { return sf::test::run_shell(command); }
 
 // A directory with a fake `java` (prints one argument per line, exits with $FAKE_JAVA_EXIT) and a
 // stand-in agent library, so the test needs neither a JDK nor a built agent.
