@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Decoder accuracy on the shared workloads: records each one with the agent at a given rate with the
+# AsyncGetCallTrace oracle on (validate), replays the recording, and prints decoded %, incomplete %,
+# failures, agreement with AsyncGetCallTrace and decode time as a Markdown table; the table replaces
+# the "Decoder accuracy" section of docs/benchmarks.md.
+# Usage: bench/decode-accuracy.sh [-i ITER] [-t INTERVAL] [-w "xalan lucene ..."] [--no-doc]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SHARED="$ROOT/../shared/bench/workloads"
+BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
+ITER=2 INTERVAL=100us WORKLOADS="xalan lucene h2 jython groundtruth" DOC=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -i) ITER="$2"; shift 2 ;;
+    -t) INTERVAL="$2"; shift 2 ;;
+    -w) WORKLOADS="$2"; shift 2 ;;
+    --no-doc) DOC=0; shift ;;
+    *) echo "usage: $0 [-i ITER] [-t INTERVAL] [-w \"workloads\"] [--no-doc]" >&2; exit 2 ;;
+  esac
+done
+[ -x "$BUILD/bin/stackfrag" ] || "$ROOT/scripts/build.sh"
+JDKS=(/usr/lib/jvm/java-17-openjdk-amd64)
+[ -d /usr/lib/jvm/temurin-25-jdk-amd64 ] && JDKS+=(/usr/lib/jvm/temurin-25-jdk-amd64)
+WORK="$(mktemp -d /dev/shm/sf-accuracy.XXXXXX)"
+trap 'rm -rf "$WORK"' EXIT
+
+table="$WORK/table.md"
+{
+  echo "| JDK | workload | samples | decoded % | incomplete % | failed (top reasons) | ASGCT pairs (both ok) | identical % | identical except top bci % | decode ns median / p99 |"
+  echo "|---|---|---:|---:|---:|---|---:|---:|---:|---:|"
+} > "$table"
+for jdk in "${JDKS[@]}"; do
+  major="$("$jdk/bin/java" -XshowSettings:properties -version 2>&1 | sed -n 's/.*java.specification.version = //p')"
+  for w in $WORKLOADS; do
+    rec="$WORK/$w-$major.sfr"
+    echo "== JDK $major $w (ITER=$ITER, interval=$INTERVAL)" >&2
+    if ! JAVA_HOME="$jdk" ITER="$ITER" THREADS=2 GT_SLICE_MS=500 \
+        JAVA_OPTS="-agentpath:$BUILD/lib/libstackfrag.so=interval=$INTERVAL,validate,record=$rec" \
+        "$SHARED/$w/run.sh" > "$WORK/$w-$major.out" 2>&1; then
+      echo "| $major | $w | run failed (see below) | | | | | | | |" >> "$table"
+      tail -5 "$WORK/$w-$major.out" >&2
+      continue
+    fi
+    "$BUILD/bin/stackfrag" replay --json "$rec" > "$WORK/$w-$major.json"
+    python3 - "$WORK/$w-$major.json" "$major" "$w" >> "$table" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+failed = sorted(r.get("failed", {}).items(), key=lambda kv: -kv[1])[:3]
+failed_text = ", ".join(f"{k} {v}" for k, v in failed) or "none"
+both = r.get("oracle_both_ok", 0)
+pct = lambda n: f"{100.0 * n / both:.1f}" if both else "–"
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {r['samples']} | {r['decoded_pct']:.2f} | {r['incomplete_pct']:.2f} | "
+      f"{failed_text} | {r.get('oracle_pairs', 0)} ({both}) | {pct(r.get('oracle_identical', 0))} | "
+      f"{pct(r.get('oracle_identical_except_top_bci', 0))} | {r['decode_ns_median']} / {r['decode_ns_p99']} |")
+PY
+  done
+done
+cat "$table"
+if [ "$DOC" = 1 ]; then
+  body="$WORK/body.md"
+  {
+    echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/decode-accuracy.sh -i $ITER -t $INTERVAL\`."
+    echo
+    echo "Machine: $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), kernel $(uname -r), load average $(cut -d' ' -f1 /proc/loadavg) at the end."
+    echo
+    cat "$table"
+    echo
+    echo "*samples* counts perf samples and oracle samples (each oracle sample is decoded too). *identical* compares"
+    echo "the Java frames (method and bci, top to bottom) with AsyncGetCallTrace's answer for the same snapshot;"
+    echo "*except top bci* ignores the bci of an interpreted top frame, which the decoder takes from the live"
+    echo "bytecode pointer (R13) while AsyncGetCallTrace reads the frame's bcp slot, which lags until the next"
+    echo "call (docs/decoding.md). Decode times include cold caches and the loaded machine's noise."
+  } > "$body"
+  python3 "$ROOT/bench/capture-jvm/update_section.py" "$ROOT/docs/benchmarks.md" "Decoder accuracy (bench/decode-accuracy.sh)" "$body"
+fi
