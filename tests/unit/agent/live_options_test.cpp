@@ -5,6 +5,7 @@
 #include <string>
 
 #include "options.hpp"
+#include "options_test_support.hpp"
 
 using sf::agent::AgentAction;
 using sf::agent::AgentOptions;
@@ -12,19 +13,8 @@ using sf::agent::parse_options;
 
 namespace {
 
-AgentOptions parse_ok(const std::string& text) {
-    sf::Result<AgentOptions> parsed = parse_options(text);
-    INFO("options: " << text);
-    if (!parsed.ok()) FAIL("unexpected error: " << parsed.error().describe());
-    return *parsed;
-}
-
-std::string parse_error(const std::string& text) {
-    sf::Result<AgentOptions> parsed = parse_options(text);
-    INFO("options: " << text);
-    REQUIRE_FALSE(parsed.ok());
-    return parsed.error().describe();
-}
+using sf::test::parse_error;
+using sf::test::parse_ok;
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "options.hpp"
+#include "options_test_support.hpp"
 
 using sf::agent::AgentOptions;
 using sf::agent::LogLevel;
@@ -14,19 +15,8 @@ using sf::kernel::ClockKind;
 
 namespace {
 
-AgentOptions parse_ok(const std::string& text) {
-    sf::Result<AgentOptions> parsed = parse_options(text);
-    INFO("options: " << text);
-    if (!parsed.ok()) FAIL("unexpected error: " << parsed.error().describe());
-    return *parsed;
-}
-
-std::string parse_error(const std::string& text) {
-    sf::Result<AgentOptions> parsed = parse_options(text);
-    INFO("options: " << text);
-    REQUIRE_FALSE(parsed.ok());
-    return parsed.error().describe();
-}
+using sf::test::parse_error;
+using sf::test::parse_ok;
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
