@@ -24,15 +24,21 @@ public:
     // Passes every held event with time <= horizon to `out`, oldest first (ties keep arrival order).
     template <class Out>
     void release_until(uint64_t horizon, Out&& out) {
-        std::sort(held_.begin(), held_.end(), [](const Held& a, const Held& b) {
+        // What stayed held after the last release is still in order: sort only the events added
+        // since and merge, rather than re-sorting everything on every pass of the reader.
+        const auto earlier = [](const Held& a, const Held& b) {
             return a.time != b.time ? a.time < b.time : a.sequence < b.sequence;
-        });
+        };
+        const auto unsorted = held_.begin() + static_cast<std::ptrdiff_t>(sorted_count_);
+        std::sort(unsorted, held_.end(), earlier);
+        std::inplace_merge(held_.begin(), unsorted, held_.end(), earlier);
         size_t released = 0;
         while (released < held_.size() && held_[released].time <= horizon) {
             out(held_[released].event);
             ++released;
         }
         held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(released));
+        sorted_count_ = held_.size();
     }
 
     template <class Out>
@@ -49,6 +55,7 @@ private:
         Event event;
     };
     std::vector<Held> held_;
+    size_t sorted_count_ = 0;   // held_[0, sorted_count_) is in release order
     uint64_t next_sequence_ = 0;
 };
 
