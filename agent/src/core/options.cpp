@@ -12,6 +12,9 @@ namespace {
 struct OptionSpec {
     std::string_view name;
     bool is_flag;                 // given without a value ("validate"); "=true" / "=false" also work
+    // A list whose items are separated by the option separator itself ("events=cpu,switch"): the
+    // bare items that follow it and name no option are more of its values.
+    bool is_list;
     std::string_view expected;    // completes "expected ..." in a bad-value message
     // False when `value` is not acceptable; leaves `options` unchanged then.
     bool (*apply)(std::string_view value, AgentOptions& options);
@@ -24,10 +27,25 @@ bool parse_u32(std::string_view text, uint32_t& out) {
 }
 
 bool apply_interval(std::string_view value, AgentOptions& options) {
+    if (value == "auto") {
+        options.interval_auto = true;
+        return true;
+    }
     Result<uint64_t> ns = kernel::parse_interval(value);
     // Below the kernel's floor for software clocks the period would silently be raised.
     if (!ns.ok() || *ns < kernel::kMinPeriodNs) return false;
     options.interval_ns = *ns;
+    options.interval_auto = false;
+    return true;
+}
+
+bool apply_budget(std::string_view value, AgentOptions& options) {
+    if (!value.ends_with('%')) return false;
+    value.remove_suffix(1);
+    double percent = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), percent);
+    if (ec != std::errc() || end != value.data() + value.size() || !(percent >= 0.01 && percent <= 50)) return false;
+    options.budget_percent = percent;
     return true;
 }
 
@@ -57,7 +75,38 @@ bool apply_ring(std::string_view value, AgentOptions& options) {
 bool apply_mode(std::string_view value, AgentOptions& options) {
     if (value == "thread") options.mode = SamplingMode::kThread;
     else if (value == "cpu") options.mode = SamplingMode::kCpu;
+    else if (value == "jvmti") options.mode = SamplingMode::kJvmti;
     else return false;
+    return true;
+}
+
+bool apply_backend(std::string_view value, AgentOptions& options) {
+    if (value == "auto") options.backend = SamplingBackend::kAuto;
+    else if (value == "perf") options.backend = SamplingBackend::kPerf;
+    else if (value == "signal") options.backend = SamplingBackend::kSignal;
+    else return false;
+    return true;
+}
+
+// The first item of events= replaces the default (cpu); later items add to it.
+bool apply_events(std::string_view value, AgentOptions& options, bool first) {
+    if (value != "cpu" && value != "switch") return false;
+    if (first) options.sample_cpu = options.sample_switch = false;
+    (value == "cpu" ? options.sample_cpu : options.sample_switch) = true;
+    return true;
+}
+bool apply_events_first(std::string_view value, AgentOptions& options) { return apply_events(value, options, true); }
+bool apply_events_more(std::string_view value, AgentOptions& options) { return apply_events(value, options, false); }
+
+bool apply_focus(std::string_view value, AgentOptions& options) {
+    if (value.empty()) return false;
+    options.focus = std::string(value);
+    return true;
+}
+
+bool apply_exclude(std::string_view value, AgentOptions& options) {
+    if (value.empty()) return false;
+    options.exclude = std::string(value);
     return true;
 }
 
@@ -139,24 +188,29 @@ bool apply_action(std::string_view value, AgentOptions& options) {
 }
 
 constexpr OptionSpec kOptions[] = {
-    {"interval", false, "a duration like 100us, 1ms, 10ms", apply_interval},
-    {"stack", false, "a number of bytes, a multiple of 8 from 8 to 65528 (default 16384)", apply_stack},
-    {"clock", false, "task or cpu", apply_clock},
-    {"ring", false, "a number of pages, a power of two from 1 to 65536 (default: 10 ms of samples, 128 to 1024)", apply_ring},
-    {"mode", false, "thread or cpu", apply_mode},
-    {"record", false, "a file name (a new file; /dev/null discards)", apply_record},
-    {"validate", true, "no value, true or false", apply_validate},
-    {"log", false, "a file name or stderr", apply_log},
-    {"loglevel", false, "error, warn, info or debug", apply_log_level},
-    {"breadcrumbs", false, "on or off", apply_breadcrumbs},
-    {"file", false, "a file name ending in .collapsed, .folded, .html, .pb.gz or .json (%p pid, %t time)", apply_file},
-    {"loop", false, "a duration of at least 100ms, like 500ms, 30s, 5m, 1h", apply_loop},
-    {"title", false, "a text (no commas)", apply_title},
-    {"start", true, "no value, and no other action", apply_action<AgentAction::kStart>},
-    {"stop", true, "no value, and no other action", apply_action<AgentAction::kStop>},
-    {"dump", true, "no value, and no other action", apply_action<AgentAction::kDump>},
-    {"status", true, "no value, and no other action", apply_action<AgentAction::kStatus>},
-    {"reply", false, "an absolute file name", apply_reply},
+    {"interval", false, false, "a duration like 100us, 1ms, 10ms, or auto", apply_interval},
+    {"budget", false, false, "a percentage from 0.01% to 50% (default 1%)", apply_budget},
+    {"stack", false, false, "a number of bytes, a multiple of 8 from 8 to 65528 (default 16384)", apply_stack},
+    {"clock", false, false, "task or cpu", apply_clock},
+    {"ring", false, false, "a number of pages, a power of two from 1 to 65536 (default: 10 ms of samples, 128 to 1024)", apply_ring},
+    {"mode", false, false, "thread, cpu or jvmti", apply_mode},
+    {"backend", false, false, "auto, perf or signal", apply_backend},
+    {"events", false, true, "cpu, switch or both (events=cpu,switch)", apply_events_first},
+    {"record", false, false, "a file name (a new file; /dev/null discards)", apply_record},
+    {"validate", true, false, "no value, true or false", apply_validate},
+    {"log", false, false, "a file name or stderr", apply_log},
+    {"loglevel", false, false, "error, warn, info or debug", apply_log_level},
+    {"breadcrumbs", false, false, "on or off", apply_breadcrumbs},
+    {"file", false, false, "a file name ending in .collapsed, .folded, .html, .pb.gz or .json (%p pid, %t time)", apply_file},
+    {"loop", false, false, "a duration of at least 100ms, like 500ms, 30s, 5m, 1h", apply_loop},
+    {"focus", false, false, "a method (pkg.Class.method) or class (pkg.Class)", apply_focus},
+    {"exclude", false, false, "a method (pkg.Class.method) or class (pkg.Class)", apply_exclude},
+    {"title", false, false, "a text (no commas)", apply_title},
+    {"start", true, false, "no value, and no other action", apply_action<AgentAction::kStart>},
+    {"stop", true, false, "no value, and no other action", apply_action<AgentAction::kStop>},
+    {"dump", true, false, "no value, and no other action", apply_action<AgentAction::kDump>},
+    {"status", true, false, "no value, and no other action", apply_action<AgentAction::kStatus>},
+    {"reply", false, false, "an absolute file name", apply_reply},
 };
 
 const OptionSpec* find_option(std::string_view name) {
@@ -164,6 +218,11 @@ const OptionSpec* find_option(std::string_view name) {
         if (spec.name == name) return &spec;
     }
     return nullptr;
+}
+
+// A further item of a list option: only events= is one.
+bool apply_list_more(const OptionSpec& spec, std::string_view item, AgentOptions& options) {
+    return spec.name == "events" && apply_events_more(item, options);
 }
 
 Status apply_item(std::string_view item, AgentOptions& options) {
@@ -212,13 +271,24 @@ uint32_t AgentOptions::auto_ring_pages() const {
 
 Result<AgentOptions> parse_options(std::string_view text) {
     AgentOptions options;
+    const OptionSpec* open_list = nullptr;   // the list option the previous item belonged to
     while (!text.empty()) {
         const size_t comma = text.find(',');
         const std::string_view item = text.substr(0, comma);
         text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
         if (item.empty()) continue;   // tolerate "a=1,,b=2" and a trailing comma
+        if (open_list != nullptr && item.find('=') == std::string_view::npos && find_option(item) == nullptr) {
+            if (!apply_list_more(*open_list, item, options)) {
+                return make_error(Errc::kInvalidArgument, "bad value '" + std::string(item) + "' for " +
+                                                              std::string(open_list->name) + ": expected " +
+                                                              std::string(open_list->expected));
+            }
+            continue;
+        }
         Status applied = apply_item(item, options);
         if (!applied.ok()) return std::move(applied).take_error();
+        const OptionSpec* spec = find_option(item.substr(0, item.find('=')));
+        open_list = spec != nullptr && spec->is_list ? spec : nullptr;
     }
     return options;
 }
@@ -233,11 +303,24 @@ std::string accepted_option_names() {
 }
 
 std::string describe(const AgentOptions& options) {
-    std::string out = "interval=" + std::to_string(options.interval_ns) + "ns";
+    std::string out = options.interval_auto
+                          ? "interval=auto(from " + std::to_string(options.interval_ns) + "ns),budget=" +
+                                std::to_string(options.budget_percent).substr(0, 4) + "%"
+                          : "interval=" + std::to_string(options.interval_ns) + "ns";
     out += ",stack=" + std::to_string(options.stack_bytes);
     out += options.clock == kernel::ClockKind::kTask ? ",clock=task" : ",clock=cpu";
     out += ",ring=" + std::to_string(options.sampling_config().ring_pages);
-    out += options.mode == SamplingMode::kThread ? ",mode=thread" : ",mode=cpu";
+    out += options.mode == SamplingMode::kThread ? ",mode=thread"
+           : options.mode == SamplingMode::kCpu  ? ",mode=cpu"
+                                                 : ",mode=jvmti";
+    out += options.backend == SamplingBackend::kAuto   ? ",backend=auto"
+           : options.backend == SamplingBackend::kPerf ? ",backend=perf"
+                                                       : ",backend=signal";
+    out += options.sample_cpu && options.sample_switch ? ",events=cpu,switch"
+           : options.sample_switch                     ? ",events=switch"
+                                                       : ",events=cpu";
+    if (!options.focus.empty()) out += ",focus=" + options.focus;
+    if (!options.exclude.empty()) out += ",exclude=" + options.exclude;
     out += ",record=" + (options.records() ? options.record_path : std::string("(none)"));
     out += options.validate ? ",validate" : "";
     out += ",log=" + (options.log_path.empty() ? std::string("stderr") : options.log_path);

@@ -13,8 +13,14 @@
 namespace sf::agent {
 
 // thread: one perf event per Java thread (opened at ThreadStart); cpu: one inheriting event per
-// CPU for the whole process, which also samples the JVM's non-Java threads.
-enum class SamplingMode : uint8_t { kThread, kCpu };
+// CPU for the whole process, which also samples the JVM's non-Java threads; jvmti: no snapshots,
+// a sampler thread taking GetAllStackTraces every interval (the safepoint-biased baseline).
+enum class SamplingMode : uint8_t { kThread, kCpu, kJvmti };
+
+// Where snapshots come from: perf events, or a per-thread CPU-time timer whose signal handler
+// copies the registers and stack (for machines where perf_event_open is denied); auto tries perf
+// first and falls back to signals with one log line saying why.
+enum class SamplingBackend : uint8_t { kAuto, kPerf, kSignal };
 
 // What an attach (jcmd JVMTI.agent_load) asks of an agent that may already be running; at start-up
 // (-agentpath) only kNone / kStart make sense. docs/usage.md, "Attach protocol".
@@ -22,10 +28,17 @@ enum class AgentAction : uint8_t { kNone, kStart, kStop, kDump, kStatus };
 
 struct AgentOptions {
     uint64_t interval_ns = 1'000'000;
+    bool interval_auto = false;   // interval=auto: each thread's period adapts (starts at interval_ns)
+    double budget_percent = 1.0;  // interval=auto: CPU share sampling may cost, in percent
     uint32_t stack_bytes = 16384;
     kernel::ClockKind clock = kernel::ClockKind::kTask;
     uint32_t ring_pages = 0;      // 0: sized from interval and stack (auto_ring_pages)
     SamplingMode mode = SamplingMode::kThread;
+    SamplingBackend backend = SamplingBackend::kAuto;
+    bool sample_cpu = true;       // events=cpu: on-CPU samples (the clock event)
+    bool sample_switch = false;   // events=switch: a sample at each context switch (off-CPU profile)
+    std::string focus;            // keep only samples inside this method's dynamic extent
+    std::string exclude;          // drop samples inside this method's dynamic extent
     std::string record_path;      // empty or /dev/null: events are counted, not stored
     bool validate = false;        // also sample with a CPU-time timer + AsyncGetCallTrace
     std::string log_path;         // empty or "stderr": standard error

@@ -46,7 +46,7 @@ TEST_CASE("interval accepts the durations parse_interval accepts") {
     CHECK(parse_ok("interval=250000").interval_ns == 250'000);
     for (const char* bad : {"fast", "1parsec", "-1ms", "0", "ms", "5us"}) {
         const std::string message = parse_error(std::string("interval=") + bad);
-        CHECK(message == "bad value '" + std::string(bad) + "' for interval: expected a duration like 100us, 1ms, 10ms");
+        CHECK(message == "bad value '" + std::string(bad) + "' for interval: expected a duration like 100us, 1ms, 10ms, or auto");
     }
 }
 
@@ -86,10 +86,61 @@ TEST_CASE("ring is a power of two; without it the ring holds about 10 ms of samp
     CHECK(parse_ok("interval=10us").sampling_config().ring_pages == 1024);   // capped
 }
 
-TEST_CASE("mode is thread or cpu") {
+TEST_CASE("mode is thread, cpu or jvmti") {
     CHECK(parse_ok("mode=thread").mode == SamplingMode::kThread);
     CHECK(parse_ok("mode=cpu").mode == SamplingMode::kCpu);
-    CHECK(parse_error("mode=process") == "bad value 'process' for mode: expected thread or cpu");
+    CHECK(parse_ok("mode=jvmti").mode == SamplingMode::kJvmti);
+    CHECK(parse_error("mode=process") == "bad value 'process' for mode: expected thread, cpu or jvmti");
+}
+
+TEST_CASE("backend is auto by default, or perf or signal") {
+    using sf::agent::SamplingBackend;
+    CHECK(parse_ok("").backend == SamplingBackend::kAuto);
+    CHECK(parse_ok("backend=perf").backend == SamplingBackend::kPerf);
+    CHECK(parse_ok("backend=signal").backend == SamplingBackend::kSignal);
+    CHECK(parse_error("backend=ebpf") == "bad value 'ebpf' for backend: expected auto, perf or signal");
+}
+
+TEST_CASE("interval=auto adapts from the default period within a budget") {
+    const AgentOptions defaults = parse_ok("");
+    CHECK_FALSE(defaults.interval_auto);
+    CHECK(defaults.budget_percent == 1.0);
+    const AgentOptions adaptive = parse_ok("interval=auto,budget=0.5%");
+    CHECK(adaptive.interval_auto);
+    CHECK(adaptive.interval_ns == 1'000'000);
+    CHECK(adaptive.budget_percent == 0.5);
+    CHECK_FALSE(parse_ok("interval=auto,interval=2ms").interval_auto);   // the last one wins
+    CHECK(contains(sf::agent::describe(adaptive), "interval=auto"));
+    CHECK(contains(sf::agent::describe(adaptive), "budget=0.50%"));
+    for (const char* bad : {"budget=1", "budget=0%", "budget=51%", "budget=x%", "budget=%"}) {
+        CHECK(contains(parse_error(bad), "for budget: expected a percentage from 0.01% to 50%"));
+    }
+}
+
+TEST_CASE("events is a comma-separated list of cpu and switch") {
+    const AgentOptions defaults = parse_ok("");
+    CHECK(defaults.sample_cpu);
+    CHECK_FALSE(defaults.sample_switch);
+    const AgentOptions both = parse_ok("events=cpu,switch,interval=2ms");
+    CHECK(both.sample_cpu);
+    CHECK(both.sample_switch);
+    CHECK(both.interval_ns == 2'000'000);
+    const AgentOptions off_cpu_only = parse_ok("events=switch");
+    CHECK_FALSE(off_cpu_only.sample_cpu);
+    CHECK(off_cpu_only.sample_switch);
+    CHECK(contains(sf::agent::describe(both), "events=cpu,switch"));
+    CHECK(parse_error("events=cpu,disk") == "bad value 'disk' for events: expected cpu, switch or both (events=cpu,switch)");
+    CHECK(parse_error("events=io").find("bad value 'io' for events") == 0);
+    // A bare word after another option is still an unknown option, not a list item.
+    CHECK(contains(parse_error("interval=1ms,switch"), "unknown option 'switch'"));
+}
+
+TEST_CASE("focus and exclude name a method or class") {
+    const AgentOptions options = parse_ok("focus=org.h2.command.Command.executeQuery,exclude=java.lang.Thread");
+    CHECK(options.focus == "org.h2.command.Command.executeQuery");
+    CHECK(options.exclude == "java.lang.Thread");
+    CHECK(contains(parse_error("focus="), "missing value for focus"));
+    CHECK(contains(sf::agent::describe(options), "focus=org.h2.command.Command.executeQuery"));
 }
 
 TEST_CASE("record names a file; /dev/null means count and discard") {
@@ -140,10 +191,10 @@ TEST_CASE("several options, in any order; the last of a repeated option wins") {
 
 TEST_CASE("an unknown option is named together with every accepted one") {
     CHECK(parse_error("intervall=1ms") ==
-          "unknown option 'intervall' (accepted: interval, stack, clock, ring, mode, record, validate, log, loglevel, breadcrumbs, file, loop, title, start, stop, dump, status, reply)");
+          "unknown option 'intervall' (accepted: interval, budget, stack, clock, ring, mode, backend, events, record, validate, log, loglevel, breadcrumbs, file, loop, focus, exclude, title, start, stop, dump, status, reply)");
     CHECK(contains(parse_error("interval=1ms,bogus=1"), "unknown option 'bogus'"));
     CHECK(contains(parse_error("begin"), "unknown option 'begin'"));
-    CHECK(sf::agent::accepted_option_names() == "interval, stack, clock, ring, mode, record, validate, log, loglevel, breadcrumbs, file, loop, title, start, stop, dump, status, reply");
+    CHECK(sf::agent::accepted_option_names() == "interval, budget, stack, clock, ring, mode, backend, events, record, validate, log, loglevel, breadcrumbs, file, loop, focus, exclude, title, start, stop, dump, status, reply");
 }
 
 TEST_CASE("an option that needs a value says so") {
