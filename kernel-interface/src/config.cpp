@@ -129,4 +129,12 @@ perf_event_attr make_attr(const SamplingConfig& config, bool inherit) {
     return attr;
 }
 
+perf_event_attr make_switch_attr(const SamplingConfig& config) {
+    perf_event_attr attr = make_attr(config, false);
+    attr.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+    attr.sample_period = 1;
+    attr.exclude_kernel = 0;
+    return attr;
+}
+
 }  // namespace sf::kernel

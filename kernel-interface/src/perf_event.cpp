@@ -18,6 +18,7 @@ const char* clock_name(uint64_t config) {
     switch (config) {
         case PERF_COUNT_SW_TASK_CLOCK: return "task-clock";
         case PERF_COUNT_SW_CPU_CLOCK: return "cpu-clock";
+        case PERF_COUNT_SW_CONTEXT_SWITCHES: return "context-switches";
         default: return "event";
     }
 }
@@ -27,7 +28,9 @@ std::string describe_target(const perf_event_attr& attr, pid_t pid, int cpu) {
     text += attr.type == PERF_TYPE_SOFTWARE ? clock_name(attr.config) : "event";
     text += cpu < 0 ? ", thread " + std::to_string(pid)
                     : ", process " + std::to_string(pid) + " on cpu " + std::to_string(cpu);
-    text += ", every " + std::to_string(attr.sample_period) + " ns)";
+    text += attr.type == PERF_TYPE_SOFTWARE && attr.config == PERF_COUNT_SW_CONTEXT_SWITCHES
+                ? ", every switch)"
+                : ", every " + std::to_string(attr.sample_period) + " ns)";
     return text;
 }
 
@@ -80,6 +83,38 @@ Result<PerfEvent> PerfEvent::open_cpu(pid_t pid, int cpu, const SamplingConfig& 
                           "give a CPU number from online_cpus()");
     }
     return open_attr(make_attr(config, true), pid, cpu, config.ring_pages);
+}
+
+Result<PerfEvent> PerfEvent::open_thread_switches(pid_t tid, const SamplingConfig& config,
+                                                  const PerfEvent* into) {
+    if (Status valid = validate(config); !valid) return std::move(valid).take_error();
+    const perf_event_attr attr = make_switch_attr(config);
+    // The switch event counts in the kernel, which paranoid level 2 refuses to unprivileged users.
+    const auto explain = [](Error error) {
+        if (error.code == Errc::kPermission) {
+            error.hint = "context-switch sampling counts in the kernel: it needs "
+                         "kernel.perf_event_paranoid at 1 or lower (sysctl -w kernel.perf_event_paranoid=1) "
+                         "or CAP_PERFMON; events=cpu alone works at 2";
+        }
+        return error;
+    };
+    if (into == nullptr) {
+        Result<PerfEvent> own = open_attr(attr, tid, -1, config.ring_pages);
+        if (!own.ok()) return explain(std::move(own).take_error());
+        return own;
+    }
+    perf_event_attr copy = attr;
+    const long fd = syscall(SYS_perf_event_open, &copy, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) return explain(perf_open_error(errno, describe_target(attr, tid, -1)));
+    PerfEvent event;
+    event.fd_ = static_cast<int>(fd);
+    event.target_ = tid;
+    if (ioctl(event.fd_, PERF_EVENT_IOC_SET_OUTPUT, into->fd()) != 0) {
+        return sys_error(Errc::kInternal, errno,
+                         "directing the context switches of thread " + std::to_string(tid) +
+                             " into its clock event's ring (PERF_EVENT_IOC_SET_OUTPUT)");
+    }
+    return event;
 }
 
 PerfEvent::PerfEvent(PerfEvent&& other) noexcept

@@ -52,6 +52,18 @@ size_t sample_record_bytes(uint32_t stack_bytes);
 // sample_id_all (so LOST/THROTTLE records carry tid and time). `inherit` is for per-CPU mode.
 perf_event_attr make_attr(const SamplingConfig& config, bool inherit);
 
+// The context-switch event (PERF_COUNT_SW_CONTEXT_SWITCHES) with `config`'s sample layout: every
+// switch away from the thread is sampled (period 1). It fires in the scheduler, i.e. in kernel
+// context, so it must count kernel events (exclude_kernel = 0, which needs perf_event_paranoid <= 1
+// or CAP_PERFMON): with exclude_kernel the kernel drops every one of its samples. REGS_USER and
+// STACK_USER still give what the decoder needs, the user registers and stack as the thread entered
+// the kernel (the syscall that blocked, or the interrupt that preempted it); PERF_SAMPLE_IP is the
+// scheduler's kernel address, which is how switch samples are told from clock samples in a ring
+// they share (is_kernel_ip; a clock event excludes the kernel, so its IP is always a user one).
+perf_event_attr make_switch_attr(const SamplingConfig& config);
+// x86-64 kernel addresses are the upper half of the address space.
+inline bool is_kernel_ip(uint64_t ip) { return (ip >> 63) != 0; }
+
 // Maps a failed perf_event_open's errno to an Error that says what to do; `what` names the call
 // and its target. Exposed for tools that open events themselves.
 Error perf_open_error(int err, std::string what);
@@ -149,6 +161,11 @@ public:
     // (inherit = 1; the kernel refuses to mmap an inherited event unless it is per-CPU).
     // Threads that already exist, other than `pid` itself, are not covered.
     static Result<PerfEvent> open_cpu(pid_t pid, int cpu, const SamplingConfig& config);
+    // The context-switch event of one thread (make_switch_attr). With `into` (an event of the same
+    // thread), its samples go to that event's ring (PERF_EVENT_IOC_SET_OUTPUT) and it has no ring
+    // of its own; without, it gets its own ring like open_thread.
+    static Result<PerfEvent> open_thread_switches(pid_t tid, const SamplingConfig& config,
+                                                  const PerfEvent* into);
     // Opens `attr` as given (for tools and tests that need something make_attr() does not do).
     static Result<PerfEvent> open_attr(const perf_event_attr& attr, pid_t pid, int cpu,
                                        uint32_t ring_pages);
@@ -165,6 +182,8 @@ public:
     Status enable();
     Status disable();
     Status set_period(uint64_t period_ns);
+    // False for an event whose samples go to another event's ring (open_thread_switches).
+    bool has_ring() const { return ring_ != nullptr; }
     RingReader& ring() { return *ring_; }
     const RingReader& ring() const { return *ring_; }
 
