@@ -62,6 +62,7 @@ struct Summary {
     uint64_t samples = 0;
     uint64_t stack_bytes = 0;
     std::map<uint32_t, uint64_t> samples_per_tid;
+    std::map<SampleSource, uint64_t> samples_per_source;
     std::map<uint32_t, std::string> thread_names;
     uint64_t lost = 0;
     std::optional<VmInfo> vm_info;
@@ -83,6 +84,7 @@ void count(Summary& summary, const Event& event) {
         ++summary.samples;
         summary.stack_bytes += sample->stack.size();
         ++summary.samples_per_tid[sample->tid];
+        ++summary.samples_per_source[sample->source];
     } else if (const auto* thread = std::get_if<ThreadInfo>(&event)) {
         // A thread may be renamed; the latest non-empty name is the one people recognise.
         if (!thread->name.empty()) summary.thread_names[thread->tid] = thread->name;
@@ -98,6 +100,16 @@ void count(Summary& summary, const Event& event) {
     } else if (const auto* stub = std::get_if<Stub>(&event)) {
         summary.stubs.push_back(StubCode{stub->name, stub->begin, stub->end, stub->frame_size_words});
     }
+}
+
+// Where a sample came from: "clock" (on-CPU), "switch" (off-CPU), "signal".
+std::string source_name(SampleSource source) {
+    switch (source) {
+        case SampleSource::kPerf: return "clock";
+        case SampleSource::kPerfSwitch: return "switch";
+        case SampleSource::kSignal: return "signal";
+    }
+    return "source" + std::to_string(static_cast<int>(source));
 }
 
 uint64_t size_of(uint64_t begin, uint64_t end) {
@@ -169,7 +181,7 @@ std::string human_bytes(uint64_t bytes) {
 
 std::vector<EventKind> all_kinds() {
     std::vector<EventKind> kinds;
-    for (int kind = static_cast<int>(EventKind::kSample); kind <= static_cast<int>(EventKind::kModule); ++kind) {
+    for (int kind = static_cast<int>(EventKind::kSample); kind <= static_cast<int>(EventKind::kJvmtiTrace); ++kind) {
         kinds.push_back(static_cast<EventKind>(kind));
     }
     return kinds;
@@ -209,6 +221,11 @@ void print_text(const Summary& summary, const DumpOptions& options) {
     if (summary.samples > 0) {
         fmt::print("  (stack bytes {}, mean {} per sample)", human_bytes(summary.stack_bytes),
                    human_bytes(summary.stack_bytes / summary.samples));
+        std::string sources;
+        for (const auto& [source, n] : summary.samples_per_source) {
+            sources += fmt::format("{}{} {}", sources.empty() ? "" : ", ", source_name(source), n);
+        }
+        fmt::print("\n  by source {}", sources);
     }
     fmt::print("\nlost        {}\n", summary.lost);
     fmt::print("threads     {} with samples, {} named\n", summary.samples_per_tid.size(), summary.thread_names.size());
@@ -291,6 +308,9 @@ nlohmann::ordered_json to_json(const Summary& summary, const DumpOptions& option
     out["first_time_ns"] = summary.first_time_ns ? json(*summary.first_time_ns) : json(nullptr);
     out["last_time_ns"] = summary.last_time_ns ? json(*summary.last_time_ns) : json(nullptr);
     out["samples"] = summary.samples;
+    json sources = json::object();
+    for (const auto& [source, n] : summary.samples_per_source) sources[source_name(source)] = n;
+    out["samples_by_source"] = sources;
     out["stack_bytes"] = summary.stack_bytes;
     json threads = json::object();
     for (const auto& [tid, samples] : summary.samples_per_tid) threads[std::to_string(tid)] = samples;

@@ -85,6 +85,10 @@ template <class V, Is<ModuleMap> T>
 void fields(V& v, T& m) {
     v(m.time_ns), v(m.begin), v(m.end), v(m.file_offset), v(m.path);
 }
+template <class V, Is<JvmtiTrace> T>
+void fields(V& v, T& t) {
+    v(t.time_ns), v(t.tid), v(t.truncated), v(t.frames);
+}
 
 template <class T>
 concept Scalar = std::is_integral_v<T> || std::is_enum_v<T>;
@@ -263,9 +267,10 @@ template size_t field_count<Oracle>();
 template size_t field_count<ThreadInfo>();
 template size_t field_count<Lost>();
 template size_t field_count<ModuleMap>();
+template size_t field_count<JvmtiTrace>();
 
 bool is_known_kind(uint8_t kind) {
-    return kind >= static_cast<uint8_t>(EventKind::kSample) && kind <= static_cast<uint8_t>(EventKind::kModule);
+    return kind >= static_cast<uint8_t>(EventKind::kSample) && kind <= static_cast<uint8_t>(EventKind::kJvmtiTrace);
 }
 
 size_t body_size(const Event& event) {
@@ -299,6 +304,7 @@ const char* decode_body(EventKind kind, const uint8_t* body, size_t size, Event&
         case EventKind::kThread: return decode_as<ThreadInfo>(body, size, out);
         case EventKind::kLost: return decode_as<Lost>(body, size, out);
         case EventKind::kModule: return decode_as<ModuleMap>(body, size, out);
+        case EventKind::kJvmtiTrace: return decode_as<JvmtiTrace>(body, size, out);
     }
     return "unknown event kind";
 }

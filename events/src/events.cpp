@@ -16,9 +16,10 @@ constexpr EventKind kind_for() {
     else if constexpr (std::is_same_v<T, Oracle>) return EventKind::kOracle;
     else if constexpr (std::is_same_v<T, ThreadInfo>) return EventKind::kThread;
     else if constexpr (std::is_same_v<T, Lost>) return EventKind::kLost;
+    else if constexpr (std::is_same_v<T, ModuleMap>) return EventKind::kModule;
     else {
-        static_assert(std::is_same_v<T, ModuleMap>, "every Event alternative needs a kind");
-        return EventKind::kModule;
+        static_assert(std::is_same_v<T, JvmtiTrace>, "every Event alternative needs a kind");
+        return EventKind::kJvmtiTrace;
     }
 }
 }  // namespace
@@ -39,6 +40,7 @@ const char* kind_name(EventKind kind) {
         case EventKind::kThread: return "thread";
         case EventKind::kLost: return "lost";
         case EventKind::kModule: return "module";
+        case EventKind::kJvmtiTrace: return "jvmti_trace";
     }
     return "unknown";
 }

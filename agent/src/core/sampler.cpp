@@ -9,6 +9,7 @@
 
 #include "clock.hpp"
 #include "log.hpp"
+#include "stackfrag/kernel/perf_events.hpp"
 
 namespace sf::agent {
 
@@ -27,15 +28,31 @@ bool is_persistent(const Error& error) {
 }  // namespace
 
 struct Sampler::Request {
-    enum class Kind { kOpen, kEnd } kind = Kind::kOpen;
+    enum class Kind { kOpen, kEnd, kPeriod } kind = Kind::kOpen;
     pid_t tid = 0;
-    std::unique_ptr<kernel::PerfEvent> event;
+    std::unique_ptr<kernel::PerfEvent> event;      // owns the ring: the clock event, else the switch event
+    std::unique_ptr<kernel::PerfEvent> switches;   // a switch event writing into `event`'s ring
+    bool clock = true;                             // `event` is a clock event
+    bool takes_switches = false;                   // the ring receives switch samples
     bool enable_on_open = false;   // opened before the reader ran: nobody could have read it
+    uint64_t period_ns = 0;        // kPeriod
 };
 
 struct Sampler::Ring {
     pid_t tid = 0;   // 0 for a per-CPU event
     std::unique_ptr<kernel::PerfEvent> event;
+    std::unique_ptr<kernel::PerfEvent> switches;
+    bool clock = true;
+    bool takes_switches = false;
+    Status enable() {
+        Status enabled = event->enable();
+        if (enabled.ok() && switches) enabled = switches->enable();
+        return enabled;
+    }
+    void disable() {
+        if (switches) (void)switches->disable();
+        (void)event->disable();
+    }
 };
 
 // Turns ring records into events for the reorder buffer, reusing the stack buffers of samples
@@ -43,9 +60,10 @@ struct Sampler::Ring {
 class Sampler::Converter final : public kernel::RingHandler {
 public:
     explicit Converter(Sampler& sampler) : sampler_(sampler) {}
-    void begin(pid_t ring_tid, uint64_t now_ns) {
+    void begin(pid_t ring_tid, uint64_t now_ns, bool takes_switches = false) {
         ring_tid_ = ring_tid;
         now_ns_ = now_ns;
+        takes_switches_ = takes_switches;
     }
 
     void on_sample(const kernel::SampleView& view) override {
@@ -53,9 +71,12 @@ public:
         sample.time_ns = view.time_ns;
         sample.pid = view.pid;
         sample.tid = view.tid;
-        sample.source = SampleSource::kPerf;
+        // The clock event excludes the kernel; the switch event samples in the scheduler, so a
+        // kernel IP is what tells its samples apart in the ring they share (make_switch_attr).
+        const bool switched = takes_switches_ && kernel::is_kernel_ip(view.ip);
+        sample.source = switched ? SampleSource::kPerfSwitch : SampleSource::kPerf;
         sample.regs = view.regs;
-        if (sample.regs.ip == 0) sample.regs.ip = view.ip;
+        if (sample.regs.ip == 0 && !kernel::is_kernel_ip(view.ip)) sample.regs.ip = view.ip;
         sample.stack_sp = sample.regs.sp;
         if (!sampler_.spare_stacks_.empty()) {
             sample.stack = std::move(sampler_.spare_stacks_.back());
@@ -77,6 +98,7 @@ private:
     Sampler& sampler_;
     pid_t ring_tid_ = 0;
     uint64_t now_ns_ = 0;
+    bool takes_switches_ = false;
 };
 
 Sampler::Sampler(const kernel::SamplingConfig& config, EventQueue& queue, StreamWriter& writer,
@@ -151,14 +173,44 @@ std::optional<Error> Sampler::open_error() const {
     return error != nullptr ? std::optional<Error>(*error) : std::nullopt;
 }
 
+Status Sampler::open_switches(pid_t tid, Request& request) {
+    if (!switch_events_ || switches_failed_.load(std::memory_order_acquire)) return {};
+    Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread_switches(tid, config_, request.event.get());
+    if (!event.ok()) {
+        Error error = std::move(event).take_error();
+        if (error.sys_errno == ESRCH) return error;   // the thread is gone: nothing to sample
+        if (!switches_failed_.exchange(true)) {
+            SF_LOG_ERROR("off-CPU sampling (events=switch) is off, %s: %s",
+                         request.event ? "on-CPU sampling goes on" : "nothing is sampled",
+                         error.describe().c_str());
+        }
+        return request.event ? Status{} : Status(error);
+    }
+    auto opened = std::make_unique<kernel::PerfEvent>(std::move(event).value());
+    if (request.event) {
+        request.switches = std::move(opened);
+    } else {
+        request.event = std::move(opened);
+        request.clock = false;
+    }
+    request.takes_switches = true;
+    return {};
+}
+
 Status Sampler::add_thread(pid_t tid) {
     if (open_failed_.load(std::memory_order_acquire)) return *open_error();
-    Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread(tid, config_);
-    if (!event.ok()) return record_open_failure(std::move(event).take_error());
     auto request = std::make_unique<Request>();
     request->kind = Request::Kind::kOpen;
     request->tid = tid;
-    request->event = std::make_unique<kernel::PerfEvent>(std::move(event).value());
+    if (clock_events_) {
+        Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread(tid, config_);
+        if (!event.ok()) return record_open_failure(std::move(event).take_error());
+        request->event = std::make_unique<kernel::PerfEvent>(std::move(event).value());
+    }
+    if (Status switches = open_switches(tid, *request); !switches.ok()) {
+        return clock_events_ ? switches : record_open_failure(std::move(switches).take_error());
+    }
+    if (!request->event) return make_error(Errc::kInvalidArgument, "no event to sample thread " + std::to_string(tid));
     Status enabled = enable_or_defer(*request);
     if (!enabled.ok()) return record_open_failure(std::move(enabled).take_error());
     requests_.push(request.release());
@@ -198,7 +250,9 @@ Status Sampler::enable_or_defer(Request& request) {
         request.enable_on_open = true;
         return {};
     }
-    return request.event->enable();
+    Status enabled = request.event->enable();
+    if (enabled.ok() && request.switches) enabled = request.switches->enable();
+    return enabled;
 }
 
 void Sampler::end_thread(pid_t tid) {
@@ -209,11 +263,21 @@ void Sampler::end_thread(pid_t tid) {
     wake();
 }
 
+void Sampler::request_period(pid_t tid, uint64_t period_ns) {
+    auto* request = new Request;
+    request->kind = Request::Kind::kPeriod;
+    request->tid = tid;
+    request->period_ns = period_ns;
+    requests_.push(request);
+}
+
 void Sampler::wake() {
     if (reader_started_.load(std::memory_order_acquire)) (void)poller_->wake();
 }
 
-void Sampler::open_ring(std::unique_ptr<kernel::PerfEvent> event, pid_t tid) {
+void Sampler::open_ring(Request& request) {
+    std::unique_ptr<kernel::PerfEvent> event = std::move(request.event);
+    const pid_t tid = request.tid;
     const uint64_t key = next_key_++;
     if (poller_) {
         Status added = poller_->add(event->fd(), key);
@@ -222,6 +286,9 @@ void Sampler::open_ring(std::unique_ptr<kernel::PerfEvent> event, pid_t tid) {
     auto ring = std::make_unique<Ring>();
     ring->tid = tid;
     ring->event = std::move(event);
+    ring->switches = std::move(request.switches);
+    ring->clock = request.clock;
+    ring->takes_switches = request.takes_switches;
     if (tid != 0) {
         // A tid reused after a missed ThreadEnd: the old event can only be stale.
         auto previous = ring_of_tid_.find(tid);
@@ -236,9 +303,10 @@ void Sampler::close_ring(uint64_t key) {
     auto found = rings_.find(key);
     if (found == rings_.end()) return;
     Ring& ring = *found->second;
-    (void)ring.event->disable();
-    converter_->begin(ring.tid, monotonic_ns());
+    ring.disable();
+    converter_->begin(ring.tid, monotonic_ns(), ring.takes_switches);
     ring.event->ring().drain(*converter_);
+    ring.switches.reset();   // before the ring it writes into
     if (poller_) (void)poller_->remove(ring.event->fd());
     if (ring.tid != 0) {
         auto by_tid = ring_of_tid_.find(ring.tid);
@@ -256,9 +324,12 @@ void Sampler::apply_requests() {
         if (request->kind == Request::Kind::kOpen) {
             if (request->enable_on_open) {
                 Status enabled = request->event->enable();
+                if (enabled.ok() && request->switches) enabled = request->switches->enable();
                 if (!enabled.ok()) SF_LOG_WARN("%s", enabled.error().describe().c_str());
             }
-            open_ring(std::move(request->event), request->tid);
+            open_ring(*request);
+        } else if (request->kind == Request::Kind::kPeriod) {
+            set_period(request->tid, request->period_ns);
         } else {
             ended.push_back(request->tid);
         }
@@ -269,10 +340,19 @@ void Sampler::apply_requests() {
     }
 }
 
+void Sampler::set_period(pid_t tid, uint64_t period_ns) {
+    auto found = ring_of_tid_.find(tid);
+    if (found == ring_of_tid_.end()) return;   // ended meanwhile
+    Ring& ring = *rings_.at(found->second);
+    if (!ring.clock) return;
+    Status set = ring.event->set_period(period_ns);
+    if (!set.ok()) SF_LOG_WARN("interval=auto: %s", set.error().describe().c_str());
+}
+
 void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
     const uint64_t now = monotonic_ns();
     for (auto& [key, ring] : rings_) {
-        converter_->begin(ring->tid, now);
+        converter_->begin(ring->tid, now, ring->takes_switches);
         ring->event->ring().drain(*converter_);
     }
     // The poller reports a hang-up once (the thread exited without a ThreadEnd we saw).
@@ -321,7 +401,7 @@ bool Sampler::run_cycle(int timeout_ms) {
 
 void Sampler::final_drain() {
     apply_requests();
-    for (auto& [key, ring] : rings_) (void)ring->event->disable();
+    for (auto& [key, ring] : rings_) ring->disable();
     drain_rings({});
     std::vector<uint64_t> keys;
     for (auto& [key, ring] : rings_) keys.push_back(key);

@@ -41,6 +41,15 @@ public:
     Sampler(const Sampler&) = delete;
     Sampler& operator=(const Sampler&) = delete;
 
+    // Which events each thread gets (mode=thread), before start(): the clock event (on-CPU
+    // samples) and/or the context-switch event (off-CPU samples, SampleSource::kPerfSwitch), which
+    // shares the clock event's ring. A switch event that cannot be opened (it needs
+    // perf_event_paranoid <= 1) turns off-CPU sampling off with one error; the clock goes on.
+    void set_events(bool clock, bool switches) {
+        clock_events_ = clock;
+        switch_events_ = switches;
+    }
+
     // Starts the reader thread (a plain pthread with every signal blocked).
     Status start();
     bool running() const { return reader_started_.load(std::memory_order_acquire); }
@@ -55,6 +64,9 @@ public:
     void end_thread(pid_t tid);
     // Makes the reader drain everything now.
     void wake();
+    // Any thread, never waits: the reader sets the clock event of `tid` to `period_ns` at its
+    // next cycle (interval=auto); a thread without a clock event is left alone.
+    void request_period(pid_t tid, uint64_t period_ns);
 
     // Stops the reader after a final drain of rings, oracle and queue, closes every event and
     // finishes the writer. Waits at most `timeout_ms` for the reader; returns false if it did not
@@ -76,8 +88,10 @@ private:
     bool run_cycle(int timeout_ms);   // returns false once a stop was requested and done
     Status enable_or_defer(Request& request);
     void apply_requests();
-    void open_ring(std::unique_ptr<kernel::PerfEvent> event, pid_t tid);
+    void open_ring(Request& request);
+    Status open_switches(pid_t tid, Request& request);
     void close_ring(uint64_t key);
+    void set_period(pid_t tid, uint64_t period_ns);
     void drain_rings(const std::vector<kernel::RingReady>& ready);
     void collect();
     void final_drain();
@@ -101,6 +115,9 @@ private:
     std::atomic<uint64_t> threads_closed_{0};
     std::atomic<uint64_t> open_failures_{0};
     std::atomic<uint64_t> reader_cpu_ns_{0};
+    bool clock_events_ = true;
+    bool switch_events_ = false;
+    std::atomic<bool> switches_failed_{false};
 
     // Reader-thread state.
     std::unordered_map<uint64_t, std::unique_ptr<Ring>> rings_;

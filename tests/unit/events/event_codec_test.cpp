@@ -51,3 +51,29 @@ TEST_CASE("mutated and random bodies never crash the decoder nor make it read pa
     }
     CHECK(rejected > 0);
 }
+
+TEST_CASE("a JvmtiTrace body is laid out as docs/recording-format.md says (kind 11)") {
+    const JvmtiTrace trace{0x0102030405060708ull, 4321, true, {MethodBci{0x1122334455667788ull, 7}, MethodBci{9, -1}}};
+    const Event event = trace;
+    CHECK(kind_of(event) == EventKind::kJvmtiTrace);
+    CHECK(static_cast<int>(kind_of(event)) == 11);
+    CHECK(std::string(kind_name(EventKind::kJvmtiTrace)) == "jvmti_trace");
+    CHECK(time_of(event) == trace.time_ns);
+    // time_ns u64, tid u32, truncated bool, frames: u32 count, then {method_id u64, bci i32} each.
+    const std::vector<uint8_t> expected = {
+        0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,   // time_ns
+        0xe1, 0x10, 0x00, 0x00,                           // tid 4321
+        0x01,                                             // truncated
+        0x02, 0x00, 0x00, 0x00,                           // two frames
+        0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0x07, 0x00, 0x00, 0x00,
+        0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff,
+    };
+    REQUIRE(event_codec::body_size(event) == expected.size());
+    std::vector<uint8_t> body(expected.size());
+    event_codec::encode_body(event, body.data());
+    CHECK(body == expected);
+    Event decoded;
+    REQUIRE(event_codec::decode_body(EventKind::kJvmtiTrace, expected.data(), expected.size(), decoded) == nullptr);
+    CHECK(decoded == event);
+    CHECK(event_codec::is_known_kind(11));
+}

@@ -49,6 +49,7 @@ TEST_CASE("the recording encodes every member of every event type") {
     check_covered<ThreadInfo>("ThreadInfo");
     check_covered<Lost>("Lost");
     check_covered<ModuleMap>("ModuleMap");
+    check_covered<JvmtiTrace>("JvmtiTrace");
     // Every Event alternative is one of the types above.
-    STATIC_REQUIRE(std::variant_size_v<Event> == 10);
+    STATIC_REQUIRE(std::variant_size_v<Event> == 11);
 }

@@ -23,7 +23,10 @@ struct Registers {
     bool operator==(const Registers&) const = default;
 };
 
-enum class SampleSource : uint8_t { kPerf = 1, kSignal = 2 };
+// kPerf: the per-thread (or per-CPU) clock event, the thread was running; kSignal: a signal
+// handler's copy; kPerfSwitch: the context-switch event, the thread was leaving the CPU (to block
+// or preempted) — the off-CPU profile's samples.
+enum class SampleSource : uint8_t { kPerf = 1, kSignal = 2, kPerfSwitch = 3 };
 
 // One stack snapshot: the registers and `stack.size()` bytes copied from address `stack_sp` upwards
 // (perf's dyn_size bytes; shorter than requested when the thread's stack top is closer).
@@ -192,8 +195,19 @@ struct ModuleMap {
     bool operator==(const ModuleMap&) const = default;
 };
 
+// mode=jvmti: one thread's stack as JVMTI GetAllStackTraces reported it, taken at a safepoint
+// (the safepoint-biased baseline). Needs no decoding: the jmethodIDs are those MethodInfo
+// announces. JVMTI does not say whether a frame ran compiled, inlined or interpreted.
+struct JvmtiTrace {
+    uint64_t time_ns = 0;
+    uint32_t tid = 0;                 // OS thread id; 0 when not known
+    bool truncated = false;           // deeper than the depth asked for: frames are the top part
+    std::vector<MethodBci> frames;    // top first
+    bool operator==(const JvmtiTrace&) const = default;
+};
+
 using Event = std::variant<Sample, CodeLoad, CodeUnload, Stub, MethodInfo, VmInfo, Oracle, ThreadInfo,
-                           Lost, ModuleMap>;
+                           Lost, ModuleMap, JvmtiTrace>;
 
 // Stable names, used by `stackfrag dump --json` and the recording format's kind numbers.
 enum class EventKind : uint8_t {
@@ -207,10 +221,11 @@ enum class EventKind : uint8_t {
     kThread = 8,
     kLost = 9,
     kModule = 10,
+    kJvmtiTrace = 11,
 };
 
 EventKind kind_of(const Event& event);
-const char* kind_name(EventKind kind);   // "sample", "code_load", ... "module"
+const char* kind_name(EventKind kind);   // "sample", "code_load", ... "module", "jvmti_trace"
 uint64_t time_of(const Event& event);
 
 }  // namespace sf
