@@ -17,6 +17,14 @@ void CodeMap::apply(const Event& event) {
             else if constexpr (std::is_same_v<T, Stub>) apply_stub(e);
             else if constexpr (std::is_same_v<T, MethodInfo>) apply_method(e);
             else if constexpr (std::is_same_v<T, ModuleMap>) apply_module(e);
+            else return;
+            ++epoch_;
+            // Validity intervals and Method* versions begin and end at these events' times (a
+            // retired entry's end is the time of the load or unload that retired it).
+            if constexpr (std::is_same_v<T, CodeLoad> || std::is_same_v<T, CodeUnload> ||
+                          std::is_same_v<T, MethodInfo>) {
+                time_horizon_ = std::max(time_horizon_, e.time_ns);
+            }
         },
         event);
 }
@@ -267,6 +275,8 @@ const PcScope* CodeMap::scope_at_or_after(const CodeLoad& code, uint32_t pc_offs
 }
 
 void CodeMap::forget_before(uint64_t time_ns) {
+    const size_t history_before = history_.size();
+    bool versions_dropped = false;
     history_.erase(std::remove_if(history_.begin(), history_.end(),
                                   [&](const auto& c) { return c->valid_until <= time_ns; }),
                    history_.end());
@@ -279,8 +289,12 @@ void CodeMap::forget_before(uint64_t time_ns) {
     for (auto& [ptr, versions] : methods_by_ptr_) {
         auto pos = std::upper_bound(versions.begin(), versions.end(), time_ns,
                                     [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; });
-        if (pos != versions.begin()) versions.erase(versions.begin(), std::prev(pos));
+        if (pos != versions.begin() && std::prev(pos) != versions.begin()) {
+            versions.erase(versions.begin(), std::prev(pos));
+            versions_dropped = true;
+        }
     }
+    if (versions_dropped || history_.size() != history_before) ++epoch_;
 }
 
 }  // namespace sf

@@ -6,6 +6,7 @@
 #include "native_unwinder.hpp"
 #include "stack_view.hpp"
 #include "stackfrag/decoder/breadcrumb.hpp"
+#include "walk_journal.hpp"
 #include "stackfrag/hotspot/frame_layout.hpp"
 
 namespace sf {
@@ -22,19 +23,59 @@ constexpr uint64_t kWord = hs::kWordSize;
 constexpr uint64_t kMaxStackBeyondFragment = 64ull << 20;
 
 uint64_t words(int64_t n) { return static_cast<uint64_t>(n * static_cast<int64_t>(kWord)); }
+
+// The DecodeStats counters a step can bump, each at most once per step (a journal keeps them as bits).
+enum Counter : uint8_t {
+    kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
+    kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kCounterCount
+};
+constexpr uint64_t DecodeStats::* kCounterFields[kCounterCount] = {
+    &DecodeStats::prologue_tops,   &DecodeStats::epilogue_tops,    &DecodeStats::partial_interpreter_tops,
+    &DecodeStats::entry_frames_crossed, &DecodeStats::stub_scans,  &DecodeStats::native_frames,
+    &DecodeStats::libunwind_steps, &DecodeStats::rbp_steps,        &DecodeStats::breadcrumbs_used,
+    &DecodeStats::native_rescans,  &DecodeStats::deopt_frames};
+
+// WalkState::flags
+enum : uint8_t {
+    kViaAnchor = 1, kViaNative = 2, kAfterJava = 4, kBreadcrumbUsed = 8, kInNativeRun = 16, kNativeRescanned = 32
+};
 }  // namespace
 
 // One decode: the walk state and the rules per frame kind. Lives on the stack of decode().
 class Walk {
 public:
-    Walk(Decoder& decoder, const Sample& sample, CallTrace& out)
+    // `previous`: the thread's last walk, usable for this sample (or null); `journal`: where this walk
+    // is recorded for the next sample (null: not recorded).
+    Walk(Decoder& decoder, const Sample& sample, CallTrace& out, const detail::WalkJournal* previous = nullptr,
+         detail::WalkJournal* journal = nullptr)
         : d_(decoder), map_(decoder.map_), sample_(sample), out_(out),
-          view_(sample.stack_sp, sample.stack.data(), sample.stack.size()) {}
+          view_(sample.stack_sp, sample.stack.data(), sample.stack.size()), previous_(previous), journal_(journal) {}
 
     void run();
 
 private:
     enum class Step : uint8_t { kContinue, kStop };
+
+    // --- incremental decoding (walk_journal.hpp) ---
+    enum class Reuse : uint8_t { kNone, kAdvanced, kFinished };
+    detail::WalkState state() const;
+    void restore(const detail::WalkState& at, int64_t delta, int64_t native_delta);
+    Reuse reuse_previous();
+    bool replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next) const;
+    void keep(const detail::StepRecord& r, const uint8_t* bytes);
+    void begin_step();
+    void end_step(Step s);
+    void bump(Counter c) {
+        ++(d_.stats_.*kCounterFields[c]);
+        if (step_counters_ & (1u << c)) step_edge_ = true;   // twice in one step: the bits cannot say
+        step_counters_ = static_cast<uint16_t>(step_counters_ | (1u << c));
+    }
+    // addr >= the fragment's end: a question about where the fragment ends, which the journal cannot
+    // show to have the same answer in another snapshot, so the step is always walked.
+    bool beyond_end(uint64_t addr) {
+        step_edge_ = true;
+        return addr >= view_.end();
+    }
 
     // --- outcome ---
     Step fail(FailReason reason) {
@@ -50,7 +91,7 @@ private:
     // The walk needs `addr`, which is not in the fragment: running off the top of a full fragment is
     // an incomplete trace, anything else is a failure.
     Step off_fragment(uint64_t addr, FailReason otherwise = FailReason::kSpOutOfFragment) {
-        if (addr >= view_.end() && fragment_full_ && addr - view_.end() < kMaxStackBeyondFragment) {
+        if (beyond_end(addr) && fragment_full_ && addr - view_.end() < kMaxStackBeyondFragment) {
             out_.status = TraceStatus::kIncomplete;
             out_.failure = FailReason::kNone;
             return Step::kStop;
@@ -59,6 +100,7 @@ private:
     }
 
     bool push_frame(FrameKind kind, uint64_t method_id, int32_t bci, int32_t level, uint64_t pc) {
+        step_peak_ = std::max(step_peak_, count_);
         if (count_ >= d_.options_.max_frames) return false;
         if (count_ >= out_.frames.size()) out_.frames.emplace_back();
         Frame& f = out_.frames[count_++];
@@ -134,6 +176,20 @@ private:
     bool native_rescanned_ = false;
     uint64_t native_run_sp_ = 0;
     size_t native_run_first_frame_ = 0;
+
+    // Incremental decoding.
+    const detail::WalkJournal* previous_;
+    detail::WalkJournal* journal_;
+    size_t previous_pos_ = 0;       // the first step of previous_ not behind the walk
+    uint64_t last_lookup_sp_ = 0;
+    bool reused_ = false;
+    detail::ViewAccess access_;     // the current step's questions to the view
+    detail::WalkState step_start_;
+    bool step_recorded_ = false;
+    bool step_edge_ = false;
+    bool journal_reset_ = false;    // a rescan dropped frames found earlier: the journal starts over
+    uint16_t step_counters_ = 0;
+    size_t step_peak_ = 0;
 };
 
 void Walk::run() {
@@ -155,16 +211,196 @@ void Walk::run() {
         if (!view_.contains(sp_, 0) || sp_ == view_.end()) {
             fail(FailReason::kSpOutOfFragment);
         } else {
-            while (step() == Step::kContinue) {
+            if (journal_) view_.record_into(&access_);
+            while (true) {
+                if (previous_ && !top_ && reuse_previous() == Reuse::kFinished) break;
+                if (journal_) begin_step();
+                const Step s = step();
+                if (journal_) end_step(s);
+                if (s == Step::kStop) break;
             }
+            view_.record_into(nullptr);
         }
     }
     out_.frames.resize(count_);
+    if (reused_) ++d_.stats_.incremental_samples;
+    if (journal_) journal_->frames = out_.frames;
+}
+
+// --- Incremental decoding (walk_journal.hpp) -------------------------------------------------------
+//
+// A step's outcome is a function of the walk state, the answers the stack view gives, the CodeMap
+// and the sample's time. The journal keeps, per step, the state it started from and everything it
+// asked of the view; a later walk that reaches the same state (with the same map epoch and a time
+// the map answers alike) repeats such a step without walking it when the view answers the same
+// questions alike: the same bytes at the addresses read, and the same in/out answers for the ranges
+// probed. Frame indices may shift by `delta` (a deeper or shallower top); the step must then also
+// stay on the same side of max_frames.
+
+detail::WalkState Walk::state() const {
+    detail::WalkState s;
+    s.pc = pc_;
+    s.sp = sp_;
+    s.fp = fp_;
+    s.count = static_cast<uint32_t>(count_);
+    s.native_frames = static_cast<uint32_t>(native_frames_);
+    if (in_native_run_) {   // the run's start matters only inside a run
+        s.native_run_sp = native_run_sp_;
+        s.native_run_first = static_cast<uint32_t>(native_run_first_frame_);
+    }
+    s.flags = static_cast<uint8_t>((via_anchor_ ? kViaAnchor : 0) | (via_native_ ? kViaNative : 0) |
+                                   (after_java_ ? kAfterJava : 0) | (breadcrumb_used_ ? kBreadcrumbUsed : 0) |
+                                   (in_native_run_ ? kInNativeRun : 0) | (native_rescanned_ ? kNativeRescanned : 0));
+    return s;
+}
+
+void Walk::restore(const detail::WalkState& at, int64_t delta, int64_t native_delta) {
+    pc_ = at.pc;
+    sp_ = at.sp;
+    fp_ = at.fp;
+    top_ = false;
+    count_ = static_cast<size_t>(int64_t{at.count} + delta);
+    native_frames_ = static_cast<size_t>(int64_t{at.native_frames} + native_delta);
+    via_anchor_ = at.flags & kViaAnchor;
+    via_native_ = at.flags & kViaNative;
+    after_java_ = at.flags & kAfterJava;
+    breadcrumb_used_ = at.flags & kBreadcrumbUsed;
+    in_native_run_ = at.flags & kInNativeRun;
+    native_rescanned_ = at.flags & kNativeRescanned;
+    if (in_native_run_) {
+        native_run_sp_ = at.native_run_sp;
+        native_run_first_frame_ = static_cast<size_t>(int64_t{at.native_run_first} + delta);
+    }
+}
+
+bool Walk::replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next) const {
+    if (!r.reusable) return false;
+    if (!r.stopped && !has_next) return false;   // the state after it is not known
+    if (delta != 0 && ((r.stopped && r.failure == FailReason::kTooDeep) ||
+                       int64_t{r.peak_count} + delta >= static_cast<int64_t>(d_.options_.max_frames))) {
+        return false;
+    }
+    if (native_delta != 0 && r.native_frames_after != r.at.native_frames) return false;
+    const detail::ViewAccess& a = r.access;
+    if (a.need_lo < view_.begin() || a.need_hi > view_.end()) return false;   // a range inside is not
+    if (a.miss_below_end > view_.begin() || a.miss_above <= view_.end()) return false;   // one outside is not
+    if (a.read_hi > a.read_lo &&
+        std::memcmp(view_.data() + (a.read_lo - view_.begin()), previous_->bytes.data() + r.bytes_offset,
+                    a.read_hi - a.read_lo) != 0) {
+        return false;
+    }
+    return true;
+}
+
+Walk::Reuse Walk::reuse_previous() {
+    const std::vector<detail::StepRecord>& steps = previous_->steps;
+    if (sp_ < last_lookup_sp_) previous_pos_ = 0;   // a rescan went back down the stack
+    last_lookup_sp_ = sp_;
+    while (previous_pos_ < steps.size() && steps[previous_pos_].at.sp < sp_) ++previous_pos_;
+    if (previous_pos_ == steps.size()) return Reuse::kNone;
+    const detail::WalkState& then = steps[previous_pos_].at;
+    if (then.sp != sp_) return Reuse::kNone;
+    const detail::WalkState now = state();
+    const int64_t delta = int64_t{now.count} - int64_t{then.count};
+    const int64_t native_delta = int64_t{now.native_frames} - int64_t{then.native_frames};
+    if (now.pc != then.pc || now.fp != then.fp || now.flags != then.flags || now.native_run_sp != then.native_run_sp ||
+        int64_t{now.native_run_first} - int64_t{then.native_run_first} != (in_native_run_ ? delta : 0)) {
+        return Reuse::kNone;
+    }
+    size_t j = previous_pos_;
+    for (; j < steps.size(); ++j) {
+        const detail::StepRecord& r = steps[j];
+        if (!replayable(r, delta, native_delta, j + 1 < steps.size())) break;
+        // The step's frames, counters and journal entry, as walking it would have produced them.
+        for (uint32_t c = r.at.count; c < r.count_after; ++c) {
+            const size_t to = static_cast<size_t>(int64_t{c} + delta);
+            if (to >= out_.frames.size()) out_.frames.push_back(previous_->frames[c]);
+            else out_.frames[to] = previous_->frames[c];
+        }
+        for (int c = 0; c < kCounterCount; ++c) {
+            if (r.counters & (1u << c)) ++(d_.stats_.*kCounterFields[c]);
+        }
+        ++d_.stats_.steps_reused;
+        d_.stats_.frames_reused += r.count_after - r.at.count;
+        reused_ = true;
+        if (journal_) {
+            detail::StepRecord moved = r;
+            moved.at.count = static_cast<uint32_t>(int64_t{r.at.count} + delta);
+            if (moved.at.flags & kInNativeRun) {
+                moved.at.native_run_first = static_cast<uint32_t>(int64_t{r.at.native_run_first} + delta);
+            }
+            moved.at.native_frames = static_cast<uint32_t>(int64_t{r.at.native_frames} + native_delta);
+            moved.count_after = static_cast<uint32_t>(int64_t{r.count_after} + delta);
+            moved.peak_count = static_cast<uint32_t>(int64_t{r.peak_count} + delta);
+            moved.native_frames_after = static_cast<uint32_t>(int64_t{r.native_frames_after} + native_delta);
+            keep(moved, previous_->bytes.data() + r.bytes_offset);
+        }
+        if (r.stopped) {
+            count_ = static_cast<size_t>(int64_t{r.count_after} + delta);
+            native_frames_ = static_cast<size_t>(int64_t{r.native_frames_after} + native_delta);
+            out_.status = r.status;
+            out_.failure = r.failure;
+            return Reuse::kFinished;
+        }
+    }
+    if (j == previous_pos_) return Reuse::kNone;
+    // Step j must be walked: continue from the state it started from.
+    restore(steps[j].at, delta, native_delta);
+    previous_pos_ = j;
+    return Reuse::kAdvanced;
+}
+
+// Appends a step to the journal with the bytes it read; one the journal has no room for is kept as a
+// state only (a later walk may resume there but not take it over).
+void Walk::keep(const detail::StepRecord& r, const uint8_t* bytes) {
+    detail::WalkJournal& j = *journal_;
+    if (j.steps.size() >= detail::WalkJournal::kMaxSteps) return;
+    detail::StepRecord& kept = j.steps.emplace_back(r);
+    const uint64_t size = r.access.read_hi > r.access.read_lo ? r.access.read_hi - r.access.read_lo : 0;
+    if (!kept.reusable || size == 0) return;
+    if (j.bytes.size() + size > detail::WalkJournal::kMaxBytes) {
+        kept.reusable = false;
+        return;
+    }
+    kept.bytes_offset = static_cast<uint32_t>(j.bytes.size());
+    j.bytes.insert(j.bytes.end(), bytes, bytes + size);
+}
+
+void Walk::begin_step() {
+    step_recorded_ = !top_;   // the top step reads registers no journal keeps
+    if (!step_recorded_) return;
+    step_start_ = state();
+    access_ = {};
+    step_edge_ = false;
+    step_counters_ = 0;
+    step_peak_ = count_;
+}
+
+void Walk::end_step(Step s) {
+    if (journal_reset_) {   // frames found by earlier steps were dropped: their records are void
+        journal_reset_ = false;
+        journal_->steps.clear();
+        journal_->bytes.clear();
+        return;
+    }
+    if (!step_recorded_) return;
+    detail::StepRecord r;
+    r.at = step_start_;
+    r.access = access_;
+    r.count_after = static_cast<uint32_t>(count_);
+    r.peak_count = static_cast<uint32_t>(step_peak_);
+    r.native_frames_after = static_cast<uint32_t>(native_frames_);
+    r.counters = step_counters_;
+    r.reusable = !step_edge_;
+    r.stopped = s == Step::kStop;
+    r.status = out_.status;
+    r.failure = out_.failure;
+    keep(r, r.access.read_hi > r.access.read_lo ? view_.data() + (r.access.read_lo - view_.begin()) : nullptr);
 }
 
 Walk::Step Walk::step() {
     if (count_ >= d_.options_.max_frames) return fail(FailReason::kTooDeep);
-    if (sp_ >= view_.end()) return off_fragment(sp_);
+    if (!view_.before_end(sp_)) return off_fragment(sp_);
     CodeLookup code = map_.find_code(pc_, time_);
     switch (code.region) {
         case CodeRegion::kCallStubReturn: return step_entry();
@@ -194,7 +430,7 @@ Walk::Step Walk::step_entry() {
     view_.read(anchor + e::kAnchorLastJavaSp, last_sp);
     view_.read(anchor + e::kAnchorLastJavaPc, last_pc);
     view_.read(anchor + e::kAnchorLastJavaFp, last_fp);
-    ++d_.stats_.entry_frames_crossed;
+    bump(kEntryFramesCrossed);
     if (last_sp == 0) return complete();
     if (last_sp <= fp_) return fail(FailReason::kBadEntryFrame);
     if (last_pc == 0) {
@@ -241,7 +477,7 @@ bool Walk::step_partial_interpreted(Step& result) {
             const uint64_t sender_slot = fp + words(in::kSenderSp);
             if (sender_slot >= sp) view_.read(sender_slot, caller_sp);
             const MethodInfo* m = map_.method_by_ptr(method_ptr, time_);
-            ++d_.stats_.partial_interpreter_tops;
+            bump(kPartialInterpreterTops);
             if (!m) {
                 result = fail(FailReason::kUnknownMethod);
                 return true;
@@ -263,7 +499,7 @@ bool Walk::step_partial_interpreted(Step& result) {
     if (regs.r13 <= sp) return false;
     const MethodInfo* m = map_.method_by_ptr(regs.bx, time_);
     if (!m) return false;
-    ++d_.stats_.partial_interpreter_tops;
+    bump(kPartialInterpreterTops);
     result = emit_interpreted(*m, bci_at_entry(*m));
     if (result == Step::kContinue) {
         result = go_to(ret, regs.r13, fp);
@@ -360,7 +596,7 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
         if (!compiled.contains(orig)) return fail(FailReason::kNoPcDesc);
         scope_pc = orig;
         exact = true;
-        ++d_.stats_.deopt_frames;
+        bump(kDeoptFrames);
     }
 
     // Where this frame keeps its return address and the caller's rbp.
@@ -380,8 +616,8 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
             ret_slot = sp + shape.return_offset;
             fp_saved = shape.fp_saved;
             fp_slot = sp + shape.saved_fp_offset;
-            if (shape.in_prologue) ++d_.stats_.prologue_tops;
-            if (shape.in_epilogue) ++d_.stats_.epilogue_tops;
+            if (shape.in_prologue) bump(kPrologueTops);
+            if (shape.in_epilogue) bump(kEpilogueTops);
         } else if (shape.kind == detail::TopFrameShape::Kind::kNoCode && nm.frame_complete_offset > 0 &&
                    pc_ - nm.code_begin < static_cast<uint64_t>(nm.frame_complete_offset)) {
             // No instruction bytes: try where the return address can be while the frame is built.
@@ -392,7 +628,7 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
                     if (c != ret_slot) {
                         fp_saved = c != sp;
                         fp_slot = sp;
-                        ++d_.stats_.prologue_tops;
+                        bump(kPrologueTops);
                     }
                     ret_slot = c;
                     break;
@@ -459,7 +695,7 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
             }
             uint64_t ret = 0;
             const uint64_t ret_slot = frameless ? sp : sp + words(fs - 1);
-            if (!view_.read(ret_slot, ret)) return ret_slot >= view_.end();   // runs off: accept
+            if (!view_.read(ret_slot, ret)) return beyond_end(ret_slot);   // runs off: accept
             return is_return_target(ret);
         }
         case CodeRegion::kInterpreter: {
@@ -517,10 +753,10 @@ Walk::Step Walk::step_stub(const Stub* stub) {
             after_java_ = false;
             return s;
         }
-        if (!view_.contains(ret_slot) && ret_slot >= view_.end()) return off_fragment(ret_slot);
+        if (!view_.contains(ret_slot) && beyond_end(ret_slot)) return off_fragment(ret_slot);
     }
     uint64_t pc = 0, sp = 0, fp = 0;
-    ++d_.stats_.stub_scans;
+    bump(kStubScans);
     if (!scan_for_caller(sp_, d_.options_.stub_scan_words, pc, sp, fp)) return fail(FailReason::kStubUnwindFailed);
     Step s = go_to(pc, sp, fp);
     after_java_ = false;
@@ -535,7 +771,7 @@ bool Walk::try_breadcrumb() {
     uint64_t addr = (sp_ + 7) & ~uint64_t{7};
     for (; view_.contains(addr, bc::kWords * kWord); addr += kWord) {
         uint64_t m0 = 0, m1 = 0;
-        std::memcpy(&m0, view_.data() + (addr - view_.begin()), kWord);   // in bounds: checked above
+        view_.read(addr, m0);   // in bounds: checked above
         if (m0 != bc::kMagic0) continue;
         view_.read(addr + kWord, m1);
         if (m1 != bc::kMagic1) continue;
@@ -547,7 +783,7 @@ bool Walk::try_breadcrumb() {
         CodeRegion r = map_.find_code(jpc, time_).region;
         if (r != CodeRegion::kInterpreter && r != CodeRegion::kCompiled) continue;
         breadcrumb_used_ = true;
-        ++d_.stats_.breadcrumbs_used;
+        bump(kBreadcrumbsUsed);
         pc_ = jpc;
         sp_ = jsp;
         fp_ = jfp;
@@ -576,6 +812,7 @@ bool Walk::rescan_native_run() {
     uint64_t pc = 0, sp = 0, fp = 0;
     if (!scan_for_caller(native_run_sp_, d_.options_.native_scan_words, pc, sp, fp)) return false;
     count_ = native_run_first_frame_ + 1;
+    journal_reset_ = journal_ != nullptr;
     sp_ = native_run_sp_;
     if (go_to(pc, sp, fp) != Step::kContinue) return false;
     after_java_ = false;
@@ -594,7 +831,7 @@ Walk::Step Walk::step_native() {
     }
     const bool known_module = map_.module_at(pc_) != nullptr;
     if (!push_frame(FrameKind::kNative, 0, -1, 0, pc_)) return fail(FailReason::kTooDeep);
-    ++d_.stats_.native_frames;
+    bump(kNativeFrames);
     if (d_.options_.symbolize_native && known_module && d_.native_) {
         last_frame().symbol = d_.native_->symbol(pc_);
     }
@@ -605,7 +842,7 @@ Walk::Step Walk::step_native() {
         d_.native_->step_dwarf(view_, pc_, sp_, fp_, top_, next) && next.sp > sp_ &&
         plausible_native_pc(next.pc)) {
         stepped = true;
-        ++d_.stats_.libunwind_steps;
+        bump(kLibunwindSteps);
     }
     if (!stepped) {
         // rbp chain: libjvm and JNI code keep frame pointers.
@@ -614,7 +851,7 @@ Walk::Step Walk::step_native() {
             plausible_native_pc(ret)) {
             next = {ret, fp_ + 2 * kWord, saved_fp};
             stepped = true;
-            ++d_.stats_.rbp_steps;
+            bump(kRbpSteps);
         }
     }
     if (stepped) {
@@ -629,10 +866,10 @@ Walk::Step Walk::step_native() {
     const FailReason reason = known_module ? FailReason::kNativeUnwindFailed : FailReason::kUnknownPc;
     if (try_breadcrumb()) return Step::kContinue;
     if (rescan_native_run()) {
-        ++d_.stats_.native_rescans;
+        bump(kNativeRescans);
         return Step::kContinue;
     }
-    if (!stepped && fp_ >= view_.end()) return off_fragment(fp_, reason);
+    if (!stepped && beyond_end(fp_)) return off_fragment(fp_, reason);
     return fail(reason);
 }
 
@@ -645,9 +882,30 @@ Decoder::Decoder(const CodeMap& code_map, DecoderOptions options)
 Decoder::~Decoder() = default;
 
 void Decoder::decode(const Sample& sample, CallTrace& out) {
-    Walk walk(*this, sample, out);
+    if (!options_.incremental) {
+        Walk walk(*this, sample, out);
+        walk.run();
+        return;
+    }
+    // Bounded: threads whose end was never announced must not pile up.
+    constexpr size_t kMaxThreads = 256;
+    auto it = journals_.find(sample.tid);
+    if (it == journals_.end()) {
+        if (journals_.size() >= kMaxThreads) journals_.clear();
+        it = journals_.emplace(sample.tid, std::make_unique<detail::ThreadJournals>()).first;
+    }
+    detail::ThreadJournals& j = *it->second;
+    const bool usable = j.last.valid && j.last.epoch == map_.epoch() && map_.same_answers_at(j.last.time_ns, sample.time_ns);
+    j.next.start();
+    Walk walk(*this, sample, out, usable ? &j.last : nullptr, &j.next);
     walk.run();
+    j.next.valid = true;
+    j.next.epoch = map_.epoch();
+    j.next.time_ns = sample.time_ns;
+    std::swap(j.last, j.next);
 }
+
+void Decoder::forget_thread(uint32_t tid) { journals_.erase(tid); }
 
 CallTrace Decoder::decode(const Sample& sample) {
     CallTrace out;

@@ -2,11 +2,24 @@
 // fragment, bounds-checked so that no input can make the decoder read outside the copy.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 namespace sf::detail {
+
+// What a part of a walk asked of a view, kept so that the same questions put to another snapshot's
+// view can be shown to get the same answers (incremental decoding, walk_journal.hpp): every range
+// found inside must lie inside the other view too, every range found outside must stay outside, and
+// the bytes read must be equal.
+struct ViewAccess {
+    uint64_t read_lo = UINT64_MAX, read_hi = 0;   // hull of the bytes read
+    uint64_t need_lo = UINT64_MAX;                // lowest address found inside
+    uint64_t need_hi = 0;                         // highest end of a range found inside
+    uint64_t miss_below_end = 0;                  // highest address + 1 found below the view
+    uint64_t miss_above = UINT64_MAX;             // lowest end of a range found running past the end
+};
 
 class StackView {
 public:
@@ -22,25 +35,50 @@ public:
     size_t size() const { return size_; }
 
     bool contains(uint64_t addr, uint64_t len = 8) const {
-        if (addr < base_) return false;
-        uint64_t off = addr - base_;
-        return off <= size_ && size_ - off >= len;
+        const bool inside = addr >= base_ && addr - base_ <= size_ && size_ - (addr - base_) >= len;
+        if (access_) note(addr, len, inside);
+        return inside;
     }
-    bool read(uint64_t addr, uint64_t& value) const {
-        if (!contains(addr, 8)) return false;
-        std::memcpy(&value, data_ + (addr - base_), 8);
-        return true;
+    // addr < end(), as a question the access record keeps (only the end matters, not the begin).
+    bool before_end(uint64_t addr) const {
+        const bool before = addr < end();
+        if (access_) {
+            if (before) access_->need_hi = std::max(access_->need_hi, addr + 1);
+            else access_->miss_above = std::min(access_->miss_above, addr + 1);
+        }
+        return before;
     }
+    bool read(uint64_t addr, uint64_t& value) const { return read_bytes(addr, &value, 8); }
     bool read_bytes(uint64_t addr, void* out, uint64_t len) const {
         if (!contains(addr, len)) return false;
+        if (access_ && len != 0) {
+            access_->read_lo = std::min(access_->read_lo, addr);
+            access_->read_hi = std::max(access_->read_hi, addr + len);
+        }
         std::memcpy(out, data_ + (addr - base_), len);
         return true;
     }
 
+    // Records every question from now on into `access` (null: stop recording).
+    void record_into(ViewAccess* access) const { access_ = access; }
+
 private:
+    void note(uint64_t addr, uint64_t len, bool inside) const {
+        if (inside) {
+            access_->need_lo = std::min(access_->need_lo, addr);
+            access_->need_hi = std::max(access_->need_hi, addr + len);
+        } else if (addr < base_) {
+            access_->miss_below_end = std::max(access_->miss_below_end, addr + 1);
+        } else {
+            const uint64_t end = addr + len < addr ? UINT64_MAX : addr + len;   // saturates
+            access_->miss_above = std::min(access_->miss_above, end);
+        }
+    }
+
     uint64_t base_ = 0;
     const uint8_t* data_ = nullptr;
     size_t size_ = 0;
+    mutable ViewAccess* access_ = nullptr;
 };
 
 }  // namespace sf::detail

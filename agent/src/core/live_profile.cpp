@@ -37,7 +37,26 @@ size_t stack_bytes_of(const Event& event) {
 
 double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
 
+bool is_switch_sample(const Event& event) {
+    const auto* sample = std::get_if<Sample>(&event);
+    return sample != nullptr && sample->source == SampleSource::kPerfSwitch;
+}
+
+// Frame name -> self samples of `cct`, added to `self`.
+void add_self_samples(const profile::Cct& cct, std::map<std::string, uint64_t>& self) {
+    cct.visit([&](profile::NodeId id, const profile::Node& node) {
+        if (id != profile::kRootNode && node.self_samples != 0) self[cct.frame_of(id).name] += node.self_samples;
+    });
+}
+
 }  // namespace
+
+std::string off_cpu_path(std::string_view path) {
+    const size_t base = path.find_last_of('/') == std::string_view::npos ? 0 : path.find_last_of('/') + 1;
+    size_t dot = path.size() >= 6 && path.substr(path.size() - 6) == ".pb.gz" ? path.size() - 6 : path.rfind('.');
+    if (dot == std::string_view::npos || dot <= base) dot = path.size();
+    return std::string(path.substr(0, dot)) + ".offcpu" + std::string(path.substr(dot));
+}
 
 const LiveClock& system_live_clock() {
     static const SystemClock clock;
@@ -89,6 +108,11 @@ struct LiveProfile::DumpRequest {
 LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
     : settings_(std::move(settings)), clock_(clock), queue_(std::max<size_t>(settings_.queue_slots, 2)) {
     stream_ = std::make_unique<StreamDecoder>(settings_.decoder, [this](const Event& event, const CallTrace& trace) {
+        // Off-CPU samples count blockings, not CPU time: their own tree, each switch weighing one.
+        if (is_switch_sample(event)) {
+            (void)off_cpu_cct_->add(trace);
+            return;
+        }
         // Oracle samples are the validator's, not the application's profile (replay skips them too).
         if (!std::holds_alternative<Sample>(event)) return;
         (void)cct_->add(trace, stream_->period_ns());
@@ -111,6 +135,7 @@ LiveProfile::~LiveProfile() {
 
 void LiveProfile::new_cct() {
     cct_ = std::make_unique<profile::Cct>(names_.get(), profile::CctOptions{});
+    off_cpu_cct_ = std::make_unique<profile::Cct>(names_.get(), profile::CctOptions{});
 }
 
 bool LiveProfile::push(Event* event) {
@@ -128,6 +153,7 @@ void LiveProfile::flush_backlog() {
 void LiveProfile::observe(const Event& event) {
     if (stopped_.load(std::memory_order_acquire)) return;
     if (std::holds_alternative<Oracle>(event)) return;
+    if (is_switch_sample(event)) off_cpu_offered_.fetch_add(1, std::memory_order_relaxed);
     const bool is_sample = std::holds_alternative<Sample>(event);
     if (is_sample) samples_.fetch_add(1, std::memory_order_relaxed);
     if (const auto* lost = std::get_if<Lost>(&event)) lost_total_.fetch_add(lost->count, std::memory_order_relaxed);
@@ -237,6 +263,7 @@ bool LiveProfile::poll_once() {
 
 Status LiveProfile::write_current(const std::string& pattern, int64_t unix_seconds, std::string* written) {
     const std::string path = expand_output_path(pattern, settings_.pid, unix_seconds);
+    write_off_cpu(path);
     if (written != nullptr) *written = path;
     try {
         profile::ProfileInfo& info = cct_->info();
@@ -263,7 +290,41 @@ Status LiveProfile::write_current(const std::string& pattern, int64_t unix_secon
     }
 }
 
+void LiveProfile::write_off_cpu(const std::string& on_cpu_path) {
+    if (!settings_.off_cpu && off_cpu_cct_->total_samples() == 0) return;
+    const std::string path = off_cpu_path(on_cpu_path);
+    try {
+        profile::ProfileInfo& info = off_cpu_cct_->info();
+        info.title = (settings_.title.empty() ? std::string("stackfrag") : settings_.title) + " (off-CPU)";
+        info.period_ns = 0;   // a switch counts once, whatever time the thread then spent waiting
+        info.start_unix_ns = static_cast<uint64_t>(interval_start_unix_) * 1'000'000'000u;
+        info.duration_ns = clock_.monotonic_ns() - interval_start_ns_;
+        profile::HtmlOptions html;
+        html.title = info.title;
+        Status status = profile::write_profile(*off_cpu_cct_, path, html);
+        if (status.ok()) {
+            ++files_written_;
+            SF_LOG_INFO("off-CPU profile written to %s (%llu context switches)", path.c_str(),
+                        static_cast<unsigned long long>(off_cpu_cct_->total_samples()));
+        } else {
+            ++write_errors_;
+            SF_LOG_ERROR("cannot write the off-CPU profile: %s", status.error().describe().c_str());
+        }
+    } catch (const std::exception& e) {
+        ++write_errors_;
+        SF_LOG_ERROR("cannot write the off-CPU profile to %s: %s", path.c_str(), e.what());
+    }
+}
+
+void LiveProfile::fold_off_cpu() {
+    const profile::TraceCounts& counts = off_cpu_cct_->trace_counts();
+    off_cpu_past_counts_.added += counts.added;
+    off_cpu_past_counts_.failed += counts.failed;
+    add_self_samples(*off_cpu_cct_, off_cpu_past_self_);
+}
+
 void LiveProfile::fold_interval() {
+    fold_off_cpu();
     const profile::TraceCounts& counts = cct_->trace_counts();
     past_counts_.added += counts.added;
     past_counts_.incomplete += counts.incomplete;
@@ -410,6 +471,16 @@ LiveCounts LiveProfile::counts(size_t top) const {
     if (out.top_self.size() > top) out.top_self.resize(top);
     out.files_written = files_written_;
     out.write_errors = write_errors_;
+    out.off_cpu_samples = off_cpu_offered_.load();
+    out.samples -= std::min(out.samples, out.off_cpu_samples);
+    out.off_cpu_decoded = off_cpu_past_counts_.added + off_cpu_cct_->trace_counts().added;
+    out.off_cpu_failed = off_cpu_past_counts_.failed + off_cpu_cct_->trace_counts().failed;
+    std::map<std::string, uint64_t> off_self = off_cpu_past_self_;
+    add_self_samples(*off_cpu_cct_, off_self);
+    out.off_cpu_top_self.assign(off_self.begin(), off_self.end());
+    std::stable_sort(out.off_cpu_top_self.begin(), out.off_cpu_top_self.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    if (out.off_cpu_top_self.size() > top) out.off_cpu_top_self.resize(top);
     return out;
 }
 
@@ -436,6 +507,19 @@ std::string LiveProfile::summary_text(size_t top) const {
         for (const auto& [name, n] : c.top_self) {
             snprintf(line, sizeof line, "\n  %6.2f%% %8llu  %s", percent(n, c.decoded), static_cast<unsigned long long>(n),
                      name.c_str());
+            out += line;
+        }
+    }
+    if (c.off_cpu_samples != 0 || settings_.off_cpu) {
+        snprintf(line, sizeof line, "\n  off-CPU: %llu context switches sampled; decoded %.1f%% (%llu), failed %.1f%% (%llu)",
+                 static_cast<unsigned long long>(c.off_cpu_samples), percent(c.off_cpu_decoded, c.off_cpu_samples),
+                 static_cast<unsigned long long>(c.off_cpu_decoded), percent(c.off_cpu_failed, c.off_cpu_samples),
+                 static_cast<unsigned long long>(c.off_cpu_failed));
+        out += line;
+        if (!c.off_cpu_top_self.empty()) out += "\n  top frames where threads left the CPU:";
+        for (const auto& [name, n] : c.off_cpu_top_self) {
+            snprintf(line, sizeof line, "\n  %6.2f%% %8llu  %s", percent(n, c.off_cpu_decoded),
+                     static_cast<unsigned long long>(n), name.c_str());
             out += line;
         }
     }

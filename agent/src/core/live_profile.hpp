@@ -39,6 +39,9 @@ const LiveClock& system_live_clock();
 
 // `pattern` with %p = pid, %t = local time YYYYmmdd-HHMMSS of `unix_seconds`, %% = %.
 std::string expand_output_path(std::string_view pattern, uint32_t pid, int64_t unix_seconds);
+// Where the off-CPU profile of `path` goes: ".offcpu" before the format's extension
+// (profile.html -> profile.offcpu.html, p.pb.gz -> p.offcpu.pb.gz; no extension: appended).
+std::string off_cpu_path(std::string_view path);
 
 struct LiveSettings {
     std::string file;          // output pattern (%p, %t); empty: nothing is written
@@ -53,6 +56,10 @@ struct LiveSettings {
     // reader's side, in order; past this many the live map is incomplete and we say so.
     size_t backlog_limit = 1'000'000;
     StreamDecoderOptions decoder;
+    // events=switch: context-switch samples (SampleSource::kPerfSwitch) go to a second tree, written
+    // to off_cpu_path(file) beside the on-CPU one, also when it is empty. Without it such samples
+    // still get their own tree, written only when there are some.
+    bool off_cpu = false;
 };
 
 struct LiveCounts {
@@ -67,6 +74,11 @@ struct LiveCounts {
     std::vector<std::pair<std::string, uint64_t>> top_self;   // method/symbol, self samples; most first
     uint64_t files_written = 0;
     uint64_t write_errors = 0;
+    // Context-switch samples: offered (not in `samples`), decoded, failed, top blocking frames.
+    uint64_t off_cpu_samples = 0;
+    uint64_t off_cpu_decoded = 0;
+    uint64_t off_cpu_failed = 0;
+    std::vector<std::pair<std::string, uint64_t>> off_cpu_top_self;
 };
 
 class LiveProfile final : public EventTap {
@@ -103,6 +115,8 @@ public:
     std::string summary_text(size_t top = 10) const;
     // The current interval's tree (tests; decoder thread or after stop()).
     const profile::Cct& cct() const { return *cct_; }
+    // The current interval's off-CPU tree (context-switch samples, one count per switch).
+    const profile::Cct& off_cpu_cct() const { return *off_cpu_cct_; }
 
 private:
     struct DumpRequest;
@@ -137,6 +151,12 @@ private:
     std::unique_ptr<StreamDecoder> stream_;
     std::unique_ptr<Names> names_;
     std::unique_ptr<profile::Cct> cct_;
+    std::unique_ptr<profile::Cct> off_cpu_cct_;
+    std::atomic<uint64_t> off_cpu_offered_{0};
+    profile::TraceCounts off_cpu_past_counts_;
+    std::map<std::string, uint64_t> off_cpu_past_self_;
+    void write_off_cpu(const std::string& on_cpu_path);
+    void fold_off_cpu();
     int64_t interval_start_unix_ = 0;
     uint64_t interval_start_ns_ = 0;
     uint64_t next_rotation_ns_ = 0;

@@ -94,6 +94,17 @@ public:
     static const PcScope* scope_at(const CodeLoad& code, uint32_t pc_offset);          // exact
     static const PcScope* scope_at_or_after(const CodeLoad& code, uint32_t pc_offset); // first >=
 
+    // Bumped by every event applied and every forget_before() that dropped something: two lookups
+    // made at the same epoch are made against the same map.
+    uint64_t epoch() const { return epoch_; }
+    // The latest time any time-dependent lookup (find_code, find_compiled, method_by_ptr) compares a
+    // sample's time with: every time after it gets the same answers as every other such time.
+    uint64_t time_horizon() const { return time_horizon_; }
+    // Whether lookups at `a` and at `b` (at this epoch) give the same answers.
+    bool same_answers_at(uint64_t a, uint64_t b) const {
+        return a == b || (a > time_horizon_ && b > time_horizon_);
+    }
+
     // Drops what no sample at or after `time_ns` can need: unloaded code that ended by then and
     // Method* mappings superseded by then.
     void forget_before(uint64_t time_ns);
@@ -147,6 +158,9 @@ private:
 
     std::vector<ModuleMap> modules_;   // sorted by begin, non-overlapping
     uint64_t modules_generation_ = 0;
+
+    uint64_t epoch_ = 0;
+    uint64_t time_horizon_ = 0;
 };
 
 }  // namespace sf

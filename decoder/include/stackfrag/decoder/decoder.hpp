@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 
 #include "stackfrag/decoder/call_trace.hpp"
 #include "stackfrag/decoder/code_map.hpp"
@@ -27,6 +28,11 @@ struct DecoderOptions {
     bool use_libunwind = true;
     // Resolve symbol names of native frames from the modules' ELF symbol tables (cached per module).
     bool symbolize_native = true;
+    // Incremental decoding: keep each thread's last walk and, where the new walk reaches a frame the
+    // last one also started from with the same state, take over the following steps as long as every
+    // stack byte they read is unchanged (same addresses, same bytes, same CodeMap epoch). The traces
+    // are exactly those of a full walk; only the work differs (docs/decoding.md §2.6).
+    bool incremental = true;
 };
 
 // Where a decoder stands against a snapshot; exposed for tests and statistics.
@@ -42,9 +48,17 @@ struct DecodeStats {
     uint64_t breadcrumbs_used = 0;
     uint64_t native_rescans = 0;   // native unwinding failed; a verified Java return address was found by scanning
     uint64_t deopt_frames = 0;
+    // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
+    // the frames taken over (the counters above count those steps as if they had been walked).
+    uint64_t incremental_samples = 0;
+    uint64_t steps_reused = 0;
+    uint64_t frames_reused = 0;
 };
 
 class NativeUnwinder;
+namespace detail {
+struct ThreadJournals;
+}
 
 class Decoder {
 public:
@@ -56,6 +70,8 @@ public:
     // Decodes into `out`, reusing its frame buffer.
     void decode(const Sample& sample, CallTrace& out);
     CallTrace decode(const Sample& sample);
+    // The thread ended: its last walk is of no more use (incremental decoding).
+    void forget_thread(uint32_t tid);
 
     const DecodeStats& stats() const { return stats_; }
     const DecoderOptions& options() const { return options_; }
@@ -66,6 +82,7 @@ private:
     DecoderOptions options_;
     DecodeStats stats_;
     std::unique_ptr<NativeUnwinder> native_;
+    std::unordered_map<uint32_t, std::unique_ptr<detail::ThreadJournals>> journals_;
 };
 
 }  // namespace sf

@@ -1,0 +1,73 @@
+// Incremental decoding: what one walk did, step by step, kept per thread so that the walk of the
+// thread's next snapshot can take over the steps whose every input is unchanged (the callers below
+// the running code rarely change between two samples) instead of examining those frames again.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "stack_view.hpp"
+#include "stackfrag/decoder/call_trace.hpp"
+
+namespace sf::detail {
+
+// Everything a step of the walk depends on besides the stack bytes it reads, the code map and the
+// sample's time. The top frame's registers are not in it: the top step is never taken over.
+struct WalkState {
+    uint64_t pc = 0, sp = 0, fp = 0;
+    uint64_t native_run_sp = 0;
+    uint32_t count = 0;              // frames found before the step
+    uint32_t native_run_first = 0;   // frame index where the current run of native frames began
+    uint32_t native_frames = 0;      // native frames walked so far
+    uint8_t flags = 0;               // Walk's booleans, one bit each
+
+    bool operator==(const WalkState&) const = default;
+};
+
+// One step: the state it started from, everything it asked of the stack view, and what it did.
+struct StepRecord {
+    WalkState at;
+    ViewAccess access;
+    uint32_t bytes_offset = 0;          // the bytes read, [access.read_lo, access.read_hi), in WalkJournal::bytes
+    uint32_t count_after = 0;           // frames found after the step: it wrote frames [at.count, count_after)
+    uint32_t peak_count = 0;            // the highest frame count compared with DecoderOptions::max_frames
+    uint32_t native_frames_after = 0;
+    uint16_t counters = 0;              // the DecodeStats counters the step bumped, once each, one bit each
+    bool reusable = false;              // false: it also asked where the fragment ends, or was not kept whole
+    bool stopped = false;               // the walk ended with this step, with status and failure:
+    TraceStatus status = TraceStatus::kFailed;
+    FailReason failure = FailReason::kNone;
+};
+
+// One walk of one snapshot. Valid for another snapshot of the thread only at the same CodeMap epoch
+// and for a sample time that gets the same answers from the map (CodeMap::same_answers_at).
+struct WalkJournal {
+    bool valid = false;
+    uint64_t epoch = 0;
+    uint64_t time_ns = 0;
+    std::vector<StepRecord> steps;   // the steps after the top one, in walk order (sp increasing)
+    std::vector<uint8_t> bytes;      // the stack bytes each step read
+    std::vector<Frame> frames;       // the trace the walk produced
+
+    // Bounds on what one thread's journal holds: a 16 KB fragment has at most 1024 frames of two
+    // words; steps beyond these limits are walked every time.
+    static constexpr size_t kMaxSteps = 1024;
+    static constexpr size_t kMaxBytes = 64 * 1024;
+
+    void start() {
+        valid = false;
+        steps.clear();
+        bytes.clear();
+    }
+};
+
+// The last walk of a thread, and the buffer the next one is written to (swapped after each decode,
+// so a steady state allocates nothing).
+struct ThreadJournals {
+    WalkJournal last;
+    WalkJournal next;
+};
+
+}  // namespace sf::detail
