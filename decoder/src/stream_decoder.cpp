@@ -53,6 +53,10 @@ void StreamDecoder::consume(Event&& event) {
         decode(pending_.front());
         pending_.pop_front();
     }
+    // An ended thread's last walk is no use to the incremental decoder any more.
+    if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && thread->ended) {
+        decoder_.forget_thread(thread->tid);
+    }
     map_.apply(event);
 }
 
