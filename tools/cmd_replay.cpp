@@ -30,6 +30,7 @@ struct ReplayOptions {
     std::string path;
     bool json = false;
     std::string collapsed;
+    std::string offcpu_collapsed;   // context-switch samples (events=switch), as collapsed stacks
     int show = 0;   // print this many disagreeing oracle pairs
     bool no_libunwind = false;
     double defer_ms = 0;   // decode a sample once the stream is this far past its time
@@ -111,13 +112,20 @@ int run_replay(const ReplayOptions& options) {
     profile::Cct cct(&names, profile::CctOptions{});
 
     Tally samples, oracle_samples;
+    profile::Cct off_cpu_cct(&names, profile::CctOptions{});
     uint64_t pairs = 0, both_ok = 0, identical = 0, differs_beyond_top_bci = 0;
     std::map<std::string, uint64_t> disagreements;
     int shown = 0;
     std::map<std::string, uint64_t> top_kinds;
 
     on_trace = [&](const Event& e, const CallTrace& trace) {
-        if (std::holds_alternative<Sample>(e)) {
+        // Context-switch samples make the off-CPU profile, one count per switch, as in the agent.
+        if (const auto* s = std::get_if<Sample>(&e); s && s->source == SampleSource::kPerfSwitch) {
+            samples.add(trace, stream.last_decode_ns());
+            if (!options.offcpu_collapsed.empty()) (void)off_cpu_cct.add(trace);
+            return;
+        }
+        if (is_profile_sample(e)) {
             samples.add(trace, stream.last_decode_ns());
             if (!trace.frames.empty()) ++top_kinds[frame_kind_name(trace.frames[0].kind)];
             // Weighted by the period, as the agent's live profile is, so both write the same profile.
@@ -194,7 +202,7 @@ int run_replay(const ReplayOptions& options) {
         if (reader->damage()) j["damage"] = reader->damage()->error.describe();
         fmt::print("{}\n", j.dump(2));
     } else {
-        fmt::print("samples              {} ({} perf, {} oracle)\n", all.samples, samples.samples,
+        fmt::print("samples              {} ({} profile, {} oracle)\n", all.samples, samples.samples,
                    oracle_samples.samples);
         fmt::print("decoded              {:.2f}% ({} complete, {} incomplete)\n", percent(all.decoded(), all.samples),
                    all.complete, all.incomplete);
@@ -232,6 +240,15 @@ int run_replay(const ReplayOptions& options) {
             return 2;
         }
     }
+    if (!options.offcpu_collapsed.empty()) {
+        std::ofstream out(options.offcpu_collapsed);
+        Status written = out ? profile::write_collapsed(off_cpu_cct, out)
+                             : Status(make_error(Errc::kInternal, "cannot open " + options.offcpu_collapsed));
+        if (!written.ok()) {
+            fmt::print(stderr, "stackfrag replay: {}\n", written.error().describe());
+            return 2;
+        }
+    }
     return reader->damage() ? 1 : 0;
 }
 
@@ -244,6 +261,9 @@ void add_replay(CLI::App& app, int& exit_code) {
     cmd->add_option("recording", options->path, "recording file (.sfr)")->required();
     cmd->add_flag("--json", options->json, "print one JSON object instead of text");
     cmd->add_option("--collapsed", options->collapsed, "write the decoded samples as collapsed stacks to FILE");
+    cmd->add_option("--offcpu-collapsed", options->offcpu_collapsed,
+                    "write the context-switch samples (events=switch: where threads blocked) as collapsed stacks "
+                    "to FILE; --collapsed then holds only the on-CPU ones");
     cmd->add_option("--show-disagreements", options->show, "print this many oracle pairs that disagree");
     cmd->add_option("--defer-ms", options->defer_ms,
                     "decode each sample only once the stream is this many ms past it (lets late code "

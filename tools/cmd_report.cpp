@@ -39,11 +39,15 @@ Result<profile::Cct> decode_recording(const std::string& path) {
     profile::Cct cct(names.get(), profile::CctOptions{});
     StreamDecoder* decoder = nullptr;
     StreamDecoder stream(StreamDecoderOptions{}, [&](const Event& e, const CallTrace& trace) {
-        if (std::holds_alternative<Sample>(e)) (void)cct.add(trace, decoder->period_ns());
+        if (is_profile_sample(e)) (void)cct.add(trace, decoder->period_ns());
     });
     decoder = &stream;
     names->map = &stream.code_map();
-    while (auto event = (*reader)->next()) stream.consume(std::move(*event));
+    uint64_t lost = 0;   // the kernel's Lost counts, which the outputs show as the live profile's do
+    while (auto event = (*reader)->next()) {
+        if (const auto* l = std::get_if<Lost>(&*event)) lost += l->count;
+        stream.consume(std::move(*event));
+    }
     stream.flush();
     if ((*reader)->damage()) {
         fmt::print(stderr, "stackfrag report: {} is damaged; the profile covers the events before: {}\n", path,
@@ -51,6 +55,7 @@ Result<profile::Cct> decode_recording(const std::string& path) {
     }
     cct.info().period_ns = stream.period_ns();
     cct.info().start_unix_ns = (*reader)->header().created_unix_ns;
+    cct.info().lost_samples = lost;
     return cct;
 }
 

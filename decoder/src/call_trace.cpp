@@ -10,6 +10,7 @@ const char* frame_kind_name(FrameKind kind) {
         case FrameKind::kNativeWrapper: return "native_wrapper";
         case FrameKind::kNative: return "native";
         case FrameKind::kStub: return "stub";
+        case FrameKind::kJava: return "java";
     }
     return "unknown";
 }

@@ -7,7 +7,7 @@ constexpr int32_t kAsgctNativeLineno = -3;
 
 bool is_java(FrameKind k) {
     return k == FrameKind::kInterpreted || k == FrameKind::kCompiled || k == FrameKind::kInlined ||
-           k == FrameKind::kNativeWrapper;
+           k == FrameKind::kNativeWrapper || k == FrameKind::kJava;
 }
 int32_t normalized_bci(int32_t bci) { return bci == kAsgctNativeLineno ? -1 : bci; }
 }  // namespace

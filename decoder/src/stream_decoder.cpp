@@ -13,7 +13,28 @@ const Sample* sample_of(const Event& event) {
     return nullptr;
 }
 
+// Samples and oracles are decoded; JVMTI traces are taken as they are. All three become a CallTrace
+// in stream order, so a recording in mode=jvmti replays through the same steps as one with perf.
+bool becomes_trace(const Event& event) {
+    return sample_of(event) != nullptr || std::holds_alternative<JvmtiTrace>(event);
+}
+
+// A JVMTI stack trace needs no decoding: the VM named its frames itself. How each frame ran, it
+// did not say, so every frame is FrameKind::kJava.
+void trace_from_jvmti(const JvmtiTrace& in, CallTrace& out) {
+    out.time_ns = in.time_ns;
+    out.tid = in.tid;
+    out.status = in.truncated ? TraceStatus::kIncomplete : TraceStatus::kComplete;
+    out.failure = FailReason::kNone;
+    out.frames.clear();
+    for (const MethodBci& m : in.frames) out.frames.push_back(Frame{FrameKind::kJava, m.method_id, m.bci, 0, 0, {}});
+}
+
 }  // namespace
+
+bool is_profile_sample(const Event& event) {
+    return std::holds_alternative<Sample>(event) || std::holds_alternative<JvmtiTrace>(event);
+}
 
 StreamDecoder::StreamDecoder(StreamDecoderOptions options, OnTrace on_trace)
     : options_(options), on_trace_(std::move(on_trace)), decoder_(map_, options.decoder) {}
@@ -21,18 +42,20 @@ StreamDecoder::StreamDecoder(StreamDecoderOptions options, OnTrace on_trace)
 void StreamDecoder::decode(const Event& event) {
     using Clock = std::chrono::steady_clock;
     const auto begin = Clock::now();
-    decoder_.decode(*sample_of(event), trace_);
+    if (const auto* jvmti = std::get_if<JvmtiTrace>(&event)) trace_from_jvmti(*jvmti, trace_);
+    else decoder_.decode(*sample_of(event), trace_);
     last_decode_ns_ = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count());
     if (on_trace_) on_trace_(event, trace_);
 }
 
 void StreamDecoder::consume(Event&& event) {
-    if (const Sample* sample = sample_of(event)) {
+    if (becomes_trace(event)) {
         // Sample times only: they are what the map is asked about, and a stray time stamp on
         // another event must not make the map forget what a sample still needs.
-        if (options_.retain_ns != 0 && sample->time_ns > latest_sample_ns_) {
-            latest_sample_ns_ = sample->time_ns;
+        const uint64_t sample_ns = time_of(event);
+        if (options_.retain_ns != 0 && sample_ns > latest_sample_ns_) {
+            latest_sample_ns_ = sample_ns;
             if (latest_sample_ns_ >= next_forget_ns_) {
                 const uint64_t keep = options_.retain_ns + options_.defer_ns;
                 if (latest_sample_ns_ > keep) map_.forget_before(latest_sample_ns_ - keep);
@@ -49,7 +72,7 @@ void StreamDecoder::consume(Event&& event) {
     // Deferred samples are decoded before an event that comes late enough after them, so each
     // sees the map as the stream stood defer_ns past its own time.
     const uint64_t now = time_of(event);
-    while (!pending_.empty() && sample_of(pending_.front())->time_ns + options_.defer_ns <= now) {
+    while (!pending_.empty() && time_of(pending_.front()) + options_.defer_ns <= now) {
         decode(pending_.front());
         pending_.pop_front();
     }

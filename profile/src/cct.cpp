@@ -4,7 +4,10 @@
 
 namespace sf::profile {
 
-FrameType frame_type_of(FrameKind kind) { return static_cast<FrameType>(static_cast<uint8_t>(kind)); }
+FrameType frame_type_of(FrameKind kind) {
+    if (kind == FrameKind::kJava) return FrameType::kJava;
+    return static_cast<FrameType>(static_cast<uint8_t>(kind));
+}
 
 const char* frame_type_name(FrameType type) {
     switch (type) {
@@ -17,12 +20,13 @@ const char* frame_type_name(FrameType type) {
         case FrameType::kStub: return "stub";
         case FrameType::kThread: return "thread";
         case FrameType::kTruncated: return "truncated";
+        case FrameType::kJava: return "java";
     }
     return "unknown";
 }
 
 std::optional<FrameType> frame_type_from_name(std::string_view name) {
-    for (uint8_t v = 0; v <= static_cast<uint8_t>(FrameType::kTruncated); ++v) {
+    for (uint8_t v = 0; v <= static_cast<uint8_t>(FrameType::kJava); ++v) {
         auto type = static_cast<FrameType>(v);
         if (name == frame_type_name(type)) {
             return type;
@@ -33,7 +37,7 @@ std::optional<FrameType> frame_type_from_name(std::string_view name) {
 
 bool is_java(FrameType type) {
     return type == FrameType::kInterpreted || type == FrameType::kCompiled || type == FrameType::kInlined ||
-           type == FrameType::kNativeWrapper;
+           type == FrameType::kNativeWrapper || type == FrameType::kJava;
 }
 
 std::string frame_identity(FrameType type, std::string_view name, std::string_view signature) {

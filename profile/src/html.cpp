@@ -37,7 +37,8 @@ constexpr std::string_view kStyle = R"HTML(</title>
 <header>
   <h1 id="title">)HTML";
 
-constexpr std::string_view kBody = R"HTML(</h1>
+constexpr std::string_view kTitleEnd = "</h1>";
+constexpr std::string_view kBody = R"HTML(
   <span id="total" class="muted"></span>
   <input id="search" type="search" placeholder="Search (regular expression)" title="Highlights matching frames">
   <span id="matched" class="muted"></span>
@@ -57,9 +58,9 @@ const PROFILE = )HTML";
 // depth-first pre-order [frame, total, child count, call line], children right after their parent.
 constexpr std::string_view kScript = R"HTML(;
 (function () {
-  const TYPE_NAMES = ["root", "interpreted", "compiled", "inlined", "native wrapper", "native", "stub", "thread", "truncated"];
+  const TYPE_NAMES = ["root", "interpreted", "compiled", "inlined", "native wrapper", "native", "stub", "thread", "truncated", "java"];
   // hue, saturation: one family per frame type so they stay apart whatever the shade.
-  const TYPE_COLOURS = [[0, 0], [48, 85], [110, 55], [185, 60], [280, 45], [12, 75], [0, 0], [215, 60], [0, 0]];
+  const TYPE_COLOURS = [[0, 0], [48, 85], [110, 55], [185, 60], [280, 45], [12, 75], [0, 0], [215, 60], [0, 0], [140, 40]];
   const ROW = 16, FONT = "12px monospace", MIN_WIDTH = 0.5, LABEL_MIN = 24, TEXT_LIST_MAX = 400;
 
   const S = PROFILE.S, F = PROFILE.F, N = PROFILE.N;
@@ -311,7 +312,13 @@ Status write_html(const Cct& cct, std::ostream& out, const HtmlOptions& options)
                         : !cct.info().title.empty() ? cct.info().title
                                                     : std::string("stackfrag flame graph");
     std::string page;
-    page.append(kPageStart).append(html_escape(title)).append(kStyle).append(html_escape(title)).append(kBody);
+    page.append(kPageStart).append(html_escape(title)).append(kStyle).append(html_escape(title)).append(kTitleEnd);
+    // A subtitle, so a flame graph with holes does not pass for a whole one.
+    if (cct.info().lost_samples != 0) {
+        fmt::format_to(std::back_inserter(page), "\n  <span id=\"lost\" class=\"muted\">{} samples lost</span>",
+                       cct.info().lost_samples);
+    }
+    page.append(kBody);
 
     // Only frames some node uses get into the page, and each name string once.
     std::vector<int64_t> frame_index(cct.frame_count(), -1);

@@ -50,8 +50,8 @@ Status write_json(const Cct& cct, std::ostream& out) {
     fmt::format_to(std::back_inserter(buffer), "{{\"format\":\"{}\",\"version\":{},\"info\":{{\"title\":", kFormatName,
                    kFormatVersion);
     append_quoted(buffer, info.title);
-    fmt::format_to(std::back_inserter(buffer), ",\"period_ns\":{},\"start_unix_ns\":{},\"duration_ns\":{}}}",
-                   info.period_ns, info.start_unix_ns, info.duration_ns);
+    fmt::format_to(std::back_inserter(buffer), ",\"period_ns\":{},\"start_unix_ns\":{},\"duration_ns\":{},\"lost_samples\":{}}}",
+                   info.period_ns, info.start_unix_ns, info.duration_ns, info.lost_samples);
     const TraceCounts& counts = cct.trace_counts();
     fmt::format_to(std::back_inserter(buffer), ",\n\"traces\":{{\"added\":{},\"incomplete\":{},\"failed\":{},\"failed_by_reason\":{{",
                    counts.added, counts.incomplete, counts.failed);
@@ -188,7 +188,8 @@ Result<Cct> read_json(std::istream& in) {
     if (auto info = doc.find("info"); info != doc.end() && info->is_object()) {
         ProfileInfo& pi = cct.info();
         if (!get_string(*info, "title", pi.title) || !get_u64(*info, "period_ns", pi.period_ns) ||
-            !get_u64(*info, "start_unix_ns", pi.start_unix_ns) || !get_u64(*info, "duration_ns", pi.duration_ns)) {
+            !get_u64(*info, "start_unix_ns", pi.start_unix_ns) || !get_u64(*info, "duration_ns", pi.duration_ns) ||
+            !get_u64(*info, "lost_samples", pi.lost_samples)) {
             return corrupt("\"info\" has a member of the wrong type");
         }
     }

@@ -1,6 +1,7 @@
 #include <map>
 #include <unordered_map>
 
+#include <fmt/format.h>
 #include <protozero/pbf_writer.hpp>
 #include <zlib.h>
 
@@ -13,7 +14,8 @@ namespace {
 namespace pb {
 enum Profile : protozero::pbf_tag_type {
     kSampleType = 1, kSample = 2, kLocation = 4, kFunction = 5, kStringTable = 6,
-    kTimeNanos = 9, kDurationNanos = 10, kPeriodType = 11, kPeriod = 12, kDefaultSampleType = 14,
+    kTimeNanos = 9, kDurationNanos = 10, kPeriodType = 11, kPeriod = 12, kComment = 13,
+    kDefaultSampleType = 14,
 };
 enum ValueType : protozero::pbf_tag_type { kType = 1, kUnit = 2 };
 enum Sample : protozero::pbf_tag_type { kLocationId = 1, kValue = 2, kLabel = 3 };
@@ -170,6 +172,10 @@ Status write_pprof(const Cct& cct, std::ostream& out) {
         value_type(pb::kPeriodType, "cpu", "nanoseconds");
         if (period > 0) profile.add_int64(pb::kPeriod, static_cast<int64_t>(period));
         profile.add_int64(pb::kDefaultSampleType, strings.index("cpu"));
+    }
+    // pprof has no field for samples that never made it; a comment is what `pprof -comments` shows.
+    if (info.lost_samples != 0) {
+        profile.add_int64(pb::kComment, strings.index(fmt::format("{} samples lost (kernel ring or live queue full)", info.lost_samples)));
     }
     // Last, because every message above may have added strings.
     for (const std::string& s : strings.strings()) profile.add_string(pb::kStringTable, s);

@@ -4,6 +4,8 @@
 
 #include <cerrno>
 #include <fstream>
+#include <memory>
+#include <streambuf>
 
 #include <fmt/format.h>
 
@@ -35,38 +37,90 @@ Result<ProfileFormat> format_for_path(std::string_view path) {
                       fmt::format("name the file with one of {}", accepted_profile_extensions()));
 }
 
-Status write_file_atomically(const std::string& path, const std::function<Status(std::ostream&)>& produce) {
+namespace {
+
+// An output stream buffer over a descriptor that remembers the first failed write's errno, so the
+// error names the reason (a full disk, a file size limit) and not only "failed".
+class DescriptorBuffer final : public std::streambuf {
+public:
+    explicit DescriptorBuffer(int fd) : fd_(fd) { setp(buffer_, buffer_ + sizeof buffer_); }
+    int error() const { return error_; }
+    bool flush_all() { return sync() == 0; }
+
+protected:
+    int_type overflow(int_type ch) override {
+        if (!flush_all()) return traits_type::eof();
+        if (!traits_type::eq_int_type(ch, traits_type::eof())) {
+            *pptr() = traits_type::to_char_type(ch);
+            pbump(1);
+        }
+        return traits_type::not_eof(ch);
+    }
+    int sync() override {
+        const char* data = pbase();
+        size_t left = static_cast<size_t>(pptr() - pbase());
+        while (left > 0 && error_ == 0) {
+            const ssize_t n = ::write(fd_, data, left);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) error_ = n < 0 ? errno : EIO;
+            else data += n, left -= static_cast<size_t>(n);
+        }
+        setp(buffer_, buffer_ + sizeof buffer_);
+        return error_ == 0 ? 0 : -1;
+    }
+
+private:
+    int fd_;
+    int error_ = 0;
+    char buffer_[1 << 16];
+};
+
+}  // namespace
+
+Status write_file_atomically(const std::string& path, const std::function<Status(std::ostream&)>& produce,
+                             std::optional<mode_t> mode) {
     size_t slash = path.rfind('/');
     std::string dir = slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
     std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
     std::string temp = dir + "." + base + ".tmp.XXXXXX";
-    int fd = mkstemp(temp.data());
-    if (fd < 0) return sys_error(Errc::kIo, errno, fmt::format("cannot create a temporary file next to {}", path));
-    // mkstemp makes the file 0600; a profile is meant to be shared like any other output file.
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    close(fd);
+    // mkstemp creates the file (O_EXCL, 0600) and hands back its descriptor: nothing is opened by
+    // name again, so a file or symlink planted in a shared directory is never written through.
+    int fd = mkostemp(temp.data(), O_CLOEXEC);
+    if (fd < 0) return sys_error(Errc::kIo, errno, fmt::format("cannot write {}: cannot create a temporary file beside it", path));
+    if (mode.has_value()) {
+        fchmod(fd, *mode);
+    } else {
+        // A profile is meant to be shared like any other output file.
+        mode_t mask = umask(0);
+        umask(mask);
+        fchmod(fd, 0666 & ~mask);
+    }
 
     Status status;
     {
-        std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-        if (!out) {
-            status = sys_error(Errc::kIo, errno, fmt::format("cannot open {}", temp));
-        } else {
-            status = produce(out);
-            out.close();
-            if (status.ok() && out.fail()) status = make_error(Errc::kIo, fmt::format("writing {} failed", temp));
+        auto buffer = std::make_unique<DescriptorBuffer>(fd);
+        std::ostream out(buffer.get());
+        status = produce(out);
+        out.flush();
+        if (status.ok() && buffer->error() != 0) {
+            status = sys_error(Errc::kIo, buffer->error(), fmt::format("cannot write {}", path));
+        } else if (status.ok() && !out) {
+            status = make_error(Errc::kIo, fmt::format("cannot write {}", path));
+        } else if (!status.ok() && buffer->error() != 0) {
+            // The producer saw its stream fail; the descriptor knows why.
+            status = sys_error(Errc::kIo, buffer->error(), fmt::format("cannot write {}", path));
         }
     }
+    if (::close(fd) != 0 && status.ok()) status = sys_error(Errc::kIo, errno, fmt::format("cannot write {}", path));
+    // rename replaces a planted symlink itself, never the file it points to.
     if (status.ok() && rename(temp.c_str(), path.c_str()) != 0) {
-        status = sys_error(Errc::kIo, errno, fmt::format("cannot rename {} to {}", temp, path));
+        status = sys_error(Errc::kIo, errno, fmt::format("cannot write {}: cannot rename {} to it", path, temp));
     }
     if (!status.ok()) unlink(temp.c_str());
     return status;
 }
 
-Status write_profile(const Cct& cct, const std::string& path, const HtmlOptions& html) {
+Status write_profile(const Cct& cct, const std::string& path, const HtmlOptions& html, std::optional<mode_t> mode) {
     auto format = format_for_path(path);
     if (!format.ok()) return std::move(format).take_error();
     return write_file_atomically(path, [&](std::ostream& out) -> Status {
@@ -77,7 +131,7 @@ Status write_profile(const Cct& cct, const std::string& path, const HtmlOptions&
             case ProfileFormat::kJson: return write_json(cct, out);
         }
         return make_error(Errc::kInternal, "unhandled profile format");
-    });
+    }, mode);
 }
 
 Result<Cct> read_profile(const std::string& path) {

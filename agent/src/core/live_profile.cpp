@@ -108,14 +108,14 @@ struct LiveProfile::DumpRequest {
 LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
     : settings_(std::move(settings)), clock_(clock), queue_(std::max<size_t>(settings_.queue_slots, 2)) {
     stream_ = std::make_unique<StreamDecoder>(settings_.decoder, [this](const Event& event, const CallTrace& trace) {
+        if (settings_.on_trace) settings_.on_trace(event, trace);
         // Off-CPU samples count blockings, not CPU time: their own tree, each switch weighing one.
         if (is_switch_sample(event)) {
             (void)off_cpu_cct_->add(trace);
             return;
         }
         // Oracle samples are the validator's, not the application's profile (replay skips them too).
-        if (!std::holds_alternative<Sample>(event)) return;
-        (void)cct_->add(trace, stream_->period_ns());
+        if (!is_profile_sample(event)) return;
         if (trace.status != TraceStatus::kFailed) decoded_total_.fetch_add(1, std::memory_order_relaxed);
     });
     names_ = std::make_unique<Names>(stream_->code_map());
@@ -154,7 +154,7 @@ void LiveProfile::observe(const Event& event) {
     if (stopped_.load(std::memory_order_acquire)) return;
     if (std::holds_alternative<Oracle>(event)) return;
     if (is_switch_sample(event)) off_cpu_offered_.fetch_add(1, std::memory_order_relaxed);
-    const bool is_sample = std::holds_alternative<Sample>(event);
+    const bool is_sample = is_profile_sample(event);
     if (is_sample) samples_.fetch_add(1, std::memory_order_relaxed);
     if (const auto* lost = std::get_if<Lost>(&event)) lost_total_.fetch_add(lost->count, std::memory_order_relaxed);
     try {
@@ -165,6 +165,7 @@ void LiveProfile::observe(const Event& event) {
             const size_t bytes = stack_bytes_of(event);
             if (!backlog_.empty() || queued_bytes_.load(std::memory_order_relaxed) + bytes > settings_.queue_bytes) {
                 dropped_.fetch_add(1, std::memory_order_relaxed);
+    if (std::holds_alternative<JvmtiTrace>(event)) jvmti_traces_.fetch_add(1, std::memory_order_relaxed);
                 return;
             }
             auto* copy = new Event(event);
@@ -473,6 +474,7 @@ LiveCounts LiveProfile::counts(size_t top) const {
     out.write_errors = write_errors_;
     out.off_cpu_samples = off_cpu_offered_.load();
     out.samples -= std::min(out.samples, out.off_cpu_samples);
+    out.jvmti_traces = jvmti_traces_.load();
     out.off_cpu_decoded = off_cpu_past_counts_.added + off_cpu_cct_->trace_counts().added;
     out.off_cpu_failed = off_cpu_past_counts_.failed + off_cpu_cct_->trace_counts().failed;
     std::map<std::string, uint64_t> off_self = off_cpu_past_self_;
@@ -489,9 +491,11 @@ std::string LiveProfile::summary_text(size_t top) const {
     char line[512];
     std::string out;
     snprintf(line, sizeof line,
-             "stop summary: %llu samples taken; decoded %.1f%% (%llu), incomplete %.1f%% (%llu), failed %.1f%% (%llu); "
+             "stop summary: %llu samples taken%s; decoded %.1f%% (%llu), incomplete %.1f%% (%llu), failed %.1f%% (%llu); "
              "lost %llu (kernel), %llu (live queue full)",
-             static_cast<unsigned long long>(c.samples), percent(c.decoded, c.samples),
+             static_cast<unsigned long long>(c.samples),
+             c.jvmti_traces != 0 ? " (jvmti mode: GetAllStackTraces at safepoints, not decoded)" : "",
+             percent(c.decoded, c.samples),
              static_cast<unsigned long long>(c.decoded), percent(c.incomplete, c.samples),
              static_cast<unsigned long long>(c.incomplete), percent(c.failed, c.samples),
              static_cast<unsigned long long>(c.failed), static_cast<unsigned long long>(c.lost),

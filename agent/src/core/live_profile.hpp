@@ -60,10 +60,14 @@ struct LiveSettings {
     // to off_cpu_path(file) beside the on-CPU one, also when it is empty. Without it such samples
     // still get their own tree, written only when there are some.
     bool off_cpu = false;
+    // Called on the decoder thread for every trace the stream decoder produces, before the profile
+    // takes it (interval=auto watches the top frames).
+    std::function<void(const Event&, const CallTrace&)> on_trace;
 };
 
 struct LiveCounts {
-    uint64_t samples = 0;          // Sample events offered
+    uint64_t samples = 0;          // Sample and JvmtiTrace events offered
+    uint64_t jvmti_traces = 0;     // of which JvmtiTrace (mode=jvmti)
     uint64_t dropped = 0;          // samples not queued: queue or byte budget full, or no memory
     uint64_t metadata_dropped = 0; // non-sample events lost past the backlog limit
     uint64_t lost = 0;             // the kernel's Lost counts in the stream
@@ -147,6 +151,7 @@ private:
     std::atomic<uint64_t> lost_total_{0};
 
     // Decoder-thread state.
+    std::atomic<uint64_t> jvmti_traces_{0};
     class Names;
     std::unique_ptr<StreamDecoder> stream_;
     std::unique_ptr<Names> names_;

@@ -290,6 +290,15 @@ Result<AgentOptions> parse_options(std::string_view text) {
         const OptionSpec* spec = find_option(item.substr(0, item.find('=')));
         open_list = spec != nullptr && spec->is_list ? spec : nullptr;
     }
+    // Context-switch events are opened per thread, with the perf backend only.
+    if (options.sample_switch && options.mode != SamplingMode::kThread) {
+        return make_error(Errc::kInvalidArgument, "events=switch needs mode=thread (the default)",
+                          "drop mode=cpu/jvmti, or sample with events=cpu only");
+    }
+    if (options.sample_switch && options.backend == SamplingBackend::kSignal) {
+        return make_error(Errc::kInvalidArgument, "events=switch needs perf events, not backend=signal",
+                          "use backend=perf or auto");
+    }
     return options;
 }
 

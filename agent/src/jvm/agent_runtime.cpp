@@ -28,6 +28,7 @@
 #include "native_bind.hpp"
 #include "options.hpp"
 #include "oracle.hpp"
+#include "auto_interval.hpp"
 #include "sampler.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "stream_writer.hpp"
@@ -86,6 +87,7 @@ public:
         attach_ = attach;
         if (options_.validate) create_oracle();
         sampler_ = std::make_unique<Sampler>(options_.sampling_config(), queue_, writer_, oracle_.get());
+        sampler_->set_events(options_.sample_cpu, options_.sample_switch);
         create_live_profile();
         if (!setup_jvmti()) {
             disabled_ = true;
@@ -206,12 +208,21 @@ private:
     // otherwise (the stop summary then says what was hot). A run with record= and no file= stays
     // as cheap as before: it is decoded offline (record=/dev/null: capture cost only, no output).
     void create_live_profile() {
-        if (options_.file.empty() && !options_.record_path.empty()) return;
+        if (options_.file.empty() && !options_.record_path.empty() && !options_.interval_auto) return;
         LiveSettings settings;
         settings.file = options_.file;
         settings.loop_ns = options_.loop_ns;
         settings.title = options_.title;
         settings.pid = static_cast<uint32_t>(getpid());
+        settings.off_cpu = options_.sample_switch;
+        if (options_.interval_auto) {
+            // The decoder thread sees each thread's top frames: interval=auto needs live decoding.
+            PeriodControllerSettings adaptive;
+            adaptive.start_ns = options_.interval_ns;
+            adaptive.budget = options_.budget_percent / 100.0;
+            auto_interval_ = std::make_unique<AutoInterval>(adaptive, *sampler_);
+            settings.on_trace = [this](const Event& event, const CallTrace& trace) { auto_interval_->on_trace(event, trace); };
+        }
         live_profile_ = std::make_unique<LiveProfile>(std::move(settings));
         writer_.set_tap(live_profile_.get());
     }
@@ -477,6 +488,7 @@ private:
     StreamWriter writer_;
     std::unique_ptr<OracleSampler> oracle_;
     std::unique_ptr<Sampler> sampler_;
+    std::unique_ptr<AutoInterval> auto_interval_;   // interval=auto; fed by the live profile's thread
     std::unique_ptr<VmCapture> capture_;
     std::unique_ptr<LiveProfile> live_profile_;   // the writer's tap: fed by the reader thread
     std::atomic<bool> capture_ready_{false};

@@ -862,6 +862,11 @@ void VmCapture::poll(JNIEnv* jni) {
     impl_->announce_unreported_nmethods(jni, true);
 }
 
+void VmCapture::announce_method(JNIEnv* jni, jmethodID method, uint64_t time_ns) {
+    if (!impl_->started.load(std::memory_order_acquire)) return;
+    impl_->announce_method(jni, method, time_ns);
+}
+
 std::string VmCapture::describe() const {
     const Impl& m = *impl_;
     if (!m.started.load(std::memory_order_acquire)) return "VM capture not started";

@@ -61,6 +61,10 @@ public:
     // Periodic work from an agent thread (see step 4 above). Cheap when nothing changed.
     void poll(JNIEnv* jni);
 
+    // Announces the method unless it already was, as of `time_ns` (mode=jvmti: a stack trace may
+    // name methods of hidden classes, which no ClassPrepare announced).
+    void announce_method(JNIEnv* jni, jmethodID method, uint64_t time_ns);
+
     // A one-line description of the resolved layout and the counts so far, for the log.
     std::string describe() const;
 

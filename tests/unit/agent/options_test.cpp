@@ -133,6 +133,11 @@ TEST_CASE("events is a comma-separated list of cpu and switch") {
     CHECK(parse_error("events=io").find("bad value 'io' for events") == 0);
     // A bare word after another option is still an unknown option, not a list item.
     CHECK(contains(parse_error("interval=1ms,switch"), "unknown option 'switch'"));
+    // Switch events are per-thread perf events.
+    CHECK(parse_error("events=cpu,switch,mode=cpu") ==
+          "events=switch needs mode=thread (the default): drop mode=cpu/jvmti, or sample with events=cpu only");
+    CHECK(parse_error("events=switch,backend=signal") ==
+          "events=switch needs perf events, not backend=signal: use backend=perf or auto");
 }
 
 TEST_CASE("focus and exclude name a method or class") {

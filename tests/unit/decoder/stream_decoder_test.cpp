@@ -57,3 +57,47 @@ TEST_CASE("with defer_ns a sample is decoded after the events up to defer_ns pas
     stream.flush();
     CHECK(decoded_at_map_size == std::vector<uint64_t>{1});
 }
+
+TEST_CASE("a JvmtiTrace becomes a trace of Java frames of unknown kind, without decoding") {
+    std::vector<CallTrace> traces;
+    std::vector<bool> in_profile;
+    StreamDecoder stream(StreamDecoderOptions{}, [&](const Event& event, const CallTrace& trace) {
+        traces.push_back(trace);
+        in_profile.push_back(is_profile_sample(event));
+    });
+    stream.consume(JvmtiTrace{1'000, 42, false, {MethodBci{0x10, 7}, MethodBci{0x20, -1}}});
+    stream.consume(JvmtiTrace{2'000, 43, true, {MethodBci{0x30, 3}}});
+    REQUIRE(traces.size() == 2);
+    CHECK(in_profile == std::vector<bool>{true, true});
+    CHECK(traces[0].time_ns == 1'000);
+    CHECK(traces[0].tid == 42);
+    CHECK(traces[0].status == TraceStatus::kComplete);
+    REQUIRE(traces[0].frames.size() == 2);
+    CHECK(traces[0].frames[0] == Frame{FrameKind::kJava, 0x10, 7, 0, 0, {}});
+    CHECK(traces[0].frames[1] == Frame{FrameKind::kJava, 0x20, -1, 0, 0, {}});
+    // Deeper than the agent asked for: the top frames, marked incomplete.
+    CHECK(traces[1].status == TraceStatus::kIncomplete);
+    CHECK(traces[1].frames.size() == 1);
+    CHECK_FALSE(is_profile_sample(Oracle{}));
+    CHECK(is_profile_sample(Sample{}));
+}
+
+TEST_CASE("with defer_ns a JvmtiTrace waits for the method events up to defer_ns past it") {
+    StreamDecoderOptions options;
+    options.defer_ns = 100;
+    std::vector<bool> named;
+    StreamDecoder* self = nullptr;
+    StreamDecoder stream(options, [&](const Event&, const CallTrace& trace) {
+        named.push_back(self->code_map().method_by_id(trace.frames[0].method_id) != nullptr);
+    });
+    self = &stream;
+    stream.consume(JvmtiTrace{1'000, 1, false, {MethodBci{0x10, 0}}});
+    MethodInfo method;
+    method.time_ns = 1'050;
+    method.method_id = 0x10;
+    method.method_ptr = 0x5000;
+    stream.consume(std::move(method));
+    CHECK(named.empty());
+    stream.flush();
+    CHECK(named == std::vector<bool>{true});
+}

@@ -95,3 +95,22 @@ TEST_CASE("collapsed stacks: malformed lines are errors naming the line") {
         CHECK_THAT(cct.error().message, Catch::Contains("line 2"));
     }
 }
+
+TEST_CASE("Java frames of unknown kind (mode=jvmti) are Java frames written without a kind suffix") {
+    MethodTable names;
+    names.add(method(1, "app/Main", "main"));
+    names.add(method(2, "app/Main", "work"));
+    Cct cct(&names);
+    (void)cct.add(trace({java(FrameKind::kJava, 2, 3), java(FrameKind::kJava, 1, 5)}));
+    (void)cct.add(trace({java(FrameKind::kJava, 2, 3), java(FrameKind::kJava, 1, 5)}));
+    CHECK(collapsed(cct) == "app/Main.main;app/Main.work 2\n");
+    const auto leaf = cct.find({"app/Main.main", "app/Main.work"});
+    REQUIRE(leaf.size() == 1);
+    const FrameDesc& frame = cct.frame_of(leaf[0]);
+    CHECK(frame.type == FrameType::kJava);
+    CHECK(is_java(frame.type));
+    CHECK(std::string(frame_type_name(FrameType::kJava)) == "java");
+    CHECK(frame_type_from_name("java") == FrameType::kJava);
+    // The caller's bci is the call site, as for any Java frame.
+    CHECK(cct.node(leaf[0]).call_bci == 5);
+}

@@ -15,6 +15,7 @@ enum class FrameKind : uint8_t {
     kNativeWrapper = 4,   // the JNI wrapper nmethod of a native method
     kNative = 5,          // C/C++ code (libjvm, libc, JNI libraries), with a symbol when known
     kStub = 6,            // a runtime stub, adapter or interpreter codelet with no Java method
+    kJava = 7,            // a Java frame that ran in a way nobody said (JVMTI stack traces, mode=jvmti)
 };
 
 const char* frame_kind_name(FrameKind kind);   // "interpreted", "compiled", ...

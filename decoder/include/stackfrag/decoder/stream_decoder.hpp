@@ -27,17 +27,22 @@ struct StreamDecoderOptions {
     uint64_t retain_ns = 30'000'000'000;
 };
 
+// Whether an event's trace belongs in the application's profile: a Sample, or a JvmtiTrace
+// (mode=jvmti). Oracle samples are the validator's and do not.
+bool is_profile_sample(const Event& event);
+
 class StreamDecoder {
 public:
-    // `event` is the Sample or Oracle that was decoded; `trace` is valid only during the call.
+    // `event` is the Sample, Oracle or JvmtiTrace the trace came from; `trace` is valid only
+    // during the call.
     using OnTrace = std::function<void(const Event& event, const CallTrace& trace)>;
 
     StreamDecoder(StreamDecoderOptions options, OnTrace on_trace);
     StreamDecoder(const StreamDecoder&) = delete;
     StreamDecoder& operator=(const StreamDecoder&) = delete;
 
-    // One event in stream order. Samples and oracles are decoded (now or, with defer_ns, later);
-    // everything else is applied to the code map.
+    // One event in stream order. Samples and oracles are decoded, JVMTI traces taken as they are
+    // (now or, with defer_ns, later); everything else is applied to the code map.
     void consume(Event&& event);
     // Decodes every deferred sample (end of stream, or a profile being written).
     void flush();

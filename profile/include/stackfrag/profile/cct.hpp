@@ -18,8 +18,8 @@
 
 namespace sf::profile {
 
-// What a node's frame is. The Java and native values equal sf::FrameKind's; the rest are frames
-// the profile adds itself.
+// What a node's frame is. Values 1-6 equal sf::FrameKind's; kThread and kTruncated are frames the
+// profile adds itself; kJava is FrameKind::kJava (numbered after the older types, which keep theirs).
 enum class FrameType : uint8_t {
     kRoot = 0,            // the tree's root, node 0, never written as a frame
     kInterpreted = 1,
@@ -30,6 +30,7 @@ enum class FrameType : uint8_t {
     kStub = 6,
     kThread = 7,          // "[name tid=N]", the first frame of every stack in a per-thread tree
     kTruncated = 8,       // "[truncated]": the stacks below it lost their outer (root-side) frames
+    kJava = 9,            // Java, how it ran not known (mode=jvmti): written without a kind suffix
 };
 
 FrameType frame_type_of(FrameKind kind);
@@ -95,6 +96,9 @@ struct ProfileInfo {
     uint64_t period_ns = 0;     // sampling period; 0 unknown (pprof then has no cpu values)
     uint64_t start_unix_ns = 0; // 0 unknown
     uint64_t duration_ns = 0;   // 0 unknown
+    // Samples taken but in no tree: the kernel's ring was full, or the live decoder's queue. The
+    // outputs say so, as a profile with holes must not pass for a whole one.
+    uint64_t lost_samples = 0;
 };
 
 // Not thread-safe: one thread adds, or the caller locks. Node and frame ids are dense, start at 0

@@ -2,8 +2,11 @@
 // flame graph, pprof, the CCT as json) and reading collapsed and json back into a Cct.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <istream>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -22,7 +25,8 @@ enum class Counter : uint8_t {
 // The name a frame has in collapsed stacks and the flame graph: FrameDesc::name plus a suffix
 // saying how the frame ran, as async-profiler writes it: "_[j]" compiled and native wrappers (both
 // JIT code), "_[i]" inlined, "_[0]" interpreted. Native, stub, thread and "[truncated]" frames
-// have no suffix, so native symbols read the same as in perf and async-profiler output.
+// have no suffix, so native symbols read the same as in perf and async-profiler output; neither
+// have Java frames of unknown kind (mode=jvmti), as no suffix would be true for them.
 std::string collapsed_frame_name(const FrameDesc& frame);
 
 // Collapsed ("folded") stacks, the input of flamegraph.pl, speedscope and async-profiler's
@@ -73,11 +77,16 @@ Result<ProfileFormat> format_for_path(std::string_view path);
 const char* accepted_profile_extensions();
 
 // Writes the format `path` ends with to a temporary file in the same directory, then renames it
-// over `path`, so readers never see a half-written profile.
-Status write_profile(const Cct& cct, const std::string& path, const HtmlOptions& html = {});
+// over `path`, so readers never see a half-written profile. The file gets `mode` (the agent: 0600),
+// else 0666 less the umask. The temporary is created with O_EXCL and written through its
+// descriptor, and rename replaces a symlink at `path` rather than following it: a link planted in
+// a shared directory cannot redirect the write. Errors name `path` and the reason (errno).
+Status write_profile(const Cct& cct, const std::string& path, const HtmlOptions& html = {},
+                     std::optional<mode_t> mode = std::nullopt);
 
 // Writes whatever `produce` puts into the stream to `path` the same atomic way.
-Status write_file_atomically(const std::string& path, const std::function<Status(std::ostream&)>& produce);
+Status write_file_atomically(const std::string& path, const std::function<Status(std::ostream&)>& produce,
+                             std::optional<mode_t> mode = std::nullopt);
 
 // Reads a .json (write_json) or .collapsed/.folded file.
 Result<Cct> read_profile(const std::string& path);
