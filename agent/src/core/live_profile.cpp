@@ -116,6 +116,7 @@ LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
         }
         // Oracle samples are the validator's, not the application's profile (replay skips them too).
         if (!is_profile_sample(event)) return;
+        (void)cct_->add(trace, stream_->period_ns());
         if (trace.status != TraceStatus::kFailed) decoded_total_.fetch_add(1, std::memory_order_relaxed);
     });
     names_ = std::make_unique<Names>(stream_->code_map());
@@ -156,6 +157,7 @@ void LiveProfile::observe(const Event& event) {
     if (is_switch_sample(event)) off_cpu_offered_.fetch_add(1, std::memory_order_relaxed);
     const bool is_sample = is_profile_sample(event);
     if (is_sample) samples_.fetch_add(1, std::memory_order_relaxed);
+    if (std::holds_alternative<JvmtiTrace>(event)) jvmti_traces_.fetch_add(1, std::memory_order_relaxed);
     if (const auto* lost = std::get_if<Lost>(&event)) lost_total_.fetch_add(lost->count, std::memory_order_relaxed);
     try {
         flush_backlog();
@@ -165,7 +167,6 @@ void LiveProfile::observe(const Event& event) {
             const size_t bytes = stack_bytes_of(event);
             if (!backlog_.empty() || queued_bytes_.load(std::memory_order_relaxed) + bytes > settings_.queue_bytes) {
                 dropped_.fetch_add(1, std::memory_order_relaxed);
-    if (std::holds_alternative<JvmtiTrace>(event)) jvmti_traces_.fetch_add(1, std::memory_order_relaxed);
                 return;
             }
             auto* copy = new Event(event);
