@@ -1,6 +1,7 @@
 // Comparing two calling context trees: normalisation, degree of overlap, hot-context coverage,
 // method correlation and the contexts that differ most.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <numeric>
 #include <unordered_map>
@@ -24,6 +25,18 @@ std::string strip_kind_suffix(std::string_view name) {
         }
     }
     return std::string(name);
+}
+
+// A hidden class (lambda, LambdaForm) is named with its address, "app/Main$$Lambda$16.0x00007f03f00b7d78":
+// the address differs from run to run, so two runs would never share a context through one. The
+// ".0x<hex>" part is dropped where a class name ends (before the method's '.' or an inner '$').
+std::string without_hidden_class_address(std::string name) {
+    for (size_t at = name.find(".0x"); at != std::string::npos; at = name.find(".0x", at + 1)) {
+        size_t end = at + 3;
+        while (end < name.size() && std::isxdigit(static_cast<unsigned char>(name[end]))) ++end;
+        if (end > at + 3 && (end == name.size() || name[end] == '.' || name[end] == '$')) name.erase(at, end - at);
+    }
+    return name;
 }
 
 uint64_t self_of(const Node& node, Counter counter) {
@@ -204,8 +217,8 @@ std::vector<double> ranks(std::span<const double> values) {
 }  // namespace
 
 std::string context_frame_name(const FrameDesc& frame, const ContextOptions& options) {
-    if (!options.merge_frame_kinds) return collapsed_frame_name(frame);
-    return strip_kind_suffix(frame.name);
+    if (!options.merge_frame_kinds) return without_hidden_class_address(collapsed_frame_name(frame));
+    return without_hidden_class_address(strip_kind_suffix(frame.name));
 }
 
 Cct normalize_contexts(const Cct& cct, const ContextOptions& options) {
@@ -216,7 +229,7 @@ Cct normalize_contexts(const Cct& cct, const ContextOptions& options) {
     for (FrameId f = 1; f < cct.frame_count(); ++f) {
         const FrameDesc& desc = cct.frame(f);
         FrameDesc normal;
-        normal.name = options.merge_frame_kinds ? strip_kind_suffix(desc.name) : desc.name;
+        normal.name = without_hidden_class_address(options.merge_frame_kinds ? strip_kind_suffix(desc.name) : desc.name);
         const bool keeps_type = !options.merge_frame_kinds || desc.type == FrameType::kThread ||
                                 desc.type == FrameType::kTruncated;
         normal.type = keeps_type ? desc.type : FrameType::kNative;

@@ -23,6 +23,7 @@
 
 #include "clock.hpp"
 #include "event_queue.hpp"
+#include "jvmti_sampler.hpp"
 #include "live_profile.hpp"
 #include "log.hpp"
 #include "native_bind.hpp"
@@ -131,15 +132,17 @@ public:
         if (options_.mode == SamplingMode::kCpu && attach_) add_cpu_events_for_existing_threads();
         register_existing_threads(jni);
         start_code_poller(jni);
+        if (options_.mode == SamplingMode::kJvmti) start_jvmti_sampler(jni);
         SF_LOG_INFO("sampling every %llu ns (%s mode)%s", static_cast<unsigned long long>(options_.interval_ns),
-                    options_.mode == SamplingMode::kThread ? "thread" : "cpu",
+                    options_.mode == SamplingMode::kThread ? "thread" : options_.mode == SamplingMode::kCpu ? "cpu" : "jvmti",
                     options_.validate ? " with the validate oracle" : "");
     }
 
     void on_thread_start(JNIEnv* jni, jthread thread) {
         if (!live_.load(std::memory_order_acquire)) return;   // found by go_live's enumeration
         std::string name = thread_name(jni, thread);
-        if (name == kCodePollThreadName) return;   // the agent's own work is not the application's
+        // The agent's own work is not the application's.
+        if (name == kCodePollThreadName || name == JvmtiSampler::kThreadName) return;
         register_thread(current_tid(), std::move(name), jni, true);
     }
 
@@ -177,6 +180,7 @@ public:
         live_.store(false, std::memory_order_release);
         disable_events();
         stop_code_poller();
+        stop_jvmti_sampler();
         if (oracle_) oracle_->stop();
         const bool stopped = sampler_->stop(kShutdownTimeoutMs);
         queue_.close();
@@ -418,6 +422,22 @@ private:
         poll_wakeup_.notify_all();
     }
 
+    // mode=jvmti: GetAllStackTraces every interval from an agent thread; no perf event is opened.
+    void start_jvmti_sampler(JNIEnv* jni) {
+        jvmti_sampler_ = std::make_unique<JvmtiSampler>(jvmti_, queue_, *capture_, options_.interval_ns);
+        Status started = jvmti_sampler_->start(jni);
+        if (!started.ok()) SF_LOG_ERROR("jvmti mode: no sampler thread, nothing is sampled: %s", started.error().describe().c_str());
+    }
+
+    // Before the reader's final drain, so that the last traces reach the stream.
+    void stop_jvmti_sampler() {
+        if (!jvmti_sampler_) return;
+        if (!jvmti_sampler_->stop(kShutdownTimeoutMs)) {
+            SF_LOG_WARN("jvmti mode: the sampler thread did not end within %d ms", kShutdownTimeoutMs);
+        }
+        SF_LOG_INFO("%s", jvmti_sampler_->describe().c_str());
+    }
+
     void log_summary() {
         const StreamCounts& counts = writer_.counts();
         std::string oracle_text;
@@ -490,6 +510,7 @@ private:
     std::unique_ptr<Sampler> sampler_;
     std::unique_ptr<AutoInterval> auto_interval_;   // interval=auto; fed by the live profile's thread
     std::unique_ptr<VmCapture> capture_;
+    std::unique_ptr<JvmtiSampler> jvmti_sampler_;   // mode=jvmti only
     std::unique_ptr<LiveProfile> live_profile_;   // the writer's tap: fed by the reader thread
     std::atomic<bool> capture_ready_{false};
     std::atomic<bool> live_{false};

@@ -215,3 +215,15 @@ TEST_CASE("empty profiles and short inputs have no defined coverage or correlati
     CHECK(*spearman_correlation(rising, squares) == Approx(1.0));   // monotone, not linear
     CHECK(*pearson_correlation(rising, squares) < 1.0);
 }
+
+TEST_CASE("hidden classes of two runs are one context: their addresses are dropped") {
+    // JDK 17 lambdas carry a number and an address, JDK 25 ones only the address; both vary by run.
+    Cct run1 = collapsed("java/lang/Thread.run;app/Main$$Lambda$16.0x00007f03f00b7d78.run;app/Main.work 3\n"
+                         "app/Main.main;java/lang/invoke/LambdaForm$MH.0x0000000801001000.invoke 1\n");
+    Cct run2 = collapsed("java/lang/Thread.run;app/Main$$Lambda$16.0x00007febec0b7d78.run_[j];app/Main.work 3\n"
+                         "app/Main.main;java/lang/invoke/LambdaForm$MH.0x0000000801002c00.invoke 1\n");
+    CHECK(overlap(run1, run2) == Approx(1.0));
+    CHECK(overlap(run1, run2, ContextOptions{.merge_frame_kinds = false}) == Approx(0.25));
+    // A name with ".0x" that is no address stays as it is.
+    CHECK(overlap(collapsed("a.0xyz 1\n"), collapsed("a 1\n")) == 0.0);
+}
