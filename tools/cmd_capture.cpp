@@ -31,6 +31,7 @@
 #include "stackfrag/events/events.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
+#include "stackfrag/kernel/proc_maps.hpp"
 
 namespace sf::cli {
 
@@ -77,31 +78,8 @@ struct CaptureOptions {
     std::vector<std::string> command;
 };
 
-struct Mapping {
-    uint64_t begin = 0;
-    uint64_t end = 0;
-    uint64_t offset = 0;
-    std::string path;
-    bool operator<(const Mapping& other) const { return begin < other.begin; }
-};
-
-std::vector<Mapping> read_executable_maps(pid_t pid) {
-    std::vector<Mapping> maps;
-    std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
-    std::string line;
-    while (std::getline(in, line)) {
-        // begin-end perms offset dev inode path
-        char perms[5] = {};
-        unsigned long long begin = 0, end = 0, offset = 0;
-        int path_at = 0;
-        if (std::sscanf(line.c_str(), "%llx-%llx %4s %llx %*s %*s %n", &begin, &end, perms, &offset, &path_at) < 4) continue;
-        if (perms[2] != 'x') continue;
-        Mapping mapping{begin, end, offset, path_at > 0 ? line.substr(static_cast<size_t>(path_at)) : ""};
-        maps.push_back(std::move(mapping));
-    }
-    std::sort(maps.begin(), maps.end());
-    return maps;
-}
+using Mapping = kernel::ExecutableMapping;
+using kernel::read_executable_maps;
 
 // Function symbols of one ELF file (.symtab, else .dynsym), addressed by virtual address, with
 // the PT_LOAD segments that turn a file offset into one. Good enough to name the hot spots.

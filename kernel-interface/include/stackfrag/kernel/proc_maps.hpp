@@ -1,0 +1,30 @@
+// The executable mappings of a process as /proc/PID/maps lists them: what the agent and
+// `stackfrag capture` announce as ModuleMap events so that native frames can be unwound and named.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sf::kernel {
+
+struct ExecutableMapping {
+    uint64_t begin = 0;
+    uint64_t end = 0;      // exclusive
+    uint64_t offset = 0;   // file offset of `begin`
+    std::string path;      // "" for anonymous memory; "[vdso]" and the like for special mappings
+    bool operator==(const ExecutableMapping&) const = default;
+    // Backed by a file that can be opened for unwind tables and symbols (not anonymous, special or
+    // deleted).
+    bool is_file() const;
+};
+
+// The mappings with execute permission in `maps_text` (the format of /proc/PID/maps), by address.
+std::vector<ExecutableMapping> parse_executable_maps(std::string_view maps_text);
+// Reads /proc/PID/maps (pid 0: this process); empty when it cannot be read.
+std::vector<ExecutableMapping> read_executable_maps(pid_t pid = 0);
+
+}  // namespace sf::kernel

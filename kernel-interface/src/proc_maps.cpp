@@ -1,0 +1,44 @@
+#include "stackfrag/kernel/proc_maps.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+namespace sf::kernel {
+
+bool ExecutableMapping::is_file() const {
+    return !path.empty() && path.front() == '/' && !path.ends_with(" (deleted)");
+}
+
+std::vector<ExecutableMapping> parse_executable_maps(std::string_view maps_text) {
+    std::vector<ExecutableMapping> maps;
+    while (!maps_text.empty()) {
+        const size_t newline = maps_text.find('\n');
+        const std::string line(maps_text.substr(0, newline));
+        maps_text = newline == std::string_view::npos ? std::string_view() : maps_text.substr(newline + 1);
+        // begin-end perms offset dev inode [path]
+        char perms[5] = {};
+        unsigned long long begin = 0, end = 0, offset = 0;
+        int path_at = 0;
+        if (std::sscanf(line.c_str(), "%llx-%llx %4s %llx %*s %*s %n", &begin, &end, perms, &offset, &path_at) < 4) {
+            continue;
+        }
+        if (perms[2] != 'x' || end <= begin) continue;
+        std::string path = path_at > 0 && static_cast<size_t>(path_at) <= line.size() ? line.substr(static_cast<size_t>(path_at)) : "";
+        while (!path.empty() && path.back() == ' ') path.pop_back();
+        maps.push_back({begin, end, offset, std::move(path)});
+    }
+    std::sort(maps.begin(), maps.end(),
+              [](const ExecutableMapping& a, const ExecutableMapping& b) { return a.begin < b.begin; });
+    return maps;
+}
+
+std::vector<ExecutableMapping> read_executable_maps(pid_t pid) {
+    std::ifstream in(pid == 0 ? std::string("/proc/self/maps") : "/proc/" + std::to_string(pid) + "/maps");
+    if (!in) return {};
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return parse_executable_maps(text);
+}
+
+}  // namespace sf::kernel

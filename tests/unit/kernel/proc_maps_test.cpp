@@ -1,0 +1,47 @@
+// /proc/PID/maps parsing: executable mappings only, paths with spaces kept, anonymous and special
+// mappings recognised as not being files.
+#include <catch2/catch.hpp>
+
+#include <dlfcn.h>
+
+#include "stackfrag/kernel/proc_maps.hpp"
+
+using sf::kernel::ExecutableMapping;
+using sf::kernel::parse_executable_maps;
+using sf::kernel::read_executable_maps;
+
+TEST_CASE("only executable mappings are kept, sorted by address") {
+    const std::string text =
+        "7f0000002000-7f0000003000 r-xp 00002000 08:01 42 /usr/lib/libz.so.1\n"
+        "55d000000000-55d000001000 r--p 00000000 08:01 7 /usr/bin/java\n"
+        "7f0000000000-7f0000001000 r-xp 00001000 08:01 43   /opt/my libs/libjni.so\n"
+        "7e0000000000-7e0000100000 rwxp 00000000 00:00 0 \n"
+        "7ffc00000000-7ffc00002000 r-xp 00000000 00:00 0                          [vdso]\n"
+        "garbage line\n"
+        "7f0000004000-7f0000005000 r-xp 00000000 08:01 44 /tmp/libgone.so (deleted)";
+    const std::vector<ExecutableMapping> maps = parse_executable_maps(text);
+    REQUIRE(maps.size() == 5);
+    CHECK(maps[0] == ExecutableMapping{0x7e0000000000, 0x7e0000100000, 0, ""});
+    CHECK(maps[1] == ExecutableMapping{0x7f0000000000, 0x7f0000001000, 0x1000, "/opt/my libs/libjni.so"});
+    CHECK(maps[2].path == "/usr/lib/libz.so.1");
+    CHECK(maps[2].offset == 0x2000);
+    CHECK(maps[3].path == "/tmp/libgone.so (deleted)");
+    CHECK(maps[4].path == "[vdso]");
+    CHECK_FALSE(maps[0].is_file());
+    CHECK(maps[1].is_file());
+    CHECK(maps[2].is_file());
+    CHECK_FALSE(maps[3].is_file());
+    CHECK_FALSE(maps[4].is_file());
+}
+
+TEST_CASE("this process's maps contain the code of this test") {
+    Dl_info info{};
+    REQUIRE(dladdr(reinterpret_cast<void*>(&parse_executable_maps), &info) != 0);
+    const auto here = reinterpret_cast<uint64_t>(&parse_executable_maps);
+    bool found = false;
+    for (const ExecutableMapping& m : read_executable_maps()) {
+        if (m.begin <= here && here < m.end) found = m.is_file();
+    }
+    CHECK(found);
+    CHECK(read_executable_maps(-1).empty());   // no such process: empty, no error thrown
+}
