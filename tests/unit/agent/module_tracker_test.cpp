@@ -1,0 +1,48 @@
+// ModuleTracker: each executable file mapping is announced once, anonymous and special mappings
+// never, and a library mapped later (or at a new address) is announced when it appears.
+#include <catch2/catch.hpp>
+
+#include <variant>
+#include <vector>
+
+#include "module_tracker.hpp"
+
+namespace {
+
+struct Collect final : sf::agent::EventSink {
+    std::vector<sf::Event> events;
+    void emit(sf::Event&& event) override { events.push_back(std::move(event)); }
+};
+
+}  // namespace
+
+TEST_CASE("file mappings are announced once; anonymous and special ones never") {
+    using sf::kernel::ExecutableMapping;
+    sf::agent::ModuleTracker tracker;
+    Collect sink;
+    std::vector<ExecutableMapping> maps = {
+        {0x1000, 0x2000, 0, ""},
+        {0x3000, 0x5000, 0x1000, "/usr/lib/jvm/lib/server/libjvm.so"},
+        {0x7000, 0x8000, 0, "[vdso]"},
+    };
+    CHECK(tracker.announce(maps, 10, sink) == 1);
+    CHECK(tracker.announce(maps, 20, sink) == 0);
+    maps.push_back({0x9000, 0xa000, 0, "/tmp/libnative.so"});
+    CHECK(tracker.announce(maps, 30, sink) == 1);
+    REQUIRE(sink.events.size() == 2);
+    const auto& jvm = std::get<sf::ModuleMap>(sink.events[0]);
+    CHECK(jvm.time_ns == 10);
+    CHECK(jvm.begin == 0x3000);
+    CHECK(jvm.end == 0x5000);
+    CHECK(jvm.file_offset == 0x1000);
+    CHECK(jvm.path == "/usr/lib/jvm/lib/server/libjvm.so");
+    CHECK(std::get<sf::ModuleMap>(sink.events[1]).time_ns == 30);
+}
+
+TEST_CASE("refresh announces this process's own executable files") {
+    sf::agent::ModuleTracker tracker;
+    Collect sink;
+    CHECK(tracker.refresh(1, sink) > 0);
+    CHECK(tracker.refresh(2, sink) == 0);
+    for (const sf::Event& event : sink.events) CHECK(std::get<sf::ModuleMap>(event).path.front() == '/');
+}
