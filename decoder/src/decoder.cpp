@@ -37,7 +37,8 @@ constexpr uint64_t DecodeStats::* kCounterFields[kCounterCount] = {
 
 // WalkState::flags
 enum : uint8_t {
-    kViaAnchor = 1, kViaNative = 2, kAfterJava = 4, kBreadcrumbUsed = 8, kInNativeRun = 16, kNativeRescanned = 32
+    kViaAnchor = 1, kViaNative = 2, kAfterJava = 4, kBreadcrumbUsed = 8, kInNativeRun = detail::kInNativeRunFlag,
+    kNativeRescanned = 32
 };
 }  // namespace
 
@@ -52,6 +53,10 @@ public:
           view_(sample.stack_sp, sample.stack.data(), sample.stack.size()), previous_(previous), journal_(journal) {}
 
     void run();
+    // Where the walk took over the rest of `previous` in one piece (spliced() then says so): the
+    // caller joins this walk's journal (the steps before) with previous's steps from there on.
+    bool spliced() const { return splice_valid_; }
+    const detail::Splice& splice() const { return splice_; }
 
 private:
     enum class Step : uint8_t { kContinue, kStop };
@@ -61,6 +66,7 @@ private:
     detail::WalkState state() const;
     void restore(const detail::WalkState& at, int64_t delta, int64_t native_delta);
     Reuse reuse_previous();
+    bool take_over_rest(size_t from, int64_t delta, int64_t native_delta);
     bool replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next) const;
     void keep(const detail::StepRecord& r, const uint8_t* bytes);
     void begin_step();
@@ -190,6 +196,8 @@ private:
     bool journal_reset_ = false;    // a rescan dropped frames found earlier: the journal starts over
     uint16_t step_counters_ = 0;
     size_t step_peak_ = 0;
+    detail::Splice splice_;
+    bool splice_valid_ = false;
 };
 
 void Walk::run() {
@@ -224,7 +232,6 @@ void Walk::run() {
     }
     out_.frames.resize(count_);
     if (reused_) ++d_.stats_.incremental_samples;
-    if (journal_) journal_->frames = out_.frames;
 }
 
 // --- Incremental decoding (walk_journal.hpp) -------------------------------------------------------
@@ -307,6 +314,7 @@ Walk::Reuse Walk::reuse_previous() {
         int64_t{now.native_run_first} - int64_t{then.native_run_first} != (in_native_run_ ? delta : 0)) {
         return Reuse::kNone;
     }
+    if (journal_ && take_over_rest(previous_pos_, delta, native_delta)) return Reuse::kFinished;
     size_t j = previous_pos_;
     for (; j < steps.size(); ++j) {
         const detail::StepRecord& r = steps[j];
@@ -317,7 +325,7 @@ Walk::Reuse Walk::reuse_previous() {
             if (to >= out_.frames.size()) out_.frames.push_back(previous_->frames[c]);
             else out_.frames[to] = previous_->frames[c];
         }
-        for (int c = 0; c < kCounterCount; ++c) {
+        for (int c = 0; r.counters != 0 && c < kCounterCount; ++c) {
             if (r.counters & (1u << c)) ++(d_.stats_.*kCounterFields[c]);
         }
         ++d_.stats_.steps_reused;
@@ -350,6 +358,39 @@ Walk::Reuse Walk::reuse_previous() {
     return Reuse::kAdvanced;
 }
 
+// The common case, the whole rest of the last walk unchanged: checked first, and then taken over
+// without copying its records (the caller splices them into the journal in place).
+bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta) {
+    const std::vector<detail::StepRecord>& steps = previous_->steps;
+    const size_t n = steps.size();
+    if (journal_->steps.size() + (n - from) > detail::WalkJournal::kMaxSteps) return false;
+    for (size_t k = from; k < n; ++k) {
+        if (!replayable(steps[k], delta, native_delta, k + 1 < n)) return false;
+    }
+    const detail::StepRecord& last = steps[n - 1];   // stopped: replayable() wants that of the last
+    const uint32_t first_frame = steps[from].at.count;
+    out_.frames.resize(static_cast<size_t>(int64_t{last.count_after} + delta));
+    for (uint32_t c = first_frame; c < last.count_after; ++c) {
+        out_.frames[static_cast<size_t>(int64_t{c} + delta)] = previous_->frames[c];
+    }
+    for (size_t k = from; k < n; ++k) {
+        if (steps[k].counters == 0) continue;
+        for (int c = 0; c < kCounterCount; ++c) {
+            if (steps[k].counters & (1u << c)) ++(d_.stats_.*kCounterFields[c]);
+        }
+    }
+    d_.stats_.steps_reused += n - from;
+    d_.stats_.frames_reused += last.count_after - first_frame;
+    reused_ = true;
+    count_ = static_cast<size_t>(int64_t{last.count_after} + delta);
+    native_frames_ = static_cast<size_t>(int64_t{last.native_frames_after} + native_delta);
+    out_.status = last.status;
+    out_.failure = last.failure;
+    splice_ = {from, delta, native_delta};
+    splice_valid_ = true;
+    return true;
+}
+
 // Appends a step to the journal with the bytes it read; one the journal has no room for is kept as a
 // state only (a later walk may resume there but not take it over).
 void Walk::keep(const detail::StepRecord& r, const uint8_t* bytes) {
@@ -358,7 +399,7 @@ void Walk::keep(const detail::StepRecord& r, const uint8_t* bytes) {
     detail::StepRecord& kept = j.steps.emplace_back(r);
     const uint64_t size = r.access.read_hi > r.access.read_lo ? r.access.read_hi - r.access.read_lo : 0;
     if (!kept.reusable || size == 0) return;
-    if (j.bytes.size() + size > detail::WalkJournal::kMaxBytes) {
+    if (size > detail::WalkJournal::kMaxStepBytes || j.bytes.size() + size > detail::WalkJournal::kMaxBytes) {
         kept.reusable = false;
         return;
     }
@@ -899,10 +940,15 @@ void Decoder::decode(const Sample& sample, CallTrace& out) {
     j.next.start();
     Walk walk(*this, sample, out, usable ? &j.last : nullptr, &j.next);
     walk.run();
-    j.next.valid = true;
-    j.next.epoch = map_.epoch();
-    j.next.time_ns = sample.time_ns;
-    std::swap(j.last, j.next);
+    if (walk.spliced()) {
+        detail::splice_journal(j.last, j.next, walk.splice(), out.frames);
+    } else {
+        j.next.frames = out.frames;
+        j.next.valid = true;
+        j.next.epoch = map_.epoch();
+        std::swap(j.last, j.next);
+    }
+    j.last.time_ns = sample.time_ns;
 }
 
 void Decoder::forget_thread(uint32_t tid) { journals_.erase(tid); }
@@ -914,3 +960,63 @@ CallTrace Decoder::decode(const Sample& sample) {
 }
 
 }  // namespace sf
+
+namespace sf::detail {
+
+void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, const std::vector<Frame>& frames) {
+    std::vector<StepRecord>& steps = last.steps;
+    const size_t kept = steps.size() - splice.from;
+    const size_t new_top = top.steps.size();
+    const uint32_t old_first_frame = steps[splice.from].at.count;
+    // Move the steps taken over to follow the new top's steps; renumber their frames.
+    if (new_top < splice.from) {
+        std::move(steps.begin() + static_cast<long>(splice.from), steps.end(), steps.begin() + static_cast<long>(new_top));
+        steps.resize(new_top + kept);
+    } else if (new_top > splice.from) {
+        steps.resize(new_top + kept);
+        std::move_backward(steps.begin() + static_cast<long>(splice.from),
+                           steps.begin() + static_cast<long>(splice.from + kept), steps.end());
+    }
+    if (splice.delta != 0 || splice.native_delta != 0) {
+        auto shift = [](uint32_t v, int64_t d) { return static_cast<uint32_t>(int64_t{v} + d); };
+        for (size_t i = new_top; i < steps.size(); ++i) {
+            StepRecord& r = steps[i];
+            r.at.count = shift(r.at.count, splice.delta);
+            if (r.at.flags & kInNativeRunFlag) r.at.native_run_first = shift(r.at.native_run_first, splice.delta);
+            r.at.native_frames = shift(r.at.native_frames, splice.native_delta);
+            r.count_after = shift(r.count_after, splice.delta);
+            r.peak_count = shift(r.peak_count, splice.delta);
+            r.native_frames_after = shift(r.native_frames_after, splice.native_delta);
+        }
+    }
+    // The new top's steps, with their bytes appended to the pool.
+    const size_t base = last.bytes.size();
+    last.bytes.insert(last.bytes.end(), top.bytes.begin(), top.bytes.end());
+    for (size_t i = 0; i < new_top; ++i) {
+        steps[i] = top.steps[i];
+        steps[i].bytes_offset = static_cast<uint32_t>(steps[i].bytes_offset + base);
+    }
+    // The replaced top's bytes are garbage in the pool: repack once it is full.
+    if (last.bytes.size() > WalkJournal::kMaxBytes) {
+        top.bytes.clear();
+        for (StepRecord& r : steps) {
+            if (!r.reusable || r.access.read_hi <= r.access.read_lo) continue;
+            const uint64_t size = r.access.read_hi - r.access.read_lo;
+            const uint8_t* from = last.bytes.data() + r.bytes_offset;
+            r.bytes_offset = static_cast<uint32_t>(top.bytes.size());
+            top.bytes.insert(top.bytes.end(), from, from + size);
+        }
+        std::swap(last.bytes, top.bytes);
+        if (last.bytes.size() > 2 * WalkJournal::kMaxBytes) last.valid = false;   // bounded, whatever the input
+    }
+    // The frames: only the new top's when the rest stayed at its indices.
+    const size_t new_first_frame = static_cast<size_t>(int64_t{old_first_frame} + splice.delta);
+    if (splice.delta == 0 && last.frames.size() == frames.size()) {
+        std::copy(frames.begin(), frames.begin() + static_cast<long>(new_first_frame), last.frames.begin());
+    } else {
+        last.frames = frames;
+    }
+    top.start();
+}
+
+}  // namespace sf::detail

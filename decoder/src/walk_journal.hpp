@@ -4,8 +4,7 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
-#include <unordered_map>
+#include <cstddef>
 #include <vector>
 
 #include "stack_view.hpp"
@@ -25,6 +24,9 @@ struct WalkState {
 
     bool operator==(const WalkState&) const = default;
 };
+
+// WalkState::flags bit for "inside a run of native frames": the run's start is then part of the state.
+inline constexpr uint8_t kInNativeRunFlag = 16;
 
 // One step: the state it started from, everything it asked of the stack view, and what it did.
 struct StepRecord {
@@ -55,6 +57,9 @@ struct WalkJournal {
     // words; steps beyond these limits are walked every time.
     static constexpr size_t kMaxSteps = 1024;
     static constexpr size_t kMaxBytes = 64 * 1024;
+    // A step that read more (a scan for a return address or a breadcrumb) is kept as a state only:
+    // copying its bytes would cost more than walking it again, and they rarely stay equal.
+    static constexpr size_t kMaxStepBytes = 1024;
 
     void start() {
         valid = false;
@@ -62,6 +67,19 @@ struct WalkJournal {
         bytes.clear();
     }
 };
+
+// A walk that took over the rest of the last walk from step `from` on, its frame indices shifted by
+// `delta` and its native frame count by `native_delta`.
+struct Splice {
+    size_t from = 0;
+    int64_t delta = 0;
+    int64_t native_delta = 0;
+};
+
+// Makes `last` the journal of a walk that consists of the steps in `top` followed by last's own steps
+// from splice.from on, whose trace is `frames`. In place: the steps taken over are neither copied nor
+// re-recorded, only moved when the top has another number of steps. `top` is left as scratch.
+void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, const std::vector<Frame>& frames);
 
 // The last walk of a thread, and the buffer the next one is written to (swapped after each decode,
 // so a steady state allocates nothing).
