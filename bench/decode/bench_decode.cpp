@@ -1,10 +1,17 @@
 // bench_decode REC [ROUNDS]: decode every sample of a recording ROUNDS times against the CodeMap as
 // it stood when the sample was read, and print ns per decode (median, p90, p99) by top-frame kind.
 // Separates the decoder's own cost from reading and decompressing the recording.
+//
+// bench_decode --incremental REC [ROUNDS]: decode the recording in stream order (events applied
+// where they stand, as replay and the agent do) with a full and an incremental decoder over the same
+// CodeMap, each sample by both in alternating order, and print ns per decode for each, the samples
+// and steps the incremental one took over, and whether every trace was equal.
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <ctime>
 #include <map>
 #include <string>
 #include <vector>
@@ -13,9 +20,118 @@
 #include "stackfrag/decoder/decoder.hpp"
 #include "stackfrag/events/recording.hpp"
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+uint64_t ns_between(Clock::time_point a, Clock::time_point b) {
+    return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+}
+
+void report(const std::string& name, std::vector<uint64_t> v) {
+    if (v.empty()) return;
+    std::sort(v.begin(), v.end());
+    auto pct = [&](double p) { return v[std::min(v.size() - 1, size_t(p * double(v.size())))]; };
+    uint64_t sum = 0;
+    for (uint64_t x : v) sum += x;
+    fmt::print("{:<16} n={:<8} median {:>7} ns  p90 {:>7} ns  p99 {:>8} ns  mean {:>7} ns\n", name, v.size(), pct(0.5),
+               pct(0.9), pct(0.99), sum / v.size());
+}
+
+uint64_t thread_cpu_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+// Thread CPU time of one pass over the stream: every event applied, every sample decoded with
+// `mode` (0: none, 1: full walk, 2: incremental). CPU time, unlike the clock, leaves out the time
+// other processes of a loaded machine take.
+uint64_t pass_cpu_ns(const std::vector<sf::Event>& events, int mode) {
+    sf::CodeMap map;
+    sf::DecoderOptions options;
+    options.incremental = mode == 2;
+    sf::Decoder decoder(map, options);
+    sf::CallTrace trace;
+    const uint64_t begin = thread_cpu_ns();
+    for (const auto& e : events) {
+        const sf::Sample* s = std::get_if<sf::Sample>(&e);
+        if (const auto* o = std::get_if<sf::Oracle>(&e)) s = &o->sample;
+        if (!s) {
+            map.apply(e);
+            if (const auto* t = std::get_if<sf::ThreadInfo>(&e); t && t->ended) decoder.forget_thread(t->tid);
+        } else if (mode != 0) {
+            decoder.decode(*s, trace);
+        }
+    }
+    return thread_cpu_ns() - begin;
+}
+
+int compare_incremental(const char* path, int rounds) {
+    auto reader = sf::RecordingReader::open(path);
+    if (!reader) {
+        fmt::print(stderr, "{}\n", reader.error().describe());
+        return 2;
+    }
+    std::vector<sf::Event> events;
+    while (auto e = (*reader)->next()) events.push_back(std::move(*e));
+    std::vector<uint64_t> full_ns, incremental_ns;
+    uint64_t samples = 0, differing = 0;
+    sf::DecodeStats last_stats;
+    for (int r = 0; r < rounds; ++r) {
+        sf::CodeMap map;
+        sf::DecoderOptions full_options, incremental_options;
+        full_options.incremental = false;
+        incremental_options.incremental = true;
+        sf::Decoder full(map, full_options), incremental(map, incremental_options);
+        sf::CallTrace a, b;
+        for (const auto& e : events) {
+            const sf::Sample* s = std::get_if<sf::Sample>(&e);
+            if (const auto* o = std::get_if<sf::Oracle>(&e)) s = &o->sample;
+            if (!s) {
+                map.apply(e);
+                if (const auto* t = std::get_if<sf::ThreadInfo>(&e); t && t->ended) incremental.forget_thread(t->tid);
+                continue;
+            }
+            // Alternate which decoder goes first, so neither always finds the caches warmed by the other.
+            for (int k = 0; k < 2; ++k) {
+                const bool incremental_turn = (k == 0) == (samples % 2 == 0);
+                const auto t0 = Clock::now();
+                if (incremental_turn) incremental.decode(*s, b);
+                else full.decode(*s, a);
+                const auto t1 = Clock::now();
+                (incremental_turn ? incremental_ns : full_ns).push_back(ns_between(t0, t1));
+            }
+            ++samples;
+            differing += !(a == b);
+        }
+        last_stats = incremental.stats();
+    }
+    fmt::print("{} samples x {} rounds, stream order\n", samples / uint64_t(rounds), rounds);
+    report("full walk", full_ns);
+    report("incremental", incremental_ns);
+    // The least CPU time of `rounds` passes each, less that of a pass that only applies the events.
+    uint64_t cpu[3] = {UINT64_MAX, UINT64_MAX, UINT64_MAX};
+    for (int r = 0; r < rounds; ++r) {
+        for (int mode = 0; mode < 3; ++mode) cpu[mode] = std::min(cpu[mode], pass_cpu_ns(events, mode));
+    }
+    const uint64_t per_round = samples / uint64_t(rounds);
+    auto per_sample = [&](uint64_t pass) { return per_round ? (pass - std::min(pass, cpu[0])) / per_round : 0; };
+    fmt::print("CPU ns per sample (least of {} passes, event application subtracted): full walk {}, incremental {}\n",
+               rounds, per_sample(cpu[1]), per_sample(cpu[2]));
+    fmt::print("incremental: {} samples took over {} steps, {} frames (last round); {} traces differ\n",
+               last_stats.incremental_samples, last_stats.steps_reused, last_stats.frames_reused, differing);
+    return differing == 0 ? 0 : 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+    if (argc >= 3 && std::strcmp(argv[1], "--incremental") == 0) {
+        return compare_incremental(argv[2], argc > 3 ? std::max(1, std::atoi(argv[3])) : 1);
+    }
     if (argc < 2) {
-        fmt::print(stderr, "usage: bench_decode REC [ROUNDS]\n");
+        fmt::print(stderr, "usage: bench_decode REC [ROUNDS] | bench_decode --incremental REC [ROUNDS]\n");
         return 2;
     }
     const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 20;
@@ -33,17 +149,20 @@ int main(int argc, char** argv) {
         else if (auto* o = std::get_if<sf::Oracle>(&*e)) samples.push_back(std::move(o->sample));
         else map.apply(*e);
     }
-    sf::Decoder decoder(map);
+    // A full walk of every sample: this mode measures the walk itself (incremental decoding would
+    // take over most of every sample from the round before).
+    sf::DecoderOptions options;
+    options.incremental = false;
+    sf::Decoder decoder(map, options);
     sf::CallTrace trace;
     std::map<std::string, std::vector<uint64_t>> by_kind;
     std::vector<uint64_t> all;
-    using Clock = std::chrono::steady_clock;
     for (int r = 0; r < rounds; ++r) {
         for (const auto& s : samples) {
             const auto t0 = Clock::now();
             decoder.decode(s, trace);
             const auto t1 = Clock::now();
-            const uint64_t ns = uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+            const uint64_t ns = ns_between(t0, t1);
             all.push_back(ns);
             std::string kind = trace.status == sf::TraceStatus::kFailed ? "failed"
                                : trace.frames.empty()                    ? "empty"
@@ -51,12 +170,6 @@ int main(int argc, char** argv) {
             by_kind[kind].push_back(ns);
         }
     }
-    auto report = [](const std::string& name, std::vector<uint64_t> v) {
-        std::sort(v.begin(), v.end());
-        auto pct = [&](double p) { return v[std::min(v.size() - 1, size_t(p * double(v.size())))]; };
-        fmt::print("{:<16} n={:<8} median {:>7} ns  p90 {:>7} ns  p99 {:>8} ns\n", name, v.size(), pct(0.5), pct(0.9),
-                   pct(0.99));
-    };
     fmt::print("{} samples x {} rounds\n", samples.size(), rounds);
     report("all", all);
     for (auto& [k, v] : by_kind) report("top " + k, v);
