@@ -33,6 +33,7 @@ struct ReplayOptions {
     std::string offcpu_collapsed;   // context-switch samples (events=switch), as collapsed stacks
     int show = 0;   // print this many disagreeing oracle pairs
     bool no_libunwind = false;
+    bool no_incremental = false;   // walk every frame of every sample (to compare with incremental decoding)
     double defer_ms = 0;   // decode a sample once the stream is this far past its time
 };
 
@@ -101,6 +102,7 @@ int run_replay(const ReplayOptions& options) {
     auto& reader = *opened;
     StreamDecoderOptions stream_options;
     stream_options.decoder.use_libunwind = !options.no_libunwind;
+    stream_options.decoder.incremental = !options.no_incremental;
     // A sample is decoded once the stream has moved `defer_ms` past its time, so code and method
     // announcements that the VM posted after the sample was taken can still be applied first.
     stream_options.defer_ns = static_cast<uint64_t>(options.defer_ms * 1e6);
@@ -199,6 +201,8 @@ int run_replay(const ReplayOptions& options) {
                       {"native_frames", st.native_frames},   {"libunwind_steps", st.libunwind_steps},
                       {"rbp_steps", st.rbp_steps},           {"breadcrumbs_used", st.breadcrumbs_used}, {"native_rescans", st.native_rescans},
                       {"deopt_frames", st.deopt_frames}};
+        j["incremental"] = {{"samples", st.incremental_samples}, {"steps_reused", st.steps_reused},
+                            {"frames_reused", st.frames_reused}};
         if (reader->damage()) j["damage"] = reader->damage()->error.describe();
         fmt::print("{}\n", j.dump(2));
     } else {
@@ -219,6 +223,8 @@ int run_replay(const ReplayOptions& options) {
                    "native {} (libunwind {}, rbp {}, rescans {}) deopt {}\n",
                    st.prologue_tops, st.epilogue_tops, st.partial_interpreter_tops, st.entry_frames_crossed,
                    st.stub_scans, st.native_frames, st.libunwind_steps, st.rbp_steps, st.native_rescans, st.deopt_frames);
+        fmt::print("incremental          {} samples took over {} steps, {} frames of their thread's last walk\n",
+                   st.incremental_samples, st.steps_reused, st.frames_reused);
         if (pairs) {
             fmt::print("oracle pairs         {} (both ok {})\n", pairs, both_ok);
             fmt::print("identical to ASGCT   {} ({:.2f}% of both ok); apart from the top bci {} ({:.2f}%)\n", identical,
@@ -269,6 +275,9 @@ void add_replay(CLI::App& app, int& exit_code) {
                     "decode each sample only once the stream is this many ms past it (lets late code "
                     "announcements arrive first; 0 decodes in stream order, as the agent does)");
     cmd->add_flag("--no-libunwind", options->no_libunwind, "unwind native code by the rbp chain only");
+    cmd->add_flag("--no-incremental", options->no_incremental,
+                  "walk every frame of every sample instead of taking over the unchanged lower part of the "
+                  "thread's last walk (same traces, slower; to compare)");
     cmd->footer("Exit status: 0 read to the end, 1 the recording is damaged (results cover the events "
                 "before the damage), 2 the file cannot be read.");
     cmd->callback([options, &exit_code] { exit_code = run_replay(*options); });
