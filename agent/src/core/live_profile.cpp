@@ -108,7 +108,7 @@ struct LiveProfile::DumpRequest {
 LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
     : settings_(std::move(settings)), clock_(clock), queue_(std::max<size_t>(settings_.queue_slots, 2)) {
     stream_ = std::make_unique<StreamDecoder>(settings_.decoder, [this](const Event& event, const CallTrace& trace) {
-        if (settings_.on_trace) settings_.on_trace(event, trace);
+        if (settings_.on_trace) settings_.on_trace(event, trace, stream_->last_decode_ns());
         // Off-CPU samples count blockings, not CPU time: their own tree, each switch weighing one.
         if (is_switch_sample(event)) {
             (void)off_cpu_cct_->add(trace);

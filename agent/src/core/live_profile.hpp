@@ -60,9 +60,9 @@ struct LiveSettings {
     // to off_cpu_path(file) beside the on-CPU one, also when it is empty. Without it such samples
     // still get their own tree, written only when there are some.
     bool off_cpu = false;
-    // Called on the decoder thread for every trace the stream decoder produces, before the profile
-    // takes it (interval=auto watches the top frames).
-    std::function<void(const Event&, const CallTrace&)> on_trace;
+    // Called on the decoder thread for every trace the stream decoder produces, with how long its
+    // decode took, before the profile takes it (interval=auto watches the top frames).
+    std::function<void(const Event&, const CallTrace&, uint64_t decode_ns)> on_trace;
 };
 
 struct LiveCounts {

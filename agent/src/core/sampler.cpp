@@ -271,14 +271,6 @@ void Sampler::request_period(pid_t tid, uint64_t period_ns) {
     requests_.push(request);
 }
 
-uint64_t Sampler::reader_cpu_now_ns() const {
-    if (!reader_started_.load(std::memory_order_acquire)) return 0;
-    clockid_t clock{};
-    timespec ts{};
-    if (pthread_getcpuclockid(reader_, &clock) != 0 || clock_gettime(clock, &ts) != 0) return 0;
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 void Sampler::wake() {
     if (reader_started_.load(std::memory_order_acquire)) (void)poller_->wake();
 }

@@ -67,8 +67,6 @@ public:
     // Any thread, never waits: the reader sets the clock event of `tid` to `period_ns` at its
     // next cycle (interval=auto); a thread without a clock event is left alone.
     void request_period(pid_t tid, uint64_t period_ns);
-    // The reader thread's CPU time so far (0 before it started), for interval=auto's cost measure.
-    uint64_t reader_cpu_now_ns() const;
 
     // Stops the reader after a final drain of rings, oracle and queue, closes every event and
     // finishes the writer. Waits at most `timeout_ms` for the reader; returns false if it did not

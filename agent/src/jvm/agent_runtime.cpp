@@ -225,7 +225,9 @@ private:
             adaptive.start_ns = options_.interval_ns;
             adaptive.budget = options_.budget_percent / 100.0;
             auto_interval_ = std::make_unique<AutoInterval>(adaptive, *sampler_);
-            settings.on_trace = [this](const Event& event, const CallTrace& trace) { auto_interval_->on_trace(event, trace); };
+            settings.on_trace = [this](const Event& event, const CallTrace& trace, uint64_t decode_ns) {
+                auto_interval_->on_trace(event, trace, decode_ns);
+            };
         }
         live_profile_ = std::make_unique<LiveProfile>(std::move(settings));
         writer_.set_tap(live_profile_.get());

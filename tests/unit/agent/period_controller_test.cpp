@@ -87,24 +87,24 @@ TEST_CASE("the budget keeps the period above cost x active threads / budget") {
     PeriodControllerSettings s = settings();
     s.budget = 0.01;
     PeriodController controller(s);
-    controller.set_cost_per_sample(5'000);   // 5 us per sample: 1% of a core allows one per 500 us
-    CHECK(controller.budget_floor_ns(1) == 500'000);
-    CHECK(controller.budget_floor_ns(4) == 2'000'000);
+    controller.set_cost_per_sample(6'000);   // 6 us per sample: 1% of a core allows one per 600 us
+    CHECK(controller.budget_floor_ns(1) == 600'000);
+    CHECK(controller.budget_floor_ns(4) == 2'400'000);
     uint64_t time = 0;
     const auto changes = feed(controller, time, 50 * 10, [](int i) { return static_cast<uint64_t>(i % 17); });
     REQUIRE(!changes.empty());
-    CHECK(controller.period_of(kTid) == 500'000);   // not 100 us
+    CHECK(controller.period_of(kTid) == 600'000);   // not 500 us (the halving) or 100 us
     CHECK(changes.back().why.find("budget") != std::string::npos);
 
     // More active threads raise the floor for each (here: three more, sampled just now).
     for (uint32_t other = 1; other <= 3; ++other) (void)controller.on_sample(other, time, 1);
     const auto more = feed(controller, time, 50, [](int i) { return static_cast<uint64_t>(i % 17); });
     REQUIRE(more.size() == 1);
-    CHECK(more[0].new_ns == 2'000'000);
+    CHECK(more[0].new_ns == 2'400'000);
     // A thread that has not been sampled for a second no longer counts.
     time += 2'000'000'000;
-    const auto later = feed(controller, time, 100, [](int i) { return static_cast<uint64_t>(i % 17); });
-    CHECK(controller.period_of(kTid) == 500'000);
+    feed(controller, time, 50 * 4, [](int i) { return static_cast<uint64_t>(i % 17); });
+    CHECK(controller.period_of(kTid) == 600'000);
     controller.forget(kTid);
     CHECK(controller.period_of(kTid) == 1'000'000);   // a new thread starts at the start period
 }

@@ -92,6 +92,9 @@ ExpectedCounts count_expected(const std::vector<Event>& events) {
 
 void check_counts(const nlohmann::json& dump, const ExpectedCounts& expected) {
     CHECK(dump.at("samples").get<uint64_t>() == expected.samples);
+    uint64_t by_source = 0;   // clock, switch, signal
+    for (const auto& [source, n] : dump.at("samples_by_source").items()) by_source += n.get<uint64_t>();
+    CHECK(by_source == expected.samples);
     CHECK(dump.at("lost").get<uint64_t>() == expected.lost);
     std::map<std::string, uint64_t> threads;
     for (const auto& [tid, samples] : dump.at("threads").items()) threads[tid] = samples.get<uint64_t>();

@@ -1,0 +1,66 @@
+// interval=auto on a real JVM (JDK 17): PhaseChange.java spins in one method, then spreads its time
+// over 32 methods. The agent's log of period changes must show the main thread's period growing in
+// the first phase and shrinking in the second.
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "agent_process.hpp"
+
+namespace {
+
+const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
+const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
+
+}  // namespace
+
+TEST_CASE("interval=auto lengthens the period on a tight loop and shortens it when the code spreads out",
+          "[auto]") {
+    std::string dir = "/tmp/sf-auto-it-XXXXXX";
+    REQUIRE(mkdtemp(dir.data()) != nullptr);
+    const auto compiled = sf::test::run_process(
+        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/PhaseChange.java"}, {},
+        dir + "/javac", 120);
+    INFO(compiled.err);
+    REQUIRE(compiled.exit_code == 0);
+    // A generous budget, so that the controller's direction shows rather than the budget's floor.
+    const auto r = sf::test::run_process({kJdk17 + "/bin/java",
+                                          "-agentpath:" + kAgent + "=interval=auto,budget=20%,file=" + dir + "/p.collapsed",
+                                          "-cp", dir, "PhaseChange", "3"},
+                                         {}, dir + "/jvm", 120);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+
+    // "interval=auto: thread T period OLD -> NEW ns (why)", per thread in log order.
+    std::map<std::string, std::vector<uint64_t>> periods;
+    const std::regex change("interval=auto: thread (\\d+) period (\\d+) -> (\\d+) ns");
+    for (auto it = std::sregex_iterator(r.err.begin(), r.err.end(), change); it != std::sregex_iterator(); ++it) {
+        std::vector<uint64_t>& seen = periods[(*it)[1]];
+        if (seen.empty()) seen.push_back(std::stoull((*it)[2]));
+        seen.push_back(std::stoull((*it)[3]));
+    }
+    REQUIRE(!periods.empty());
+    // The main thread does all the work: the thread with the most changes.
+    const auto main_thread = std::max_element(periods.begin(), periods.end(),
+                                              [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+    const std::vector<uint64_t>& p = main_thread->second;
+    const auto peak = std::max_element(p.begin(), p.end());
+    std::string shown;
+    for (uint64_t v : p) shown += std::to_string(v / 1000) + "us ";
+    INFO("thread " << main_thread->first << ": " << shown);
+    CHECK(p.front() == 1'000'000);
+    // Phase 1: up from the start period by 4x or more, one doubling at a time.
+    CHECK(*peak >= 4 * p.front());
+    CHECK(std::is_sorted(p.begin(), peak + 1));
+    // Phase 2: down again, to at most half the peak, never up.
+    CHECK(p.back() * 2 <= *peak);
+    CHECK(std::is_sorted(peak, p.end(), std::greater<uint64_t>()));
+    std::filesystem::remove_all(dir);
+}
