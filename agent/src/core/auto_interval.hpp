@@ -14,11 +14,11 @@ namespace sf::agent {
 class Sampler;
 
 // The part of a sample's cost that grows with the rate but is not the decode: the kernel copying
-// registers and the 16 KB fragment into the ring in the sampled thread's context, and the reader
-// copying it out. The reader's copy was measured at 1-3 us per sample (docs/benchmarks.md); the
-// kernel's, an interrupt plus a copy of the same bytes, is estimated at as much again. The reader's
-// remaining CPU time (waking every 10 ms, writing code events) does not grow with the rate.
-inline constexpr uint64_t kCopyCostNs = 6'000;
+// registers and the 16 KB fragment into the ring in the sampled thread's context (bench_sample_cost
+// on this machine: 8-9 us extra CPU per sample at 1 and 10 kHz, under load), and the reader copying
+// it out (1-3 us, docs/benchmarks.md). The reader's remaining CPU time (waking every 10 ms,
+// writing code events) does not grow with the rate.
+inline constexpr uint64_t kCopyCostNs = 10'000;
 
 class AutoInterval {
 public:
