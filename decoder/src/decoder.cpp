@@ -69,6 +69,7 @@ private:
     bool take_over_rest(size_t from, int64_t delta, int64_t native_delta);
     bool replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next) const;
     void keep(const detail::StepRecord& r, const uint8_t* bytes);
+    void keep_bytes(detail::StepRecord& kept, const uint8_t* bytes);
     void begin_step();
     void end_step(Step s);
     void bump(Counter c) {
@@ -219,7 +220,6 @@ void Walk::run() {
         if (!view_.contains(sp_, 0) || sp_ == view_.end()) {
             fail(FailReason::kSpOutOfFragment);
         } else {
-            if (journal_) view_.record_into(&access_);
             while (true) {
                 if (previous_ && !top_ && reuse_previous() == Reuse::kFinished) break;
                 if (journal_) begin_step();
@@ -289,7 +289,9 @@ bool Walk::replayable(const detail::StepRecord& r, int64_t delta, int64_t native
     }
     if (native_delta != 0 && r.native_frames_after != r.at.native_frames) return false;
     const detail::ViewAccess& a = r.access;
-    if (a.need_lo < view_.begin() || a.need_hi > view_.end()) return false;   // a range inside is not
+    if (std::min(a.need_lo, a.read_lo) < view_.begin() || std::max(a.need_hi, a.read_hi) > view_.end()) {
+        return false;   // a range found inside is not
+    }
     if (a.miss_below_end > view_.begin() || a.miss_above <= view_.end()) return false;   // one outside is not
     if (a.read_hi > a.read_lo &&
         std::memcmp(view_.data() + (a.read_lo - view_.begin()), previous_->bytes.data() + r.bytes_offset,
@@ -322,8 +324,8 @@ Walk::Reuse Walk::reuse_previous() {
         // The step's frames, counters and journal entry, as walking it would have produced them.
         for (uint32_t c = r.at.count; c < r.count_after; ++c) {
             const size_t to = static_cast<size_t>(int64_t{c} + delta);
-            if (to >= out_.frames.size()) out_.frames.push_back(previous_->frames[c]);
-            else out_.frames[to] = previous_->frames[c];
+            if (to >= out_.frames.size()) out_.frames.emplace_back();
+            detail::copy_frame(out_.frames[to], previous_->frames[c]);
         }
         for (int c = 0; r.counters != 0 && c < kCounterCount; ++c) {
             if (r.counters & (1u << c)) ++(d_.stats_.*kCounterFields[c]);
@@ -371,7 +373,7 @@ bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta) {
     const uint32_t first_frame = steps[from].at.count;
     out_.frames.resize(static_cast<size_t>(int64_t{last.count_after} + delta));
     for (uint32_t c = first_frame; c < last.count_after; ++c) {
-        out_.frames[static_cast<size_t>(int64_t{c} + delta)] = previous_->frames[c];
+        detail::copy_frame(out_.frames[static_cast<size_t>(int64_t{c} + delta)], previous_->frames[c]);
     }
     for (size_t k = from; k < n; ++k) {
         if (steps[k].counters == 0) continue;
@@ -394,10 +396,13 @@ bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta) {
 // Appends a step to the journal with the bytes it read; one the journal has no room for is kept as a
 // state only (a later walk may resume there but not take it over).
 void Walk::keep(const detail::StepRecord& r, const uint8_t* bytes) {
+    if (journal_->steps.size() >= detail::WalkJournal::kMaxSteps) return;
+    keep_bytes(journal_->steps.emplace_back(r), bytes);
+}
+
+void Walk::keep_bytes(detail::StepRecord& kept, const uint8_t* bytes) {
     detail::WalkJournal& j = *journal_;
-    if (j.steps.size() >= detail::WalkJournal::kMaxSteps) return;
-    detail::StepRecord& kept = j.steps.emplace_back(r);
-    const uint64_t size = r.access.read_hi > r.access.read_lo ? r.access.read_hi - r.access.read_lo : 0;
+    const uint64_t size = kept.access.read_hi > kept.access.read_lo ? kept.access.read_hi - kept.access.read_lo : 0;
     if (!kept.reusable || size == 0) return;
     if (size > detail::WalkJournal::kMaxStepBytes || j.bytes.size() + size > detail::WalkJournal::kMaxBytes) {
         kept.reusable = false;
@@ -409,6 +414,7 @@ void Walk::keep(const detail::StepRecord& r, const uint8_t* bytes) {
 
 void Walk::begin_step() {
     step_recorded_ = !top_;   // the top step reads registers no journal keeps
+    view_.record_into(step_recorded_ ? &access_ : nullptr);
     if (!step_recorded_) return;
     step_start_ = state();
     access_ = {};
@@ -424,8 +430,8 @@ void Walk::end_step(Step s) {
         journal_->bytes.clear();
         return;
     }
-    if (!step_recorded_) return;
-    detail::StepRecord r;
+    if (!step_recorded_ || journal_->steps.size() >= detail::WalkJournal::kMaxSteps) return;
+    detail::StepRecord& r = journal_->steps.emplace_back();
     r.at = step_start_;
     r.access = access_;
     r.count_after = static_cast<uint32_t>(count_);
@@ -436,7 +442,7 @@ void Walk::end_step(Step s) {
     r.stopped = s == Step::kStop;
     r.status = out_.status;
     r.failure = out_.failure;
-    keep(r, r.access.read_hi > r.access.read_lo ? view_.data() + (r.access.read_lo - view_.begin()) : nullptr);
+    keep_bytes(r, r.access.read_hi > r.access.read_lo ? view_.data() + (r.access.read_lo - view_.begin()) : nullptr);
 }
 
 Walk::Step Walk::step() {
@@ -943,7 +949,7 @@ void Decoder::decode(const Sample& sample, CallTrace& out) {
     if (walk.spliced()) {
         detail::splice_journal(j.last, j.next, walk.splice(), out.frames);
     } else {
-        j.next.frames = out.frames;
+        detail::copy_frames(j.next.frames, out.frames);
         j.next.valid = true;
         j.next.epoch = map_.epoch();
         std::swap(j.last, j.next);
@@ -1012,9 +1018,9 @@ void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, c
     // The frames: only the new top's when the rest stayed at its indices.
     const size_t new_first_frame = static_cast<size_t>(int64_t{old_first_frame} + splice.delta);
     if (splice.delta == 0 && last.frames.size() == frames.size()) {
-        std::copy(frames.begin(), frames.begin() + static_cast<long>(new_first_frame), last.frames.begin());
+        for (size_t i = 0; i < new_first_frame; ++i) copy_frame(last.frames[i], frames[i]);
     } else {
-        last.frames = frames;
+        copy_frames(last.frames, frames);
     }
     top.start();
 }

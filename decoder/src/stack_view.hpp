@@ -14,9 +14,9 @@ namespace sf::detail {
 // found inside must lie inside the other view too, every range found outside must stay outside, and
 // the bytes read must be equal.
 struct ViewAccess {
-    uint64_t read_lo = UINT64_MAX, read_hi = 0;   // hull of the bytes read
-    uint64_t need_lo = UINT64_MAX;                // lowest address found inside
-    uint64_t need_hi = 0;                         // highest end of a range found inside
+    uint64_t read_lo = UINT64_MAX, read_hi = 0;   // hull of the bytes read (found inside, too)
+    uint64_t need_lo = UINT64_MAX;                // lowest address found inside without a read
+    uint64_t need_hi = 0;                         // highest end of a range found inside without a read
     uint64_t miss_below_end = 0;                  // highest address + 1 found below the view
     uint64_t miss_above = UINT64_MAX;             // lowest end of a range found running past the end
 };
@@ -35,7 +35,7 @@ public:
     size_t size() const { return size_; }
 
     bool contains(uint64_t addr, uint64_t len = 8) const {
-        const bool inside = addr >= base_ && addr - base_ <= size_ && size_ - (addr - base_) >= len;
+        const bool inside = inside_view(addr, len);
         if (access_) note(addr, len, inside);
         return inside;
     }
@@ -50,8 +50,11 @@ public:
     }
     bool read(uint64_t addr, uint64_t& value) const { return read_bytes(addr, &value, 8); }
     bool read_bytes(uint64_t addr, void* out, uint64_t len) const {
-        if (!contains(addr, len)) return false;
-        if (access_ && len != 0) {
+        if (!inside_view(addr, len)) {
+            if (access_) note(addr, len, false);
+            return false;
+        }
+        if (access_) {   // the read hull stands for "found inside" as well: one update per read
             access_->read_lo = std::min(access_->read_lo, addr);
             access_->read_hi = std::max(access_->read_hi, addr + len);
         }
@@ -63,6 +66,9 @@ public:
     void record_into(ViewAccess* access) const { access_ = access; }
 
 private:
+    bool inside_view(uint64_t addr, uint64_t len) const {
+        return addr >= base_ && addr - base_ <= size_ && size_ - (addr - base_) >= len;
+    }
     void note(uint64_t addr, uint64_t len, bool inside) const {
         if (inside) {
             access_->need_lo = std::min(access_->need_lo, addr);

@@ -68,6 +68,23 @@ struct WalkJournal {
     }
 };
 
+// Frame assignment that leaves an empty symbol alone (most frames have none), so that copying frames
+// to and from a journal costs a copy of plain fields.
+inline void copy_frame(Frame& to, const Frame& from) {
+    static_assert(sizeof(Frame) == 64, "a new Frame field must be copied here too");
+    to.kind = from.kind;
+    to.method_id = from.method_id;
+    to.bci = from.bci;
+    to.comp_level = from.comp_level;
+    to.pc = from.pc;
+    if (!from.symbol.empty() || !to.symbol.empty()) to.symbol = from.symbol;
+}
+
+inline void copy_frames(std::vector<Frame>& to, const std::vector<Frame>& from) {
+    to.resize(from.size());
+    for (size_t i = 0; i < from.size(); ++i) copy_frame(to[i], from[i]);
+}
+
 // A walk that took over the rest of the last walk from step `from` on, its frame indices shifted by
 // `delta` and its native frame count by `native_delta`.
 struct Splice {
