@@ -76,6 +76,8 @@ int compare_incremental(const char* path, int rounds) {
     std::vector<sf::Event> events;
     while (auto e = (*reader)->next()) events.push_back(std::move(*e));
     std::vector<uint64_t> full_ns, incremental_ns;
+    // By whether the incremental decoder took over steps of the sample: [took over][full, incremental].
+    std::vector<uint64_t> split_ns[2][2];
     uint64_t samples = 0, differing = 0;
     sf::DecodeStats last_stats;
     for (int r = 0; r < rounds; ++r) {
@@ -94,14 +96,20 @@ int compare_incremental(const char* path, int rounds) {
                 continue;
             }
             // Alternate which decoder goes first, so neither always finds the caches warmed by the other.
+            const uint64_t took_over_before = incremental.stats().incremental_samples;
+            uint64_t ns[2] = {};
             for (int k = 0; k < 2; ++k) {
                 const bool incremental_turn = (k == 0) == (samples % 2 == 0);
                 const auto t0 = Clock::now();
                 if (incremental_turn) incremental.decode(*s, b);
                 else full.decode(*s, a);
                 const auto t1 = Clock::now();
-                (incremental_turn ? incremental_ns : full_ns).push_back(ns_between(t0, t1));
+                ns[incremental_turn] = ns_between(t0, t1);
+                (incremental_turn ? incremental_ns : full_ns).push_back(ns[incremental_turn]);
             }
+            const bool took_over = incremental.stats().incremental_samples != took_over_before;
+            split_ns[took_over][0].push_back(ns[0]);
+            split_ns[took_over][1].push_back(ns[1]);
             ++samples;
             differing += !(a == b);
         }
@@ -119,6 +127,10 @@ int compare_incremental(const char* path, int rounds) {
     auto per_sample = [&](uint64_t pass) { return per_round ? (pass - std::min(pass, cpu[0])) / per_round : 0; };
     fmt::print("CPU ns per sample (least of {} passes, event application subtracted): full walk {}, incremental {}\n",
                rounds, per_sample(cpu[1]), per_sample(cpu[2]));
+    report("full, taken over", split_ns[1][0]);
+    report("incr, taken over", split_ns[1][1]);
+    report("full, not", split_ns[0][0]);
+    report("incr, not", split_ns[0][1]);
     fmt::print("incremental: {} samples took over {} steps, {} frames (last round); {} traces differ\n",
                last_stats.incremental_samples, last_stats.steps_reused, last_stats.frames_reused, differing);
     return differing == 0 ? 0 : 1;
