@@ -1,6 +1,7 @@
 #include "live_profile.hpp"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <algorithm>
@@ -267,22 +268,35 @@ Status LiveProfile::write_current(const std::string& pattern, int64_t unix_secon
     const std::string path = expand_output_path(pattern, settings_.pid, unix_seconds);
     write_off_cpu(path);
     if (written != nullptr) *written = path;
+    // The rename that publishes the file would replace a symlink, never write through it; still, a
+    // link where the profile should go was planted by someone, and replacing it hides that.
+    struct stat existing{};
+    if (lstat(path.c_str(), &existing) == 0 && S_ISLNK(existing.st_mode)) {
+        ++write_errors_;
+        SF_LOG_ERROR("cannot write the profile to %s: it is a symbolic link, which stackfrag does not replace "
+                     "(remove it or choose another file=); its samples stay in memory for the next write or dump",
+                     path.c_str());
+        return make_error(Errc::kInvalidArgument, path + " is a symbolic link; not replaced");
+    }
     try {
         profile::ProfileInfo& info = cct_->info();
         info.title = settings_.title;
         info.period_ns = stream_->period_ns();
         info.start_unix_ns = static_cast<uint64_t>(interval_start_unix_) * 1'000'000'000u;
         info.duration_ns = clock_.monotonic_ns() - interval_start_ns_;
+        info.lost_samples = lost_since_start() - lost_at_interval_start_;
         profile::HtmlOptions html;
         html.title = settings_.title;
-        Status status = profile::write_profile(*cct_, path, html);
+        // 0600: a profile names the application's code; its owner decides whom to show it to.
+        Status status = profile::write_profile(*cct_, path, html, 0600);
         if (status.ok()) {
             ++files_written_;
             SF_LOG_INFO("profile written to %s (%llu samples)", path.c_str(),
                         static_cast<unsigned long long>(cct_->total_samples()));
         } else {
             ++write_errors_;
-            SF_LOG_ERROR("cannot write the profile: %s", status.error().describe().c_str());
+            SF_LOG_ERROR("cannot write the profile: %s; its samples stay in memory for the next write or dump",
+                         status.error().describe().c_str());
         }
         return status;
     } catch (const std::exception& e) {
@@ -339,7 +353,15 @@ void LiveProfile::fold_interval() {
 
 void LiveProfile::rotate() {
     const uint64_t now = clock_.monotonic_ns();
-    if (!settings_.file.empty() && !broken_) (void)write_current(settings_.file, interval_start_unix_, nullptr);
+    bool written = true;
+    if (!settings_.file.empty() && !broken_) written = write_current(settings_.file, interval_start_unix_, nullptr).ok();
+    next_rotation_ns_ += settings_.loop_ns;
+    // After a stall (a suspended process), the next file covers one interval from now, not a
+    // burst of empty ones.
+    if (next_rotation_ns_ <= now) next_rotation_ns_ = now + settings_.loop_ns;
+    // A failed write (a full disk, a missing directory) discards nothing: the interval goes on and
+    // the next write, or an attach dump, holds its samples too.
+    if (!written) return;
     try {
         fold_interval();
         new_cct();
@@ -348,10 +370,7 @@ void LiveProfile::rotate() {
     }
     interval_start_ns_ = now;
     interval_start_unix_ = clock_.unix_seconds();
-    next_rotation_ns_ += settings_.loop_ns;
-    // After a stall (a suspended process), the next file covers one interval from now, not a
-    // burst of empty ones.
-    if (next_rotation_ns_ <= now) next_rotation_ns_ = now + settings_.loop_ns;
+    lost_at_interval_start_ = lost_since_start();
 }
 
 void LiveProfile::serve_requests() {

@@ -136,6 +136,8 @@ private:
     void serve_requests();
     void finish();
     void new_cct();
+    // Samples the tree will never hold: the kernel's Lost counts and the live queue's drops.
+    uint64_t lost_since_start() const { return lost_total_.load() + dropped_.load(); }
 
     const LiveSettings settings_;
     const LiveClock& clock_;
@@ -170,6 +172,7 @@ private:
     std::map<std::string, uint64_t> past_self_;
     uint64_t files_written_ = 0;
     uint64_t write_errors_ = 0;
+    uint64_t lost_at_interval_start_ = 0;   // lost_since_start() when the current interval began
 
     std::mutex mutex_;
     std::condition_variable wake_;

@@ -43,9 +43,13 @@ const char* log_level_name(LogLevel level) {
 Status configure_log(const std::string& path, LogLevel level) {
     int fd = STDERR_FILENO;
     if (!path.empty() && path != "stderr") {
-        fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        // Appending to an existing log is fine; following a symlink planted in a shared directory
+        // (the JVM may run as root) is not. The log names files and options: 0600.
+        fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0) {
-            return sys_error(Errc::kIo, errno, "cannot open log file '" + path + "'",
+            const int error = errno;
+            return sys_error(Errc::kIo, error,
+                             "cannot open log file '" + path + "'" + (error == ELOOP ? " (it is a symbolic link)" : ""),
                              "choose a writable path for log=, or log=stderr");
         }
     }

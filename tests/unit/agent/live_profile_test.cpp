@@ -6,11 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../decoder/synthetic.hpp"
@@ -247,5 +249,73 @@ TEST_CASE("dump from another thread writes the current profile; stop writes the 
     CHECK(final_profile->total_samples() == 5);
     CHECK(final_profile->info().period_ns == kPeriod);
     CHECK_FALSE(live.dump({}, 100).ok());   // not running any more
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a failed write keeps the interval's samples for the next write; lost samples are in the file") {
+    World w;
+    const std::string dir = temp_dir();
+    LiveSettings settings = settings_for_tests();
+    // The directory does not exist yet: every write fails until it does (a full or missing disk).
+    settings.file = dir + "/later/prof.json";
+    settings.loop_ns = 10'000'000'000;
+    FakeClock clock;
+    LiveProfile live(settings, clock);
+    for (const Event& e : metadata(w)) live.observe(e);
+    for (uint64_t t = 1000; t < 1003; ++t) live.observe(chain_sample(w, t));
+    live.observe(Lost{1003, 7, 4});
+    drain(live);
+
+    clock.mono += 10'000'000'000;
+    live.poll_once();   // due: the write fails
+    CHECK(live.counts().write_errors == 1);
+    CHECK(live.counts().files_written == 0);
+    CHECK(live.cct().total_samples() == 3);   // not discarded
+
+    live.observe(chain_sample(w, 2000));
+    drain(live);
+
+    std::filesystem::create_directory(dir + "/later");
+    clock.mono += 10'000'000'000;
+    live.poll_once();   // due again: this write holds both intervals
+    CHECK(live.counts().files_written == 1);
+    Result<profile::Cct> written = profile::read_profile(dir + "/later/prof.json");
+    REQUIRE(written.ok());
+    CHECK(written->total_samples() == 4);
+    CHECK(written->info().lost_samples == 4);
+    struct stat st{};
+    REQUIRE(stat((dir + "/later/prof.json").c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+
+    // The next interval starts empty, its lost count too.
+    live.observe(chain_sample(w, 3000));
+    live.stop(1000);
+    Result<profile::Cct> last = profile::read_profile(dir + "/later/prof.json");
+    REQUIRE(last.ok());
+    CHECK(last->total_samples() == 1);
+    CHECK(last->info().lost_samples == 0);
+    CHECK(live.counts().decoded == 5);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("an attach dump after failed writes gets every sample not yet written") {
+    World w;
+    const std::string dir = temp_dir();
+    LiveSettings settings = settings_for_tests();
+    settings.file = dir + "/missing/prof.collapsed";
+    settings.loop_ns = 100'000'000;   // real clock: rotations fail while samples arrive
+    LiveProfile live(settings);
+    REQUIRE(live.start().ok());
+    for (const Event& e : metadata(w)) live.observe(e);
+    for (uint64_t t = 1000; t < 1006; ++t) {
+        live.observe(chain_sample(w, t));
+        std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    }
+    Result<std::string> dumped = live.dump(dir + "/now.collapsed", 5000);
+    REQUIRE(dumped.ok());
+    CHECK(read_all(*dumped) == "T.m2_[0];T.m1_[0] 6\n");
+    live.stop(5000);
+    CHECK(live.counts().write_errors >= 2);   // the rotations and the final write
+    CHECK(live.counts().files_written == 1);  // the dump
     std::filesystem::remove_all(dir);
 }
