@@ -319,3 +319,28 @@ TEST_CASE("an attach dump after failed writes gets every sample not yet written"
     CHECK(live.counts().files_written == 1);  // the dump
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("mode=jvmti traces go into the live profile as they are, and the summary says jvmti mode") {
+    World w;
+    std::vector<Event> stream = metadata(w);
+    // T.m2@3 calls T.m1, which was at bci 11: no stack bytes, only the methods JVMTI named.
+    for (uint64_t t = 1000; t < 1004; ++t) {
+        stream.emplace_back(JvmtiTrace{t, 7, false, {MethodBci{method_id(1), 11}, MethodBci{method_id(2), 3}}});
+    }
+    stream.emplace_back(JvmtiTrace{1004, 7, true, {MethodBci{method_id(1), 11}}});
+
+    FakeClock clock;
+    LiveProfile live(settings_for_tests(), clock);
+    for (const Event& e : stream) live.observe(e);
+    drain(live);
+
+    // Java frames of unknown kind: no suffix; the deeper-than-asked trace hangs under [truncated].
+    CHECK(collapsed(live.cct()) == "T.m2;T.m1 4\n[truncated];T.m1 1\n");
+    CHECK(live.cct().total_weight() == 5 * kPeriod);
+    const agent::LiveCounts counts = live.counts();
+    CHECK(counts.samples == 5);
+    CHECK(counts.jvmti_traces == 5);
+    CHECK(counts.decoded == 5);
+    CHECK(counts.incomplete == 1);
+    CHECK(live.summary_text().find("5 samples taken (jvmti mode") != std::string::npos);
+}
