@@ -1,6 +1,7 @@
 // `stackfrag replay REC [--json] [--collapsed FILE]`: feeds a recording's events, in file order, to
 // the same CodeMap and Decoder the agent uses live, and reports how well the samples decode, how
-// fast, and (for validate recordings) how often the traces equal AsyncGetCallTrace's.
+// fast, and (for validate recordings) how often the traces equal AsyncGetCallTrace's. --ids and --cct
+// give every sample its calling-context id in the tree written; --focus/--exclude filter that tree.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "stackfrag/events/recording.hpp"
 #include "stackfrag/profile/cct.hpp"
 #include "stackfrag/profile/export.hpp"
+#include "stackfrag/profile/trace_filter.hpp"
 
 namespace sf::cli {
 
@@ -35,6 +38,9 @@ struct ReplayOptions {
     bool no_libunwind = false;
     bool no_incremental = false;   // walk every frame of every sample (to compare with incremental decoding)
     double defer_ms = 0;   // decode a sample once the stream is this far past its time
+    std::string ids;       // one line per sample: "time_ns tid id" (docs/analyses.md, Context ids)
+    std::string cct;       // the CCT json the ids refer to
+    std::vector<std::string> focus, exclude;
 };
 
 // Java names for the profile straight from the decoder's CodeMap.
@@ -112,6 +118,29 @@ int run_replay(const ReplayOptions& options) {
     const Decoder& decoder = stream.decoder();
     CodeMapNames names(map);
     profile::Cct cct(&names, profile::CctOptions{});
+    Result<profile::TraceFilter> parsed_filter = profile::TraceFilter::parse(options.focus, options.exclude);
+    if (!parsed_filter.ok()) {
+        fmt::print(stderr, "stackfrag replay: {}\n", parsed_filter.error().describe());
+        return 2;
+    }
+    profile::TraceFilter& filter = *parsed_filter;
+    profile::FilterCounts filtered;
+    const bool builds_cct =
+        !options.collapsed.empty() || !options.cct.empty() || !options.ids.empty() || !filter.empty();
+    if (!options.cct.empty() && !options.cct.ends_with(".json")) {
+        fmt::print(stderr, "stackfrag replay: --cct {}: the tree the ids refer to is written as json; name it .json\n",
+                   options.cct);
+        return 2;
+    }
+    std::ofstream ids;
+    if (!options.ids.empty()) {
+        ids.open(options.ids, std::ios::binary | std::ios::trunc);
+        if (!ids) {
+            fmt::print(stderr, "stackfrag replay: cannot open {}\n", options.ids);
+            return 2;
+        }
+    }
+    std::string id_line;
 
     Tally samples, oracle_samples;
     profile::Cct off_cpu_cct(&names, profile::CctOptions{});
@@ -130,8 +159,24 @@ int run_replay(const ReplayOptions& options) {
         if (is_profile_sample(e)) {
             samples.add(trace, stream.last_decode_ns());
             if (!trace.frames.empty()) ++top_kinds[frame_kind_name(trace.frames[0].kind)];
-            // Weighted by the period, as the agent's live profile is, so both write the same profile.
-            if (!options.collapsed.empty()) (void)cct.add(trace, stream.period_ns());
+            if (!builds_cct) return;
+            // The filter judges before the tree sees the trace, as the agent's live profile does.
+            const profile::FilterVerdict verdict = filter.judge(trace, &names);
+            std::optional<profile::NodeId> id;
+            if (verdict == profile::FilterVerdict::kKeep) {
+                // Weighted by the period, as the agent's live profile is, so both write the same profile.
+                id = cct.add(trace, stream.period_ns());
+            } else {
+                (verdict == profile::FilterVerdict::kExcluded ? filtered.excluded : filtered.not_in_focus)++;
+            }
+            if (ids.is_open()) {
+                id_line = fmt::format("{} {} ", trace.time_ns, trace.tid);
+                if (id) id_line += std::to_string(*id);
+                else if (trace.status == TraceStatus::kFailed) id_line += fmt::format("failed:{}", fail_reason_name(trace.failure));
+                else id_line += "filtered";
+                id_line += '\n';
+                ids.write(id_line.data(), static_cast<std::streamsize>(id_line.size()));
+            }
             return;
         }
         const auto* o = std::get_if<Oracle>(&e);
@@ -203,6 +248,11 @@ int run_replay(const ReplayOptions& options) {
                       {"deopt_frames", st.deopt_frames}};
         j["incremental"] = {{"samples", st.incremental_samples}, {"steps_reused", st.steps_reused},
                             {"frames_reused", st.frames_reused}};
+        if (!filter.empty()) {
+            j["filter"] = {{"focus", options.focus}, {"exclude", options.exclude},
+                           {"kept", samples.decoded() - filtered.dropped()}, {"not_in_focus", filtered.not_in_focus},
+                           {"excluded", filtered.excluded}};
+        }
         if (reader->damage()) j["damage"] = reader->damage()->error.describe();
         fmt::print("{}\n", j.dump(2));
     } else {
@@ -211,6 +261,11 @@ int run_replay(const ReplayOptions& options) {
         fmt::print("decoded              {:.2f}% ({} complete, {} incomplete)\n", percent(all.decoded(), all.samples),
                    all.complete, all.incomplete);
         fmt::print("incomplete           {:.2f}%\n", percent(all.incomplete, all.samples));
+        if (!filter.empty()) {
+            fmt::print("filter               {}: kept {} of {} decoded samples; dropped {} ({} not in focus, {} excluded)\n",
+                       filter.describe(), samples.decoded() - filtered.dropped(), samples.decoded(), filtered.dropped(),
+                       filtered.not_in_focus, filtered.excluded);
+        }
         for (const auto& [reason, n] : all.failed) {
             fmt::print("failed {:<20} {} ({:.2f}%)\n", reason, n, percent(n, all.samples));
         }
@@ -238,6 +293,21 @@ int run_replay(const ReplayOptions& options) {
         if (reader->damage()) fmt::print("damage: {}\n", reader->damage()->error.describe());
     }
 
+    if (ids.is_open()) {
+        ids.close();
+        if (ids.fail()) {
+            fmt::print(stderr, "stackfrag replay: writing {} failed\n", options.ids);
+            return 2;
+        }
+    }
+    if (!options.cct.empty()) {
+        cct.info().period_ns = stream.period_ns();
+        cct.info().start_unix_ns = reader->header().created_unix_ns;
+        if (Status written = profile::write_profile(cct, options.cct); !written.ok()) {
+            fmt::print(stderr, "stackfrag replay: {}\n", written.error().describe());
+            return 2;
+        }
+    }
     if (!options.collapsed.empty()) {
         std::ofstream out(options.collapsed);
         Status written = out ? profile::write_collapsed(cct, out) : Status(make_error(Errc::kInternal, "cannot open " + options.collapsed));
@@ -275,6 +345,15 @@ void add_replay(CLI::App& app, int& exit_code) {
                     "decode each sample only once the stream is this many ms past it (lets late code "
                     "announcements arrive first; 0 decodes in stream order, as the agent does)");
     cmd->add_flag("--no-libunwind", options->no_libunwind, "unwind native code by the rbp chain only");
+    cmd->add_option("--ids", options->ids,
+                    "write one line per sample to FILE: \"time_ns tid id\", id the sample's node in the --cct tree "
+                    "(or failed:REASON, or filtered)");
+    cmd->add_option("--cct", options->cct, "write the calling context tree the --ids refer to (FILE.json)");
+    cmd->add_option("--focus", options->focus,
+                    "keep only samples with this method (pkg.Class.method) or class (pkg.Class) on the stack; repeatable")
+        ->allow_extra_args(false);
+    cmd->add_option("--exclude", options->exclude, "drop samples with this method or class on the stack; repeatable")
+        ->allow_extra_args(false);
     cmd->add_flag("--no-incremental", options->no_incremental,
                   "walk every frame of every sample instead of taking over the unchanged lower part of the "
                   "thread's last walk (same traces, slower; to compare)");

@@ -1,5 +1,6 @@
 // `stackfrag report IN -o OUT`: turns a profile into another profile format (flame graph, pprof,
-// collapsed stacks, CCT json), reading IN with the loader its file name ending selects.
+// collapsed stacks, CCT json), reading IN with the loader its file name ending selects;
+// --focus/--exclude keep only the samples with (without) a method on their stacks.
 #include <cerrno>
 #include <fstream>
 #include <functional>
@@ -14,6 +15,7 @@
 #include "stackfrag/decoder/stream_decoder.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "stackfrag/profile/export.hpp"
+#include "stackfrag/profile/trace_filter.hpp"
 
 namespace sf::cli {
 
@@ -96,13 +98,29 @@ struct ReportArgs {
     std::string output;
     std::string title;
     bool weight = false;
+    std::vector<std::string> focus, exclude;
 };
 
 int run_report(const ReportArgs& args) {
+    Result<profile::TraceFilter> filter = profile::TraceFilter::parse(args.focus, args.exclude);
+    if (!filter.ok()) {
+        fmt::print(stderr, "stackfrag report: {}\n", filter.error().describe());
+        return 1;
+    }
     auto cct = load_input(args.input);
     if (!cct.ok()) {
         fmt::print(stderr, "stackfrag report: {}\n", cct.error().describe());
         return 1;
+    }
+    if (!filter->empty()) {
+        // Each stack of the tree is judged as a decoded trace would be, so a recording gives the
+        // profile the agent writes with the same focus=/exclude= options.
+        profile::FilterCounts dropped;
+        profile::Cct kept = profile::filter_cct(*cct, *filter, &dropped);
+        fmt::print(stderr, "stackfrag report: {}: kept {} of {} samples; dropped {} ({} not in focus, {} excluded)\n",
+                   filter->describe(), kept.total_samples(), cct->total_samples(), dropped.dropped(),
+                   dropped.not_in_focus, dropped.excluded);
+        *cct = std::move(kept);
     }
     profile::HtmlOptions options;
     options.title = args.title.empty() ? cct->info().title : args.title;
@@ -135,12 +153,19 @@ void add_report(CLI::App& app, int& exit_code) {
     cmd->add_option("--title", args->title, "title of the html page (default: the input's title or file name)");
     cmd->add_flag("--weight", args->weight,
                   "collapsed/html: show the summed sample weights (ns) instead of sample counts");
+    cmd->add_option("--focus", args->focus,
+                    "keep only samples with this method (pkg.Class.method) or class (pkg.Class) on the stack; repeatable")
+        ->allow_extra_args(false);
+    cmd->add_option("--exclude", args->exclude, "drop samples with this method or class on the stack; repeatable")
+        ->allow_extra_args(false);
     cmd->footer(
         "Examples:\n"
         "  stackfrag report cpu.json -o cpu.html          interactive flame graph (one self-contained file)\n"
         "  stackfrag report cpu.json -o cpu.pb.gz         for `go tool pprof -http=: cpu.pb.gz`\n"
         "  stackfrag report cpu.json -o cpu.collapsed     for flamegraph.pl, speedscope, diffs\n"
         "  stackfrag report async.collapsed -o async.json read another profiler's collapsed stacks\n"
+        "  stackfrag report app.sfr -o q.html --focus org.h2.command.Command.executeQuery\n"
+        "                                                 only the samples inside that method\n"
         "Outputs are written to a temporary file and renamed, so a reader never sees half a profile.\n");
     cmd->callback([args, &exit_code] { exit_code = run_report(*args); });
 }
