@@ -38,7 +38,11 @@ constexpr uint64_t DecodeStats::* kCounterFields[kCounterCount] = {
 // WalkState::flags
 enum : uint8_t {
     kViaAnchor = 1, kViaNative = 2, kAfterJava = 4, kBreadcrumbUsed = 8, kInNativeRun = detail::kInNativeRunFlag,
-    kNativeRescanned = 32
+    kNativeRescanned = 32,
+    // Flags only a step into code the map does not know reads (step() and the native fallbacks);
+    // a record that did not read them is taken over whatever they are. The last two last the walk.
+    kSticky = kBreadcrumbUsed | kNativeRescanned,
+    kLoose = kAfterJava | kSticky,
 };
 }  // namespace
 
@@ -66,8 +70,9 @@ private:
     detail::WalkState state() const;
     void restore(const detail::WalkState& at, int64_t delta, int64_t native_delta);
     Reuse reuse_previous();
-    bool take_over_rest(size_t from, int64_t delta, int64_t native_delta);
-    bool replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next) const;
+    bool take_over_rest(size_t from, int64_t delta, int64_t native_delta, uint8_t loose_diff);
+    bool replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next,
+                    uint8_t loose_diff) const;
     void keep(const detail::StepRecord& r, const uint8_t* bytes);
     void keep_bytes(detail::StepRecord& kept, const uint8_t* bytes);
     void begin_step();
@@ -194,6 +199,7 @@ private:
     detail::WalkState step_start_;
     bool step_recorded_ = false;
     bool step_edge_ = false;
+    bool step_consults_flags_ = false;
     bool journal_reset_ = false;    // a rescan dropped frames found earlier: the journal starts over
     uint16_t step_counters_ = 0;
     size_t step_peak_ = 0;
@@ -280,8 +286,12 @@ void Walk::restore(const detail::WalkState& at, int64_t delta, int64_t native_de
     }
 }
 
-bool Walk::replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next) const {
+// `loose_diff`: the kLoose flags in which this walk differs from the record's; after the first step
+// taken over only the sticky ones can still differ.
+bool Walk::replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next,
+                      uint8_t loose_diff) const {
     if (!r.reusable) return false;
+    if (r.consults_flags && loose_diff != 0) return false;
     if (!r.stopped && !has_next) return false;   // the state after it is not known
     if (delta != 0 && ((r.stopped && r.failure == FailReason::kTooDeep) ||
                        int64_t{r.peak_count} + delta >= static_cast<int64_t>(d_.options_.max_frames))) {
@@ -312,15 +322,20 @@ Walk::Reuse Walk::reuse_previous() {
     const detail::WalkState now = state();
     const int64_t delta = int64_t{now.count} - int64_t{then.count};
     const int64_t native_delta = int64_t{now.native_frames} - int64_t{then.native_frames};
-    if (now.pc != then.pc || now.fp != then.fp || now.flags != then.flags || now.native_run_sp != then.native_run_sp ||
+    const uint8_t loose_diff = static_cast<uint8_t>((now.flags ^ then.flags) & kLoose);
+    const uint8_t sticky_diff = static_cast<uint8_t>(loose_diff & kSticky);   // what still differs after a step
+    if (now.pc != then.pc || now.fp != then.fp || ((now.flags ^ then.flags) & ~kLoose) != 0 ||
+        now.native_run_sp != then.native_run_sp ||
         int64_t{now.native_run_first} - int64_t{then.native_run_first} != (in_native_run_ ? delta : 0)) {
         return Reuse::kNone;
     }
-    if (journal_ && take_over_rest(previous_pos_, delta, native_delta)) return Reuse::kFinished;
+    if (journal_ && take_over_rest(previous_pos_, delta, native_delta, loose_diff)) return Reuse::kFinished;
     size_t j = previous_pos_;
     for (; j < steps.size(); ++j) {
         const detail::StepRecord& r = steps[j];
-        if (!replayable(r, delta, native_delta, j + 1 < steps.size())) break;
+        if (!replayable(r, delta, native_delta, j + 1 < steps.size(), j == previous_pos_ ? loose_diff : sticky_diff)) {
+            break;
+        }
         // The step's frames, counters and journal entry, as walking it would have produced them.
         for (uint32_t c = r.at.count; c < r.count_after; ++c) {
             const size_t to = static_cast<size_t>(int64_t{c} + delta);
@@ -340,6 +355,8 @@ Walk::Reuse Walk::reuse_previous() {
                 moved.at.native_run_first = static_cast<uint32_t>(int64_t{r.at.native_run_first} + delta);
             }
             moved.at.native_frames = static_cast<uint32_t>(int64_t{r.at.native_frames} + native_delta);
+            if (j != previous_pos_) moved.at.flags ^= sticky_diff;
+            else moved.at.flags = now.flags;
             moved.count_after = static_cast<uint32_t>(int64_t{r.count_after} + delta);
             moved.peak_count = static_cast<uint32_t>(int64_t{r.peak_count} + delta);
             moved.native_frames_after = static_cast<uint32_t>(int64_t{r.native_frames_after} + native_delta);
@@ -354,20 +371,23 @@ Walk::Reuse Walk::reuse_previous() {
         }
     }
     if (j == previous_pos_) return Reuse::kNone;
-    // Step j must be walked: continue from the state it started from.
-    restore(steps[j].at, delta, native_delta);
+    // Step j must be walked: continue from the state it started from (this walk's sticky flags).
+    detail::WalkState at = steps[j].at;
+    at.flags ^= sticky_diff;
+    restore(at, delta, native_delta);
     previous_pos_ = j;
     return Reuse::kAdvanced;
 }
 
 // The common case, the whole rest of the last walk unchanged: checked first, and then taken over
 // without copying its records (the caller splices them into the journal in place).
-bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta) {
+bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta, uint8_t loose_diff) {
     const std::vector<detail::StepRecord>& steps = previous_->steps;
     const size_t n = steps.size();
     if (journal_->steps.size() + (n - from) > detail::WalkJournal::kMaxSteps) return false;
+    const uint8_t sticky_diff = static_cast<uint8_t>(loose_diff & kSticky);
     for (size_t k = from; k < n; ++k) {
-        if (!replayable(steps[k], delta, native_delta, k + 1 < n)) return false;
+        if (!replayable(steps[k], delta, native_delta, k + 1 < n, k == from ? loose_diff : sticky_diff)) return false;
     }
     const detail::StepRecord& last = steps[n - 1];   // stopped: replayable() wants that of the last
     const uint32_t first_frame = steps[from].at.count;
@@ -388,7 +408,7 @@ bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta) {
     native_frames_ = static_cast<size_t>(int64_t{last.native_frames_after} + native_delta);
     out_.status = last.status;
     out_.failure = last.failure;
-    splice_ = {from, delta, native_delta};
+    splice_ = {from, delta, native_delta, sticky_diff, state().flags};
     splice_valid_ = true;
     return true;
 }
@@ -419,6 +439,7 @@ void Walk::begin_step() {
     step_start_ = state();
     access_ = {};
     step_edge_ = false;
+    step_consults_flags_ = false;
     step_counters_ = 0;
     step_peak_ = count_;
 }
@@ -439,6 +460,7 @@ void Walk::end_step(Step s) {
     r.native_frames_after = static_cast<uint32_t>(native_frames_);
     r.counters = step_counters_;
     r.reusable = !step_edge_;
+    r.consults_flags = step_consults_flags_;
     r.stopped = s == Step::kStop;
     r.status = out_.status;
     r.failure = out_.failure;
@@ -457,6 +479,7 @@ Walk::Step Walk::step() {
         case CodeRegion::kUnknownCodeCache: return step_stub(code.stub);
         case CodeRegion::kUnknown: break;
     }
+    step_consults_flags_ = true;   // after_java_ here, the sticky flags in step_native()
     if (after_java_) return fail(FailReason::kBadReturnAddress);
     return step_native();
 }
@@ -982,6 +1005,11 @@ void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, c
         steps.resize(new_top + kept);
         std::move_backward(steps.begin() + static_cast<long>(splice.from),
                            steps.begin() + static_cast<long>(splice.from + kept), steps.end());
+    }
+    // The first step taken over starts from this walk's flags; the sticky ones differ in all.
+    steps[new_top].at.flags = splice.first_flags;
+    if (splice.sticky_diff != 0) {
+        for (size_t i = new_top + 1; i < steps.size(); ++i) steps[i].at.flags ^= splice.sticky_diff;
     }
     if (splice.delta != 0 || splice.native_delta != 0) {
         auto shift = [](uint32_t v, int64_t d) { return static_cast<uint32_t>(int64_t{v} + d); };

@@ -38,6 +38,7 @@ struct StepRecord {
     uint32_t native_frames_after = 0;
     uint16_t counters = 0;              // the DecodeStats counters the step bumped, once each, one bit each
     bool reusable = false;              // false: it also asked where the fragment ends, or was not kept whole
+    bool consults_flags = false;        // it read the flags that say how the walk got here (see decoder.cpp)
     bool stopped = false;               // the walk ended with this step, with status and failure:
     TraceStatus status = TraceStatus::kFailed;
     FailReason failure = FailReason::kNone;
@@ -91,6 +92,8 @@ struct Splice {
     size_t from = 0;
     int64_t delta = 0;
     int64_t native_delta = 0;
+    uint8_t sticky_diff = 0;   // flags that last the walk and differ between the two walks
+    uint8_t first_flags = 0;   // this walk's flags where it took over
 };
 
 // Makes `last` the journal of a walk that consists of the steps in `top` followed by last's own steps
