@@ -121,4 +121,57 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, const std
     return result;
 }
 
+// A child started without waiting for it (output in PREFIX.out / PREFIX.err), for tests that look
+// at a running JVM; killed and reaped by the destructor if still running.
+class BackgroundProcess {
+public:
+    BackgroundProcess(const std::vector<std::string>& argv, const std::string& output_prefix)
+        : out_path_(output_prefix + ".out"), err_path_(output_prefix + ".err") {
+        std::vector<std::string> args = argv;
+        std::vector<char*> pointers;
+        for (std::string& arg : args) pointers.push_back(arg.data());
+        pointers.push_back(nullptr);
+        pid_ = fork();
+        if (pid_ == 0) {
+            const int out = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            const int err = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
+            execv(pointers[0], pointers.data());
+            _exit(127);
+        }
+    }
+    ~BackgroundProcess() {
+        if (pid_ > 0 && !reaped_) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+        }
+    }
+    BackgroundProcess(const BackgroundProcess&) = delete;
+    BackgroundProcess& operator=(const BackgroundProcess&) = delete;
+
+    pid_t pid() const { return pid_; }
+    bool running() {
+        if (pid_ <= 0 || reaped_) return false;
+        const pid_t done = waitpid(pid_, &status_, WNOHANG);
+        if (done == pid_) reaped_ = true;
+        return done == 0;
+    }
+    // Waits up to `timeout_seconds`; the exit code, or -1 (killed by a signal, or still running).
+    int wait(int timeout_seconds) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
+        while (running() && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        return reaped_ && WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
+    }
+    std::string out() const { return read_text_file(out_path_); }
+    std::string err() const { return read_text_file(err_path_); }
+
+private:
+    std::string out_path_, err_path_;
+    pid_t pid_ = -1;
+    int status_ = 0;
+    bool reaped_ = false;
+};
+
 }  // namespace sf::test
