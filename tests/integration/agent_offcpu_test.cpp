@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <regex>
@@ -150,5 +151,42 @@ TEST_CASE("events=switch alone writes only the off-CPU profile's samples", "[off
     std::smatch m;
     REQUIRE(std::regex_search(r.err, m, std::regex("stop summary: (\\d+) samples taken")));
     CHECK(m[1] == "0");
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a user whom the kernel does not let count context switches gets on-CPU sampling and one error",
+          "[offcpu]") {
+    // Needs root to become another user, and kernel.perf_event_paranoid 2 (or more) to be refused.
+    const std::string paranoid = sf::test::read_text_file("/proc/sys/kernel/perf_event_paranoid");
+    if (geteuid() != 0 || paranoid.empty() || std::stoi(paranoid) < 2 || std::stoi(paranoid) > 2) {
+        WARN("not root or perf_event_paranoid is not 2: the refusal cannot be shown here");
+        return;
+    }
+    std::string dir = "/tmp/sf-offcpu-it-XXXXXX";
+    REQUIRE(mkdtemp(dir.data()) != nullptr);
+    std::filesystem::permissions(dir, std::filesystem::perms::all);
+    const auto compiled = sf::test::run_process(
+        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/OffCpu.java"}, {},
+        dir + "/javac", 120);
+    REQUIRE(compiled.exit_code == 0);
+    const auto r = sf::test::run_process({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                          kJdk17 + "/bin/java",
+                                          "-agentpath:" + kAgent + "=events=cpu,switch,file=" + dir + "/p.collapsed",
+                                          "-cp", dir, "OffCpu", "1"},
+                                         {}, dir + "/jvm", 120);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    size_t errors = 0;
+    for (size_t at = r.err.find("[stackfrag] error"); at != std::string::npos; at = r.err.find("[stackfrag] error", at + 1)) {
+        ++errors;
+    }
+    CHECK(errors == 1);
+    CHECK(r.err.find("off-CPU sampling (events=switch) is off, on-CPU sampling goes on") != std::string::npos);
+    CHECK(r.err.find("perf_event_paranoid at 1 or lower") != std::string::npos);
+    // The clock events opened as usual.
+    std::smatch m;
+    REQUIRE(std::regex_search(r.err, m, std::regex("stop summary: (\\d+) samples taken")));
+    CHECK(std::stoull(m[1]) > 0);
+    CHECK(parse_collapsed(sf::test::read_text_file(dir + "/p.collapsed")).size() > 0);
     std::filesystem::remove_all(dir);
 }
