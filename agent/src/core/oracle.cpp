@@ -25,6 +25,7 @@ struct OracleSampler::ThreadSlot {
     uint64_t stack_bottom = 0;
     std::atomic<JNIEnv*> jni{nullptr};
     std::atomic<bool> active{false};
+    std::atomic<uint8_t> uses{0};          // TimerUse bits
 };
 
 namespace {
@@ -35,6 +36,7 @@ struct EntryHeader {
     uint32_t stack_size;
     Registers regs;
     int32_t agct_status;
+    uint8_t uses;                          // the thread's TimerUse bits at this tick
 };
 
 constexpr size_t kPageSize = 4096;
@@ -76,6 +78,7 @@ struct OracleSampler::Buffer {
     boost::lockfree::queue<uint32_t, boost::lockfree::fixed_sized<true>> filled_entries;
     std::atomic<uint64_t> taken{0};
     std::atomic<uint64_t> dropped{0};
+    std::atomic<uint64_t> samples_dropped{0};   // of ticks with kUseSample: reported as Lost
 };
 
 namespace {
@@ -95,6 +98,7 @@ size_t copy_until_unreadable(uint64_t sp, uint8_t* out, size_t size) {
     size_t pieces = 0;
     uint64_t address = sp;
     const uint64_t end = sp + size;
+    if (end < sp) return 0;   // wraps around: no user address
     while (address < end && pieces < kMaxPagesPerCopy) {
         const uint64_t page_end = (address / kPageSize + 1) * kPageSize;
         const uint64_t piece_end = page_end < end ? page_end : end;
@@ -115,9 +119,15 @@ void on_sigprof(int, siginfo_t* info, void* context) {
         errno = saved_errno;
         return;
     }
+    const uint8_t uses = slot->uses.load(std::memory_order_relaxed);
+    if (uses == 0) {
+        errno = saved_errno;
+        return;
+    }
     uint32_t index = 0;
     if (!buffer->free_entries.pop(index)) {
         buffer->dropped.fetch_add(1, std::memory_order_relaxed);
+        if ((uses & kUseSample) != 0) buffer->samples_dropped.fetch_add(1, std::memory_order_relaxed);
         errno = saved_errno;
         return;
     }
@@ -136,20 +146,14 @@ void on_sigprof(int, siginfo_t* info, void* context) {
     header->regs.r13 = static_cast<uint64_t>(gregs[REG_R13]);
     header->regs.r15 = static_cast<uint64_t>(gregs[REG_R15]);
 
-    const uint64_t sp = header->regs.sp;
-    size_t copied = 0;
-    if (slot->stack_top != 0 && sp >= slot->stack_bottom && sp < slot->stack_top) {
-        const uint64_t available = slot->stack_top - sp;
-        copied = available < buffer->stack_bytes ? available : buffer->stack_bytes;
-        std::memcpy(buffer->stack(index), reinterpret_cast<const void*>(sp), copied);
-    } else {
-        copied = copy_until_unreadable(sp, buffer->stack(index), buffer->stack_bytes);
-    }
+    header->uses = uses;
+    const size_t copied = copy_stack_fragment(header->regs.sp, StackRange{slot->stack_bottom, slot->stack_top},
+                                              buffer->stack(index), buffer->stack_bytes);
     header->stack_size = static_cast<uint32_t>(copied);
 
     header->agct_status = 0;
     AsgctFunction asgct = g_asgct.load(std::memory_order_relaxed);
-    if (asgct != nullptr) {
+    if (asgct != nullptr && (uses & kUseOracle) != 0 && buffer->max_frames > 0) {
         JNIEnv* jni = slot->jni.load(std::memory_order_relaxed);
         if (jni == nullptr) {
             // A thread that existed before the agent: HotSpot's GetEnv only reads the current
@@ -180,6 +184,18 @@ clockid_t thread_cpu_clock(pid_t tid) {
 pid_t current_tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 
 }  // namespace
+
+size_t copy_stack_fragment(uint64_t sp, StackRange known, uint8_t* out, size_t size) {
+    if (known.top != 0 && sp >= known.bottom && sp < known.top) {
+        // [sp, top) is the live part of the thread's own stack, mapped and readable.
+        const uint64_t available = known.top - sp;
+        const size_t copied = available < size ? static_cast<size_t>(available) : size;
+        std::memcpy(out, reinterpret_cast<const void*>(sp), copied);
+        return copied;
+    }
+    // Unknown bounds, or sp outside them (an alternate stack): nothing is known to be readable.
+    return copy_until_unreadable(sp, out, size);
+}
 
 OracleSampler::OracleSampler(const OracleSettings& settings) : settings_(settings) {}
 
@@ -249,10 +265,11 @@ Status OracleSampler::start_timer(ThreadSlot& slot, bool on_current_thread) {
     return {};
 }
 
-Status OracleSampler::add_current_thread(JNIEnv* jni) {
+Status OracleSampler::add_current_thread(JNIEnv* jni, uint8_t uses) {
     auto* slot = new ThreadSlot;
     slot->tid = current_tid();
     slot->jni.store(jni);
+    slot->uses.store(uses);
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
         void* low = nullptr;
@@ -263,35 +280,32 @@ Status OracleSampler::add_current_thread(JNIEnv* jni) {
         }
         pthread_attr_destroy(&attr);
     }
+    return add_slot(slot, true);
+}
+
+Status OracleSampler::add_thread(pid_t tid, uint8_t uses) {
+    auto* slot = new ThreadSlot;
+    slot->tid = tid;
+    slot->uses.store(uses);
+    return add_slot(slot, tid == current_tid());
+}
+
+Status OracleSampler::add_slot(ThreadSlot* slot, bool on_current_thread) {
     std::lock_guard<std::mutex> lock(threads_mutex_);
-    if (threads_.count(slot->tid) != 0) {
+    auto existing = threads_.find(slot->tid);
+    if (existing != threads_.end()) {
+        // Already ticking (validate, then the signal backend after perf was denied): one timer,
+        // one snapshot per tick, now serving both uses.
+        existing->second->uses.fetch_or(slot->uses.load());
         delete slot;   // never armed, so no signal can refer to it
         return {};
     }
-    Status started = start_timer(*slot, true);
+    Status started = start_timer(*slot, on_current_thread);
     if (!started.ok()) {
         delete slot;
         return started;
     }
     threads_[slot->tid] = slot;
-    ++threads_added_;
-    return {};
-}
-
-Status OracleSampler::add_thread(pid_t tid) {
-    auto* slot = new ThreadSlot;
-    slot->tid = tid;
-    std::lock_guard<std::mutex> lock(threads_mutex_);
-    if (threads_.count(tid) != 0) {
-        delete slot;
-        return {};
-    }
-    Status started = start_timer(*slot, tid == current_tid());
-    if (!started.ok()) {
-        delete slot;
-        return started;
-    }
-    threads_[tid] = slot;
     ++threads_added_;
     return {};
 }
@@ -325,25 +339,39 @@ size_t OracleSampler::drain(std::vector<Event>& out) {
     uint32_t index = 0;
     while (buffer.filled_entries.pop(index)) {
         const EntryHeader* header = buffer.header(index);
-        Oracle oracle;
-        oracle.sample.time_ns = header->time_ns;
-        oracle.sample.pid = pid;
-        oracle.sample.tid = header->tid;
-        oracle.sample.source = SampleSource::kSignal;
-        oracle.sample.regs = header->regs;
-        oracle.sample.stack_sp = header->regs.sp;
-        oracle.sample.stack.assign(buffer.stack(index), buffer.stack(index) + header->stack_size);
-        oracle.agct_status = header->agct_status;
-        if (header->agct_status > 0) {
-            const AsgctFrame* frames = buffer.frames(index);
-            const int32_t count_frames = std::min<int32_t>(header->agct_status, static_cast<int32_t>(buffer.max_frames));
-            oracle.frames.reserve(static_cast<size_t>(count_frames));
-            for (int32_t i = 0; i < count_frames; ++i) {
-                oracle.frames.push_back(MethodBci{reinterpret_cast<uint64_t>(frames[i].method_id), frames[i].lineno});
+        Sample sample;
+        sample.time_ns = header->time_ns;
+        sample.pid = pid;
+        sample.tid = header->tid;
+        sample.source = SampleSource::kSignal;
+        sample.regs = header->regs;
+        sample.stack_sp = header->regs.sp;
+        sample.stack.assign(buffer.stack(index), buffer.stack(index) + header->stack_size);
+        if ((header->uses & kUseOracle) != 0) {
+            Oracle oracle;
+            oracle.sample = (header->uses & kUseSample) != 0 ? sample : std::move(sample);
+            oracle.agct_status = header->agct_status;
+            if (header->agct_status > 0) {
+                const AsgctFrame* frames = buffer.frames(index);
+                const int32_t count_frames = std::min<int32_t>(header->agct_status, static_cast<int32_t>(buffer.max_frames));
+                oracle.frames.reserve(static_cast<size_t>(count_frames));
+                for (int32_t i = 0; i < count_frames; ++i) {
+                    oracle.frames.push_back(MethodBci{reinterpret_cast<uint64_t>(frames[i].method_id), frames[i].lineno});
+                }
             }
+            out.push_back(std::move(oracle));
+            ++count;
+        }
+        if ((header->uses & kUseSample) != 0) {
+            out.push_back(std::move(sample));
+            ++count;
         }
         (void)buffer.free_entries.bounded_push(index);
-        out.push_back(std::move(oracle));
+    }
+    const uint64_t samples_dropped = buffer.samples_dropped.load(std::memory_order_relaxed);
+    if (samples_dropped != samples_dropped_reported_) {
+        out.push_back(Lost{monotonic_ns(), 0, samples_dropped - samples_dropped_reported_});
+        samples_dropped_reported_ = samples_dropped;
         ++count;
     }
     return count;
