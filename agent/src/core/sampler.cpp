@@ -161,7 +161,11 @@ Status Sampler::record_open_failure(Error error) {
     Error* expected = nullptr;
     if (open_error_.compare_exchange_strong(expected, stored)) {
         open_failed_.store(true, std::memory_order_release);
-        SF_LOG_ERROR("sampling is off, the JVM runs on without it: %s", error.describe().c_str());
+        if (fallback_available_.load()) {
+            SF_LOG_DEBUG("perf events are denied: %s", error.describe().c_str());
+        } else {
+            SF_LOG_ERROR("sampling is off, the JVM runs on without it: %s", error.describe().c_str());
+        }
     } else {
         delete stored;
     }
@@ -364,7 +368,7 @@ void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
 void Sampler::collect() {
     const uint64_t now = monotonic_ns();
     scratch_.clear();
-    if (oracle_ != nullptr) oracle_->drain(scratch_);
+    if (OracleSampler* timer = oracle_.load(std::memory_order_acquire)) timer->drain(scratch_);
     queue_.drain(scratch_);
     for (Event& event : scratch_) reorder_.add(std::move(event), now);
     scratch_.clear();

@@ -77,6 +77,12 @@ public:
     SamplerStats stats() const;
     // The first open failure, if any.
     std::optional<Error> open_error() const;
+    // backend=auto: a persistent open failure is not the end of sampling (the caller falls back
+    // to the timer sampler and says so), so it is logged at debug level, not as an error.
+    void set_fallback_available(bool available) { fallback_available_.store(available); }
+    // The timer sampler whose samples the reader merges in (validate, or the signal backend once
+    // perf was denied); may be set while the reader runs. `timer` outlives the sampler.
+    void set_timer_sampler(OracleSampler* timer) { oracle_.store(timer, std::memory_order_release); }
 
 private:
     struct Request;
@@ -100,7 +106,8 @@ private:
     const kernel::SamplingConfig config_;
     EventQueue& queue_;
     StreamWriter& writer_;
-    OracleSampler* oracle_;
+    std::atomic<OracleSampler*> oracle_;
+    std::atomic<bool> fallback_available_{false};
 
     std::optional<kernel::RingPoller> poller_;
     boost::lockfree::queue<Request*> requests_;

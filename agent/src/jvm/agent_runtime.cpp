@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -18,8 +19,11 @@
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "clock.hpp"
 #include "event_queue.hpp"
@@ -86,8 +90,13 @@ public:
     // OnLoad / OnAttach, after the options were accepted.
     void setup(bool attach) {
         attach_ = attach;
-        if (options_.validate) create_oracle();
-        sampler_ = std::make_unique<Sampler>(options_.sampling_config(), queue_, writer_, oracle_.get());
+        if (options_.backend == SamplingBackend::kSignal && options_.mode != SamplingMode::kJvmti) {
+            use_signal_backend("backend=signal");
+        } else if (options_.validate) {
+            create_oracle(false);
+        }
+        sampler_ = std::make_unique<Sampler>(options_.sampling_config(), queue_, writer_, timer());
+        sampler_->set_fallback_available(options_.backend == SamplingBackend::kAuto);
         sampler_->set_events(options_.sample_cpu, options_.sample_switch);
         create_live_profile();
         if (!setup_jvmti()) {
@@ -96,7 +105,10 @@ public:
         }
         // Per-CPU events follow only threads created after they are opened, so open them now:
         // at OnLoad nearly every JVM thread is yet to come (they are enabled when the reader starts).
-        if (options_.mode == SamplingMode::kCpu && !attach) (void)sampler_->add_cpus(current_tid());
+        if (options_.mode == SamplingMode::kCpu && !attach && !signal_backend_.load() &&
+            !sampler_->add_cpus(current_tid()).ok()) {
+            fall_back_to_signals_if_denied();
+        }
     }
 
     // VMInit, or right after setup when attaching (live phase, on a thread attached to the VM).
@@ -129,12 +141,13 @@ public:
             return;
         }
         live_.store(true, std::memory_order_release);
-        if (options_.mode == SamplingMode::kCpu && attach_) add_cpu_events_for_existing_threads();
+        if (options_.mode == SamplingMode::kCpu && attach_ && !signal_backend_.load()) add_cpu_events_for_existing_threads();
         register_existing_threads(jni);
         start_code_poller(jni);
         if (options_.mode == SamplingMode::kJvmti) start_jvmti_sampler(jni);
-        SF_LOG_INFO("sampling every %llu ns (%s mode)%s", static_cast<unsigned long long>(options_.interval_ns),
+        SF_LOG_INFO("sampling every %llu ns (%s mode, %s backend)%s", static_cast<unsigned long long>(options_.interval_ns),
                     options_.mode == SamplingMode::kThread ? "thread" : options_.mode == SamplingMode::kCpu ? "cpu" : "jvmti",
+                    signal_backend_.load() ? "signal" : "perf",
                     options_.validate ? " with the validate oracle" : "");
     }
 
@@ -165,8 +178,12 @@ public:
                          static_cast<double>(cpu.tv_sec) * 1e3 + static_cast<double>(cpu.tv_nsec) / 1e6);
         }
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), true, std::move(name)});
-        if (oracle_) oracle_->remove_thread(tid);
+        if (OracleSampler* timer_sampler = timer()) timer_sampler->remove_thread(tid);
         if (options_.mode == SamplingMode::kThread) sampler_->end_thread(tid);
+        {
+            std::lock_guard<std::mutex> lock(threads_mutex_);
+            perf_threads_.erase(tid);
+        }
     }
 
     VmCapture* capture() {
@@ -181,7 +198,7 @@ public:
         disable_events();
         stop_code_poller();
         stop_jvmti_sampler();
-        if (oracle_) oracle_->stop();
+        if (OracleSampler* timer_sampler = timer()) timer_sampler->stop();
         const bool stopped = sampler_->stop(kShutdownTimeoutMs);
         queue_.close();
         if (stopped) log_summary();
@@ -194,6 +211,13 @@ public:
     const AgentOptions& options() const { return options_; }
     LiveProfile* live_profile() { return live_profile_.get(); }
 
+    // Which backend samples: "perf", or "signal (why)".
+    std::string backend_text() const {
+        if (!signal_backend_.load()) return "perf";
+        std::lock_guard<std::mutex> lock(backend_mutex_);
+        return "signal (" + signal_reason_ + ")";
+    }
+
     std::string status_text() const {
         const bool running = live_.load(std::memory_order_acquire) && !shut_down_.load();
         std::string text = std::string("running: ") + (running ? "yes" : "no") + "\n";
@@ -204,6 +228,7 @@ public:
         }
         text += "record: " + (options_.records() ? options_.record_path : std::string("(none)")) + "\n";
         text += "options: " + describe(options_) + "\n";
+        text += "backend: " + backend_text() + "\n";
         return text;
     }
 
@@ -238,7 +263,7 @@ private:
         try {   // runs in VMDeath or an attach: nothing may escape into the JVM
             if (reader_stopped) {
                 live_profile_->stop(kShutdownTimeoutMs, final_file);
-                SF_LOG_INFO("%s", live_profile_->summary_text().c_str());
+                SF_LOG_INFO("%s\n  backend: %s", live_profile_->summary_text().c_str(), backend_text().c_str());
                 return;
             }
             // The reader still runs (and feeds the queue): the profile so far is all that can be written.
@@ -248,22 +273,83 @@ private:
         }
     }
 
-    void create_oracle() {
+    // The timer sampler, for validate's oracle and/or the signal backend (one per process: both
+    // uses share it). `for_samples`: sized for the backend's samples, not only the oracle's.
+    bool create_oracle(bool for_samples) {
         OracleSettings settings;
         settings.interval_ns = options_.interval_ns;
         settings.stack_bytes = options_.stack_bytes;
         settings.vm = vm_;
-        settings.asgct = reinterpret_cast<AsgctFunction>(dlsym(RTLD_DEFAULT, "AsyncGetCallTrace"));
-        if (settings.asgct == nullptr) {
-            SF_LOG_WARN("validate: AsyncGetCallTrace is not exported by this JVM; oracle samples carry no trace");
+        if (for_samples) {
+            // Room for ~20 ms of ticks on every CPU (the reader drains every 10 ms), 512 to 4096.
+            const uint64_t cpus = static_cast<uint64_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+            const uint64_t per_cpu = 20'000'000 / std::max<uint64_t>(options_.interval_ns, 1) + 1;
+            settings.buffer_entries = static_cast<uint32_t>(std::clamp<uint64_t>(cpus * per_cpu, 512, 4096));
+        }
+        if (options_.validate) {
+            settings.asgct = reinterpret_cast<AsgctFunction>(dlsym(RTLD_DEFAULT, "AsyncGetCallTrace"));
+            if (settings.asgct == nullptr) {
+                SF_LOG_WARN("validate: AsyncGetCallTrace is not exported by this JVM; oracle samples carry no trace");
+            }
+        } else {
+            settings.max_frames = 0;
         }
         Result<std::unique_ptr<OracleSampler>> oracle = OracleSampler::create(settings);
         if (!oracle.ok()) {
-            SF_LOG_ERROR("validate is off: %s", oracle.error().describe().c_str());
-            return;
+            SF_LOG_ERROR("%s is off: %s", for_samples ? "the signal backend" : "validate", oracle.error().describe().c_str());
+            return false;
         }
         oracle_ = std::move(oracle).value();
+        timer_.store(oracle_.get(), std::memory_order_release);
+        return true;
     }
+
+    // backend=signal, or auto once perf was denied: every Java thread gets a CPU-time timer whose
+    // ticks become Sample events. `why` is for the stop summary.
+    void use_signal_backend(std::string why) {
+        if (timer() == nullptr && !create_oracle(true)) return;
+        {
+            std::lock_guard<std::mutex> lock(backend_mutex_);
+            signal_reason_ = std::move(why);
+        }
+        if (sampler_) sampler_->set_timer_sampler(timer());
+        signal_backend_.store(true, std::memory_order_release);
+    }
+
+    // backend=auto after a perf open failed: a persistent failure (permission, unsupported) moves
+    // every Java thread to the signal backend, with one log line saying why; the threads
+    // registered before it was known get their timers now.
+    void fall_back_to_signals_if_denied() {
+        if (options_.backend != SamplingBackend::kAuto || options_.mode == SamplingMode::kJvmti) return;
+        const std::optional<Error> denied = sampler_->open_error();
+        if (!denied) return;
+        {
+            std::lock_guard<std::mutex> lock(backend_mutex_);
+            if (fallback_tried_) return;
+            fallback_tried_ = true;
+        }
+        use_signal_backend("perf denied");
+        if (!signal_backend_.load()) {
+            SF_LOG_ERROR("sampling is off, the JVM runs on without it: perf events are denied (%s) and the signal "
+                         "backend could not start", denied->describe().c_str());
+            return;
+        }
+        SF_LOG_WARN("perf events are denied, sampling with the signal backend (CPU-time timers, backend=signal) "
+                    "instead: %s", denied->describe().c_str());
+        std::vector<pid_t> earlier;
+        {
+            std::lock_guard<std::mutex> lock(threads_mutex_);
+            for (const auto& [tid, name] : threads_) {
+                if (perf_threads_.count(tid) == 0) earlier.push_back(tid);
+            }
+        }
+        for (pid_t tid : earlier) {
+            Status added = timer()->add_thread(tid, kUseSample);
+            if (!added.ok()) SF_LOG_DEBUG("signal backend: %s", added.error().describe().c_str());
+        }
+    }
+
+    OracleSampler* timer() const { return timer_.load(std::memory_order_acquire); }
 
     bool setup_jvmti() {
         jvmtiCapabilities capabilities{};
@@ -331,10 +417,24 @@ private:
         }
         SF_LOG_DEBUG("thread %d '%s'", tid, name.c_str());
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), false, std::move(name)});
-        if (options_.mode == SamplingMode::kThread) (void)sampler_->add_thread(tid);
-        if (oracle_) {
-            Status added = on_thread ? oracle_->add_current_thread(jni) : oracle_->add_thread(tid);
-            if (!added.ok()) SF_LOG_WARN("validate: %s", added.error().describe().c_str());
+        bool on_perf = false;
+        if (options_.mode == SamplingMode::kThread && !signal_backend_.load()) {
+            on_perf = sampler_->add_thread(tid).ok();
+            if (on_perf) {
+                std::lock_guard<std::mutex> lock(threads_mutex_);
+                perf_threads_.insert(tid);
+            } else {
+                fall_back_to_signals_if_denied();
+            }
+        }
+        uint8_t uses = options_.validate ? kUseOracle : 0;
+        if (!on_perf && signal_backend_.load()) uses |= kUseSample;
+        if (OracleSampler* timer_sampler = timer(); timer_sampler != nullptr && uses != 0) {
+            Status added = on_thread ? timer_sampler->add_current_thread(jni, uses) : timer_sampler->add_thread(tid, uses);
+            if (!added.ok()) {
+                SF_LOG_WARN("%s: %s", (uses & kUseSample) != 0 ? "signal backend" : "validate",
+                            added.error().describe().c_str());
+            }
         }
     }
 
@@ -383,6 +483,7 @@ private:
             if (tid > 0 && !sampler_->add_cpus(tid).ok()) break;
         }
         closedir(tasks);
+        fall_back_to_signals_if_denied();
     }
 
     // VmCapture wants poll(jni) every few hundred milliseconds from a thread attached to the VM:
@@ -443,10 +544,13 @@ private:
     void log_summary() {
         const StreamCounts& counts = writer_.counts();
         std::string oracle_text;
-        if (oracle_) {
-            const OracleStats stats = oracle_->stats();
+        if (options_.validate && timer() != nullptr) {
+            const OracleStats stats = timer()->stats();
             oracle_text = ", oracle " + std::to_string(counts.of(EventKind::kOracle)) + " (AsyncGetCallTrace ok " +
                           std::to_string(counts.oracle_traces_ok) + ", buffer full " + std::to_string(stats.dropped) + ")";
+        }
+        if (signal_backend_.load()) {
+            oracle_text += "; signal backend: timer buffer full " + std::to_string(timer()->stats().dropped);
         }
         const SamplerStats stats = sampler_->stats();
         SF_LOG_INFO("summary: %llu samples, %llu lost%s; %llu rings opened, reader CPU %.1f ms, %llu events dropped; "
@@ -508,7 +612,12 @@ private:
     bool disabled_ = false;
     EventQueue queue_;
     StreamWriter writer_;
-    std::unique_ptr<OracleSampler> oracle_;
+    std::unique_ptr<OracleSampler> oracle_;           // owns timer_; set once, before timer_
+    std::atomic<OracleSampler*> timer_{nullptr};      // validate's oracle and/or the signal backend
+    std::atomic<bool> signal_backend_{false};         // threads registered from now on get timers
+    mutable std::mutex backend_mutex_;
+    std::string signal_reason_;                       // under backend_mutex_
+    bool fallback_tried_ = false;                     // under backend_mutex_
     std::unique_ptr<Sampler> sampler_;
     std::unique_ptr<AutoInterval> auto_interval_;   // interval=auto; fed by the live profile's thread
     std::unique_ptr<VmCapture> capture_;
@@ -520,6 +629,7 @@ private:
 
     std::mutex threads_mutex_;
     std::unordered_map<pid_t, std::string> threads_;   // live registered threads: tid -> name
+    std::unordered_set<pid_t> perf_threads_;           // those sampled by a perf event
 
     std::mutex poll_mutex_;
     std::condition_variable poll_wakeup_;
@@ -548,6 +658,7 @@ jint control(const AgentOptions& options) {
         g_agent->shutdown(options.file);
         std::string text = "stopped\n";
         if (LiveProfile* live = g_agent->live_profile()) text += live->summary_text() + "\n";
+        text += "backend: " + g_agent->backend_text() + "\n";
         return write_reply(reply, text, true), JNI_OK;
     }
     case AgentAction::kNone:
