@@ -356,7 +356,7 @@ void add_replay(CLI::App& app, int& exit_code) {
         ->allow_extra_args(false);
     cmd->add_flag("--no-incremental", options->no_incremental,
                   "walk every frame of every sample instead of taking over the unchanged lower part of the "
-                  "thread's last walk (same traces, slower; to compare)");
+                  "thread's last walk (the same traces; to compare decode speed)");
     cmd->footer("Exit status: 0 read to the end, 1 the recording is damaged (results cover the events "
                 "before the damage), 2 the file cannot be read.");
     cmd->callback([options, &exit_code] { exit_code = run_replay(*options); });
