@@ -107,7 +107,8 @@ struct LiveProfile::DumpRequest {
 };
 
 LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
-    : settings_(std::move(settings)), clock_(clock), queue_(std::max<size_t>(settings_.queue_slots, 2)) {
+    : settings_(std::move(settings)), clock_(clock), queue_(std::max<size_t>(settings_.queue_slots, 2)),
+      filter_(settings_.filter) {
     stream_ = std::make_unique<StreamDecoder>(settings_.decoder, [this](const Event& event, const CallTrace& trace) {
         if (settings_.on_trace) settings_.on_trace(event, trace, stream_->last_decode_ns());
         // Off-CPU samples count blockings, not CPU time: their own tree, each switch weighing one.
@@ -117,8 +118,14 @@ LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
         }
         // Oracle samples are the validator's, not the application's profile (replay skips them too).
         if (!is_profile_sample(event)) return;
-        (void)cct_->add(trace, stream_->period_ns());
         if (trace.status != TraceStatus::kFailed) decoded_total_.fetch_add(1, std::memory_order_relaxed);
+        const profile::FilterVerdict verdict = filter_.judge(trace, names_.get());
+        if (verdict != profile::FilterVerdict::kKeep) {
+            (verdict == profile::FilterVerdict::kExcluded ? filtered_.excluded : filtered_.not_in_focus)++;
+            if (trace.status == TraceStatus::kIncomplete) ++filtered_incomplete_;
+            return;
+        }
+        (void)cct_->add(trace, stream_->period_ns());
     });
     names_ = std::make_unique<Names>(stream_->code_map());
     new_cct();
@@ -476,8 +483,10 @@ LiveCounts LiveProfile::counts(size_t top) const {
     all.incomplete += now.incomplete;
     all.failed += now.failed;
     for (size_t i = 0; i < now.failed_by_reason.size(); ++i) all.failed_by_reason[i] += now.failed_by_reason[i];
-    out.decoded = all.added;
-    out.incomplete = all.incomplete;
+    // Samples the filter dropped were decoded too; only the tree leaves them out.
+    out.filtered = filtered_;
+    out.decoded = all.added + filtered_.dropped();
+    out.incomplete = all.incomplete + filtered_incomplete_;
     out.failed = all.failed;
     for (size_t i = 0; i < all.failed_by_reason.size(); ++i) {
         if (all.failed_by_reason[i] != 0) out.failed_by_reason[fail_reason_name(static_cast<FailReason>(i))] = all.failed_by_reason[i];
@@ -526,10 +535,18 @@ std::string LiveProfile::summary_text(size_t top) const {
         for (const auto& [reason, n] : c.failed_by_reason) out += " " + reason + "=" + std::to_string(n);
     }
     if (c.metadata_dropped != 0) out += "\n  code events dropped by the live queue: " + std::to_string(c.metadata_dropped);
+    if (!filter_.empty()) {
+        snprintf(line, sizeof line, "\n  %s: kept %llu of %llu decoded samples; dropped %llu (%llu not in focus, %llu excluded)",
+                 filter_.describe().c_str(), static_cast<unsigned long long>(c.decoded - c.filtered.dropped()),
+                 static_cast<unsigned long long>(c.decoded), static_cast<unsigned long long>(c.filtered.dropped()),
+                 static_cast<unsigned long long>(c.filtered.not_in_focus),
+                 static_cast<unsigned long long>(c.filtered.excluded));
+        out += line;
+    }
     if (!c.top_self.empty()) {
         out += "\n  top methods by self samples:";
         for (const auto& [name, n] : c.top_self) {
-            snprintf(line, sizeof line, "\n  %6.2f%% %8llu  %s", percent(n, c.decoded), static_cast<unsigned long long>(n),
+            snprintf(line, sizeof line, "\n  %6.2f%% %8llu  %s", percent(n, c.decoded - c.filtered.dropped()), static_cast<unsigned long long>(n),
                      name.c_str());
             out += line;
         }

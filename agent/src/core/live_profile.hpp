@@ -24,6 +24,7 @@
 #include "stackfrag/decoder/stream_decoder.hpp"
 #include "stackfrag/events/events.hpp"
 #include "stackfrag/profile/cct.hpp"
+#include "stackfrag/profile/trace_filter.hpp"
 #include "stream_writer.hpp"
 
 namespace sf::agent {
@@ -63,6 +64,8 @@ struct LiveSettings {
     // Called on the decoder thread for every trace the stream decoder produces, with how long its
     // decode took, before the profile takes it (interval=auto watches the top frames).
     std::function<void(const Event&, const CallTrace&, uint64_t decode_ns)> on_trace;
+    // focus= / exclude=: samples it drops are decoded and counted, never added to the tree.
+    profile::TraceFilter filter;
 };
 
 struct LiveCounts {
@@ -74,6 +77,7 @@ struct LiveCounts {
     uint64_t decoded = 0;          // complete + incomplete
     uint64_t incomplete = 0;
     uint64_t failed = 0;
+    profile::FilterCounts filtered;   // decoded samples the filter dropped (in decoded, not in the tree)
     std::map<std::string, uint64_t> failed_by_reason;
     std::vector<std::pair<std::string, uint64_t>> top_self;   // method/symbol, self samples; most first
     uint64_t files_written = 0;
@@ -172,6 +176,9 @@ private:
     std::map<std::string, uint64_t> past_self_;
     uint64_t files_written_ = 0;
     uint64_t write_errors_ = 0;
+    profile::TraceFilter filter_;        // settings_.filter's copy, which remembers its matches
+    profile::FilterCounts filtered_;     // the whole run
+    uint64_t filtered_incomplete_ = 0;   // of those, incomplete traces
     uint64_t lost_at_interval_start_ = 0;   // lost_since_start() when the current interval began
 
     std::mutex mutex_;

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "stackfrag/profile/export.hpp"
+#include "stackfrag/profile/trace_filter.hpp"
 
 namespace sf::agent {
 
@@ -99,13 +100,13 @@ bool apply_events_first(std::string_view value, AgentOptions& options) { return 
 bool apply_events_more(std::string_view value, AgentOptions& options) { return apply_events(value, options, false); }
 
 bool apply_focus(std::string_view value, AgentOptions& options) {
-    if (value.empty()) return false;
+    if (value.empty() || !profile::MethodPattern::parse(value).ok()) return false;
     options.focus = std::string(value);
     return true;
 }
 
 bool apply_exclude(std::string_view value, AgentOptions& options) {
-    if (value.empty()) return false;
+    if (value.empty() || !profile::MethodPattern::parse(value).ok()) return false;
     options.exclude = std::string(value);
     return true;
 }

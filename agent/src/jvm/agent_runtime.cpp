@@ -237,7 +237,13 @@ private:
     // otherwise (the stop summary then says what was hot). A run with record= and no file= stays
     // as cheap as before: it is decoded offline (record=/dev/null: capture cost only, no output).
     void create_live_profile() {
-        if (options_.file.empty() && !options_.record_path.empty() && !options_.interval_auto) return;
+        if (options_.file.empty() && !options_.record_path.empty() && !options_.interval_auto) {
+            if (!options_.focus.empty() || !options_.exclude.empty()) {
+                SF_LOG_WARN("focus/exclude filter the live profile (file=); the recording keeps every sample "
+                            "(filter it with stackfrag report/replay --focus/--exclude)");
+            }
+            return;
+        }
         LiveSettings settings;
         settings.file = options_.file;
         settings.loop_ns = options_.loop_ns;
@@ -254,6 +260,8 @@ private:
                 auto_interval_->on_trace(event, trace, decode_ns);
             };
         }
+        // parse_options accepted both patterns already.
+        if (auto filter = profile::TraceFilter::parse(options_.focus, options_.exclude); filter.ok()) settings.filter = std::move(*filter);
         live_profile_ = std::make_unique<LiveProfile>(std::move(settings));
         writer_.set_tap(live_profile_.get());
     }

@@ -47,12 +47,12 @@ std::vector<Event> metadata(const World& w) {
     return out;
 }
 
-// A complete interpreted chain T.m2@3 -> T.m1@11.
-Sample chain_sample(const World& w, uint64_t time) {
+// A complete interpreted chain T.m2@3 -> T.m1@11 (T.<outer>@3 -> T.m1@11).
+Sample chain_sample(const World& w, uint64_t time, int outer = 2) {
     FakeStack s;
     const uint64_t fp_a = s.at(0x100), fp_b = s.at(0x300), fp_stub = s.at(0x500);
     w.interp_frame(s, fp_a, 1, bcp(1, 14), fp_a + 32, kInterpReturnPc, fp_b);
-    w.interp_frame(s, fp_b, 2, bcp(2, 3), fp_b + 16, kCallStubReturn, fp_stub, fp_a + 32);
+    w.interp_frame(s, fp_b, outer, bcp(outer, 3), fp_b + 16, kCallStubReturn, fp_stub, fp_a + 32);
     w.entry_frame(s, fp_stub);
     Sample smp = sample_of(s, kInterpBodyPc, s.at(0), fp_a, time);
     smp.regs.r13 = bcp(1, 11);
@@ -343,4 +343,46 @@ TEST_CASE("mode=jvmti traces go into the live profile as they are, and the summa
     CHECK(counts.decoded == 5);
     CHECK(counts.incomplete == 1);
     CHECK(live.summary_text().find("5 samples taken (jvmti mode") != std::string::npos);
+}
+
+TEST_CASE("focus and exclude filter the live profile; the summary counts what they dropped") {
+    World w;
+    const std::string dir = temp_dir();
+    auto run = [&](const std::string& focus, const std::string& exclude) {
+        LiveSettings settings = settings_for_tests();
+        Result<profile::TraceFilter> filter = profile::TraceFilter::parse(focus, exclude);
+        REQUIRE(filter.ok());
+        settings.filter = std::move(*filter);
+        settings.file = dir + "/prof.collapsed";
+        FakeClock clock;
+        auto live = std::make_unique<LiveProfile>(settings, clock);
+        for (const Event& e : metadata(w)) live->observe(e);
+        for (uint64_t t = 1000; t < 1003; ++t) live->observe(chain_sample(w, t));      // T.m2 -> T.m1
+        for (uint64_t t = 1003; t < 1005; ++t) live->observe(chain_sample(w, t, 3));   // T.m3 -> T.m1
+        live->stop(1000);
+        return live;
+    };
+
+    auto focused = run("T.m3", "");
+    CHECK(read_all(dir + "/prof.collapsed") == "T.m3_[0];T.m1_[0] 2\n");
+    agent::LiveCounts counts = focused->counts();
+    CHECK(counts.decoded == 5);   // the dropped samples were decoded too
+    CHECK(counts.filtered.not_in_focus == 3);
+    CHECK(counts.filtered.excluded == 0);
+    CHECK(focused->summary_text().find("focus=T.m3: kept 2 of 5 decoded samples; dropped 3 (3 not in focus, 0 excluded)") !=
+          std::string::npos);
+
+    auto excluded = run("", "T/m3");   // the class "T/m3" does not exist: nothing is dropped
+    CHECK(excluded->counts().filtered.dropped() == 0);
+    CHECK(read_all(dir + "/prof.collapsed") == "T.m2_[0];T.m1_[0] 3\nT.m3_[0];T.m1_[0] 2\n");
+
+    auto rest = run("", "T.m3");   // the complement of the focus run
+    CHECK(read_all(dir + "/prof.collapsed") == "T.m2_[0];T.m1_[0] 3\n");
+    CHECK(rest->counts().filtered.excluded == 2);
+    CHECK(rest->summary_text().find("exclude=T.m3: kept 3 of 5 decoded samples") != std::string::npos);
+
+    auto whole_class = run("T", "");   // every method of class T: everything
+    CHECK(whole_class->counts().filtered.dropped() == 0);
+    CHECK(whole_class->cct().total_samples() == 5);
+    std::filesystem::remove_all(dir);
 }

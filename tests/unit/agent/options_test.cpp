@@ -146,6 +146,11 @@ TEST_CASE("focus and exclude name a method or class") {
     CHECK(options.exclude == "java.lang.Thread");
     CHECK(contains(parse_error("focus="), "missing value for focus"));
     CHECK(contains(sf::agent::describe(options), "focus=org.h2.command.Command.executeQuery"));
+    CHECK(parse_ok("focus=org/h2/Outer$Inner.<init>").focus == "org/h2/Outer$Inner.<init>");
+    // A pattern no method can match stops the agent at load, naming the option.
+    CHECK(parse_error("focus=org..h2.Command") ==
+          "bad value 'org..h2.Command' for focus: expected a method (pkg.Class.method) or class (pkg.Class)");
+    CHECK(contains(parse_error("exclude=java.lang.Thread.run()"), "bad value 'java.lang.Thread.run()' for exclude"));
 }
 
 TEST_CASE("record names a file; /dev/null means count and discard") {
