@@ -29,6 +29,7 @@
 #include "event_queue.hpp"
 #include "jvmti_sampler.hpp"
 #include "live_profile.hpp"
+#include "module_tracker.hpp"
 #include "log.hpp"
 #include "native_bind.hpp"
 #include "options.hpp"
@@ -128,6 +129,8 @@ public:
             return;
         }
         SF_LOG_INFO("%s", capture_->describe().c_str());
+        // Before the reader starts, so that the first native frames already have their modules.
+        SF_LOG_DEBUG("%zu executable files announced", modules_.refresh(monotonic_ns(), queue_));
         if (live_profile_) {
             if (Status live = live_profile_->start(); !live.ok()) {
                 SF_LOG_ERROR("no live profile: %s", live.error().describe().c_str());
@@ -523,6 +526,7 @@ private:
             if (agent->poll_stop_) break;
             lock.unlock();
             agent->capture_->poll(jni);
+            agent->modules_.refresh(monotonic_ns(), agent->queue_);   // libraries loaded since
             lock.lock();
         }
     }
@@ -629,6 +633,7 @@ private:
     std::unique_ptr<Sampler> sampler_;
     std::unique_ptr<AutoInterval> auto_interval_;   // interval=auto; fed by the live profile's thread
     std::unique_ptr<VmCapture> capture_;
+    ModuleTracker modules_;   // go_live, then the code-poll thread only
     std::unique_ptr<JvmtiSampler> jvmti_sampler_;   // mode=jvmti only
     std::unique_ptr<LiveProfile> live_profile_;   // the writer's tap: fed by the reader thread
     std::atomic<bool> capture_ready_{false};
