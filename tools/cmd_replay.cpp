@@ -153,7 +153,8 @@ int run_replay(const ReplayOptions& options) {
         // Context-switch samples make the off-CPU profile, one count per switch, as in the agent.
         if (const auto* s = std::get_if<Sample>(&e); s && s->source == SampleSource::kPerfSwitch) {
             samples.add(trace, stream.last_decode_ns());
-            if (!options.offcpu_collapsed.empty()) (void)off_cpu_cct.add(trace);
+            const bool kept = filter.judge(trace, &names) == profile::FilterVerdict::kKeep;   // as the agent
+            if (kept && !options.offcpu_collapsed.empty()) (void)off_cpu_cct.add(trace);
             return;
         }
         if (is_profile_sample(e)) {

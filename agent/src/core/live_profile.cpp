@@ -112,8 +112,9 @@ LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
     stream_ = std::make_unique<StreamDecoder>(settings_.decoder, [this](const Event& event, const CallTrace& trace) {
         if (settings_.on_trace) settings_.on_trace(event, trace, stream_->last_decode_ns());
         // Off-CPU samples count blockings, not CPU time: their own tree, each switch weighing one.
+        // focus= / exclude= apply to it as to the on-CPU tree (its drops are not counted there).
         if (is_switch_sample(event)) {
-            (void)off_cpu_cct_->add(trace);
+            if (filter_.judge(trace, names_.get()) == profile::FilterVerdict::kKeep) (void)off_cpu_cct_->add(trace);
             return;
         }
         // Oracle samples are the validator's, not the application's profile (replay skips them too).
