@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 
 #include "agent_process.hpp"
 #include "agent_recording_summary.hpp"
+#include "options.hpp"
 
 namespace {
 
@@ -49,6 +51,37 @@ TEST_CASE("a bad option stops the JVM from starting, naming the option") {
         INFO("stderr: " << result.err);
         CHECK(result.err.find(c.message) != std::string::npos);
     }
+}
+
+TEST_CASE("every option of the agent's table refuses a bad value at start, naming the option") {
+    // The names come from the table itself, so an option added later is covered without a new line
+    // here; each gets the first of these values its parser refuses.
+    const std::string names = sf::agent::accepted_option_names();
+    size_t checked = 0;
+    for (size_t begin = 0; begin < names.size();) {
+        const size_t end = std::min(names.find(", ", begin), names.size());
+        const std::string name = names.substr(begin, end - begin);
+        begin = end + 2;
+        std::string item;
+        for (const std::string& candidate : {name + "=#bad#", name + "="}) {
+            if (!sf::agent::parse_options(candidate).ok()) {
+                item = candidate;
+                break;
+            }
+        }
+        INFO("option " << name << ", item " << item);
+        REQUIRE_FALSE(item.empty());   // an option that accepts anything could not be mistyped
+        const sf::test::ProcessResult result = java_version(item);
+        REQUIRE(result.started);
+        CHECK_FALSE(result.timed_out);
+        CHECK(result.exit_code != 0);
+        INFO("stderr: " << result.err);
+        CHECK(result.err.find("stackfrag: ") != std::string::npos);
+        CHECK(result.err.find("for " + name + ": expected") != std::string::npos);
+        CHECK(result.err.find("version \"17") == std::string::npos);   // the JVM did not run
+        ++checked;
+    }
+    CHECK(checked >= 20);
 }
 
 TEST_CASE("good options let the JVM start and exit normally") {
