@@ -33,7 +33,7 @@ TEST_CASE("interval=auto lengthens the period on a tight loop and shortens it wh
     // A generous budget, so that the controller's direction shows rather than the budget's floor.
     const auto r = sf::test::run_process({kJdk17 + "/bin/java",
                                           "-agentpath:" + kAgent + "=interval=auto,budget=20%,file=" + dir + "/p.collapsed",
-                                          "-cp", dir, "PhaseChange", "3"},
+                                          "-cp", dir, "PhaseChange", "4"},
                                          {}, dir + "/jvm", 120);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);

@@ -7,6 +7,7 @@ namespace sf::agent {
 
 PeriodController::PeriodController(PeriodControllerSettings settings) : settings_(settings) {
     settings_.window = std::max<uint32_t>(settings_.window, 2);
+    settings_.min_window = std::clamp<uint32_t>(settings_.min_window, 2, settings_.window);
     settings_.min_ns = std::max<uint64_t>(settings_.min_ns, 10'000);
     settings_.max_ns = std::max(settings_.max_ns, settings_.min_ns);
     settings_.start_ns = std::clamp(settings_.start_ns, settings_.min_ns, settings_.max_ns);
@@ -41,10 +42,14 @@ std::optional<PeriodChange> PeriodController::on_sample(uint32_t tid, uint64_t t
     if (thread.has_last && thread.last_top == top) ++thread.repeats;
     thread.last_top = top;
     thread.has_last = true;
-    if (++thread.in_window < settings_.window) return std::nullopt;
+    if (thread.in_window++ == 0) thread.window_start_ns = time_ns;
+    const bool full = thread.in_window >= settings_.window;
+    const bool long_enough = thread.in_window >= settings_.min_window &&
+                             time_ns >= thread.window_start_ns + settings_.max_window_ns;
+    if (!full && !long_enough) return std::nullopt;
 
-    // window samples give window - 1 consecutive pairs.
-    const double share = static_cast<double>(thread.repeats) / static_cast<double>(settings_.window - 1);
+    // n samples give n - 1 consecutive pairs.
+    const double share = static_cast<double>(thread.repeats) / static_cast<double>(thread.in_window - 1);
     thread.in_window = 0;
     thread.repeats = 0;
     thread.has_last = false;   // the next window's pairs start with its own first sample

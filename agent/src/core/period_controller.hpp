@@ -17,6 +17,10 @@ struct PeriodControllerSettings {
     // the previous sample's: a thread that stays in one place is oversampled (each sample tells
     // little new), one that moves around is undersampled.
     uint32_t window = 50;
+    // ... or fewer, at least min_window, once they span this much time: at long periods a window
+    // of 50 would take seconds, and a phase change would go unanswered that long.
+    uint32_t min_window = 10;
+    uint64_t max_window_ns = 1'000'000'000;
     double grow_above = 0.8;     // repeat share at or above which the period doubles
     double shrink_below = 0.3;   // repeat share at or below which it halves
     // CPU share of one core that sampling may cost (budget=1% -> 0.01).
@@ -58,6 +62,7 @@ private:
         bool has_last = false;
         uint32_t in_window = 0;
         uint32_t repeats = 0;
+        uint64_t window_start_ns = 0;
         uint64_t last_time_ns = 0;
     };
     size_t active_threads(uint64_t now_ns) const;

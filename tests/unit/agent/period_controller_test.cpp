@@ -16,13 +16,14 @@ namespace {
 
 constexpr uint32_t kTid = 42;
 
-// Feeds `samples` samples of kTid, the top frame given by `top(i)`, 1 ms apart from `time`;
+// Feeds `samples` samples of kTid, the top frame given by `top(i)`, `spacing` apart from `time`;
 // returns the changes.
 template <class Top>
-std::vector<PeriodChange> feed(PeriodController& controller, uint64_t& time, int samples, Top top) {
+std::vector<PeriodChange> feed(PeriodController& controller, uint64_t& time, int samples, Top top,
+                               uint64_t spacing = 1'000'000) {
     std::vector<PeriodChange> changes;
     for (int i = 0; i < samples; ++i) {
-        time += 1'000'000;
+        time += spacing;
         if (std::optional<PeriodChange> change = controller.on_sample(kTid, time, top(i))) changes.push_back(*change);
     }
     return changes;
@@ -107,4 +108,21 @@ TEST_CASE("the budget keeps the period above cost x active threads / budget") {
     CHECK(controller.period_of(kTid) == 600'000);
     controller.forget(kTid);
     CHECK(controller.period_of(kTid) == 1'000'000);   // a new thread starts at the start period
+}
+
+TEST_CASE("at long periods a window closes after a second of samples, not after 50") {
+    PeriodController controller(settings());
+    uint64_t time = 0;
+    // 100 ms apart: the 11th sample is a second after the window's first.
+    auto changes = feed(controller, time, 10, [](int) { return 3u; }, 100'000'000);
+    CHECK(changes.empty());
+    changes = feed(controller, time, 1, [](int) { return 3u; }, 100'000'000);
+    REQUIRE(changes.size() == 1);
+    CHECK(changes[0].new_ns == 2'000'000);
+    // Fewer than min_window samples never decide, however long they take.
+    changes = feed(controller, time, 9, [](int i) { return static_cast<uint64_t>(i); }, 1'000'000'000);
+    CHECK(changes.empty());
+    changes = feed(controller, time, 1, [](int) { return 99u; }, 1'000'000'000);
+    REQUIRE(changes.size() == 1);
+    CHECK(changes[0].new_ns == 1'000'000);
 }
