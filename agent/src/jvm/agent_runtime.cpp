@@ -329,8 +329,10 @@ private:
 
     // backend=auto after a perf open failed: a persistent failure (permission, unsupported) moves
     // every Java thread to the signal backend, with one log line saying why; the threads
-    // registered before it was known get their timers now.
-    void fall_back_to_signals_if_denied() {
+    // registered before it was known get their timers now, except `registering`, the thread whose
+    // registration found the failure (its caller adds it, from the thread itself when it can, so
+    // that its stack bounds are known).
+    void fall_back_to_signals_if_denied(pid_t registering = 0) {
         if (options_.backend != SamplingBackend::kAuto || options_.mode == SamplingMode::kJvmti) return;
         const std::optional<Error> denied = sampler_->open_error();
         if (!denied) return;
@@ -351,7 +353,7 @@ private:
         {
             std::lock_guard<std::mutex> lock(threads_mutex_);
             for (const auto& [tid, name] : threads_) {
-                if (perf_threads_.count(tid) == 0) earlier.push_back(tid);
+                if (perf_threads_.count(tid) == 0 && tid != registering) earlier.push_back(tid);
             }
         }
         for (pid_t tid : earlier) {
@@ -435,7 +437,7 @@ private:
                 std::lock_guard<std::mutex> lock(threads_mutex_);
                 perf_threads_.insert(tid);
             } else {
-                fall_back_to_signals_if_denied();
+                fall_back_to_signals_if_denied(tid);
             }
         }
         uint8_t uses = options_.validate ? kUseOracle : 0;
