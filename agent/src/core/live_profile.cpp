@@ -475,6 +475,7 @@ void LiveProfile::stop(int timeout_ms, const std::string& final_file) {
 LiveCounts LiveProfile::counts(size_t top) const {
     LiveCounts out;
     out.samples = samples_.load();
+    out.jvmti_traces = jvmti_traces_.load();
     out.dropped = dropped_.load();
     out.metadata_dropped = metadata_dropped_.load();
     out.lost = lost_total_.load();
@@ -504,7 +505,6 @@ LiveCounts LiveProfile::counts(size_t top) const {
     out.write_errors = write_errors_;
     out.off_cpu_samples = off_cpu_offered_.load();
     out.samples -= std::min(out.samples, out.off_cpu_samples);
-    out.jvmti_traces = jvmti_traces_.load();
     out.off_cpu_decoded = off_cpu_past_counts_.added + off_cpu_cct_->trace_counts().added;
     out.off_cpu_failed = off_cpu_past_counts_.failed + off_cpu_cct_->trace_counts().failed;
     std::map<std::string, uint64_t> off_self = off_cpu_past_self_;

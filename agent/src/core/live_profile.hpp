@@ -151,13 +151,13 @@ private:
     std::deque<Event*> backlog_;   // producer side only
 
     std::atomic<uint64_t> samples_{0};
+    std::atomic<uint64_t> jvmti_traces_{0};
     std::atomic<uint64_t> dropped_{0};
     std::atomic<uint64_t> metadata_dropped_{0};
     std::atomic<uint64_t> decoded_total_{0};
     std::atomic<uint64_t> lost_total_{0};
 
     // Decoder-thread state.
-    std::atomic<uint64_t> jvmti_traces_{0};
     class Names;
     std::unique_ptr<StreamDecoder> stream_;
     std::unique_ptr<Names> names_;
