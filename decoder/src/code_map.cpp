@@ -225,6 +225,7 @@ void CodeMap::apply_method(const MethodInfo& method) {
         auto pos = std::upper_bound(versions.begin(), versions.end(), method.time_ns,
                                     [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; });
         versions.insert(pos, MethodVersion{method.time_ns, info});
+        if (versions.size() == 2) multi_version_ptrs_.push_back(method.method_ptr);
     }
 }
 
@@ -286,14 +287,18 @@ void CodeMap::forget_before(uint64_t time_ns) {
     }
     // MethodInfo objects stay in the store (jmethodID lookups keep them alive); only the Method*
     // versions that a sample at or after `time_ns` can no longer select are dropped.
-    for (auto& [ptr, versions] : methods_by_ptr_) {
+    size_t kept = 0;
+    for (const uint64_t ptr : multi_version_ptrs_) {
+        std::vector<MethodVersion>& versions = methods_by_ptr_[ptr];
         auto pos = std::upper_bound(versions.begin(), versions.end(), time_ns,
                                     [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; });
         if (pos != versions.begin() && std::prev(pos) != versions.begin()) {
             versions.erase(versions.begin(), std::prev(pos));
             versions_dropped = true;
         }
+        if (versions.size() > 1) multi_version_ptrs_[kept++] = ptr;
     }
+    multi_version_ptrs_.resize(kept);
     if (versions_dropped || history_.size() != history_before) ++epoch_;
 }
 

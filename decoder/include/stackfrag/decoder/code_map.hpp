@@ -155,6 +155,9 @@ private:
     std::deque<MethodInfo> method_store_;
     std::unordered_map<uint64_t, const MethodInfo*> methods_by_id_;
     std::unordered_map<uint64_t, std::vector<MethodVersion>> methods_by_ptr_;   // versions by time
+    // The Method* addresses with more than one version: the only ones forget_before() has work on,
+    // so that its periodic pass costs nothing for the tens of thousands of single-version methods.
+    std::vector<uint64_t> multi_version_ptrs_;
 
     std::vector<ModuleMap> modules_;   // sorted by begin, non-overlapping
     uint64_t modules_generation_ = 0;
