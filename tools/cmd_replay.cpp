@@ -262,6 +262,10 @@ int run_replay(const ReplayOptions& options) {
         fmt::print("decoded              {:.2f}% ({} complete, {} incomplete)\n", percent(all.decoded(), all.samples),
                    all.complete, all.incomplete);
         fmt::print("incomplete           {:.2f}%\n", percent(all.incomplete, all.samples));
+        const uint32_t stack_bytes = map.has_vm() ? map.vm().sample_stack_bytes : 0;
+        if (const std::string hint = incomplete_hint(all.incomplete, all.samples, stack_bytes); !hint.empty()) {
+            fmt::print("                     ({})\n", hint);
+        }
         if (!filter.empty()) {
             fmt::print("filter               {}: kept {} of {} decoded samples; dropped {} ({} not in focus, {} excluded)\n",
                        filter.describe(), samples.decoded() - filtered.dropped(), samples.decoded(), filtered.dropped(),

@@ -1,5 +1,7 @@
 #include "stackfrag/decoder/call_trace.hpp"
 
+#include <cstdio>
+
 namespace sf {
 
 const char* frame_kind_name(FrameKind kind) {
@@ -36,6 +38,18 @@ const char* fail_reason_name(FailReason reason) {
         case FailReason::kCount: break;
     }
     return "unknown";
+}
+
+std::string incomplete_hint(uint64_t incomplete, uint64_t samples, uint32_t stack_bytes) {
+    constexpr uint32_t kLargestFragment = 65528;   // perf's limit for PERF_SAMPLE_STACK_USER
+    if (samples == 0 || stack_bytes == 0 || stack_bytes >= kLargestFragment || incomplete * 100 < samples) return {};
+    char text[320];
+    std::snprintf(text, sizeof text,
+                  "%.1f%% of the traces ran off the %u-byte stack fragment before the thread's first frame: "
+                  "stack=%u copies stacks up to %ux deeper, at a higher copy cost per sample",
+                  100.0 * static_cast<double>(incomplete) / static_cast<double>(samples), stack_bytes, kLargestFragment,
+                  kLargestFragment / stack_bytes);
+    return text;
 }
 
 }  // namespace sf

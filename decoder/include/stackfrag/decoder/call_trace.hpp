@@ -59,6 +59,11 @@ enum class FailReason : uint8_t {
 
 const char* fail_reason_name(FailReason reason);   // stable snake_case names: "unknown_pc", ...
 
+// Advice for a user whose traces often ran off the fragment: names the stack= option and the
+// size that would cover deeper stacks. Empty when under 1% of `samples` were incomplete or the
+// fragment is already the largest perf copies (`stack_bytes` 0: unknown, no advice).
+std::string incomplete_hint(uint64_t incomplete, uint64_t samples, uint32_t stack_bytes);
+
 struct CallTrace {
     uint64_t time_ns = 0;
     uint32_t tid = 0;
