@@ -53,9 +53,9 @@ fi
 # name | JAVA_OPTS ("" = no profiler); OUTFILE / OUTJFR become fresh files per run
 CONFIGS=(
   "none|"
-  "stackfrag 100/s|-agentpath:$AGENT=interval=10ms,loglevel=warn${SF_OUT:+,$SF_OUT}"
-  "stackfrag 1k/s|-agentpath:$AGENT=interval=1ms,loglevel=warn${SF_OUT:+,$SF_OUT}"
-  "stackfrag 10k/s|-agentpath:$AGENT=interval=100us,loglevel=warn${SF_OUT:+,$SF_OUT}"
+  "stackfrag 100/s|-agentpath:$AGENT=interval=10ms,loglevel=info${SF_OUT:+,$SF_OUT}"
+  "stackfrag 1k/s|-agentpath:$AGENT=interval=1ms,loglevel=info${SF_OUT:+,$SF_OUT}"
+  "stackfrag 10k/s|-agentpath:$AGENT=interval=100us,loglevel=info${SF_OUT:+,$SF_OUT}"
   "JFR 10 ms|-XX:StartFlightRecording=filename=OUTJFR,settings=$JFC_DIR/execution-sample-10ms.jfc"
   "JFR 1 ms|-XX:StartFlightRecording=filename=OUTJFR,settings=$JFC_DIR/execution-sample-1ms.jfc"
 )
@@ -82,7 +82,11 @@ run_once() {
     exit 1
   fi
   rm -f "$SCRATCH/$tag".*
-  awk '{ printf "%.3f %.3f\n", $1 + $2, $3 }' "$SCRATCH/time"
+  # The agent's own threads, as it measured them ("agent threads CPU: ... = 0.61% of ..."); "-" for
+  # runs without stackfrag.
+  local agent_pct
+  agent_pct="$(sed -n 's/.*agent threads CPU: .* = \([0-9.]*\)% of.*/\1/p' "$SCRATCH/err" | tail -1)"
+  awk -v a="${agent_pct:--}" '{ printf "%.3f %.3f %s\n", $1 + $2, $3, a }' "$SCRATCH/time"
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -99,14 +103,15 @@ done
 [ "${#selected[@]}" -gt 0 ] || { echo "overhead: no workload to run" >&2; exit 2; }
 
 uptime_before="$(uptime | sed 's/.*load average: //')"
-declare -A cpu wall
+declare -A cpu wall agent
 for w in "${selected[@]}"; do
   for ((run = 1; run <= RUNS; run++)); do
     for i in "${!CONFIGS[@]}"; do
       IFS='|' read -r name opts <<<"${CONFIGS[$i]}"
-      read -r c t < <(run_once "$w" "$opts" "$w-$i-$run")
+      read -r c t a < <(run_once "$w" "$opts" "$w-$i-$run")
       cpu["$w|$i"]+="$c "
       wall["$w|$i"]+="$t "
+      [ "$a" != - ] && agent["$w|$i"]+="$a "
       echo "overhead: $w run $run/$RUNS $name: cpu $c s, wall $t s" >&2
     done
   done
@@ -119,7 +124,7 @@ java_version="$("$JAVA" -version 2>&1 | head -1)"
 {
   echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/overhead.sh -i $ITER -r $RUNS -w \"${selected[*]}\"\`: $(nproc) CPUs ($cpu_model), kernel $(uname -r), $java_version. Load average (1/5/15 min) $uptime_before before, $uptime_after after."
   echo
-  echo "Each cell: median process CPU time (user + sys) and median wall time as ratios to the no-profiler medians (CPU× / wall×); $RUNS alternating runs per configuration, ITER=$ITER, the workloads' default threads. stackfrag: default options (16 KB fragments, one perf event per thread); $SF_NOTE. JFR: only \`jdk.ExecutionSample\` at the period (bench/overhead/*.jfc), recording to tmpfs; JFR samples at most a few running threads per period, stackfrag every thread that ran for an interval, so at equal periods stackfrag takes more samples on busy multi-threaded workloads. groundtruth runs for a fixed time: its wall time cannot grow, only its CPU time."
+  echo "Each cell: median process CPU time (user + sys) and median wall time as ratios to the no-profiler medians (CPU× / wall×); $RUNS alternating runs per configuration, ITER=$ITER, the workloads' default threads. stackfrag: default options (16 KB fragments, one perf event per thread); $SF_NOTE. JFR: only \`jdk.ExecutionSample\` at the period (bench/overhead/*.jfc), recording to tmpfs; JFR samples at most a few running threads per period, stackfrag every thread that ran for an interval, so at equal periods stackfrag takes more samples on busy multi-threaded workloads. \"agent\": the median share of the process's CPU time that stackfrag's own threads (reader, decoder, code poll) used, as the agent measured it — exact, unlike the ratios, which carry the workloads' run-to-run spread; the kernel's work in the sampled threads is not in it (bench_sample_cost). groundtruth runs for a fixed time: its wall time cannot grow, only its CPU time."
   echo
   header="| workload | no profiler: CPU s (wall s) |"
   rule="|---|---:|"
@@ -138,7 +143,8 @@ java_version="$("$JAVA" -version 2>&1 | head -1)"
       [ "$i" -eq 0 ] && continue
       c="$(med "${cpu["$w|$i"]}")"
       t="$(med "${wall["$w|$i"]}")"
-      row+=" $(awk -v c="$c" -v b="$base" -v t="$t" -v bw="$base_wall" 'BEGIN { printf "%.2f× / %.2f×", c / b, t / bw }') |"
+      a="$( [ -n "${agent["$w|$i"]:-}" ] && med "${agent["$w|$i"]}" || true)"
+      row+=" $(awk -v c="$c" -v b="$base" -v t="$t" -v bw="$base_wall" -v a="$a" 'BEGIN { printf "%.3f× / %.3f×", c / b, t / bw; if (a != "") printf " (agent %.2f%%)", a }') |"
     done
     echo "$row"
   done

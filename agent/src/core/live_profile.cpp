@@ -435,6 +435,11 @@ void LiveProfile::finish() {
         file = final_file_.empty() ? settings_.file : final_file_;
     }
     if (!file.empty() && !broken_) (void)write_current(file, interval_start_unix_, nullptr);
+    if (started_.load()) {   // on the decoder thread: its whole CPU time, the final write included
+        timespec cpu{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+        decoder_cpu_ns_.store(static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(cpu.tv_nsec));
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     finished_ = true;
     done_.notify_all();
@@ -476,6 +481,8 @@ LiveCounts LiveProfile::counts(size_t top) const {
     LiveCounts out;
     out.samples = samples_.load();
     out.jvmti_traces = jvmti_traces_.load();
+    out.decoder_cpu_ns = decoder_cpu_ns_.load();
+    out.stack_bytes = stream_ && stream_->code_map().has_vm() ? stream_->code_map().vm().sample_stack_bytes : 0;
     out.dropped = dropped_.load();
     out.metadata_dropped = metadata_dropped_.load();
     out.lost = lost_total_.load();
@@ -531,6 +538,9 @@ std::string LiveProfile::summary_text(size_t top) const {
              static_cast<unsigned long long>(c.failed), static_cast<unsigned long long>(c.lost),
              static_cast<unsigned long long>(c.dropped));
     out += line;
+    if (const std::string hint = incomplete_hint(c.incomplete, c.samples, c.stack_bytes); !hint.empty()) {
+        out += "\n  " + hint;
+    }
     if (!c.failed_by_reason.empty()) {
         out += "\n  failed by reason:";
         for (const auto& [reason, n] : c.failed_by_reason) out += " " + reason + "=" + std::to_string(n);

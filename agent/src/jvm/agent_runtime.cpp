@@ -206,6 +206,7 @@ public:
         queue_.close();
         if (stopped) log_summary();
         finish_live_profile(stopped, final_file);
+        if (stopped) log_agent_cpu();
         if (options_.breadcrumbs) native_bind::log_summary();
     }
 
@@ -529,6 +530,9 @@ private:
             lock.unlock();
             agent->capture_->poll(jni);
             agent->modules_.refresh(monotonic_ns(), agent->queue_);   // libraries loaded since
+            timespec cpu{};
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+            agent->code_poll_cpu_ns_.store(static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(cpu.tv_nsec));
             lock.lock();
         }
     }
@@ -553,6 +557,21 @@ private:
             SF_LOG_WARN("jvmti mode: the sampler thread did not end within %d ms", kShutdownTimeoutMs);
         }
         SF_LOG_INFO("%s", jvmti_sampler_->describe().c_str());
+    }
+
+    // What the agent's own threads cost, exactly: the part of the overhead that runs beside the
+    // application (the kernel's work in sampled threads is in bench/sample-cost, not here).
+    void log_agent_cpu() {
+        const uint64_t reader = sampler_->stats().reader_cpu_ns;
+        const uint64_t decoder = live_profile_ ? live_profile_->counts(0).decoder_cpu_ns : 0;
+        const uint64_t poll = code_poll_cpu_ns_.load();
+        timespec process{};
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &process);
+        const double process_ms = static_cast<double>(process.tv_sec) * 1e3 + static_cast<double>(process.tv_nsec) / 1e6;
+        const double agent_ms = static_cast<double>(reader + decoder + poll) / 1e6;
+        SF_LOG_INFO("agent threads CPU: %.1f ms (reader %.1f, decoder %.1f, code poll %.1f) = %.2f%% of the process's %.0f ms",
+                    agent_ms, static_cast<double>(reader) / 1e6, static_cast<double>(decoder) / 1e6,
+                    static_cast<double>(poll) / 1e6, process_ms > 0 ? 100.0 * agent_ms / process_ms : 0.0, process_ms);
     }
 
     void log_summary() {
@@ -636,6 +655,7 @@ private:
     std::unique_ptr<AutoInterval> auto_interval_;   // interval=auto; fed by the live profile's thread
     std::unique_ptr<VmCapture> capture_;
     ModuleTracker modules_;   // go_live, then the code-poll thread only
+    std::atomic<uint64_t> code_poll_cpu_ns_{0};   // the code-poll thread's CPU time after its last poll
     std::unique_ptr<JvmtiSampler> jvmti_sampler_;   // mode=jvmti only
     std::unique_ptr<LiveProfile> live_profile_;   // the writer's tap: fed by the reader thread
     std::atomic<bool> capture_ready_{false};
