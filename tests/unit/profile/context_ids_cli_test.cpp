@@ -76,7 +76,10 @@ std::vector<DecodedSample> decode_each_sample(const std::string& path) {
 
 std::string stack_of(const Cct& cct, const std::vector<NodeId>& path) {
     std::string text;
-    for (NodeId n : path) text += (text.empty() ? "" : ";") + collapsed_frame_name(cct.frame_of(n));
+    for (NodeId n : path) {
+        if (!text.empty()) text += ';';
+        text += collapsed_frame_name(cct.frame_of(n));
+    }
     return text;
 }
 
@@ -142,7 +145,8 @@ TEST_CASE("replay --ids gives each sample the id of its context in --cct, and th
             FrameDesc desc;
             desc.type = *frame_type_from_name(frame["type"].get<std::string>());
             desc.name = frame["name"].get<std::string>();
-            text += (text.empty() ? "" : ";") + collapsed_frame_name(desc);
+            if (!text.empty()) text += ';';
+            text += collapsed_frame_name(desc);
         }
         CHECK(text == stack);
     }
