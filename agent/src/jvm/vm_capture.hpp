@@ -31,7 +31,7 @@ struct SamplingParameters {
 //   3. At VMInit (OnLoad) or right away (OnAttach, live phase): start(jni, params). It emits VmInfo
 //      first, then the code map; on error, log error().describe() and disable the agent (the
 //      JVM runs on; no VmCapture event has been emitted).
-//   4. From an agent thread, every 100 ms - 1 s: poll(jni). It re-announces methods whose
+//   4. From an agent thread, every 100 ms - 5 s: poll(jni). It re-announces methods whose
 //      jmethodID now points to a new Method* (RedefineClasses / RetransformClasses) and walks the
 //      CodeCache for nmethods no CompiledMethodLoad announced.
 //   5. Never destroy it while callbacks may still run (keep it alive until the VM is dead).
