@@ -144,13 +144,19 @@ TEST_CASE("10,000 short-lived threads at 1 kHz leave no descriptor and no memory
     REQUIRE(r.exit_code == 0);
     std::smatch m;
     REQUIRE(std::regex_search(r.out, m,
-                              std::regex("fds_before=([0-9]+) fds_after=([0-9]+) rss_kb_before=([0-9]+) rss_kb_after=([0-9]+)")));
+                              std::regex("fds_before=([0-9]+) fds_after=([0-9]+) rss_kb_before=([0-9]+) "
+                                         "rss_kb_after=([0-9]+) threads_before=([0-9]+) threads_after=([0-9]+)")));
     const long fds_before = std::stol(m[1]), fds_after = std::stol(m[2]);
     const long rss_before = std::stol(m[3]), rss_after = std::stol(m[4]);
-    std::printf("faults: 10,000 threads in batches of 50 at 1 kHz: fds %ld -> %ld, RSS %ld KB -> %ld KB (%.1f s)\n",
-                fds_before, fds_after, rss_before, rss_after, r.wall_seconds);
-    // Each sampled thread had a perf event descriptor; all of them are closed again.
-    CHECK(fds_after <= fds_before + 2);
+    const long threads_before = std::stol(m[5]), threads_after = std::stol(m[6]);
+    std::printf("faults: 10,000 threads in batches of 50 at 1 kHz: fds %ld -> %ld, RSS %ld KB -> %ld KB, "
+                "live threads %ld -> %ld (%.1f s)\n",
+                fds_before, fds_after, rss_before, rss_after, threads_before, threads_after, r.wall_seconds);
+    // Each sampled thread had a perf event descriptor; all of them are closed again (a leak would be
+    // thousands). Threads still alive keep theirs, and a few descriptors are opened once, lazily:
+    // libunwind's memory-validation pipe (2) at the first native frame the decoder unwinds, which
+    // may come only during the churn (seen: fds 18 -> 21 with the pipe, live threads 23 -> 23).
+    CHECK(fds_after <= fds_before + 4 + std::max(0L, threads_after - threads_before));
     // The heap may still grow into its reserve and code be compiled: a leak of even 1 KB per thread
     // (10 MB) would still pass 32 MB, one of 4 KB would not.
     CHECK(rss_after <= rss_before + 32 * 1024);

@@ -43,6 +43,13 @@ public class Faults {
         }
     }
 
+    // Threads of the process (Java and VM threads alike): each live sampled thread owns a perf event.
+    static long liveThreads() throws IOException {
+        try (var entries = Files.list(Path.of("/proc/self/task"))) {
+            return entries.count();
+        }
+    }
+
     static long rssKb() throws IOException {
         for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
             if (line.startsWith("VmRSS:")) return Long.parseLong(line.replaceAll("[^0-9]", ""));
@@ -63,12 +70,19 @@ public class Faults {
         // heap reach their working size before the baseline is taken.
         runBatches(Math.min(total / 10, 1000), batch);
         settle();
-        long fdsBefore = openDescriptors(), rssBefore = rssKb();
+        long fdsBefore = openDescriptors(), rssBefore = rssKb(), threadsBefore = liveThreads();
         runBatches(total, batch);
         settle();
+        // The least count over a second: a descriptor held for a moment (the agent's periodic read of
+        // /proc/self/maps, a ring the reader is closing) is not a leak; one per thread would stay.
         long fdsAfter = openDescriptors(), rssAfter = rssKb();
+        for (int i = 0; i < 10 && fdsAfter > fdsBefore; i++) {
+            Thread.sleep(100);
+            fdsAfter = Math.min(fdsAfter, openDescriptors());
+        }
         System.out.println("churn threads=" + total + " fds_before=" + fdsBefore + " fds_after=" + fdsAfter +
-                           " rss_kb_before=" + rssBefore + " rss_kb_after=" + rssAfter);
+                           " rss_kb_before=" + rssBefore + " rss_kb_after=" + rssAfter +
+                           " threads_before=" + threadsBefore + " threads_after=" + liveThreads());
     }
 
     static void runBatches(int total, int batch) throws InterruptedException {
