@@ -19,6 +19,7 @@
 #include "stackfrag/decoder/code_map.hpp"
 #include "stackfrag/decoder/decoder.hpp"
 #include "stackfrag/events/recording.hpp"
+#include "../common/recording_samples.hpp"
 
 namespace {
 
@@ -147,20 +148,9 @@ int main(int argc, char** argv) {
         return 2;
     }
     const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 20;
-    auto reader = sf::RecordingReader::open(argv[1]);
-    if (!reader) {
-        fmt::print(stderr, "{}\n", reader.error().describe());
-        return 2;
-    }
-    // Samples are decoded after all events are applied: the CodeMap's time rules give each sample
-    // the code valid at its time, as in a live decode.
     sf::CodeMap map;
     std::vector<sf::Sample> samples;
-    while (auto e = (*reader)->next()) {
-        if (auto* s = std::get_if<sf::Sample>(&*e)) samples.push_back(std::move(*s));
-        else if (auto* o = std::get_if<sf::Oracle>(&*e)) samples.push_back(std::move(o->sample));
-        else map.apply(*e);
-    }
+    if (!sf::bench::load_recording_samples(argv[1], map, samples)) return 2;
     // A full walk of every sample: this mode measures the walk itself (incremental decoding would
     // take over most of every sample from the round before).
     sf::DecoderOptions options;

@@ -18,6 +18,7 @@
 #include "stackfrag/decoder/code_map.hpp"
 #include "stackfrag/decoder/decoder.hpp"
 #include "stackfrag/events/recording.hpp"
+#include "../common/recording_samples.hpp"
 
 namespace {
 
@@ -58,18 +59,9 @@ int main(int argc, char** argv) {
         return 2;
     }
     const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 10;
-    auto reader = sf::RecordingReader::open(argv[1]);
-    if (!reader) {
-        fmt::print(stderr, "{}\n", reader.error().describe());
-        return 2;
-    }
     sf::CodeMap map;
     std::vector<sf::Sample> samples;
-    while (auto e = (*reader)->next()) {
-        if (auto* s = std::get_if<sf::Sample>(&*e)) samples.push_back(std::move(*s));
-        else if (auto* o = std::get_if<sf::Oracle>(&*e)) samples.push_back(std::move(o->sample));
-        else map.apply(*e);
-    }
+    if (!sf::bench::load_recording_samples(argv[1], map, samples)) return 2;
     if (samples.empty()) {
         fmt::print(stderr, "no samples in {}\n", argv[1]);
         return 2;
