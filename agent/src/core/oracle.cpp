@@ -222,6 +222,7 @@ OracleSampler::~OracleSampler() {
     stop();
     g_buffer.store(nullptr, std::memory_order_release);
     g_handler_installed.store(false);
+    for (ThreadSlot* slot : retired_) delete slot;
 }
 
 Result<std::unique_ptr<OracleSampler>> OracleSampler::create(const OracleSettings& settings) {
@@ -336,7 +337,7 @@ void OracleSampler::remove_thread(pid_t tid) {
     if (slot->has_timer) timer_delete(slot->timer);
     slot->has_timer = false;
     threads_.erase(found);
-    // The slot itself is leaked on purpose (see threads_): a few dozen bytes per ended thread.
+    retired_.push_back(slot);   // a few dozen bytes per ended thread, see retired_
 }
 
 void OracleSampler::stop() {
@@ -345,6 +346,7 @@ void OracleSampler::stop() {
         slot->active.store(false, std::memory_order_release);
         if (slot->has_timer) timer_delete(slot->timer);
         slot->has_timer = false;
+        retired_.push_back(slot);
     }
     threads_.clear();
 }

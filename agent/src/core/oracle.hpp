@@ -105,8 +105,11 @@ private:
     OracleSettings settings_;
     std::unique_ptr<Buffer> buffer_;
     mutable std::mutex threads_mutex_;
-    // Slots are never freed: a signal raised just before timer_delete may still arrive.
+    // The ticking threads. A slot outlives its thread's removal (a signal raised just before
+    // timer_delete may still arrive), so ended threads' slots stay in retired_ until the sampler
+    // itself goes, which the agent never does; tests destroy it after their threads are gone.
     std::unordered_map<pid_t, ThreadSlot*> threads_;
+    std::vector<ThreadSlot*> retired_;
     uint64_t threads_added_ = 0;
     uint64_t samples_dropped_reported_ = 0;   // reader thread
 };
