@@ -41,7 +41,9 @@ __attribute__((noinline)) void announce(BusyShared* shared, volatile uint64_t* c
     shared->spinning.store(true, std::memory_order_release);
 }
 
-__attribute__((noinline, section("sf_busy_text"))) void spin_with_canary(BusyShared* shared) {
+// Not instrumented by TSan either: every access in the loop would otherwise be a call into libtsan,
+// and the samples would land there rather than in this function.
+__attribute__((noinline, no_sanitize("thread"), section("sf_busy_text"))) void spin_with_canary(BusyShared* shared) {
     volatile uint64_t canary = kCanary;
     announce(shared, &canary);
     uint64_t x = 1;
