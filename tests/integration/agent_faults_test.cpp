@@ -159,7 +159,13 @@ TEST_CASE("10,000 short-lived threads at 1 kHz leave no descriptor and no memory
     CHECK(fds_after <= fds_before + 4 + std::max(0L, threads_after - threads_before));
     // The heap may still grow into its reserve and code be compiled: a leak of even 1 KB per thread
     // (10 MB) would still pass 32 MB, one of 4 KB would not.
+#if defined(__SANITIZE_ADDRESS__)
+    // Under scripts/sanitize.sh the JVM runs with libasan, whose quarantine holds freed memory back
+    // (256 MB by default): RSS says nothing about leaks there (the unit tests run LeakSanitizer).
+    WARN("ASan build: the RSS bound is not checked (RSS " << rss_before << " -> " << rss_after << " KB)");
+#else
     CHECK(rss_after <= rss_before + 32 * 1024);
+#endif
     const std::string summary = r.err.substr(r.err.find("summary:"));
     CHECK(std::regex_search(summary, m, std::regex("([0-9]+) rings opened")));
     CHECK(std::stoul(m[1]) >= 10000);
