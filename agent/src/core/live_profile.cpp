@@ -160,7 +160,7 @@ void LiveProfile::flush_backlog() {
     while (!backlog_.empty() && push(backlog_.front())) backlog_.pop_front();
 }
 
-void LiveProfile::observe(const Event& event) {
+void LiveProfile::observe(Event&& event) {
     if (stopped_.load(std::memory_order_acquire)) return;
     if (std::holds_alternative<Oracle>(event)) return;
     if (is_switch_sample(event)) off_cpu_offered_.fetch_add(1, std::memory_order_relaxed);
@@ -178,26 +178,26 @@ void LiveProfile::observe(const Event& event) {
                 dropped_.fetch_add(1, std::memory_order_relaxed);
                 return;
             }
-            auto* copy = new Event(event);
-            if (!push(copy)) {
-                delete copy;
+            auto* owned = new Event(std::move(event));
+            if (!push(owned)) {
+                delete owned;
                 dropped_.fetch_add(1, std::memory_order_relaxed);
             }
             return;
         }
         // Code and method events are never dropped for a full queue: a missing CodeLoad would
         // misattribute every later sample in that code.
-        auto* copy = new Event(event);
-        if (backlog_.empty() && push(copy)) return;
+        auto* owned = new Event(std::move(event));
+        if (backlog_.empty() && push(owned)) return;
         if (backlog_.size() >= settings_.backlog_limit) {
-            delete copy;
+            delete owned;
             if (metadata_dropped_.fetch_add(1, std::memory_order_relaxed) == 0) {
                 SF_LOG_WARN("live profile: the decoder is far behind; code events are being dropped and "
                             "its traces may be wrong from now on (the recording is unaffected)");
             }
             return;
         }
-        backlog_.push_back(copy);
+        backlog_.push_back(owned);
     } catch (const std::bad_alloc&) {
         if (is_sample) dropped_.fetch_add(1, std::memory_order_relaxed);
         else metadata_dropped_.fetch_add(1, std::memory_order_relaxed);

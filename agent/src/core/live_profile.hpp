@@ -99,7 +99,8 @@ public:
     LiveProfile& operator=(const LiveProfile&) = delete;
 
     // The one producer (the reader thread): copies the event into the queue; never blocks.
-    void observe(const Event& event) override;
+    void observe(Event&& event) override;
+    void observe(const Event& event) { observe(Event(event)); }
 
     // Starts the decoder thread (a plain pthread, every signal blocked).
     Status start();

@@ -395,8 +395,11 @@ bool Sampler::run_cycle(int timeout_ms) {
     collect();
     const uint64_t horizon = monotonic_ns() - kHoldbackNs;
     reorder_.release_until(horizon, [this](Event& event) {
-        writer_.write(event);
-        if (Sample* sample = std::get_if<Sample>(&event); sample && spare_stacks_.size() < kMaxSpareStacks) {
+        writer_.write(std::move(event));
+        // With a live profile the fragment went on to the decoder thread; with only a recording
+        // it is still here, to be refilled by a later sample.
+        if (Sample* sample = std::get_if<Sample>(&event);
+            sample && sample->stack.capacity() != 0 && spare_stacks_.size() < kMaxSpareStacks) {
             spare_stacks_.push_back(std::move(sample->stack));
         }
     });
@@ -411,7 +414,7 @@ void Sampler::final_drain() {
     for (auto& [key, ring] : rings_) keys.push_back(key);
     for (uint64_t key : keys) close_ring(key);
     collect();
-    reorder_.release_all([this](Event& event) { writer_.write(event); });
+    reorder_.release_all([this](Event& event) { writer_.write(std::move(event)); });
     writer_.finish();
 }
 

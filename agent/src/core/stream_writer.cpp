@@ -19,26 +19,24 @@ std::string StreamCounts::describe() const {
 StreamWriter::StreamWriter(std::unique_ptr<RecordingWriter> recording)
     : recording_(std::move(recording)) {}
 
-void StreamWriter::write(const Event& event) {
+void StreamWriter::write(Event&& event) {
     const EventKind kind = kind_of(event);
     ++counts_.by_kind[static_cast<size_t>(kind)];
     if (const Lost* lost = std::get_if<Lost>(&event)) counts_.lost_samples += lost->count;
     if (const Oracle* oracle = std::get_if<Oracle>(&event); oracle && oracle->agct_status > 0) {
         ++counts_.oracle_traces_ok;
     }
-    if (tap_ != nullptr) tap_->observe(event);
-    if (!recording_ || finished_) return;
-    if (failed_) {
-        ++counts_.write_errors;
-        return;
+    if (recording_ && !finished_) {
+        if (failed_) {
+            ++counts_.write_errors;
+        } else if (Status written = recording_->write(event); !written.ok()) {
+            // A full disk must not stop sampling or the JVM; the recording simply ends here.
+            failed_ = true;
+            ++counts_.write_errors;
+            SF_LOG_ERROR("recording stopped: %s", written.error().describe().c_str());
+        }
     }
-    Status written = recording_->write(event);
-    if (!written.ok()) {
-        // A full disk must not stop sampling or the JVM; the recording simply ends here.
-        failed_ = true;
-        ++counts_.write_errors;
-        SF_LOG_ERROR("recording stopped: %s", written.error().describe().c_str());
-    }
+    if (tap_ != nullptr) tap_->observe(std::move(event));
 }
 
 void StreamWriter::finish() {

@@ -25,11 +25,12 @@ struct StreamCounts {
 };
 
 // Sees every event the writer sees, in the same order, on the writer's thread: the live profile
-// decodes exactly the stream a recording stores.
+// decodes exactly the stream a recording stores. It gets the event after the recording has stored
+// it, to keep: a sample's stack fragment changes hands instead of being copied once more.
 class EventTap {
 public:
     virtual ~EventTap() = default;
-    virtual void observe(const Event& event) = 0;
+    virtual void observe(Event&& event) = 0;
 };
 
 class StreamWriter {
@@ -37,7 +38,8 @@ public:
     // A null `recording` counts events and discards them.
     explicit StreamWriter(std::unique_ptr<RecordingWriter> recording);
 
-    void write(const Event& event);
+    // Counts and stores `event`, then hands it to the tap: it is left moved-from.
+    void write(Event&& event);
     // Set before the reader thread starts; null for none.
     void set_tap(EventTap* tap) { tap_ = tap; }
     // Flushes and closes the recording; later writes are only counted.
