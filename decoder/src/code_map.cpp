@@ -7,15 +7,20 @@ namespace sf {
 CodeMap::CodeMap() = default;
 CodeMap::~CodeMap() = default;
 
-void CodeMap::apply(const Event& event) {
+void CodeMap::apply(const Event& event) { apply_any(event); }
+
+void CodeMap::apply(Event&& event) { apply_any(std::move(event)); }
+
+template <class E>
+void CodeMap::apply_any(E&& event) {
     std::visit(
-        [this](const auto& e) {
+        [this](auto&& e) {
             using T = std::decay_t<decltype(e)>;
             if constexpr (std::is_same_v<T, VmInfo>) apply_vm(e);
             else if constexpr (std::is_same_v<T, CodeLoad>) apply_load(e);
             else if constexpr (std::is_same_v<T, CodeUnload>) apply_unload(e);
             else if constexpr (std::is_same_v<T, Stub>) apply_stub(e);
-            else if constexpr (std::is_same_v<T, MethodInfo>) apply_method(e);
+            else if constexpr (std::is_same_v<T, MethodInfo>) apply_method(MethodInfo(std::forward<decltype(e)>(e)));
             else if constexpr (std::is_same_v<T, ModuleMap>) apply_module(e);
             else return;
             ++epoch_;
@@ -26,7 +31,7 @@ void CodeMap::apply(const Event& event) {
                 time_horizon_ = std::max(time_horizon_, e.time_ns);
             }
         },
-        event);
+        std::forward<E>(event));
 }
 
 void CodeMap::apply_vm(const VmInfo& vm) {
@@ -216,17 +221,26 @@ CodeLookup CodeMap::find_code(uint64_t pc, uint64_t time_ns) const {
     return r;
 }
 
-void CodeMap::apply_method(const MethodInfo& method) {
-    method_store_.push_back(method);
+void CodeMap::apply_method(MethodInfo&& method) {
+    method_store_.push_back(std::move(method));
     const MethodInfo* info = &method_store_.back();
-    if (method.method_id != 0) methods_by_id_[method.method_id] = info;
-    if (method.method_ptr != 0) {
-        auto& versions = methods_by_ptr_[method.method_ptr];
-        auto pos = std::upper_bound(versions.begin(), versions.end(), method.time_ns,
-                                    [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; });
-        versions.insert(pos, MethodVersion{method.time_ns, info});
-        if (versions.size() == 2) multi_version_ptrs_.push_back(method.method_ptr);
+    if (info->method_id != 0) methods_by_id_[info->method_id] = info;
+    if (info->method_ptr == 0) return;
+    const MethodVersion version{info->time_ns, info};
+    const auto earlier = [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; };
+    if (auto multi = versions_by_ptr_.find(info->method_ptr); multi != versions_by_ptr_.end()) {
+        auto& versions = multi->second;
+        versions.insert(std::upper_bound(versions.begin(), versions.end(), version.time_ns, earlier), version);
+        return;
     }
+    auto [single, inserted] = single_version_by_ptr_.try_emplace(info->method_ptr, version);
+    if (inserted) return;
+    // A second version of this Method*: both move to the multi-version map, oldest first (equal
+    // times keep arrival order, as the later one was announced later).
+    std::vector<MethodVersion> versions{single->second};
+    versions.insert(std::upper_bound(versions.begin(), versions.end(), version.time_ns, earlier), version);
+    single_version_by_ptr_.erase(single);
+    versions_by_ptr_.emplace(info->method_ptr, std::move(versions));
 }
 
 const MethodInfo* CodeMap::method_by_id(uint64_t method_id) const {
@@ -235,8 +249,11 @@ const MethodInfo* CodeMap::method_by_id(uint64_t method_id) const {
 }
 
 const MethodInfo* CodeMap::method_by_ptr(uint64_t method_ptr, uint64_t time_ns) const {
-    auto it = methods_by_ptr_.find(method_ptr);
-    if (it == methods_by_ptr_.end() || it->second.empty()) return nullptr;
+    if (auto single = single_version_by_ptr_.find(method_ptr); single != single_version_by_ptr_.end()) {
+        return single->second.info;
+    }
+    auto it = versions_by_ptr_.find(method_ptr);
+    if (it == versions_by_ptr_.end() || it->second.empty()) return nullptr;
     const auto& versions = it->second;
     auto pos = std::upper_bound(versions.begin(), versions.end(), time_ns,
                                 [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; });
@@ -287,18 +304,21 @@ void CodeMap::forget_before(uint64_t time_ns) {
     }
     // MethodInfo objects stay in the store (jmethodID lookups keep them alive); only the Method*
     // versions that a sample at or after `time_ns` can no longer select are dropped.
-    size_t kept = 0;
-    for (const uint64_t ptr : multi_version_ptrs_) {
-        std::vector<MethodVersion>& versions = methods_by_ptr_[ptr];
+    for (auto it = versions_by_ptr_.begin(); it != versions_by_ptr_.end();) {
+        std::vector<MethodVersion>& versions = it->second;
         auto pos = std::upper_bound(versions.begin(), versions.end(), time_ns,
                                     [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; });
         if (pos != versions.begin() && std::prev(pos) != versions.begin()) {
             versions.erase(versions.begin(), std::prev(pos));
             versions_dropped = true;
         }
-        if (versions.size() > 1) multi_version_ptrs_[kept++] = ptr;
+        if (versions.size() == 1) {
+            single_version_by_ptr_.emplace(it->first, versions.front());
+            it = versions_by_ptr_.erase(it);
+        } else {
+            ++it;
+        }
     }
-    multi_version_ptrs_.resize(kept);
     if (versions_dropped || history_.size() != history_before) ++epoch_;
 }
 

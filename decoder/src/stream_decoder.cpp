@@ -80,7 +80,7 @@ void StreamDecoder::consume(Event&& event) {
     if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && thread->ended) {
         decoder_.forget_thread(thread->tid);
     }
-    map_.apply(event);
+    map_.apply(std::move(event));
 }
 
 void StreamDecoder::flush() {

@@ -63,6 +63,8 @@ public:
 
     // Applies one event in stream order. Samples, oracles, threads and losses are ignored.
     void apply(const Event& event);
+    // The same, taking over a MethodInfo's strings and line table instead of copying them.
+    void apply(Event&& event);
 
     bool has_vm() const { return has_vm_; }
     const VmInfo& vm() const { return vm_; }
@@ -129,7 +131,9 @@ private:
     void apply_load(const CodeLoad& load);
     void apply_unload(const CodeUnload& unload);
     void apply_stub(const Stub& stub);
-    void apply_method(const MethodInfo& method);
+    void apply_method(MethodInfo&& method);
+    template <class E>
+    void apply_any(E&& event);
     void apply_module(const ModuleMap& module);
     void retire(std::shared_ptr<CompiledCode> code, uint64_t until);
     void rebuild_stub_segments() const;
@@ -154,10 +158,11 @@ private:
 
     std::deque<MethodInfo> method_store_;
     std::unordered_map<uint64_t, const MethodInfo*> methods_by_id_;
-    std::unordered_map<uint64_t, std::vector<MethodVersion>> methods_by_ptr_;   // versions by time
-    // The Method* addresses with more than one version: the only ones forget_before() has work on,
-    // so that its periodic pass costs nothing for the tens of thousands of single-version methods.
-    std::vector<uint64_t> multi_version_ptrs_;
+    // Method* -> MethodInfo over time. Nearly every Method* only ever has one version; the few
+    // that a redefinition or a reused address gave more live in a map of their own, the only
+    // one forget_before() has work on, and single ones cost no vector of their own.
+    std::unordered_map<uint64_t, MethodVersion> single_version_by_ptr_;
+    std::unordered_map<uint64_t, std::vector<MethodVersion>> versions_by_ptr_;   // sorted by time
 
     std::vector<ModuleMap> modules_;   // sorted by begin, non-overlapping
     uint64_t modules_generation_ = 0;
