@@ -19,7 +19,9 @@ namespace {
 // Consumed per poll before dump requests and rotation get a look: a burst cannot delay a dump
 // by more than a few milliseconds of decoding.
 constexpr size_t kBatch = 4096;
-constexpr auto kIdleWait = std::chrono::milliseconds(5);
+// The longest the decoder thread sleeps with nothing to do: the reader wakes it when it hands over
+// events, so this only bounds how long a missed wake-up could delay them.
+constexpr auto kIdleWait = std::chrono::milliseconds(200);
 
 class SystemClock final : public LiveClock {
 public:
@@ -160,8 +162,32 @@ void LiveProfile::flush_backlog() {
     while (!backlog_.empty() && push(backlog_.front())) backlog_.pop_front();
 }
 
+void LiveProfile::wake_if_idle() {
+    // Pairs with the fence in run(): either the decoder thread sees the pushed event when it
+    // looks at its queue once more before sleeping, or this sees it idle and wakes it.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (idle_.load(std::memory_order_relaxed) && idle_.exchange(false)) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        wake_.notify_all();
+    }
+}
+
+std::chrono::nanoseconds LiveProfile::idle_wait() const {
+    std::chrono::nanoseconds wait = kIdleWait;
+    if (settings_.loop_ns != 0) {
+        const uint64_t now = clock_.monotonic_ns();
+        const uint64_t until = next_rotation_ns_ > now ? next_rotation_ns_ - now : 0;
+        wait = std::min(wait, std::chrono::nanoseconds(until) + std::chrono::milliseconds(1));
+    }
+    return wait;
+}
+
 void LiveProfile::observe(Event&& event) {
     if (stopped_.load(std::memory_order_acquire)) return;
+    struct WakeOnReturn {
+        LiveProfile& live;
+        ~WakeOnReturn() { live.wake_if_idle(); }
+    } wake_on_return{*this};
     if (std::holds_alternative<Oracle>(event)) return;
     if (is_switch_sample(event)) off_cpu_offered_.fetch_add(1, std::memory_order_relaxed);
     const bool is_sample = is_profile_sample(event);
@@ -236,7 +262,11 @@ void LiveProfile::run() {
         const bool worked = poll_once();
         std::unique_lock<std::mutex> lock(mutex_);
         if (stop_requested_) break;
-        if (!worked && requests_.empty()) wake_.wait_for(lock, kIdleWait);
+        if (worked || !requests_.empty()) continue;
+        idle_.store(true, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_seq_cst);   // see wake_if_idle()
+        if (queue_.read_available() == 0) wake_.wait_for(lock, idle_wait());
+        idle_.store(false, std::memory_order_relaxed);
     }
     finish();
 }

@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -170,6 +171,8 @@ private:
     std::atomic<uint64_t> off_cpu_offered_{0};
     profile::TraceCounts off_cpu_past_counts_;
     std::map<std::string, uint64_t> off_cpu_past_self_;
+    void wake_if_idle();
+    std::chrono::nanoseconds idle_wait() const;
     void write_off_cpu(const std::string& on_cpu_path);
     void fold_off_cpu();
     int64_t interval_start_unix_ = 0;
@@ -187,6 +190,9 @@ private:
 
     std::mutex mutex_;
     std::condition_variable wake_;
+    // The decoder thread sleeps until the reader hands it something (or a request, a rotation or
+    // the bound of its wait comes), rather than polling its queue hundreds of times a second.
+    std::atomic<bool> idle_{false};
     std::condition_variable done_;
     std::deque<std::shared_ptr<DumpRequest>> requests_;
     bool stop_requested_ = false;

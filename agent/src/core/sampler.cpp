@@ -17,7 +17,13 @@ namespace {
 // How long events are held for time-ordering: generous against a callback that stamped its
 // event and was descheduled before emitting it, small against memory (the held samples).
 constexpr uint64_t kHoldbackNs = 20'000'000;
+// How often the reader looks without being woken. Rings wake it at their watermark, a new or
+// ended thread and stop() wake it; what only a timeout collects is the callbacks' events, the
+// samples of slow rings and the signal sampler's buffer (which has no wake-up of its own, so it
+// keeps the short interval). At rates below 1 kHz the long one saves idle cycles, which are most
+// of the reader's cost there.
 constexpr int kPollTimeoutMs = 10;
+constexpr int kSlowPollTimeoutMs = 50;
 constexpr size_t kMaxSpareStacks = 256;
 // Errors that will not go away for the next thread either: stop trying after the first. A thread
 // that exited before its event was opened (ESRCH) says nothing about the next one.
@@ -143,7 +149,9 @@ void* Sampler::reader_main(void* self) {
 }
 
 void Sampler::run() {
-    while (run_cycle(kPollTimeoutMs)) {
+    const bool slow_rates = config_.period_ns >= 1'000'000;
+    while (run_cycle(slow_rates && oracle_.load(std::memory_order_acquire) == nullptr ? kSlowPollTimeoutMs
+                                                                                     : kPollTimeoutMs)) {
     }
     timespec cpu{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
@@ -219,6 +227,7 @@ Status Sampler::add_thread(pid_t tid) {
     if (!enabled.ok()) return record_open_failure(std::move(enabled).take_error());
     requests_.push(request.release());
     threads_opened_.fetch_add(1, std::memory_order_relaxed);
+    wake();   // its ring has no watermark wake-up until the reader adds it to the poller
     return {};
 }
 
