@@ -56,10 +56,11 @@ bool CodeMap::in_method_entry_codelet(uint64_t pc) const {
 
 void CodeMap::retire(std::shared_ptr<CompiledCode> code, uint64_t until) {
     code->valid_until = std::min(code->valid_until, std::max(until, code->valid_from));
-    history_max_bytes_ = std::max(history_max_bytes_, code->load.code_end - code->load.code_begin);
     auto pos = std::upper_bound(history_.begin(), history_.end(), code->load.code_begin,
                                 [](uint64_t b, const auto& c) { return b < c->load.code_begin; });
+    const size_t index = static_cast<size_t>(pos - history_.begin());
     history_.insert(pos, std::move(code));
+    rebuild_history_reach(index);
 }
 
 void CodeMap::apply_load(const CodeLoad& load) {
@@ -103,14 +104,22 @@ void CodeMap::apply_unload(const CodeUnload& unload) {
     if (latest) latest->valid_until = std::min(latest->valid_until, unload.time_ns);
 }
 
+void CodeMap::rebuild_history_reach(size_t from) {
+    history_reach_.resize(history_.size());
+    for (size_t i = from; i < history_.size(); ++i) {
+        const uint64_t end = history_[i]->load.code_end;
+        history_reach_[i] = i == 0 ? end : std::max(history_reach_[i - 1], end);
+    }
+}
+
 const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns, bool valid_only) const {
     auto it = std::upper_bound(history_.begin(), history_.end(), pc,
                                [](uint64_t p, const auto& c) { return p < c->load.code_begin; });
     const CompiledCode* next_loaded = nullptr;
     while (it != history_.begin()) {
         --it;
+        if (history_reach_[static_cast<size_t>(it - history_.begin())] <= pc) break;
         const CompiledCode& c = **it;
-        if (pc - c.load.code_begin >= history_max_bytes_ + 1) break;
         if (!c.contains(pc)) continue;
         if (c.valid_from <= time_ns && time_ns < c.valid_until) return &c;
         if (!valid_only && c.valid_from > time_ns &&
@@ -141,13 +150,23 @@ void CodeMap::apply_stub(const Stub& stub) {
     if (stub.end <= stub.begin) return;
     for (auto& s : stubs_) {
         if (s.begin == stub.begin && s.end == stub.end) {
-            s = stub;   // re-announced (e.g. by the start scan and by DynamicCodeGenerated)
-            stubs_dirty_ = true;
+            s = stub;   // re-announced (the start scan, DynamicCodeGenerated, each code poll): same segments
             return;
         }
     }
     stubs_.push_back(stub);
-    stubs_dirty_ = true;
+    if (stubs_dirty_) return;
+    // Stubs generated while the program runs (adapters, method handle stubs) mostly land where no
+    // stub is yet: one more segment, instead of re-flattening all of them at the next lookup.
+    auto after = std::upper_bound(stub_segments_.begin(), stub_segments_.end(), stub.begin,
+                                  [](uint64_t b, const StubSegment& s) { return b < s.begin; });
+    const bool overlaps_before = after != stub_segments_.begin() && std::prev(after)->end > stub.begin;
+    const bool overlaps_after = after != stub_segments_.end() && after->begin < stub.end;
+    if (overlaps_before || overlaps_after) {
+        stubs_dirty_ = true;
+        return;
+    }
+    stub_segments_.insert(after, StubSegment{stub.begin, stub.end, static_cast<uint32_t>(stubs_.size() - 1)});
 }
 
 // Stub ranges nest (a "StubRoutines" BufferBlob holds many named stubs), so they are flattened into
@@ -298,10 +317,7 @@ void CodeMap::forget_before(uint64_t time_ns) {
     history_.erase(std::remove_if(history_.begin(), history_.end(),
                                   [&](const auto& c) { return c->valid_until <= time_ns; }),
                    history_.end());
-    history_max_bytes_ = 0;
-    for (const auto& c : history_) {
-        history_max_bytes_ = std::max(history_max_bytes_, c->load.code_end - c->load.code_begin);
-    }
+    rebuild_history_reach(0);
     // MethodInfo objects stay in the store (jmethodID lookups keep them alive); only the Method*
     // versions that a sample at or after `time_ns` can no longer select are dropped.
     for (auto it = versions_by_ptr_.begin(); it != versions_by_ptr_.end();) {

@@ -148,7 +148,11 @@ private:
     std::map<uint64_t, std::shared_ptr<CompiledCode>> live_;
     // Unloaded (or replaced) code, sorted by code_begin; may overlap itself and live code.
     std::vector<std::shared_ptr<CompiledCode>> history_;
-    uint64_t history_max_bytes_ = 0;
+    // history_reach_[i]: the highest code_end among history_[0..i]. A lookup walking back from
+    // the pc's position stops where no earlier entry reaches the pc (a bound by the largest blob
+    // instead made every pc outside compiled code scan hundreds of entries).
+    std::vector<uint64_t> history_reach_;
+    void rebuild_history_reach(size_t from);
 
     std::vector<Stub> stubs_;
     // Flattened, non-overlapping, sorted; rebuilt by the first lookup after stubs changed (stubs
