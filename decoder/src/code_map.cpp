@@ -17,7 +17,7 @@ void CodeMap::apply_any(E&& event) {
         [this](auto&& e) {
             using T = std::decay_t<decltype(e)>;
             if constexpr (std::is_same_v<T, VmInfo>) apply_vm(e);
-            else if constexpr (std::is_same_v<T, CodeLoad>) apply_load(e);
+            else if constexpr (std::is_same_v<T, CodeLoad>) apply_load(CodeLoad(std::forward<decltype(e)>(e)));
             else if constexpr (std::is_same_v<T, CodeUnload>) apply_unload(e);
             else if constexpr (std::is_same_v<T, Stub>) apply_stub(e);
             else if constexpr (std::is_same_v<T, MethodInfo>) apply_method(MethodInfo(std::forward<decltype(e)>(e)));
@@ -63,8 +63,9 @@ void CodeMap::retire(std::shared_ptr<CompiledCode> code, uint64_t until) {
     rebuild_history_reach(index);
 }
 
-void CodeMap::apply_load(const CodeLoad& load) {
+void CodeMap::apply_load(CodeLoad&& load) {
     if (load.code_end <= load.code_begin) return;
+    ++live_generation_;
     // Whatever still overlaps the new range was freed before it was reused, even if its unload
     // event is still on the way.
     auto it = live_.lower_bound(load.code_begin);
@@ -77,11 +78,12 @@ void CodeMap::apply_load(const CodeLoad& load) {
         it = live_.erase(it);
     }
     auto code = std::make_shared<CompiledCode>();
-    code->load = load;
+    code->load = std::move(load);
     std::sort(code->load.scopes.begin(), code->load.scopes.end(),
               [](const PcScope& a, const PcScope& b) { return a.pc_offset < b.pc_offset; });
-    code->valid_from = load.time_ns;
-    live_.emplace(load.code_begin, std::move(code));
+    code->valid_from = code->load.time_ns;
+    const uint64_t begin = code->load.code_begin;
+    live_.emplace(begin, std::move(code));
 }
 
 void CodeMap::apply_unload(const CodeUnload& unload) {
@@ -90,6 +92,7 @@ void CodeMap::apply_unload(const CodeUnload& unload) {
         it->second->valid_from <= unload.time_ns) {
         auto code = it->second;
         live_.erase(it);
+        ++live_generation_;
         retire(std::move(code), unload.time_ns);
         return;
     }
@@ -130,13 +133,21 @@ const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns, bool
     return next_loaded;
 }
 
-const CompiledCode* CodeMap::find_compiled(uint64_t pc, uint64_t time_ns) const {
-    const CompiledCode* live = nullptr;
+const CompiledCode* CodeMap::find_live(uint64_t pc) const {
+    LiveCacheEntry& slot = live_cache_[((pc >> 3) ^ (pc >> 14)) & (kLiveCacheSize - 1)];
+    if (slot.pc == pc && slot.generation == live_generation_) return slot.code;
+    const CompiledCode* found = nullptr;
     auto it = live_.upper_bound(pc);
     if (it != live_.begin()) {
         const CompiledCode& c = *std::prev(it)->second;
-        if (c.contains(pc)) live = &c;
+        if (c.contains(pc)) found = &c;
     }
+    slot = LiveCacheEntry{pc, live_generation_, found};
+    return found;
+}
+
+const CompiledCode* CodeMap::find_compiled(uint64_t pc, uint64_t time_ns) const {
+    const CompiledCode* live = find_live(pc);
     if (live && live->valid_from <= time_ns) return live;
     if (history_.empty()) return live;
     if (const CompiledCode* old = find_in_history(pc, time_ns, /*valid_only=*/true)) return old;

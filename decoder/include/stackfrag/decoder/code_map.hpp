@@ -128,7 +128,8 @@ private:
     };
 
     void apply_vm(const VmInfo& vm);
-    void apply_load(const CodeLoad& load);
+    void apply_load(CodeLoad&& load);
+    const CompiledCode* find_live(uint64_t pc) const;
     void apply_unload(const CodeUnload& unload);
     void apply_stub(const Stub& stub);
     void apply_method(MethodInfo&& method);
@@ -146,6 +147,17 @@ private:
 
     // Live code does not overlap: keyed by code_begin.
     std::map<uint64_t, std::shared_ptr<CompiledCode>> live_;
+    // The same pcs (hot return addresses) are looked up sample after sample, and a walk down the
+    // tree costs a cache miss per level: a direct-mapped cache of pc -> live entry, valid while
+    // live_ has not changed since (live_generation_).
+    struct LiveCacheEntry {
+        uint64_t pc = 0;
+        uint64_t generation = 0;
+        const CompiledCode* code = nullptr;
+    };
+    static constexpr size_t kLiveCacheSize = 2048;
+    mutable std::vector<LiveCacheEntry> live_cache_ = std::vector<LiveCacheEntry>(kLiveCacheSize);
+    uint64_t live_generation_ = 1;
     // Unloaded (or replaced) code, sorted by code_begin; may overlap itself and live code.
     std::vector<std::shared_ptr<CompiledCode>> history_;
     // history_reach_[i]: the highest code_end among history_[0..i]. A lookup walking back from
