@@ -19,8 +19,8 @@ namespace {
 // Consumed per poll before dump requests and rotation get a look: a burst cannot delay a dump
 // by more than a few milliseconds of decoding.
 constexpr size_t kBatch = 4096;
-// The longest the decoder thread sleeps with nothing to do: the reader wakes it when it hands over
-// events, so this only bounds how long a missed wake-up could delay them.
+// The longest the decoder thread sleeps with nothing to do: the reader wakes it at the end of each
+// cycle that handed it events, so this only bounds the delay for other producers (tests).
 constexpr auto kIdleWait = std::chrono::milliseconds(200);
 
 class SystemClock final : public LiveClock {
@@ -184,10 +184,17 @@ std::chrono::nanoseconds LiveProfile::idle_wait() const {
 
 void LiveProfile::observe(Event&& event) {
     if (stopped_.load(std::memory_order_acquire)) return;
-    struct WakeOnReturn {
+    // The reader wakes this thread once per cycle (batch_end), not per event, which made the two
+    // threads take turns event by event; only a filling queue wakes it early.
+    struct WakeWhenFilling {
         LiveProfile& live;
-        ~WakeOnReturn() { live.wake_if_idle(); }
-    } wake_on_return{*this};
+        ~WakeWhenFilling() {
+            if (live.queued_bytes_.load(std::memory_order_relaxed) > live.settings_.queue_bytes / 4 ||
+                live.queue_.write_available() < live.settings_.queue_slots / 2 || !live.backlog_.empty()) {
+                live.wake_if_idle();
+            }
+        }
+    } wake_when_filling{*this};
     if (std::holds_alternative<Oracle>(event)) return;
     if (is_switch_sample(event)) off_cpu_offered_.fetch_add(1, std::memory_order_relaxed);
     const bool is_sample = is_profile_sample(event);

@@ -412,6 +412,7 @@ bool Sampler::run_cycle(int timeout_ms) {
             spare_stacks_.push_back(std::move(sample->stack));
         }
     });
+    writer_.batch_end();
     return true;
 }
 
@@ -424,6 +425,7 @@ void Sampler::final_drain() {
     for (uint64_t key : keys) close_ring(key);
     collect();
     reorder_.release_all([this](Event& event) { writer_.write(std::move(event)); });
+    writer_.batch_end();
     writer_.finish();
 }
 

@@ -31,6 +31,8 @@ class EventTap {
 public:
     virtual ~EventTap() = default;
     virtual void observe(Event&& event) = 0;
+    // The writer's caller has handed over everything it had for now (the end of a reader cycle).
+    virtual void batch_end() {}
 };
 
 class StreamWriter {
@@ -40,6 +42,10 @@ public:
 
     // Counts and stores `event`, then hands it to the tap: it is left moved-from.
     void write(Event&& event);
+    // Passed on to the tap (see EventTap::batch_end).
+    void batch_end() {
+        if (tap_ != nullptr) tap_->batch_end();
+    }
     // Set before the reader thread starts; null for none.
     void set_tap(EventTap* tap) { tap_ = tap; }
     // Flushes and closes the recording; later writes are only counted.
