@@ -19,9 +19,13 @@ namespace {
 // Consumed per poll before dump requests and rotation get a look: a burst cannot delay a dump
 // by more than a few milliseconds of decoding.
 constexpr size_t kBatch = 4096;
-// The longest the decoder thread sleeps with nothing to do: the reader wakes it at the end of each
-// cycle that handed it events, so this only bounds the delay for other producers (tests).
-constexpr auto kIdleWait = std::chrono::milliseconds(200);
+// The decoder thread works in batches: woken when the reader has handed over kWakeBytes of stack
+// fragments (about 256 samples), else after kIdleWait. A sample decoded right after a sleep finds
+// the code map, the tree and the decoder's tables evicted from the caches by the application;
+// in a batch, all but the first find them warm (at 100 samples/s a decode cost ~40 µs one by
+// one, against 2-3 µs warm). Dumps, stop and a filling queue wake it at once.
+constexpr size_t kWakeBytes = 4u << 20;
+constexpr auto kIdleWait = std::chrono::milliseconds(1000);
 
 class SystemClock final : public LiveClock {
 public:
@@ -170,6 +174,10 @@ void LiveProfile::wake_if_idle() {
         std::lock_guard<std::mutex> lock(mutex_);
         wake_.notify_all();
     }
+}
+
+void LiveProfile::batch_end() {
+    if (queued_bytes_.load(std::memory_order_relaxed) >= kWakeBytes || !backlog_.empty()) wake_if_idle();
 }
 
 std::chrono::nanoseconds LiveProfile::idle_wait() const {

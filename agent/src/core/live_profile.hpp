@@ -101,7 +101,7 @@ public:
 
     // The one producer (the reader thread): copies the event into the queue; never blocks.
     void observe(Event&& event) override;
-    void batch_end() override { wake_if_idle(); }
+    void batch_end() override;
     void observe(const Event& event) { observe(Event(event)); }
 
     // Starts the decoder thread (a plain pthread, every signal blocked).
