@@ -49,7 +49,12 @@ constexpr int kShutdownTimeoutMs = 5000;
 // Each poll re-reads every announced method's Method* and walks the CodeCache: ~20 ms on a
 // jython run with 46k methods, so at 1 s it was the agent's largest steady cost (~2% of a core).
 // What it catches is rare (redefinitions; nmethods JVMTI missed: none seen), so every 5 s.
+// The code poll (redefined methods, nmethods no event announced, new libraries) re-reads every
+// announced Method* and walks the CodeCache: tens of milliseconds on a big application. It runs
+// every 5 s at first, and backs off to once a minute while it keeps finding nothing; a finding
+// brings it back to 5 s.
 constexpr int kCodePollIntervalMs = 5000;
+constexpr int kCodePollMaxIntervalMs = 60000;
 const char* const kCodePollThreadName = "stackfrag-code-poll";
 const char* const kProducer = "stackfrag-agent 0.1";
 
@@ -526,12 +531,16 @@ private:
     static void JNICALL code_poll_main(jvmtiEnv*, JNIEnv* jni, void* self) {
         auto* agent = static_cast<Agent*>(self);
         std::unique_lock<std::mutex> lock(agent->poll_mutex_);
+        int interval_ms = kCodePollIntervalMs;
         while (!agent->poll_stop_) {
-            agent->poll_wakeup_.wait_for(lock, std::chrono::milliseconds(kCodePollIntervalMs));
+            agent->poll_wakeup_.wait_for(lock, std::chrono::milliseconds(interval_ms));
             if (agent->poll_stop_) break;
             lock.unlock();
+            const uint64_t findings_before = agent->capture_->poll_findings();
             agent->capture_->poll(jni);
-            agent->modules_.refresh(monotonic_ns(), agent->queue_);   // libraries loaded since
+            const size_t new_modules = agent->modules_.refresh(monotonic_ns(), agent->queue_);   // libraries loaded since
+            const bool found = new_modules != 0 || agent->capture_->poll_findings() != findings_before;
+            interval_ms = found ? kCodePollIntervalMs : std::min(2 * interval_ms, kCodePollMaxIntervalMs);
             timespec cpu{};
             clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
             agent->code_poll_cpu_ns_.store(static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(cpu.tv_nsec));

@@ -862,6 +862,10 @@ void VmCapture::poll(JNIEnv* jni) {
     impl_->announce_unreported_nmethods(jni, true);
 }
 
+uint64_t VmCapture::poll_findings() const {
+    return impl_->counters.redefined_methods.load() + impl_->counters.code_loads_from_walk.load();
+}
+
 void VmCapture::announce_method(JNIEnv* jni, jmethodID method, uint64_t time_ns) {
     if (!impl_->started.load(std::memory_order_acquire)) return;
     impl_->announce_method(jni, method, time_ns);

@@ -60,6 +60,8 @@ public:
 
     // Periodic work from an agent thread (see step 4 above). Cheap when nothing changed.
     void poll(JNIEnv* jni);
+    // What the polls have found so far: redefined methods and nmethods no event announced.
+    uint64_t poll_findings() const;
 
     // Announces the method unless it already was, as of `time_ns` (mode=jvmti: a stack trace may
     // name methods of hidden classes, which no ClassPrepare announced).
