@@ -26,6 +26,9 @@ struct OracleSampler::ThreadSlot {
     std::atomic<JNIEnv*> jni{nullptr};
     std::atomic<bool> active{false};
     std::atomic<uint8_t> uses{0};          // TimerUse bits
+    // While the handler is between taking its time stamp and handing the entry over: no earlier
+    // than that stamp (0 when idle). The reader must not release events past it (in_flight_since).
+    std::atomic<uint64_t> busy_since{0};
 };
 
 namespace {
@@ -131,6 +134,9 @@ void on_sigprof(int, siginfo_t* info, void* context) {
         errno = saved_errno;
         return;
     }
+    // A thread preempted inside the handler (a loaded machine, ASGCT) may hand its entry over
+    // later than the reader's hold-back: announce the stamp first (see in_flight_since).
+    slot->busy_since.store(monotonic_ns(), std::memory_order_seq_cst);
     const uint64_t time = monotonic_ns();
     const auto* uc = static_cast<const ucontext_t*>(context);
     const greg_t* gregs = uc->uc_mcontext.gregs;
@@ -170,6 +176,7 @@ void on_sigprof(int, siginfo_t* info, void* context) {
         header->agct_status = trace.num_frames;
     }
     (void)buffer->filled_entries.bounded_push(index);
+    slot->busy_since.store(0, std::memory_order_seq_cst);
     buffer->taken.fetch_add(1, std::memory_order_relaxed);
     errno = saved_errno;
 }
@@ -394,6 +401,16 @@ size_t OracleSampler::drain(std::vector<Event>& out) {
         ++count;
     }
     return count;
+}
+
+uint64_t OracleSampler::in_flight_since() const {
+    uint64_t oldest = 0;
+    std::lock_guard<std::mutex> lock(threads_mutex_);
+    for (const auto& [tid, slot] : threads_) {
+        const uint64_t since = slot->busy_since.load(std::memory_order_seq_cst);
+        if (since != 0 && (oldest == 0 || since < oldest)) oldest = since;
+    }
+    return oldest;
 }
 
 OracleStats OracleSampler::stats() const {

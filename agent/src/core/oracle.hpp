@@ -92,6 +92,10 @@ public:
     // for each tick of a kUseOracle thread, a Sample for each of a kUseSample thread, and a Lost
     // (tid 0) for the kUseSample ticks dropped since the last drain because the buffer was full.
     size_t drain(std::vector<Event>& out);
+    // Reader thread, before drain(): the oldest time stamp of a tick still inside its handler
+    // (0: none). Its entry may reach the buffer only after this drain; everything it will hold is
+    // at or after this time, so the reader holds back the events from then on.
+    uint64_t in_flight_since() const;
     OracleStats stats() const;
 
     struct ThreadSlot;

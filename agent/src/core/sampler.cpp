@@ -17,6 +17,7 @@ namespace {
 // How long events are held for time-ordering: generous against a callback that stamped its
 // event and was descheduled before emitting it, small against memory (the held samples).
 constexpr uint64_t kHoldbackNs = 20'000'000;
+constexpr uint64_t kMaxInFlightHoldNs = 1'000'000'000;
 // How often the reader looks without being woken. Rings wake it at their watermark, a new or
 // ended thread and stop() wake it; what only a timeout collects is the callbacks' events, the
 // samples of slow rings and the signal sampler's buffer (which has no wake-up of its own, so it
@@ -149,7 +150,7 @@ void* Sampler::reader_main(void* self) {
 }
 
 void Sampler::run() {
-    const bool slow_rates = config_.period_ns >= 1'000'000;
+    const bool slow_rates = config_.period_ns > 1'000'000;   // below 1 kHz per thread
     while (run_cycle(slow_rates && oracle_.load(std::memory_order_acquire) == nullptr ? kSlowPollTimeoutMs
                                                                                      : kPollTimeoutMs)) {
     }
@@ -377,7 +378,11 @@ void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
 void Sampler::collect() {
     const uint64_t now = monotonic_ns();
     scratch_.clear();
-    if (OracleSampler* timer = oracle_.load(std::memory_order_acquire)) timer->drain(scratch_);
+    timer_in_flight_since_ = 0;
+    if (OracleSampler* timer = oracle_.load(std::memory_order_acquire)) {
+        timer_in_flight_since_ = timer->in_flight_since();
+        timer->drain(scratch_);
+    }
     queue_.drain(scratch_);
     for (Event& event : scratch_) reorder_.add(std::move(event), now);
     scratch_.clear();
@@ -402,7 +407,13 @@ bool Sampler::run_cycle(int timeout_ms) {
     // Samples drained before the queue: an event emitted before a sample was taken is then
     // always in this cycle's queue drain or an earlier one.
     collect();
-    const uint64_t horizon = monotonic_ns() - kHoldbackNs;
+    const uint64_t now = monotonic_ns();
+    uint64_t horizon = now - kHoldbackNs;
+    // A tick still in its handler holds the rest back, but not for ever: a thread stopped inside
+    // the handler (a debugger, SIGSTOP) must not make the reader hold every event from then on.
+    if (timer_in_flight_since_ != 0 && now - timer_in_flight_since_ < kMaxInFlightHoldNs) {
+        horizon = std::min(horizon, timer_in_flight_since_ - 1);
+    }
     reorder_.release_until(horizon, [this](Event& event) {
         writer_.write(std::move(event));
         // With a live profile the fragment went on to the decoder thread; with only a recording

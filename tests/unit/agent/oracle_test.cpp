@@ -124,3 +124,49 @@ TEST_CASE("a thread added from outside is copied up to the first unreadable page
         CHECK(sample.sample.stack.size() <= 65528);
     }
 }
+
+namespace {
+// An AsyncGetCallTrace that does not return until told to: the tick stays inside its handler.
+std::atomic<bool> g_hold_in_handler{false};
+std::atomic<int> g_held_ticks{0};
+void holding_asgct(AsgctTrace* trace, jint, void*) {
+    g_held_ticks.fetch_add(1);
+    while (g_hold_in_handler.load()) {
+    }
+    trace->num_frames = 0;
+}
+}  // namespace
+
+TEST_CASE("a tick still inside its handler is reported in flight, no later than the time it will carry") {
+    OracleSettings settings;
+    settings.interval_ns = 1'000'000;
+    settings.stack_bytes = 1024;
+    settings.asgct = &holding_asgct;
+    Result<std::unique_ptr<OracleSampler>> created = OracleSampler::create(settings);
+    REQUIRE(created.ok());
+    OracleSampler& oracle = **created;
+    CHECK(oracle.in_flight_since() == 0);
+
+    g_held_ticks = 0;
+    g_hold_in_handler = true;
+    JNIEnv* fake_env = reinterpret_cast<JNIEnv*>(0x42);
+    std::atomic<bool> added{false};
+    test::SpinningThread spinner([&] { added = oracle.add_current_thread(fake_env).ok(); });
+    REQUIRE(added);
+    for (int waited = 0; waited < 2000 && g_held_ticks.load() == 0; ++waited) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(g_held_ticks.load() == 1);
+    // The entry is not in the buffer yet, so the reader must hold back from this time on.
+    std::vector<Event> events;
+    const uint64_t since = oracle.in_flight_since();
+    oracle.drain(events);
+    CHECK(events.empty());
+    CHECK(since != 0);
+
+    g_hold_in_handler = false;
+    oracle.remove_thread(spinner.tid());
+    spinner.stop();
+    oracle.drain(events);
+    REQUIRE_FALSE(events.empty());
+    CHECK(std::get<Oracle>(events.front()).sample.time_ns >= since);
+    CHECK(oracle.in_flight_since() == 0);
+}
