@@ -2,6 +2,8 @@
 
 #include <new>
 
+#include "clock.hpp"
+
 namespace sf::agent {
 
 EventQueue::EventQueue(size_t max_pending) : queue_(1024), max_pending_(max_pending) {}
@@ -27,6 +29,31 @@ void EventQueue::emit(Event&& event) {
         pending_.fetch_sub(1, std::memory_order_relaxed);
         dropped_.fetch_add(1, std::memory_order_relaxed);
     }
+}
+
+EventQueue::InFlight::InFlight(EventQueue& queue) {
+    const uint64_t now = monotonic_ns();
+    for (auto& slot : queue.in_flight_) {
+        uint64_t free = 0;
+        if (slot.load(std::memory_order_relaxed) == 0 &&
+            slot.compare_exchange_strong(free, now, std::memory_order_seq_cst)) {
+            slot_ = &slot;
+            return;
+        }
+    }
+}
+
+EventQueue::InFlight::~InFlight() {
+    if (slot_ != nullptr) slot_->store(0, std::memory_order_seq_cst);
+}
+
+uint64_t EventQueue::oldest_in_flight() const {
+    uint64_t oldest = 0;
+    for (const auto& slot : in_flight_) {
+        const uint64_t since = slot.load(std::memory_order_seq_cst);
+        if (since != 0 && (oldest == 0 || since < oldest)) oldest = since;
+    }
+    return oldest;
 }
 
 size_t EventQueue::drain(std::vector<Event>& out) {

@@ -2,6 +2,7 @@
 // the reader thread drains. Lock-free, so a callback never waits for the reader.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +29,25 @@ public:
     void close() { closed_.store(true, std::memory_order_release); }
 
     uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+
+    // A producer that stamps its events before it emits them (a JVMTI callback making JVMTI
+    // calls in between, the code poll walking the CodeCache) holds one of these meanwhile, so
+    // that the reader does not release past its stamps however long it takes (a loaded machine,
+    // a sanitizer): the reader asks oldest_in_flight() before each drain. Beyond kInFlightSlots
+    // concurrent producers, the others rely on the reader's fixed hold-back alone.
+    class InFlight {
+    public:
+        explicit InFlight(EventQueue& queue);
+        ~InFlight();
+        InFlight(const InFlight&) = delete;
+        InFlight& operator=(const InFlight&) = delete;
+
+    private:
+        std::atomic<uint64_t>* slot_ = nullptr;
+    };
+    // The time the longest-running InFlight began (0: none); every event its holder emits is
+    // stamped at or after it.
+    uint64_t oldest_in_flight() const;
     size_t pending() const { return pending_.load(std::memory_order_relaxed); }
 
 private:
@@ -36,6 +56,8 @@ private:
     std::atomic<size_t> pending_{0};
     std::atomic<uint64_t> dropped_{0};
     std::atomic<bool> closed_{false};
+    static constexpr size_t kInFlightSlots = 64;
+    std::array<std::atomic<uint64_t>, kInFlightSlots> in_flight_{};
 };
 
 }  // namespace sf::agent

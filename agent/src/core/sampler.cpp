@@ -378,11 +378,15 @@ void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
 void Sampler::collect() {
     const uint64_t now = monotonic_ns();
     scratch_.clear();
-    timer_in_flight_since_ = 0;
+    // Who is still between stamping and handing over, asked before the drains: what they hand
+    // over later is no older than this (see OracleSampler::in_flight_since, EventQueue::InFlight).
+    uint64_t since = queue_.oldest_in_flight();
     if (OracleSampler* timer = oracle_.load(std::memory_order_acquire)) {
-        timer_in_flight_since_ = timer->in_flight_since();
+        const uint64_t timer_since = timer->in_flight_since();
+        if (timer_since != 0 && (since == 0 || timer_since < since)) since = timer_since;
         timer->drain(scratch_);
     }
+    in_flight_since_ = since;
     queue_.drain(scratch_);
     for (Event& event : scratch_) reorder_.add(std::move(event), now);
     scratch_.clear();
@@ -409,10 +413,10 @@ bool Sampler::run_cycle(int timeout_ms) {
     collect();
     const uint64_t now = monotonic_ns();
     uint64_t horizon = now - kHoldbackNs;
-    // A tick still in its handler holds the rest back, but not for ever: a thread stopped inside
-    // the handler (a debugger, SIGSTOP) must not make the reader hold every event from then on.
-    if (timer_in_flight_since_ != 0 && now - timer_in_flight_since_ < kMaxInFlightHoldNs) {
-        horizon = std::min(horizon, timer_in_flight_since_ - 1);
+    // A producer still in flight holds the rest back, but not for ever: a thread stopped inside a
+    // callback or the handler (a debugger, SIGSTOP) must not make the reader hold every event.
+    if (in_flight_since_ != 0 && now - in_flight_since_ < kMaxInFlightHoldNs) {
+        horizon = std::min(horizon, in_flight_since_ - 1);
     }
     reorder_.release_until(horizon, [this](Event& event) {
         writer_.write(std::move(event));

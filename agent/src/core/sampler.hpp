@@ -133,7 +133,7 @@ private:
     ReorderBuffer reorder_;
     std::vector<Event> scratch_;
     std::vector<std::vector<uint8_t>> spare_stacks_;
-    uint64_t timer_in_flight_since_ = 0;   // reader: OracleSampler::in_flight_since() at the last collect()
+    uint64_t in_flight_since_ = 0;   // reader: the oldest in-flight producer at the last collect()
     std::unique_ptr<Converter> converter_;
 };
 

@@ -537,8 +537,12 @@ private:
             if (agent->poll_stop_) break;
             lock.unlock();
             const uint64_t findings_before = agent->capture_->poll_findings();
-            agent->capture_->poll(jni);
-            const size_t new_modules = agent->modules_.refresh(monotonic_ns(), agent->queue_);   // libraries loaded since
+            size_t new_modules = 0;
+            {
+                EventQueue::InFlight in_flight(agent->queue_);
+                agent->capture_->poll(jni);
+                new_modules = agent->modules_.refresh(monotonic_ns(), agent->queue_);   // libraries loaded since
+            }
             const bool found = new_modules != 0 || agent->capture_->poll_findings() != findings_before;
             interval_ms = found ? kCodePollIntervalMs : std::min(2 * interval_ms, kCodePollMaxIntervalMs);
             timespec cpu{};
@@ -620,20 +624,26 @@ private:
     // AsyncGetCallTrace answers only while ClassLoad events are enabled (it relies on the
     // jmethodIDs they cause); nothing to do with the event itself.
     static void JNICALL cb_class_load(jvmtiEnv*, JNIEnv*, jthread, jclass) {}
+    // The code callbacks stamp their events on entry and emit them after JVMTI calls; they hold
+    // an InFlight meanwhile (see EventQueue::InFlight).
     static void JNICALL cb_class_prepare(jvmtiEnv*, JNIEnv* jni, jthread thread, jclass klass) {
+        EventQueue::InFlight in_flight(g_agent->queue_);
         if (VmCapture* capture = g_agent->capture()) capture->on_class_prepare(jni, thread, klass);
     }
     static void JNICALL cb_compiled_method_load(jvmtiEnv*, jmethodID method, jint code_size, const void* code_addr,
                                                 jint map_length, const jvmtiAddrLocationMap* map,
                                                 const void* compile_info) {
+        EventQueue::InFlight in_flight(g_agent->queue_);
         if (VmCapture* capture = g_agent->capture()) {
             capture->on_compiled_method_load(method, code_size, code_addr, map_length, map, compile_info);
         }
     }
     static void JNICALL cb_compiled_method_unload(jvmtiEnv*, jmethodID method, const void* code_addr) {
+        EventQueue::InFlight in_flight(g_agent->queue_);
         if (VmCapture* capture = g_agent->capture()) capture->on_compiled_method_unload(method, code_addr);
     }
     static void JNICALL cb_dynamic_code_generated(jvmtiEnv*, const char* name, const void* address, jint length) {
+        EventQueue::InFlight in_flight(g_agent->queue_);
         if (VmCapture* capture = g_agent->capture()) capture->on_dynamic_code_generated(name, address, length);
     }
 

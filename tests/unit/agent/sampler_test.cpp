@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "agent_test_threads.hpp"
 #include "clock.hpp"
@@ -173,4 +174,39 @@ TEST_CASE("stop without a started reader drains on the caller; per-CPU events wo
     idle_queue.emit(VmInfo{});
     CHECK(never_started.stop(100));
     CHECK(idle_writer.counts().of(EventKind::kVmInfo) == 1);
+}
+
+TEST_CASE("an event stamped by a producer still in flight is not overtaken, however late it is emitted") {
+    const std::string path = "/tmp/sf-agent-inflight-" + std::to_string(getpid()) + ".sfr";
+    EventQueue queue;
+    StreamWriter writer(new_recording(path));
+    kernel::SamplingConfig config;
+    Sampler sampler(config, queue, writer, nullptr);
+    REQUIRE(sampler.start().ok());
+
+    std::atomic<bool> stamped{false};
+    std::thread slow_callback([&] {
+        EventQueue::InFlight in_flight(queue);
+        const uint64_t stamp = monotonic_ns();
+        stamped = true;
+        // Far longer than the reader's fixed hold-back (20 ms), as a preempted callback might take.
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));
+        queue.emit(ThreadInfo{stamp, 1, false, "late"});
+    });
+    while (!stamped) std::this_thread::yield();
+    CHECK(queue.oldest_in_flight() != 0);
+    // Meanwhile other producers keep emitting, each with its own, later time.
+    for (int i = 0; i < 30; ++i) {
+        queue.emit(ThreadInfo{monotonic_ns(), 2, false, "prompt"});
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    slow_callback.join();
+    CHECK(queue.oldest_in_flight() == 0);
+    REQUIRE(sampler.stop(3000));
+
+    const Recorded recorded = read_back(path, 0);
+    CHECK_FALSE(recorded.damaged);
+    CHECK(recorded.thread_infos == 31);
+    CHECK(recorded.ordered);
+    std::remove(path.c_str());
 }
