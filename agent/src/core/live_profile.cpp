@@ -66,8 +66,10 @@ std::string off_cpu_path(std::string_view path) {
 }
 
 const LiveClock& system_live_clock() {
-    static const SystemClock clock;
-    return clock;
+    // Never destroyed: the decoder thread may still read the clock while the process runs its
+    // exit-time destructors, and a destroyed object with a virtual function would crash it.
+    static const SystemClock* clock = new SystemClock;
+    return *clock;
 }
 
 std::string expand_output_path(std::string_view pattern, uint32_t pid, int64_t unix_seconds) {

@@ -223,19 +223,22 @@ std::optional<uint64_t> read_pointer_field(uint64_t base, const ResolvedField& f
 
 Result<const VmLayoutOffsets*> shared_layout(int jdk_major) {
     static std::once_flag once;
-    static std::optional<Result<VmLayoutOffsets>> resolved;
+    // Never destroyed: JVM threads (ThreadEnd callbacks) may still ask while the process runs its
+    // exit-time destructors (TSan saw the destructor race with them).
+    static std::optional<Result<VmLayoutOffsets>>* resolved = nullptr;
     std::call_once(once, [&] {
+        resolved = new std::optional<Result<VmLayoutOffsets>>();
         auto tables = load_vm_struct_tables();
         if (!tables) {
-            resolved.emplace(tables.error());
+            resolved->emplace(tables.error());
             return;
         }
-        resolved.emplace(resolve_layout(*tables, jdk_major));
+        resolved->emplace(resolve_layout(*tables, jdk_major));
     });
-    if (!resolved->ok()) {
-        return resolved->error();
+    if (!(*resolved)->ok()) {
+        return (*resolved)->error();
     }
-    return &resolved->value();
+    return &(*resolved)->value();
 }
 
 Result<pid_t> os_tid_of(JNIEnv* jni, jthread thread) {
