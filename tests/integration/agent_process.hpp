@@ -62,6 +62,17 @@ inline bool deny_perf_event_open() {
            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
 }
 
+// scripts/sanitize.sh thread: a TSan-built agent needs libtsan loaded before the JVM starts, but
+// shells die with libtsan preloaded, so the runtime named by STACKFRAG_TEST_JAVA_PRELOAD is
+// preloaded into java only.
+inline void preload_for_java(const std::vector<std::string>& argv, std::map<std::string, std::string>& env) {
+    const char* preload = std::getenv("STACKFRAG_TEST_JAVA_PRELOAD");
+    const std::string& program = argv.empty() ? std::string() : argv[0];
+    if (preload != nullptr && *preload != '\0' && program.size() >= 5 && program.substr(program.size() - 5) == "/java") {
+        env["LD_PRELOAD"] = preload;
+    }
+}
+
 inline ProcessResult run_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                                  const std::string& output_prefix, int timeout_seconds,
                                  bool without_perf_events = false) {
@@ -73,6 +84,7 @@ inline ProcessResult run_process(const std::vector<std::string>& argv, const std
         if (eq != std::string::npos) merged[text.substr(0, eq)] = text.substr(eq + 1);
     }
     for (const auto& [key, value] : env) merged[key] = value;
+    preload_for_java(argv, merged);
     std::vector<std::string> env_text;
     for (const auto& [key, value] : merged) env_text.push_back(key + "=" + value);
     std::vector<char*> env_pointers;
@@ -131,12 +143,22 @@ public:
         std::vector<char*> pointers;
         for (std::string& arg : args) pointers.push_back(arg.data());
         pointers.push_back(nullptr);
+        std::map<std::string, std::string> extra;
+        preload_for_java(argv, extra);
+        std::vector<std::string> env_text;
+        for (char** entry = environ; *entry != nullptr; ++entry) {
+            if (extra.count("LD_PRELOAD") == 0 || std::string(*entry).rfind("LD_PRELOAD=", 0) != 0) env_text.emplace_back(*entry);
+        }
+        for (const auto& [key, value] : extra) env_text.push_back(key + "=" + value);
+        std::vector<char*> environment;
+        for (std::string& text : env_text) environment.push_back(text.data());
+        environment.push_back(nullptr);
         pid_ = fork();
         if (pid_ == 0) {
             const int out = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
             const int err = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
             if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) _exit(126);
-            execv(pointers[0], pointers.data());
+            execve(pointers[0], pointers.data(), environment.data());
             _exit(127);
         }
     }
