@@ -73,6 +73,12 @@ inline void preload_for_java(const std::vector<std::string>& argv, std::map<std:
     }
 }
 
+// The same for a java started by a shell command: "exec " + java_preload_prefix() + java ...
+inline std::string java_preload_prefix() {
+    const char* preload = std::getenv("STACKFRAG_TEST_JAVA_PRELOAD");
+    return preload != nullptr && *preload != '\0' ? std::string("env LD_PRELOAD=") + preload + " " : std::string();
+}
+
 inline ProcessResult run_process(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                                  const std::string& output_prefix, int timeout_seconds,
                                  bool without_perf_events = false) {

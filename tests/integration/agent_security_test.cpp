@@ -47,7 +47,7 @@ public:
 
 // java in DIR/work (its working directory), so files it might write of its own accord land there.
 sf::test::ProcessResult run_in_work_dir(const SecurityDir& dir, const std::string& java_args) {
-    const std::string command = "cd '" + dir.path + "/work' && exec " + kJava + " " + java_args;
+    const std::string command = "cd '" + dir.path + "/work' && exec " + sf::test::java_preload_prefix() + kJava + " " + java_args;
     return sf::test::run_process({"/bin/sh", "-c", command}, {}, dir.path + "/jvm", 90);
 }
 
