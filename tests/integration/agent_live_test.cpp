@@ -148,8 +148,12 @@ TEST_CASE("attach: start, status, dump and stop through jcmd JVMTI.agent_load, a
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 2, (dir + "/jvm.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    std::vector<std::string> env_text = sf::test::java_environment();
+    std::vector<char*> envp;
+    for (std::string& e : env_text) envp.push_back(e.data());
+    envp.push_back(nullptr);
     pid_t pid = 0;
-    REQUIRE(posix_spawn(&pid, kJava.c_str(), &actions, nullptr, argv.data(), environ) == 0);
+    REQUIRE(posix_spawn(&pid, kJava.c_str(), &actions, nullptr, argv.data(), envp.data()) == 0);
     posix_spawn_file_actions_destroy(&actions);
     struct Reaper {
         pid_t pid;

@@ -73,6 +73,18 @@ inline void preload_for_java(const std::vector<std::string>& argv, std::map<std:
     }
 }
 
+// This process's environment for a java it starts itself (posix_spawn, execve): with the preload.
+inline std::vector<std::string> java_environment() {
+    std::vector<std::string> out;
+    const char* preload = std::getenv("STACKFRAG_TEST_JAVA_PRELOAD");
+    const bool preloading = preload != nullptr && *preload != '\0';
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+        if (!preloading || std::string(*entry).rfind("LD_PRELOAD=", 0) != 0) out.emplace_back(*entry);
+    }
+    if (preloading) out.push_back(std::string("LD_PRELOAD=") + preload);
+    return out;
+}
+
 // The same for a java started by a shell command: "exec " + java_preload_prefix() + java ...
 inline std::string java_preload_prefix() {
     const char* preload = std::getenv("STACKFRAG_TEST_JAVA_PRELOAD");

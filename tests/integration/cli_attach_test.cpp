@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "agent_process.hpp"
 #include "shell.hpp"
 #include <chrono>
 #include <cstdio>
@@ -61,7 +62,11 @@ public:
         posix_spawn_file_actions_addopen(&actions, 1, (dir_ + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         posix_spawn_file_actions_addopen(&actions, 2, (dir_ + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
         posix_spawn_file_actions_addchdir_np(&actions, dir_.c_str());
-        REQUIRE(::posix_spawn(&pid_, kJava17.c_str(), &actions, nullptr, args.data(), environ) == 0);
+        std::vector<std::string> env_text = sf::test::java_environment();
+        std::vector<char*> envp;
+        for (std::string& e : env_text) envp.push_back(e.data());
+        envp.push_back(nullptr);
+        REQUIRE(::posix_spawn(&pid_, kJava17.c_str(), &actions, nullptr, args.data(), envp.data()) == 0);
         posix_spawn_file_actions_destroy(&actions);
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
         while (slurp(dir_ + "/out").find("ready") == std::string::npos) {
