@@ -179,7 +179,10 @@ void LiveProfile::wake_if_idle() {
 }
 
 void LiveProfile::batch_end() {
-    if (queued_bytes_.load(std::memory_order_relaxed) >= kWakeBytes || !backlog_.empty()) wake_if_idle();
+    // interval=auto steers the rate from the decoded traces (on_trace): it gets them every cycle.
+    if (settings_.on_trace || queued_bytes_.load(std::memory_order_relaxed) >= kWakeBytes || !backlog_.empty()) {
+        wake_if_idle();
+    }
 }
 
 std::chrono::nanoseconds LiveProfile::idle_wait() const {
