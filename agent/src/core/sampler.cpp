@@ -283,6 +283,7 @@ void Sampler::request_period(pid_t tid, uint64_t period_ns) {
     request->tid = tid;
     request->period_ns = period_ns;
     requests_.push(request);
+    wake();   // applied at once, not at the next idle poll (50 ms at slow rates)
 }
 
 void Sampler::wake() {
