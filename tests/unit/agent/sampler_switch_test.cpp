@@ -28,6 +28,7 @@ struct BySource {
     uint64_t switches = 0;
     uint64_t other = 0;
     uint64_t switch_with_user_stack = 0;
+    uint64_t lost = 0;   // samples the kernel could not write (any thread): the ring was full
 };
 
 BySource read_back(const std::string& path, pid_t tid) {
@@ -35,6 +36,7 @@ BySource read_back(const std::string& path, pid_t tid) {
     Result<std::unique_ptr<RecordingReader>> reader = RecordingReader::open(path);
     REQUIRE(reader.ok());
     while (std::optional<Event> event = (*reader)->next()) {
+        if (const auto* lost = std::get_if<Lost>(&*event)) counts.lost += lost->count;
         const auto* sample = std::get_if<Sample>(&*event);
         if (sample == nullptr || sample->tid != static_cast<uint32_t>(tid)) continue;
         if (sample->source == SampleSource::kPerf) ++counts.clock;
@@ -152,8 +154,10 @@ TEST_CASE("a period request reaches the thread's clock event") {
     spinner.stop();
     REQUIRE(sampler.stop(3000));
     const BySource counts = read_back(path, spinner.tid());
-    INFO("samples " << counts.clock << " over " << cpu / 1'000'000 << " ms of CPU");
-    // At 10 ms the whole run would give ~25 samples; at 100 us it gives thousands.
-    CHECK(counts.clock > cpu / 100'000 / 2);
+    INFO("samples " << counts.clock << " (lost " << counts.lost << ") over " << cpu / 1'000'000 << " ms of CPU");
+    // At 10 ms the whole run would give ~25 samples; at 100 us it gives thousands, of which a slow
+    // reader (a loaded machine, TSan) may find some lost and the kernel throttle others: more than
+    // a 1 ms period could give shows the request arrived.
+    CHECK(counts.clock + counts.lost > cpu / 1'000'000);
     std::remove(path.c_str());
 }
