@@ -43,6 +43,9 @@ struct Sampler::Request {
     bool takes_switches = false;                   // the ring receives switch samples
     bool enable_on_open = false;   // opened before the reader ran: nobody could have read it
     uint64_t period_ns = 0;        // kPeriod
+    // kOpen: from before the event is enabled until the reader has added its ring, the ring's
+    // samples are nowhere the reader looks; this keeps it from releasing past them meanwhile.
+    std::unique_ptr<EventQueue::InFlight> not_yet_read;
 };
 
 struct Sampler::Ring {
@@ -215,6 +218,7 @@ Status Sampler::add_thread(pid_t tid) {
     auto request = std::make_unique<Request>();
     request->kind = Request::Kind::kOpen;
     request->tid = tid;
+    request->not_yet_read = std::make_unique<EventQueue::InFlight>(queue_);
     if (clock_events_) {
         Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread(tid, config_);
         if (!event.ok()) return record_open_failure(std::move(event).take_error());
