@@ -67,10 +67,10 @@ inline bool deny_perf_event_open() {
 // preloaded into java only.
 inline void preload_for_java(const std::vector<std::string>& argv, std::map<std::string, std::string>& env) {
     const char* preload = std::getenv("STACKFRAG_TEST_JAVA_PRELOAD");
-    const std::string& program = argv.empty() ? std::string() : argv[0];
-    if (preload != nullptr && *preload != '\0' && program.size() >= 5 && program.substr(program.size() - 5) == "/java") {
-        env["LD_PRELOAD"] = preload;
-    }
+    // java itself, or a launcher that execs it (setpriv … /path/java …) and passes the environment on.
+    bool runs_java = false;
+    for (const std::string& arg : argv) runs_java |= arg.size() >= 5 && arg.substr(arg.size() - 5) == "/java";
+    if (preload != nullptr && *preload != '\0' && runs_java) env["LD_PRELOAD"] = preload;
 }
 
 // This process's environment for a java it starts itself (posix_spawn, execve): with the preload.
