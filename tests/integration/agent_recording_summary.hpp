@@ -41,6 +41,7 @@ struct RecordingSummary {
     uint64_t vm_infos = 0;
     bool vm_info_first = false;                   // VmInfo precedes every sample and oracle
     bool time_ordered = true;                     // samples/oracles non-decreasing in time
+    std::string first_disorder;                   // the first sample older than its predecessor
     std::set<std::string> compiled_classes;       // classes of CodeLoad methods (via MethodInfo)
     std::unordered_map<uint64_t, std::string> method_class;   // method_id -> class name
 
@@ -68,7 +69,21 @@ inline RecordingSummary summarize_recording(const std::string& path) {
     RecordingReader& reader = **opened;
     std::vector<uint64_t> code_methods;
     uint64_t last_time = 0;
+    uint32_t last_tid = 0;
     bool sample_seen = false;
+    // Says where the order broke, so a failure under load can be explained from the test's output.
+    auto check_order = [&](const Sample& sample, const char* kind) {
+        if (sample.time_ns < last_time && summary.time_ordered) {
+            summary.time_ordered = false;
+            summary.first_disorder = std::string(kind) + " of tid " + std::to_string(sample.tid) + " at " +
+                                     std::to_string(sample.time_ns) + " ns after one of tid " +
+                                     std::to_string(last_tid) + " at " + std::to_string(last_time) + " ns (" +
+                                     std::to_string((last_time - sample.time_ns) / 1000) + " us older, event " +
+                                     std::to_string(summary.events) + ")";
+        }
+        last_time = sample.time_ns;
+        last_tid = sample.tid;
+    };
     while (std::optional<Event> event = reader.next()) {
         ++summary.events;
         ++summary.by_kind[kind_of(*event)];
@@ -77,8 +92,7 @@ inline RecordingSummary summarize_recording(const std::string& path) {
             ++summary.samples;
             if (!sample->stack.empty()) ++summary.samples_with_stack;
             ++summary.threads[sample->tid].samples;
-            if (sample->time_ns < last_time) summary.time_ordered = false;
-            last_time = sample->time_ns;
+            check_order(*sample, "sample");
         } else if (const auto* oracle = std::get_if<Oracle>(&*event)) {
             sample_seen = true;
             ++summary.oracles;
@@ -88,8 +102,7 @@ inline RecordingSummary summarize_recording(const std::string& path) {
                 ++summary.threads[oracle->sample.tid].oracles_ok;
             }
             else ++summary.oracle_status[oracle->agct_status];
-            if (oracle->sample.time_ns < last_time) summary.time_ordered = false;
-            last_time = oracle->sample.time_ns;
+            check_order(oracle->sample, "oracle");
         } else if (const auto* thread = std::get_if<ThreadInfo>(&*event)) {
             ThreadSummary& entry = summary.threads[thread->tid];
             if (!thread->name.empty()) entry.name = thread->name;

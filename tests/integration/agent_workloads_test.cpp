@@ -109,6 +109,7 @@ void run_and_check(const std::string& name, const std::string& jdk, uint64_t int
     CHECK_FALSE(summary.damage.has_value());
     CHECK(summary.vm_infos == 1);
     CHECK(summary.vm_info_first);
+    INFO("order: " << summary.first_disorder);
     CHECK(summary.time_ordered);
     CHECK(summary.samples_with_stack == summary.samples);
 
