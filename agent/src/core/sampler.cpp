@@ -412,12 +412,17 @@ bool Sampler::run_cycle(int timeout_ms) {
         }
     }
     apply_requests();
+    // Every ring is read after this moment, so every sample taken before it is in hand once the
+    // drains end, however long they take: the hold-back counts from here, not from their end. A
+    // reader preempted or slowed (by a sanitizer) mid-drain for longer than the hold-back had
+    // otherwise released a later ring's samples past an earlier ring's next ones.
+    const uint64_t drains_began = monotonic_ns();
     drain_rings(ready);
     // Samples drained before the queue: an event emitted before a sample was taken is then
     // always in this cycle's queue drain or an earlier one.
     collect();
     const uint64_t now = monotonic_ns();
-    uint64_t horizon = now - kHoldbackNs;
+    uint64_t horizon = drains_began - kHoldbackNs;
     // A producer still in flight holds the rest back, but not for ever: a thread stopped inside a
     // callback or the handler (a debugger, SIGSTOP) must not make the reader hold every event.
     if (in_flight_since_ != 0 && now - in_flight_since_ < kMaxInFlightHoldNs) {
