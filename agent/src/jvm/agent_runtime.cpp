@@ -88,7 +88,11 @@ std::string jvmti_error_text(jvmtiEnv* jvmti, jvmtiError error) {
 
 class Agent;
 // Never destroyed: callbacks, the handler and daemon threads may outlive every exit hook.
-Agent* g_agent = nullptr;
+// Atomic: it is set on the thread that loads the agent and read by JVMTI callbacks on any JVM
+// thread, ordered only by HotSpot's own locking around event enabling, which a sanitizer (and the
+// C++ memory model) cannot see; the acquire load costs nothing on x86.
+std::atomic<Agent*> g_agent{nullptr};
+Agent* the_agent() { return g_agent.load(std::memory_order_acquire); }
 
 class Agent {
 public:
@@ -615,36 +619,40 @@ private:
     }
 
     // JVMTI callbacks: plain functions forwarding to the one agent.
-    static void JNICALL cb_vm_init(jvmtiEnv*, JNIEnv* jni, jthread) { g_agent->go_live(jni); }
-    static void JNICALL cb_vm_death(jvmtiEnv*, JNIEnv*) { g_agent->shutdown(); }
+    static void JNICALL cb_vm_init(jvmtiEnv*, JNIEnv* jni, jthread) { the_agent()->go_live(jni); }
+    static void JNICALL cb_vm_death(jvmtiEnv*, JNIEnv*) { the_agent()->shutdown(); }
     static void JNICALL cb_thread_start(jvmtiEnv*, JNIEnv* jni, jthread thread) {
-        g_agent->on_thread_start(jni, thread);
+        the_agent()->on_thread_start(jni, thread);
     }
-    static void JNICALL cb_thread_end(jvmtiEnv*, JNIEnv* jni, jthread thread) { g_agent->on_thread_end(jni, thread); }
+    static void JNICALL cb_thread_end(jvmtiEnv*, JNIEnv* jni, jthread thread) { the_agent()->on_thread_end(jni, thread); }
     // AsyncGetCallTrace answers only while ClassLoad events are enabled (it relies on the
     // jmethodIDs they cause); nothing to do with the event itself.
     static void JNICALL cb_class_load(jvmtiEnv*, JNIEnv*, jthread, jclass) {}
     // The code callbacks stamp their events on entry and emit them after JVMTI calls; they hold
     // an InFlight meanwhile (see EventQueue::InFlight).
     static void JNICALL cb_class_prepare(jvmtiEnv*, JNIEnv* jni, jthread thread, jclass klass) {
-        EventQueue::InFlight in_flight(g_agent->queue_);
-        if (VmCapture* capture = g_agent->capture()) capture->on_class_prepare(jni, thread, klass);
+        Agent* const agent = the_agent();
+        EventQueue::InFlight in_flight(agent->queue_);
+        if (VmCapture* capture = agent->capture()) capture->on_class_prepare(jni, thread, klass);
     }
     static void JNICALL cb_compiled_method_load(jvmtiEnv*, jmethodID method, jint code_size, const void* code_addr,
                                                 jint map_length, const jvmtiAddrLocationMap* map,
                                                 const void* compile_info) {
-        EventQueue::InFlight in_flight(g_agent->queue_);
-        if (VmCapture* capture = g_agent->capture()) {
+        Agent* const agent = the_agent();
+        EventQueue::InFlight in_flight(agent->queue_);
+        if (VmCapture* capture = agent->capture()) {
             capture->on_compiled_method_load(method, code_size, code_addr, map_length, map, compile_info);
         }
     }
     static void JNICALL cb_compiled_method_unload(jvmtiEnv*, jmethodID method, const void* code_addr) {
-        EventQueue::InFlight in_flight(g_agent->queue_);
-        if (VmCapture* capture = g_agent->capture()) capture->on_compiled_method_unload(method, code_addr);
+        Agent* const agent = the_agent();
+        EventQueue::InFlight in_flight(agent->queue_);
+        if (VmCapture* capture = agent->capture()) capture->on_compiled_method_unload(method, code_addr);
     }
     static void JNICALL cb_dynamic_code_generated(jvmtiEnv*, const char* name, const void* address, jint length) {
-        EventQueue::InFlight in_flight(g_agent->queue_);
-        if (VmCapture* capture = g_agent->capture()) capture->on_dynamic_code_generated(name, address, length);
+        Agent* const agent = the_agent();
+        EventQueue::InFlight in_flight(agent->queue_);
+        if (VmCapture* capture = agent->capture()) capture->on_dynamic_code_generated(name, address, length);
     }
 
     static constexpr jvmtiEvent kEvents[] = {
@@ -695,26 +703,27 @@ private:
 // An attach command for the agent already loaded (or for none): answered in the reply file.
 jint control(const AgentOptions& options) {
     const std::string& reply = options.reply_path;
-    const bool running = g_agent != nullptr && !g_agent->is_shut_down();
+    Agent* const agent = the_agent();
+    const bool running = agent != nullptr && !agent->is_shut_down();
     switch (options.action) {
     case AgentAction::kStatus:
-        return write_reply(reply, running ? g_agent->status_text() : "running: no\n", true), JNI_OK;
+        return write_reply(reply, running ? agent->status_text() : "running: no\n", true), JNI_OK;
     case AgentAction::kDump: {
         if (!running) return write_reply(reply, "", false, "not running"), JNI_ERR;
-        if (g_agent->live_profile() == nullptr) {
+        if (agent->live_profile() == nullptr) {
             return write_reply(reply, "", false, "no live profile: the agent records only (record= without file=); "
                                                  "decode the recording with stackfrag replay"), JNI_ERR;
         }
-        Result<std::string> written = g_agent->live_profile()->dump(options.file, kShutdownTimeoutMs * 2);
+        Result<std::string> written = agent->live_profile()->dump(options.file, kShutdownTimeoutMs * 2);
         if (!written.ok()) return write_reply(reply, "", false, written.error().describe()), JNI_ERR;
         return write_reply(reply, "written " + *written + "\n", true), JNI_OK;
     }
     case AgentAction::kStop: {
         if (!running) return write_reply(reply, "", false, "not running"), JNI_ERR;
-        g_agent->shutdown(options.file);
+        agent->shutdown(options.file);
         std::string text = "stopped\n";
-        if (LiveProfile* live = g_agent->live_profile()) text += live->summary_text() + "\n";
-        text += "backend: " + g_agent->backend_text() + "\n";
+        if (LiveProfile* live = agent->live_profile()) text += live->summary_text() + "\n";
+        text += "backend: " + agent->backend_text() + "\n";
         return write_reply(reply, text, true), JNI_OK;
     }
     case AgentAction::kNone:
@@ -743,7 +752,7 @@ jint agent_load(JavaVM* vm, const char* options_text, bool attach) {
         return JNI_ERR;
     }
     // A stopped agent stays in memory (its threads may still run its code); a start replaces it.
-    if (command || (g_agent != nullptr && !g_agent->is_shut_down())) {
+    if (Agent* loaded = the_agent(); command || (loaded != nullptr && !loaded->is_shut_down())) {
         try {
             return control(*options);
         } catch (const std::exception& e) {   // never into the JVM's attach thread
@@ -784,23 +793,24 @@ jint agent_load(JavaVM* vm, const char* options_text, bool attach) {
         return JNI_OK;
     }
     const std::string reply = options->reply_path;
-    g_agent = new Agent(vm, jvmti, std::move(options).value(), std::move(recording));
-    g_agent->setup(attach);
+    Agent* const agent = new Agent(vm, jvmti, std::move(options).value(), std::move(recording));
+    g_agent.store(agent, std::memory_order_release);   // before setup() enables the callbacks
+    agent->setup(attach);
     if (attach) {
         JNIEnv* jni = nullptr;
         if (vm->GetEnv(reinterpret_cast<void**>(&jni), JNI_VERSION_1_6) == JNI_OK) {
-            g_agent->go_live(jni);
+            agent->go_live(jni);
         } else {
             SF_LOG_ERROR("no JNIEnv in Agent_OnAttach; the JVM runs on without stackfrag");
         }
-        if (!g_agent->sampling()) return write_reply(reply, "", false, "sampling could not start (see the agent's log)"), JNI_ERR;
-        (void)write_reply(reply, "started: " + describe(g_agent->options()) + "\n", true);
+        if (!agent->sampling()) return write_reply(reply, "", false, "sampling could not start (see the agent's log)"), JNI_ERR;
+        (void)write_reply(reply, "started: " + describe(agent->options()) + "\n", true);
     }
     return JNI_OK;
 }
 
 void agent_unload() {
-    if (g_agent != nullptr) g_agent->shutdown();
+    if (Agent* agent = the_agent()) agent->shutdown();
 }
 
 }  // namespace sf::agent
