@@ -27,13 +27,14 @@ uint64_t words(int64_t n) { return static_cast<uint64_t>(n * static_cast<int64_t
 // The DecodeStats counters a step can bump, each at most once per step (a journal keeps them as bits).
 enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
-    kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kCounterCount
+    kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kCounterCount
 };
+static_assert(kCounterCount <= 16, "a journal keeps the counters of a step in 16 bits");
 constexpr uint64_t DecodeStats::* kCounterFields[kCounterCount] = {
     &DecodeStats::prologue_tops,   &DecodeStats::epilogue_tops,    &DecodeStats::partial_interpreter_tops,
     &DecodeStats::entry_frames_crossed, &DecodeStats::stub_scans,  &DecodeStats::native_frames,
     &DecodeStats::libunwind_steps, &DecodeStats::rbp_steps,        &DecodeStats::breadcrumbs_used,
-    &DecodeStats::native_rescans,  &DecodeStats::deopt_frames};
+    &DecodeStats::native_rescans,  &DecodeStats::deopt_frames,     &DecodeStats::unannounced_code_steps};
 
 // WalkState::flags
 enum : uint8_t {
@@ -475,8 +476,10 @@ Walk::Step Walk::step() {
         case CodeRegion::kCallStubReturn: return step_entry();
         case CodeRegion::kInterpreter: return step_interpreted();
         case CodeRegion::kCompiled: return step_compiled(*code.compiled);
-        case CodeRegion::kStub:
-        case CodeRegion::kUnknownCodeCache: return step_stub(code.stub);
+        case CodeRegion::kStub: return step_stub(code.stub);
+        case CodeRegion::kUnknownCodeCache:
+            bump(kUnannouncedCode);
+            return step_stub(code.stub);
         case CodeRegion::kUnknown: break;
     }
     step_consults_flags_ = true;   // after_java_ here, the sticky flags in step_native()

@@ -39,17 +39,45 @@ bool is_profile_sample(const Event& event) {
 StreamDecoder::StreamDecoder(StreamDecoderOptions options, OnTrace on_trace)
     : options_(options), on_trace_(std::move(on_trace)), decoder_(map_, options.decoder) {}
 
-void StreamDecoder::decode(const Event& event) {
+bool StreamDecoder::decode(const Event& event, bool first_attempt) {
     using Clock = std::chrono::steady_clock;
     const auto begin = Clock::now();
+    const uint64_t unannounced_before = decoder_.stats().unannounced_code_steps;
     if (const auto* jvmti = std::get_if<JvmtiTrace>(&event)) trace_from_jvmti(*jvmti, trace_);
     else decoder_.decode(*sample_of(event), trace_);
     last_decode_ns_ = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count());
+    if (first_attempt && worth_retrying(event, unannounced_before)) return false;
+    if (!first_attempt) {
+        ++retry_stats_.retried;
+        if (!worth_retrying(event, unannounced_before)) ++retry_stats_.resolved;
+    }
     if (on_trace_) on_trace_(event, trace_);
+    return true;
+}
+
+// What a later announcement can change: a failed walk (except for want of a VmInfo or of any
+// stack) and a walk through code nobody announced. A JVMTI trace is final.
+bool StreamDecoder::worth_retrying(const Event& event, uint64_t unannounced_before) const {
+    if (options_.retry_ns == 0 || sample_of(event) == nullptr) return false;
+    if (decoder_.stats().unannounced_code_steps != unannounced_before) return true;
+    return trace_.status == TraceStatus::kFailed && trace_.failure != FailReason::kNoCodeMap &&
+           trace_.failure != FailReason::kEmptyStack;
+}
+
+void StreamDecoder::retry_front() {
+    (void)decode(retries_.front(), false);
+    retries_.pop_front();
+}
+
+void StreamDecoder::retry_until(uint64_t now) {
+    while (!retries_.empty() && time_of(retries_.front()) + options_.retry_ns <= now) retry_front();
 }
 
 void StreamDecoder::consume(Event&& event) {
+    // Waiting samples the stream has now moved far enough past, before this event changes the map
+    // or takes a place among them.
+    if (!retries_.empty()) retry_until(time_of(event));
     if (becomes_trace(event)) {
         // Sample times only: they are what the map is asked about, and a stray time stamp on
         // another event must not make the map forget what a sample still needs.
@@ -57,13 +85,13 @@ void StreamDecoder::consume(Event&& event) {
         if (options_.retain_ns != 0 && sample_ns > latest_sample_ns_) {
             latest_sample_ns_ = sample_ns;
             if (latest_sample_ns_ >= next_forget_ns_) {
-                const uint64_t keep = options_.retain_ns + options_.defer_ns;
+                const uint64_t keep = options_.retain_ns + options_.defer_ns + options_.retry_ns;
                 if (latest_sample_ns_ > keep) map_.forget_before(latest_sample_ns_ - keep);
                 next_forget_ns_ = latest_sample_ns_ + 1'000'000'000;   // about once a second of stream time
             }
         }
         if (options_.defer_ns == 0) {
-            decode(event);
+            hold_for_retry_unless_decoded(std::move(event));
         } else {
             pending_.push_back(std::move(event));
         }
@@ -73,7 +101,7 @@ void StreamDecoder::consume(Event&& event) {
     // sees the map as the stream stood defer_ns past its own time.
     const uint64_t now = time_of(event);
     while (!pending_.empty() && time_of(pending_.front()) + options_.defer_ns <= now) {
-        decode(pending_.front());
+        hold_for_retry_unless_decoded(std::move(pending_.front()));
         pending_.pop_front();
     }
     // An ended thread's last walk is no use to the incremental decoder any more.
@@ -83,11 +111,18 @@ void StreamDecoder::consume(Event&& event) {
     map_.apply(std::move(event));
 }
 
+void StreamDecoder::hold_for_retry_unless_decoded(Event&& event) {
+    if (decode(event, true)) return;
+    if (retries_.size() >= options_.max_waiting_retries) retry_front();
+    retries_.push_back(std::move(event));
+}
+
 void StreamDecoder::flush() {
     while (!pending_.empty()) {
-        decode(pending_.front());
+        hold_for_retry_unless_decoded(std::move(pending_.front()));
         pending_.pop_front();
     }
+    while (!retries_.empty()) retry_front();
 }
 
 }  // namespace sf

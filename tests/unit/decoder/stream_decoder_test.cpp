@@ -1,10 +1,12 @@
-// The StreamDecoder shared by replay and the live profile: the defer rule, and forgetting unloaded
-// code only once the samples are retain_ns past it.
+// The StreamDecoder shared by replay and the live profile: the defer rule, second decodes of
+// samples whose code was announced after them, and forgetting unloaded code only once the samples
+// are retain_ns past it.
 #include <catch2/catch.hpp>
 
 #include <vector>
 
 #include "stackfrag/decoder/stream_decoder.hpp"
+#include "synthetic.hpp"
 
 using namespace sf;
 
@@ -100,4 +102,99 @@ TEST_CASE("with defer_ns a JvmtiTrace waits for the method events up to defer_ns
     CHECK(named.empty());
     stream.flush();
     CHECK(named == std::vector<bool>{true});
+}
+
+namespace {
+
+// Compiled C (method 4, frame 4 words) called from compiled D (method 5, frame 6 words), called
+// from the call stub; D is announced from the start, C only when `c` is consumed.
+struct LateCode {
+    test::World w;
+    test::FakeStack s;
+    CodeLoad c = test::nmethod(test::kCodeCacheLow + 0x10000, 4, 4);
+    uint64_t sp_c = s.at(0);
+    LateCode() {
+        test::add_scope(c, 0x50, {{test::method_id(4), 7}});
+        CodeLoad d = test::nmethod(test::kCodeCacheLow + 0x20000, 5, 6);
+        test::add_scope(d, 0x30, {{test::method_id(5), 21}});
+        w.add_code(d);
+        const uint64_t sp_d = sp_c + 4 * 8, fp_stub = s.at(0x400);
+        s.put(sp_c + 3 * 8, d.code_begin + 0x30);   // C's return address into D
+        s.put(sp_d + 5 * 8, test::kCallStubReturn);
+        s.put(sp_d + 4 * 8, fp_stub);
+        w.entry_frame(s, fp_stub);
+    }
+    Sample sample_in_c(uint64_t time) const { return test::sample_of(s, c.code_begin + 0x4f, sp_c, 0x2222, time); }
+    CodeLoad c_announced_at(uint64_t time) const {
+        CodeLoad late = c;
+        late.time_ns = time;
+        return late;
+    }
+};
+
+std::vector<uint64_t> java_methods(const CallTrace& trace) {
+    std::vector<uint64_t> out;
+    for (const Frame& f : trace.frames) {
+        if (f.method_id != 0) out.push_back(f.method_id);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("a sample in code announced after it is decoded again once the announcement is in") {
+    LateCode late;
+    const uint64_t retry = GENERATE(uint64_t{0}, uint64_t{50'000'000});
+    StreamDecoderOptions options;
+    options.decoder = test::test_options();
+    options.retry_ns = retry;
+    std::vector<CallTrace> traces;
+    StreamDecoder stream(options, [&](const Event&, const CallTrace& trace) { traces.push_back(trace); });
+    for (Event event : late.w.announced) stream.consume(std::move(event));
+
+    stream.consume(late.sample_in_c(1'000'000));
+    // The VM posts CompiledMethodLoad after the code began to run: the announcement comes behind.
+    stream.consume(late.c_announced_at(2'000'000));
+    CHECK(stream.decoder().stats().unannounced_code_steps == 1);
+    if (retry == 0) {
+        // Decoded where it stood: C was unknown memory, walked as a stub of unknown size.
+        REQUIRE(traces.size() == 1);
+        CHECK(java_methods(traces[0]) == std::vector<uint64_t>{test::method_id(5)});
+        CHECK(stream.retry_stats().retried == 0);
+        return;
+    }
+    CHECK(traces.empty());   // waiting for the stream to move 50 ms past it
+    stream.consume(ThreadInfo{40'000'000, 9, false, "within the wait"});
+    CHECK(traces.empty());
+    stream.consume(ThreadInfo{51'000'000, 9, false, "past it"});
+    REQUIRE(traces.size() == 1);
+    CHECK(traces[0].status == TraceStatus::kComplete);
+    CHECK(traces[0].time_ns == 1'000'000);
+    CHECK(java_methods(traces[0]) == std::vector<uint64_t>{test::method_id(4), test::method_id(5)});
+    CHECK(stream.retry_stats().retried == 1);
+    CHECK(stream.retry_stats().resolved == 1);
+    CHECK(stream.deferred() == 0);
+}
+
+TEST_CASE("samples waiting for a second decode are bounded, and flush decodes the rest") {
+    LateCode late;
+    StreamDecoderOptions options;
+    options.decoder = test::test_options();
+    options.max_waiting_retries = 2;
+    std::vector<uint64_t> times;
+    StreamDecoder stream(options, [&](const Event&, const CallTrace& trace) { times.push_back(trace.time_ns); });
+    for (Event event : late.w.announced) stream.consume(std::move(event));
+    for (uint64_t t = 1; t <= 3; ++t) stream.consume(late.sample_in_c(t * 1'000));
+    // The third would have been one too many: the oldest was decoded again at once, still unresolved.
+    CHECK(times == std::vector<uint64_t>{1'000});
+    CHECK(stream.deferred() == 2);
+    stream.consume(late.c_announced_at(5'000));
+    stream.flush();
+    CHECK(times == std::vector<uint64_t>{1'000, 2'000, 3'000});
+    CHECK(stream.retry_stats().retried == 3);
+    CHECK(stream.retry_stats().resolved == 2);
+    // A sample decoded well the first time is handed on at once.
+    stream.consume(late.sample_in_c(6'000));
+    CHECK(times.size() == 4);
+    CHECK(stream.retry_stats().retried == 3);
 }

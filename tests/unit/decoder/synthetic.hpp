@@ -65,6 +65,7 @@ struct World {
         vm.code_cache_high = kCodeCacheHigh;
         vm.sample_stack_bytes = kStackBytes;
         map.apply(vm);
+        announced.push_back(vm);
         for (int i = 0; i < methods; ++i) {
             MethodInfo m;
             m.time_ns = 1;
@@ -76,6 +77,7 @@ struct World {
             m.name = std::string("m").append(std::to_string(i));
             m.signature = "()V";
             map.apply(m);
+            announced.push_back(m);
         }
     }
 
@@ -111,10 +113,12 @@ struct World {
     CodeLoad& add_code(CodeLoad load) {
         load.time_ns = load.time_ns ? load.time_ns : 1;
         map.apply(load);
+        announced.push_back(load);
         loads.push_back(load);
         return loads.back();
     }
     std::vector<CodeLoad> loads;
+    std::vector<Event> announced;   // what `map` was told, in order: to tell a StreamDecoder the same
 };
 
 // A compiled method of `size` bytes at `begin` with frame size `fs`.

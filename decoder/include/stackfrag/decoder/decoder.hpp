@@ -48,6 +48,10 @@ struct DecodeStats {
     uint64_t breadcrumbs_used = 0;
     uint64_t native_rescans = 0;   // native unwinding failed; a verified Java return address was found by scanning
     uint64_t deopt_frames = 0;
+    // Steps through code-cache memory that no event had announced (yet): walked as a stub of
+    // unknown size. The VM announces compiled code after it starts running, so under load a sample
+    // can get there first; StreamDecoder decodes such samples again a little later.
+    uint64_t unannounced_code_steps = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;

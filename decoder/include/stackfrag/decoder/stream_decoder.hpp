@@ -25,6 +25,21 @@ struct StreamDecoderOptions {
     // this far past them, so a long run's map stays the size of the live code. Far beyond how
     // late the agent's time ordering lets a sample arrive (milliseconds); 0 keeps everything.
     uint64_t retain_ns = 30'000'000'000;
+    // A sample whose walk failed, or went through code-cache memory no event had announced yet, is
+    // decoded again once the stream is this far past it (its trace is handed on then, out of
+    // stream order): the VM announces compiled code and methods after they run, so under load such
+    // a sample's code often arrives just behind it. Only those samples wait (a few percent), each
+    // holding its fragment. 0: every sample is decoded once, where it stands.
+    uint64_t retry_ns = 50'000'000;
+    // At most this many samples wait for their second decode; beyond that the oldest is decoded
+    // again at once. Bounds the memory they hold (16 KB fragments: 4 MB).
+    size_t max_waiting_retries = 256;
+};
+
+// How the second decodes went.
+struct RetryStats {
+    uint64_t retried = 0;    // samples decoded a second time
+    uint64_t resolved = 0;   // of those, the second walk neither failed nor met unannounced code
 };
 
 // Whether an event's trace belongs in the application's profile: a Sample, or a JvmtiTrace
@@ -42,21 +57,28 @@ public:
     StreamDecoder& operator=(const StreamDecoder&) = delete;
 
     // One event in stream order. Samples and oracles are decoded, JVMTI traces taken as they are
-    // (now or, with defer_ns, later); everything else is applied to the code map.
+    // (now or, with defer_ns or a retry, later); everything else is applied to the code map.
     void consume(Event&& event);
-    // Decodes every deferred sample (end of stream, or a profile being written).
+    // Decodes every deferred or waiting sample (end of stream).
     void flush();
 
     const CodeMap& code_map() const { return map_; }
     const Decoder& decoder() const { return decoder_; }
     // The VM's sampling period from its VmInfo, 0 before one arrived: the weight of one sample.
     uint64_t period_ns() const { return map_.has_vm() ? map_.vm().sample_period_ns : 0; }
-    size_t deferred() const { return pending_.size(); }
+    size_t deferred() const { return pending_.size() + retries_.size(); }
+    const RetryStats& retry_stats() const { return retry_stats_; }
     // How long the decode behind the current on_trace call took (for speed reports).
     uint64_t last_decode_ns() const { return last_decode_ns_; }
 
 private:
-    void decode(const Event& event);
+    // Decodes and hands the trace on; on a first attempt that should be retried, keeps it back and
+    // says so (false).
+    bool decode(const Event& event, bool first_attempt);
+    bool worth_retrying(const Event& event, uint64_t unannounced_before) const;
+    void retry_until(uint64_t now);
+    void retry_front();
+    void hold_for_retry_unless_decoded(Event&& event);
 
     StreamDecoderOptions options_;
     OnTrace on_trace_;
@@ -64,6 +86,8 @@ private:
     Decoder decoder_;
     CallTrace trace_;
     std::deque<Event> pending_;
+    std::deque<Event> retries_;   // in stream order, waiting for their second decode
+    RetryStats retry_stats_;
     uint64_t last_decode_ns_ = 0;
     uint64_t latest_sample_ns_ = 0;
     uint64_t next_forget_ns_ = 0;
