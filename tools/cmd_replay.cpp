@@ -38,6 +38,8 @@ struct ReplayOptions {
     bool no_libunwind = false;
     bool no_incremental = false;   // walk every frame of every sample (to compare with incremental decoding)
     double defer_ms = 0;   // decode a sample once the stream is this far past its time
+    // Decode a failed sample (or one through unannounced code) again this far on; as the agent does.
+    double retry_ms = static_cast<double>(StreamDecoderOptions{}.retry_ns) / 1e6;
     std::string ids;       // one line per sample: "time_ns tid id" (docs/analyses.md, Context ids)
     std::string cct;       // the CCT json the ids refer to
     std::vector<std::string> focus, exclude;
@@ -112,6 +114,7 @@ int run_replay(const ReplayOptions& options) {
     // A sample is decoded once the stream has moved `defer_ms` past its time, so code and method
     // announcements that the VM posted after the sample was taken can still be applied first.
     stream_options.defer_ns = static_cast<uint64_t>(options.defer_ms * 1e6);
+    stream_options.retry_ns = static_cast<uint64_t>(options.retry_ms * 1e6);
     std::function<void(const Event&, const CallTrace&)> on_trace;
     StreamDecoder stream(stream_options, [&on_trace](const Event& e, const CallTrace& t) { on_trace(e, t); });
     const CodeMap& map = stream.code_map();
@@ -246,7 +249,8 @@ int run_replay(const ReplayOptions& options) {
                       {"entry_frames_crossed", st.entry_frames_crossed}, {"stub_scans", st.stub_scans},
                       {"native_frames", st.native_frames},   {"libunwind_steps", st.libunwind_steps},
                       {"rbp_steps", st.rbp_steps},           {"breadcrumbs_used", st.breadcrumbs_used}, {"native_rescans", st.native_rescans},
-                      {"deopt_frames", st.deopt_frames}};
+                      {"deopt_frames", st.deopt_frames},     {"unannounced_code_steps", st.unannounced_code_steps}};
+        j["retried"] = {{"samples", stream.retry_stats().retried}, {"resolved", stream.retry_stats().resolved}};
         j["incremental"] = {{"samples", st.incremental_samples}, {"steps_reused", st.steps_reused},
                             {"frames_reused", st.frames_reused}};
         if (!filter.empty()) {
@@ -285,6 +289,9 @@ int run_replay(const ReplayOptions& options) {
                    st.stub_scans, st.native_frames, st.libunwind_steps, st.rbp_steps, st.native_rescans, st.deopt_frames);
         fmt::print("incremental          {} samples took over {} steps, {} frames of their thread's last walk\n",
                    st.incremental_samples, st.steps_reused, st.frames_reused);
+        fmt::print("decoded again        {} samples that failed or met unannounced code; {} resolved by then "
+                   "(unannounced-code steps in all walks: {})\n",
+                   stream.retry_stats().retried, stream.retry_stats().resolved, st.unannounced_code_steps);
         if (pairs) {
             fmt::print("oracle pairs         {} (both ok {})\n", pairs, both_ok);
             fmt::print("identical to ASGCT   {} ({:.2f}% of both ok); apart from the top bci {} ({:.2f}%)\n", identical,
@@ -349,6 +356,12 @@ void add_replay(CLI::App& app, int& exit_code) {
     cmd->add_option("--defer-ms", options->defer_ms,
                     "decode each sample only once the stream is this many ms past it (lets late code "
                     "announcements arrive first; 0 decodes in stream order, as the agent does)");
+    cmd->add_option("--retry-ms", options->retry_ms,
+                    "decode a sample again this many ms of stream later when its walk failed or went through code "
+                    "no event had announced yet (the VM announces code after it runs); 0 decodes each sample once. "
+                    "The agent's live profile uses the default")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     cmd->add_flag("--no-libunwind", options->no_libunwind, "unwind native code by the rbp chain only");
     cmd->add_option("--ids", options->ids,
                     "write one line per sample to FILE: \"time_ns tid id\", id the sample's node in the --cct tree "

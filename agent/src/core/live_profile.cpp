@@ -533,6 +533,7 @@ LiveCounts LiveProfile::counts(size_t top) const {
     out.jvmti_traces = jvmti_traces_.load();
     out.decoder_cpu_ns = decoder_cpu_ns_.load();
     out.stack_bytes = stream_ && stream_->code_map().has_vm() ? stream_->code_map().vm().sample_stack_bytes : 0;
+    if (stream_) out.retried = stream_->retry_stats();
     out.dropped = dropped_.load();
     out.metadata_dropped = metadata_dropped_.load();
     out.lost = lost_total_.load();
@@ -594,6 +595,10 @@ std::string LiveProfile::summary_text(size_t top) const {
     if (!c.failed_by_reason.empty()) {
         out += "\n  failed by reason:";
         for (const auto& [reason, n] : c.failed_by_reason) out += " " + reason + "=" + std::to_string(n);
+    }
+    if (c.retried.retried != 0) {
+        out += "\n  decoded again once later code announcements were in (failed or through unannounced code): " +
+               std::to_string(c.retried.retried) + ", of which " + std::to_string(c.retried.resolved) + " resolved";
     }
     if (c.metadata_dropped != 0) out += "\n  code events dropped by the live queue: " + std::to_string(c.metadata_dropped);
     if (!filter_.empty()) {

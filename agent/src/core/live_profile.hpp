@@ -82,6 +82,7 @@ struct LiveCounts {
     uint64_t failed = 0;
     profile::FilterCounts filtered;   // decoded samples the filter dropped (in decoded, not in the tree)
     std::map<std::string, uint64_t> failed_by_reason;
+    RetryStats retried;            // samples decoded a second time, after late code announcements
     std::vector<std::pair<std::string, uint64_t>> top_self;   // method/symbol, self samples; most first
     uint64_t files_written = 0;
     uint64_t write_errors = 0;
