@@ -70,7 +70,18 @@ TEST_CASE("unloaded classes and code never misattribute a decoded frame (JDK 17,
                 j["retried"]["samples"].get<unsigned long long>(), j["retried"]["resolved"].get<unsigned long long>());
     std::fflush(stdout);
     REQUIRE(both_ok >= 50);
+#if defined(__SANITIZE_THREAD__)
+    // No reference under TSan: it defers an asynchronous signal that arrives in uninstrumented code
+    // (the JIT's) to the thread's next libc call it intercepts, then runs the handler with the
+    // context of the arrival. The oracle's registers then come from one moment, its stack copy and
+    // AsyncGetCallTrace from a later one (seen: registers in compiled Payload.step, ASGCT in
+    // System.currentTimeMillis), so its pairs disagree for reasons that are not the decoder's
+    // (91-96 % here). The perf samples the profile is made of are taken by the kernel and are not
+    // affected; the ASan and normal builds check the agreement.
+    if (same / both_ok < 0.95) WARN("TSan: agreement with ASGCT " << 100.0 * same / both_ok << "% (not checked)");
+#else
     CHECK(same / both_ok >= 0.95);
+#endif
     // Live decoding saw the same churn the same way.
     REQUIRE(std::regex_search(r.err, m, std::regex("(\\d+) \\(live queue full\\)")));
     if (m[1] == "0") CHECK(sf::test::read_text_file(live) == sf::test::read_text_file(replayed));
