@@ -99,6 +99,11 @@ TEST_CASE("good options let the JVM start and exit normally") {
         CHECK(result.err.find("[stackfrag] error") == std::string::npos);
     }
     CHECK(access(recording.c_str(), R_OK) == 0);
+    // At the default log level too, the executable files are announced before any sample (native
+    // frames need them to be unwound and named); they once were only where debug logging was on.
+    const sf::test::RecordingSummary summary = sf::test::summarize_recording(recording);
+    REQUIRE(summary.opened);
+    CHECK(summary.modules_before_first_sample >= 3);   // java, libjvm, libc at least
     // The recording refuses to overwrite: the user is told, the JVM does not start.
     const sf::test::ProcessResult again = java_version("record=" + recording);
     CHECK(again.exit_code != 0);

@@ -42,6 +42,7 @@ struct RecordingSummary {
     bool vm_info_first = false;                   // VmInfo precedes every sample and oracle
     bool time_ordered = true;                     // samples/oracles non-decreasing in time
     std::string first_disorder;                   // the first sample older than its predecessor
+    uint64_t modules_before_first_sample = 0;     // ModuleMap events ahead of every sample
     std::set<std::string> compiled_classes;       // classes of CodeLoad methods (via MethodInfo)
     std::unordered_map<uint64_t, std::string> method_class;   // method_id -> class name
 
@@ -112,6 +113,8 @@ inline RecordingSummary summarize_recording(const std::string& path) {
             if (lost->tid != 0) summary.threads[lost->tid].lost += lost->count;
         } else if (std::holds_alternative<VmInfo>(*event)) {
             if (summary.vm_infos++ == 0) summary.vm_info_first = !sample_seen;
+        } else if (std::holds_alternative<ModuleMap>(*event)) {
+            if (!sample_seen) ++summary.modules_before_first_sample;
         } else if (const auto* method = std::get_if<MethodInfo>(&*event)) {
             summary.method_class[method->method_id] = method->class_name;
         } else if (const auto* code = std::get_if<CodeLoad>(&*event)) {

@@ -141,7 +141,9 @@ public:
         }
         SF_LOG_INFO("%s", capture_->describe().c_str());
         // Before the reader starts, so that the first native frames already have their modules.
-        SF_LOG_DEBUG("%zu executable files announced", modules_.refresh(monotonic_ns(), queue_));
+        // (Not inside the log call: its arguments are evaluated only when debug logging is on.)
+        const size_t announced = modules_.refresh(monotonic_ns(), queue_);
+        SF_LOG_DEBUG("%zu executable files announced", announced);
         if (live_profile_) {
             if (Status live = live_profile_->start(); !live.ok()) {
                 SF_LOG_ERROR("no live profile: %s", live.error().describe().c_str());
