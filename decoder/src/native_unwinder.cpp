@@ -43,9 +43,6 @@ struct NativeUnwinder::Module {
     size_t strtab_size = 0;
     bool symbols_loaded = false;
     std::map<uint64_t, std::string> demangled;   // cache per symbol address
-    // What code between the module's symbols is called: "[libjvm.so]". Most of HotSpot is hidden
-    // from .dynsym in a stripped libjvm; the module still says where the time went.
-    std::string unnamed;
 
     ~Module() {
         if (image) munmap(const_cast<uint8_t*>(image), size);
@@ -327,14 +324,8 @@ const std::string& NativeUnwinder::symbol(uint64_t pc) {
     uint64_t bias = 0;
     Module* m = module_for(pc, bias);
     if (!m) return empty_;
-    if (const std::string* s = m->symbol_at(pc - bias)) return *s;
-    if (m->unnamed.empty()) {
-        const size_t slash = m->path.find_last_of('/');
-        m->unnamed.assign(1, '[');
-        m->unnamed.append(m->path, slash == std::string::npos ? 0 : slash + 1, std::string::npos);
-        m->unnamed.push_back(']');
-    }
-    return m->unnamed;
+    const std::string* s = m->symbol_at(pc - bias);
+    return s ? *s : empty_;
 }
 
 }  // namespace sf::detail

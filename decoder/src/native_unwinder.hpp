@@ -28,8 +28,7 @@ public:
     // pc is the interrupted instruction (not a return address).
     bool step_dwarf(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp, bool top, NativeStep& out);
 
-    // The symbol containing pc; "[libname.so]" for a pc in a readable module but in none of its
-    // symbols; "" when no module is known. Stable until the next call.
+    // The symbol containing pc ("" when unknown); stable until the next call.
     const std::string& symbol(uint64_t pc);
 
     struct Module;   // an mmapped ELF file with its unwind table and symbols

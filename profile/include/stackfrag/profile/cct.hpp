@@ -53,8 +53,7 @@ inline constexpr FrameId kRootFrame = 0;
 struct FrameDesc {
     FrameType type = FrameType::kNative;
     // Java: "java/lang/String.indexOf" (class in internal form, as async-profiler writes it);
-    // native and stub: the symbol ("[libjvm.so]" for code of a known module between its symbols),
-    // "[unknown]" without one; thread: "[main tid=42]".
+    // native and stub: the symbol, "[unknown]" without one; thread: "[main tid=42]".
     std::string name;
     std::string signature;     // Java: "(I)I"; empty otherwise
     std::string source_file;   // Java: "String.java" as the class file says; empty when unknown
