@@ -65,24 +65,37 @@ bool StreamDecoder::worth_retrying(const Event& event, uint64_t unannounced_befo
            trace_.failure != FailReason::kEmptyStack;
 }
 
-void StreamDecoder::retry_front() {
-    (void)decode(retries_.front(), false);
-    retries_.pop_front();
+void StreamDecoder::retry_front(std::deque<Event>& queue) {
+    (void)decode(queue.front(), false);
+    queue.pop_front();
 }
 
-void StreamDecoder::retry_until(uint64_t now) {
-    while (!retries_.empty() && time_of(retries_.front()) + options_.retry_ns <= now) retry_front();
+void StreamDecoder::retry_until(uint64_t now, bool profile_too) {
+    // Oldest first across both queues, so that the traces come out in the order of their samples.
+    auto due = [&](const std::deque<Event>& q) { return !q.empty() && time_of(q.front()) + options_.retry_ns <= now; };
+    while (true) {
+        const bool profile_due = profile_too && due(retries_);
+        const bool oracle_due = due(oracle_retries_);
+        if (!profile_due && !oracle_due) return;
+        const bool oracle_first =
+            oracle_due && (!profile_due || time_of(oracle_retries_.front()) < time_of(retries_.front()));
+        retry_front(oracle_first ? oracle_retries_ : retries_);
+    }
 }
 
 void StreamDecoder::consume(Event&& event) {
+    // The validator's samples must not change how the profile's are decoded: the live profile
+    // never sees them, replay decodes them too, and both must give the same profile. So an oracle
+    // neither moves the profile's second decodes earlier nor counts as the stream's sample time.
+    const bool oracle = std::holds_alternative<Oracle>(event);
     // Waiting samples the stream has now moved far enough past, before this event changes the map
     // or takes a place among them.
-    if (!retries_.empty()) retry_until(time_of(event));
+    if (!retries_.empty() || !oracle_retries_.empty()) retry_until(time_of(event), !oracle);
     if (becomes_trace(event)) {
         // Sample times only: they are what the map is asked about, and a stray time stamp on
         // another event must not make the map forget what a sample still needs.
         const uint64_t sample_ns = time_of(event);
-        if (options_.retain_ns != 0 && sample_ns > latest_sample_ns_) {
+        if (options_.retain_ns != 0 && !oracle && sample_ns > latest_sample_ns_) {
             latest_sample_ns_ = sample_ns;
             if (latest_sample_ns_ >= next_forget_ns_) {
                 const uint64_t keep = options_.retain_ns + options_.defer_ns + options_.retry_ns;
@@ -113,8 +126,10 @@ void StreamDecoder::consume(Event&& event) {
 
 void StreamDecoder::hold_for_retry_unless_decoded(Event&& event) {
     if (decode(event, true)) return;
-    if (retries_.size() >= options_.max_waiting_retries) retry_front();
-    retries_.push_back(std::move(event));
+    // Each kind is bounded on its own: waiting oracles must not push a profile sample out early.
+    std::deque<Event>& queue = std::holds_alternative<Oracle>(event) ? oracle_retries_ : retries_;
+    if (queue.size() >= options_.max_waiting_retries) retry_front(queue);
+    queue.push_back(std::move(event));
 }
 
 void StreamDecoder::flush() {
@@ -122,7 +137,11 @@ void StreamDecoder::flush() {
         hold_for_retry_unless_decoded(std::move(pending_.front()));
         pending_.pop_front();
     }
-    while (!retries_.empty()) retry_front();
+    while (!retries_.empty() || !oracle_retries_.empty()) {
+        const bool oracle_first = retries_.empty() || (!oracle_retries_.empty() &&
+                                                       time_of(oracle_retries_.front()) < time_of(retries_.front()));
+        retry_front(oracle_first ? oracle_retries_ : retries_);
+    }
 }
 
 }  // namespace sf

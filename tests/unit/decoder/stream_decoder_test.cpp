@@ -198,3 +198,44 @@ TEST_CASE("samples waiting for a second decode are bounded, and flush decodes th
     CHECK(times.size() == 4);
     CHECK(stream.retry_stats().retried == 3);
 }
+
+TEST_CASE("the validator's samples change nothing about the profile's: the live profile never decodes them") {
+    // Replay decodes the oracles as well; the agent's live profile drops them before its decoder.
+    // Both must give the same profile at the same points of the stream, so the oracles neither
+    // bound nor time the profile's second decodes. Here 3 oracles in unannounced code wait beside
+    // one profile sample, with room for 2 waiting samples.
+    LateCode late;
+    const bool with_oracles = GENERATE(false, true);
+    StreamDecoderOptions options;
+    options.decoder = test::test_options();
+    options.max_waiting_retries = 2;
+    std::vector<CallTrace> profile;
+    size_t oracle_traces = 0;
+    StreamDecoder stream(options, [&](const Event& event, const CallTrace& trace) {
+        if (is_profile_sample(event)) profile.push_back(trace);
+        else ++oracle_traces;
+    });
+    for (Event event : late.w.announced) stream.consume(std::move(event));
+    stream.consume(late.sample_in_c(1'000'000));
+    if (with_oracles) {
+        for (uint64_t t = 2; t <= 4; ++t) stream.consume(Oracle{late.sample_in_c(t * 1'000'000), 1, {}});
+        // The third found the oracles' room taken: the oldest oracle was decoded again at once,
+        // not the profile's sample.
+        CHECK(oracle_traces == 1);
+        CHECK(profile.empty());
+    }
+    stream.consume(late.c_announced_at(5'000'000));
+    if (with_oracles) {
+        // Past the profile sample's wait, but an oracle: the second decode waits for the next
+        // event the live profile sees too.
+        stream.consume(Oracle{late.sample_in_c(60'000'000), 1, {}});
+        CHECK(profile.empty());
+    }
+    stream.consume(ThreadInfo{62'000'000, 9, false, "past it"});
+    REQUIRE(profile.size() == 1);
+    CHECK(profile[0].time_ns == 1'000'000);
+    CHECK(java_methods(profile[0]) == std::vector<uint64_t>{test::method_id(4), test::method_id(5)});
+    stream.flush();
+    CHECK(oracle_traces == (with_oracles ? 4u : 0u));
+    CHECK(stream.deferred() == 0);
+}

@@ -32,7 +32,8 @@ struct StreamDecoderOptions {
     // holding its fragment. 0: every sample is decoded once, where it stands.
     uint64_t retry_ns = 50'000'000;
     // At most this many samples wait for their second decode; beyond that the oldest is decoded
-    // again at once. Bounds the memory they hold (16 KB fragments: 4 MB).
+    // again at once. Bounds the memory they hold (16 KB fragments: 4 MB), for the profile's samples
+    // and the validator's (Oracle) each.
     size_t max_waiting_retries = 256;
 };
 
@@ -66,7 +67,7 @@ public:
     const Decoder& decoder() const { return decoder_; }
     // The VM's sampling period from its VmInfo, 0 before one arrived: the weight of one sample.
     uint64_t period_ns() const { return map_.has_vm() ? map_.vm().sample_period_ns : 0; }
-    size_t deferred() const { return pending_.size() + retries_.size(); }
+    size_t deferred() const { return pending_.size() + retries_.size() + oracle_retries_.size(); }
     const RetryStats& retry_stats() const { return retry_stats_; }
     // How long the decode behind the current on_trace call took (for speed reports).
     uint64_t last_decode_ns() const { return last_decode_ns_; }
@@ -76,8 +77,10 @@ private:
     // says so (false).
     bool decode(const Event& event, bool first_attempt);
     bool worth_retrying(const Event& event, uint64_t unannounced_before) const;
-    void retry_until(uint64_t now);
-    void retry_front();
+    // Second decodes of the samples the stream is now retry_ns past (of the oracles only, unless
+    // `profile_too`).
+    void retry_until(uint64_t now, bool profile_too);
+    void retry_front(std::deque<Event>& queue);
     void hold_for_retry_unless_decoded(Event&& event);
 
     StreamDecoderOptions options_;
@@ -86,7 +89,9 @@ private:
     Decoder decoder_;
     CallTrace trace_;
     std::deque<Event> pending_;
-    std::deque<Event> retries_;   // in stream order, waiting for their second decode
+    // In stream order, waiting for their second decode: the profile's samples, the validator's.
+    std::deque<Event> retries_;
+    std::deque<Event> oracle_retries_;
     RetryStats retry_stats_;
     uint64_t last_decode_ns_ = 0;
     uint64_t latest_sample_ns_ = 0;
