@@ -298,6 +298,7 @@ void CodeMap::apply_module(const ModuleMap& module) {
     auto pos = std::upper_bound(modules_.begin(), modules_.end(), module.begin,
                                 [](uint64_t b, const ModuleMap& m) { return b < m.begin; });
     modules_.insert(pos, module);
+    ++modules_generation_;
 }
 
 const ModuleMap* CodeMap::module_at(uint64_t address) const {

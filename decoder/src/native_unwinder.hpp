@@ -35,10 +35,14 @@ public:
 
 private:
     Module* module_for(uint64_t pc, uint64_t& load_bias);
+    // A word of a module file outside its executable mapping, by address alone.
+    bool read_module_data(uint64_t address, uint64_t& out);
+    void refresh();
 
     const CodeMap& map_;
     bool use_dwarf_;
     bool symbolize_;
+    uint64_t generation_ = ~0ull;
     std::unordered_map<std::string, std::unique_ptr<Module>> modules_;   // by path
     void* address_space_ = nullptr;                                      // unw_addr_space_t
     std::string empty_;

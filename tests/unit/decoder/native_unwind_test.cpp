@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <pthread.h>
+#include <signal.h>
 
 #include <cstring>
 #include <fstream>
@@ -69,6 +70,16 @@ __attribute__((noinline)) void unwind_level3() { take_snapshot(); asm volatile("
 __attribute__((noinline)) void unwind_level2() { unwind_level3(); asm volatile("" ::: "memory"); }
 __attribute__((noinline)) void unwind_level1() { unwind_level2(); asm volatile("" ::: "memory"); }
 
+__attribute__((noinline)) void snapshot_in_handler(int) { take_snapshot(); asm volatile("" ::: "memory"); }
+__attribute__((noinline)) void signal_level2() { raise(SIGUSR2); asm volatile("" ::: "memory"); }
+__attribute__((noinline)) void signal_level1() { signal_level2(); asm volatile("" ::: "memory"); }
+
+std::string symbols_of(const CallTrace& t) {
+    std::string names;
+    for (const auto& f : t.frames) names += f.symbol + "\n";
+    return names;
+}
+
 }  // namespace
 
 TEST_CASE("native frames are unwound with libunwind and named from the ELF symbols", "[decoder][native]") {
@@ -89,4 +100,30 @@ TEST_CASE("native frames are unwound with libunwind and named from the ELF symbo
     CHECK(names.find("unwind_level2") != std::string::npos);
     CHECK(names.find("unwind_level1") != std::string::npos);
     CHECK(d.stats().libunwind_steps >= 3);
+}
+
+TEST_CASE("a signal frame is crossed the same way whether or not libunwind has its row cached", "[decoder][native]") {
+    // The snapshot is taken in a signal handler: above it, glibc's sigreturn trampoline, whose
+    // unwind row is made of DWARF expressions that libunwind reads from libc's .eh_frame when it
+    // applies the row. The second decode finds the row in libunwind's cache, so it makes no
+    // find_proc_info call; it must still read those expressions, or it walks on by rbp instead and
+    // the trace depends on what was decoded before (the live profile and replay then differed).
+    struct sigaction action {}, previous {};
+    action.sa_handler = snapshot_in_handler;
+    sigemptyset(&action.sa_mask);
+    REQUIRE(sigaction(SIGUSR2, &action, &previous) == 0);
+    signal_level1();
+    sigaction(SIGUSR2, &previous, nullptr);
+    test::World w;
+    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    DecoderOptions options;
+    options.incremental = false;   // the second walk must step again, not take over the first
+    Decoder d(w.map, options);
+    const CallTrace first = d.decode(g_snapshot);
+    const CallTrace second = d.decode(g_snapshot);
+    INFO("first:\n" << symbols_of(first) << "second:\n" << symbols_of(second));
+    CHECK(symbols_of(first).find("snapshot_in_handler") != std::string::npos);
+    CHECK(symbols_of(first).find("signal_level2") != std::string::npos);
+    CHECK(symbols_of(first).find("signal_level1") != std::string::npos);
+    CHECK(second.frames == first.frames);
 }

@@ -89,6 +89,8 @@ public:
     // The executable mapping containing `address`, or null.
     const ModuleMap* module_at(uint64_t address) const;
     const std::vector<ModuleMap>& modules() const { return modules_; }
+    // Bumped whenever a module is added or replaced (native-unwind caches key on it).
+    uint64_t modules_generation() const { return modules_generation_; }
 
     // PcDesc selection (hotspot-frames.md §c.2) over the scopes of one CodeLoad.
     static const PcScope* scope_at(const CodeLoad& code, uint32_t pc_offset);          // exact
@@ -179,6 +181,7 @@ private:
     std::unordered_map<uint64_t, std::vector<MethodVersion>> versions_by_ptr_;   // sorted by time
 
     std::vector<ModuleMap> modules_;   // sorted by begin, non-overlapping
+    uint64_t modules_generation_ = 0;
 
     uint64_t epoch_ = 0;
     uint64_t time_horizon_ = 0;
