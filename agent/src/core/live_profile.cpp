@@ -532,11 +532,18 @@ LiveCounts LiveProfile::counts(size_t top) const {
     out.samples = samples_.load();
     out.jvmti_traces = jvmti_traces_.load();
     out.decoder_cpu_ns = decoder_cpu_ns_.load();
-    out.stack_bytes = stream_ && stream_->code_map().has_vm() ? stream_->code_map().vm().sample_stack_bytes : 0;
-    if (stream_) out.retried = stream_->retry_stats();
     out.dropped = dropped_.load();
     out.metadata_dropped = metadata_dropped_.load();
     out.lost = lost_total_.load();
+    out.off_cpu_samples = off_cpu_offered_.load();
+    out.samples -= std::min(out.samples, out.off_cpu_samples);
+    if (started_.load()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        out.decoder_running = !finished_;
+    }
+    if (out.decoder_running) return out;
+    out.stack_bytes = stream_ && stream_->code_map().has_vm() ? stream_->code_map().vm().sample_stack_bytes : 0;
+    if (stream_) out.retried = stream_->retry_stats();
     profile::TraceCounts all = past_counts_;
     const profile::TraceCounts& now = cct_->trace_counts();
     all.added += now.added;
@@ -561,8 +568,6 @@ LiveCounts LiveProfile::counts(size_t top) const {
     if (out.top_self.size() > top) out.top_self.resize(top);
     out.files_written = files_written_;
     out.write_errors = write_errors_;
-    out.off_cpu_samples = off_cpu_offered_.load();
-    out.samples -= std::min(out.samples, out.off_cpu_samples);
     out.off_cpu_decoded = off_cpu_past_counts_.added + off_cpu_cct_->trace_counts().added;
     out.off_cpu_failed = off_cpu_past_counts_.failed + off_cpu_cct_->trace_counts().failed;
     std::map<std::string, uint64_t> off_self = off_cpu_past_self_;
@@ -578,6 +583,14 @@ std::string LiveProfile::summary_text(size_t top) const {
     const LiveCounts c = counts(top);
     char line[512];
     std::string out;
+    if (c.decoder_running) {
+        snprintf(line, sizeof line,
+                 "stop summary: %llu samples taken; the live decoder had not finished, no decode figures; "
+                 "lost %llu (kernel), %llu (live queue full)",
+                 static_cast<unsigned long long>(c.samples), static_cast<unsigned long long>(c.lost),
+                 static_cast<unsigned long long>(c.dropped));
+        return line;
+    }
     snprintf(line, sizeof line,
              "stop summary: %llu samples taken%s; decoded %.1f%% (%llu), incomplete %.1f%% (%llu), failed %.1f%% (%llu); "
              "lost %llu (kernel), %llu (live queue full)",

@@ -91,6 +91,9 @@ struct LiveCounts {
     uint64_t off_cpu_decoded = 0;
     uint64_t off_cpu_failed = 0;
     std::vector<std::pair<std::string, uint64_t>> off_cpu_top_self;
+    // The decoder thread was still at work (a stop that timed out): only the counts kept in
+    // atomics above `decoded` are filled; the rest belong to that thread and were not read.
+    bool decoder_running = false;
 };
 
 class LiveProfile final : public EventTap {
@@ -124,6 +127,8 @@ public:
     uint64_t samples_offered() const { return samples_.load(std::memory_order_relaxed); }
     uint64_t samples_decoded() const { return decoded_total_.load(std::memory_order_relaxed); }
     // After stop() (or from the thread calling poll_once): the whole run, over all rotations.
+    // Safe from any thread once stop() returned; if the decoder thread did not finish in time, says
+    // so (decoder_running) rather than read what it still writes.
     LiveCounts counts(size_t top = 10) const;
     // The stop summary block for the log.
     std::string summary_text(size_t top = 10) const;
@@ -190,7 +195,7 @@ private:
     uint64_t filtered_incomplete_ = 0;   // of those, incomplete traces
     uint64_t lost_at_interval_start_ = 0;   // lost_since_start() when the current interval began
 
-    std::mutex mutex_;
+    mutable std::mutex mutex_;
     std::condition_variable wake_;
     // The decoder thread sleeps until the reader hands it something (or a request, a rotation or
     // the bound of its wait comes), rather than polling its queue hundreds of times a second.

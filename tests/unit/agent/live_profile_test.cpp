@@ -242,8 +242,19 @@ TEST_CASE("dump from another thread writes the current profile; stop writes the 
     CHECK_FALSE(live.dump(dir + "/bad.txt", 1000).ok());
 
     live.observe(chain_sample(w, 5000));
+    // While the decoder thread works (as after a stop that timed out) its tree is not read: only
+    // the counts kept in atomics, and the summary says why the rest is missing.
+    const agent::LiveCounts during = live.counts();
+    CHECK(during.decoder_running);
+    CHECK(during.samples == 5);
+    CHECK(during.decoded == 0);
+    CHECK(during.top_self.empty());
+    CHECK(live.summary_text().find("5 samples taken; the live decoder had not finished") != std::string::npos);
     live.stop(5000);
     CHECK_FALSE(live.running());
+    const agent::LiveCounts after = live.counts();
+    CHECK_FALSE(after.decoder_running);
+    CHECK(after.decoded == 5);
     Result<profile::Cct> final_profile = profile::read_profile(dir + "/final.json");
     REQUIRE(final_profile.ok());
     CHECK(final_profile->total_samples() == 5);
