@@ -191,8 +191,10 @@ TEST_CASE("the JVM exiting while the reader is busy leaves complete outputs", "[
 TEST_CASE("a full output location: the error names the file and why, the JVM runs on, the profile is kept "
           "for the next write and an attach dump", "[faults]") {
     FaultsDir dir("full");
-    // A 256 KB tmpfs, filled before the JVM starts, mounted in a mount namespace of the JVM's own
-    // (unshare -m as root; a user namespace otherwise) so it goes away with the JVM.
+    // A 4 MB tmpfs, filled before the JVM starts, mounted in a mount namespace of the JVM's own
+    // (unshare -m as root; a user namespace otherwise) so it goes away with the JVM. Once the
+    // filler is gone the whole profile must fit: with native frames named (long C++ names), 256 KB
+    // was too small under ASan, where the writes went on failing after the space came back.
     const bool root = geteuid() == 0;
     if (sf::test::run_shell(std::string("unshare ") + (root ? "-m" : "-rm") + " true 2>&1").exit_code != 0) {
         WARN("SKIPPED: neither root nor user namespaces here; cannot mount a full file system");
@@ -202,7 +204,7 @@ TEST_CASE("a full output location: the error names the file and why, the JVM run
     std::filesystem::create_directory(full);
     const std::string java = kJava + " -agentpath:" + kAgent + "=interval=1ms,loop=1s,file=" + full +
                              "/prof.json -cp " + dir.path + " Faults busy 2 9000";
-    const std::string script = "mount -t tmpfs -o size=256k tmpfs " + full + " && (dd if=/dev/zero of=" + full +
+    const std::string script = "mount -t tmpfs -o size=4m tmpfs " + full + " && (dd if=/dev/zero of=" + full +
                                "/filler bs=4k >/dev/null 2>&1; true) && exec " + sf::test::java_preload_prefix() + java;
     sf::test::BackgroundProcess jvm({"/usr/bin/unshare", root ? "-m" : "-rm", "/bin/sh", "-c", script}, dir.path + "/jvm");
     const pid_t pid = jvm.pid();   // unshare and sh exec: this is the JVM
