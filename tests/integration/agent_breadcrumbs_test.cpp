@@ -14,6 +14,8 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -40,9 +42,11 @@ bool exists(const std::string& path) {
 struct NativeTops {
     uint64_t samples = 0, decoded_all = 0;
     uint64_t decoded = 0, failed = 0, breadcrumbs_used = 0, rescans = 0;
-    // Decoded traces whose last Java frame is one of the driver's natives, with only native frames
-    // (no '.') above it: native-top samples decoded to the right Java caller.
-    uint64_t in_driver_natives = 0;
+    // Samples in the natives' own code (every frame above the last Java frame is a function of
+    // bc_natives.c, or '[unknown]' while its library is not announced yet), and of those the ones
+    // whose last Java frame is the native method itself: decoded to the right Java caller. Samples
+    // elsewhere in native code (libjvm, libc, a sanitizer's runtime) are in neither.
+    uint64_t in_natives_code = 0, in_driver_natives = 0;
     double pct() const { return decoded + failed ? 100.0 * double(decoded) / double(decoded + failed) : 0; }
 };
 
@@ -62,11 +66,29 @@ NativeTops replay(const std::string& recording, const std::string& tag) {
     t.decoded = native_tops - t.failed;
     t.breadcrumbs_used = j["stats"].value("breadcrumbs_used", uint64_t{0});
     t.rescans = j["stats"].value("native_rescans", uint64_t{0});
-    static const std::regex native_top(R"(;BcNatives\.(mix|many|fsum|registered)_\[[^\]]*\](;[^;.]+)+ ([0-9]+)$)");
+    static const std::regex java_frame(R"(_\[[^\]]*\]$)");
+    static const std::regex driver_native(R"(^BcNatives\.(mix|many|fsum|registered)_\[[^\]]*\]$)");
+    static const std::set<std::string> natives_code = {"[unknown]", "spin", "registered", "Java_BcNatives_mix",
+                                                       "Java_BcNatives_many", "Java_BcNatives_fsum"};
     std::ifstream lines(collapsed);
     for (std::string line; std::getline(lines, line);) {
-        std::smatch m;
-        if (std::regex_search(line, m, native_top)) t.in_driver_natives += std::stoull(m[3]);
+        const size_t space = line.rfind(' ');
+        if (space == std::string::npos) continue;
+        const uint64_t count = std::stoull(line.substr(space + 1));
+        std::vector<std::string> frames;
+        std::stringstream stack(line.substr(0, space));
+        for (std::string frame; std::getline(stack, frame, ';');) frames.push_back(frame);
+        size_t native_from = 0;   // just past the last Java frame
+        for (size_t i = 0; i < frames.size(); ++i) {
+            if (std::regex_search(frames[i], java_frame)) native_from = i + 1;
+        }
+        if (native_from == 0 || native_from == frames.size()) continue;
+        if (!std::all_of(frames.begin() + static_cast<std::ptrdiff_t>(native_from), frames.end(),
+                         [](const std::string& f) { return natives_code.count(f) != 0; })) {
+            continue;
+        }
+        t.in_natives_code += count;
+        if (std::regex_match(frames[native_from - 1], driver_native)) t.in_driver_natives += count;
     }
     return t;
 }
@@ -74,11 +96,13 @@ NativeTops replay(const std::string& recording, const std::string& tag) {
 std::string figures(const char* what, const NativeTops& t) {
     char line[256];
     std::snprintf(line, sizeof line,
-                  "%s: %llu samples, %llu decoded; native-top %llu decoded / %llu failed (%.1f%%), %llu in "
-                  "BcNatives natives; breadcrumbs used %llu, native rescans %llu",
+                  "%s: %llu samples, %llu decoded; native-top %llu decoded / %llu failed (%.1f%%); in the "
+                  "natives' code %llu, of which %llu under their native method; breadcrumbs used %llu, native "
+                  "rescans %llu",
                   what, static_cast<unsigned long long>(t.samples), static_cast<unsigned long long>(t.decoded_all),
                   static_cast<unsigned long long>(t.decoded), static_cast<unsigned long long>(t.failed), t.pct(),
-                  static_cast<unsigned long long>(t.in_driver_natives), static_cast<unsigned long long>(t.breadcrumbs_used), static_cast<unsigned long long>(t.rescans));
+                  static_cast<unsigned long long>(t.in_natives_code), static_cast<unsigned long long>(t.in_driver_natives),
+                  static_cast<unsigned long long>(t.breadcrumbs_used), static_cast<unsigned long long>(t.rescans));
     return line;
 }
 
@@ -156,8 +180,12 @@ void compare_driver(const std::string& jdk, const std::string& extra_jvm_flag) {
     CHECK(on.pct() >= 85.0);
     CHECK(on.pct() + 1.0 >= off.pct());
     // Decoded and right: the native method's frame and its Java caller (a rescan without breadcrumbs
-    // may take a stale return address and attribute the sample to another method).
-    CHECK(on.in_driver_natives * 10 >= (on.decoded + on.failed) * 8);
+    // may take a stale return address and attribute the sample to another method: 26-97 % right
+    // with breadcrumbs off, 99.9-100 % with them on). Counted over the samples in the natives'
+    // code, not over all native-top ones: under TSan its runtime's own work (symbolizing stacks for
+    // its suppressions) took a quarter of the driver's samples in one run.
+    REQUIRE(on.in_natives_code > 100);
+    CHECK(on.in_driver_natives * 100 >= on.in_natives_code * 95);
 }
 
 }  // namespace
