@@ -46,22 +46,29 @@ __attribute__((no_sanitize_address, optimize("no-tree-loop-distribute-patterns")
     for (size_t i = 0; i < n; ++i) out[i] = in[i];
 }
 
-__attribute__((noinline)) void take_snapshot() {
-    uint64_t sp, bp, ip;
-    asm volatile("mov %%rsp, %0\n\tmov %%rbp, %1\n\tlea 0(%%rip), %2" : "=r"(sp), "=r"(bp), "=r"(ip));
+// The stack's top and a full-size buffer, found before take_snapshot runs: it may run in a signal
+// handler, where neither pthread_getattr_np (it reads /proc/self/maps) nor malloc may be called.
+uint64_t g_stack_hi = 0;
+void prepare_snapshot() {
     pthread_attr_t attr;
     void* stack_lo = nullptr;
     size_t stack_size = 0;
     pthread_getattr_np(pthread_self(), &attr);
     pthread_attr_getstack(&attr, &stack_lo, &stack_size);
     pthread_attr_destroy(&attr);
-    const uint64_t stack_hi = reinterpret_cast<uint64_t>(stack_lo) + stack_size;
-    const size_t n = std::min<uint64_t>(test::kStackBytes, stack_hi - sp);
+    g_stack_hi = reinterpret_cast<uint64_t>(stack_lo) + stack_size;
+    g_snapshot.stack.resize(test::kStackBytes);
+}
+
+__attribute__((noinline)) void take_snapshot() {
+    uint64_t sp, bp, ip;
+    asm volatile("mov %%rsp, %0\n\tmov %%rbp, %1\n\tlea 0(%%rip), %2" : "=r"(sp), "=r"(bp), "=r"(ip));
+    const size_t n = std::min<uint64_t>(g_snapshot.stack.size(), g_stack_hi - sp);
     g_snapshot.regs.ip = ip;
     g_snapshot.regs.sp = sp;
     g_snapshot.regs.bp = bp;
     g_snapshot.stack_sp = sp;
-    g_snapshot.stack.resize(n);
+    g_snapshot.stack.resize(n);   // never grows: no allocation
     copy_own_stack(g_snapshot.stack.data(), reinterpret_cast<const volatile uint8_t*>(sp), n);
     g_snapshot.time_ns = 1000;
 }
@@ -83,6 +90,7 @@ std::string symbols_of(const CallTrace& t) {
 }  // namespace
 
 TEST_CASE("native frames are unwound with libunwind and named from the ELF symbols", "[decoder][native]") {
+    prepare_snapshot();
     unwind_level1();
     test::World w;
     for (const auto& m : self_modules()) w.map.apply(Event{m});
@@ -112,6 +120,7 @@ TEST_CASE("a signal frame is crossed the same way whether or not libunwind has i
     action.sa_handler = snapshot_in_handler;
     sigemptyset(&action.sa_mask);
     REQUIRE(sigaction(SIGUSR2, &action, &previous) == 0);
+    prepare_snapshot();
     signal_level1();
     sigaction(SIGUSR2, &previous, nullptr);
     test::World w;
