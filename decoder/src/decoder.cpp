@@ -816,16 +816,28 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     if (stub) last_frame().symbol = stub->name;
     const int32_t fs = stub ? stub->frame_size_words : -1;
     if (fs >= 2 && fs <= hs::compiled::kMaxFrameWords) {
-        uint64_t sp = sp_;
-        if (via_native_ && fp_ > sp_) sp = hs::wrapper_sp_from_fp(fp_, fs);   // rbp-framed stub
-        const uint64_t ret_slot = sp + words(fs - 1);
-        uint64_t ret = 0, caller_fp = 0;
-        if (view_.read(ret_slot, ret) && is_return_target(ret) &&
-            view_.read(sp + words(fs - 2), caller_fp)) {
-            Step s = go_to(ret, ret_slot + kWord, caller_fp);
-            after_java_ = false;
-            return s;
+        // Reached from native code, the stub's sp is where the native step left it, or for an
+        // rbp-framed stub where its rbp says. A stub without a frame pointer (C2's runtime stubs,
+        // e.g. _complete_monitor_locking_Java) leaves in rbp whatever compiled code kept there
+        // (seen: a pointer 1.8 GB above the stack): the rbp reading is tried first, but only
+        // when it is stack-near, and sp_ after it.
+        uint64_t candidates[2] = {sp_, sp_};
+        size_t count = 1;
+        if (via_native_ && fp_ > sp_ && fp_ - sp_ < hs::kMaxStackSpanBytes) {
+            candidates[0] = hs::wrapper_sp_from_fp(fp_, fs);
+            count = 2;
         }
+        for (size_t i = 0; i < count; ++i) {
+            const uint64_t sp = candidates[i];
+            const uint64_t ret_slot = sp + words(fs - 1);
+            uint64_t ret = 0, caller_fp = 0;
+            if (view_.read(ret_slot, ret) && is_return_target(ret) && view_.read(sp + words(fs - 2), caller_fp)) {
+                Step s = go_to(ret, ret_slot + kWord, caller_fp);
+                after_java_ = false;
+                return s;
+            }
+        }
+        const uint64_t ret_slot = candidates[0] + words(fs - 1);
         if (!view_.contains(ret_slot) && beyond_end(ret_slot)) return off_fragment(ret_slot);
     }
     uint64_t pc = 0, sp = 0, fp = 0;

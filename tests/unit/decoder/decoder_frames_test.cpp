@@ -395,6 +395,42 @@ TEST_CASE("native code at the top: rbp chain into a native wrapper", "[decoder][
     CHECK(java_frames(t) == std::vector<MethodBci>{mb(9, -1), mb(5, 21)});
 }
 
+TEST_CASE("native code returning into a runtime stub that keeps no frame pointer", "[decoder][native][stub]") {
+    // SharedRuntime::complete_monitor_locking_C called from C2's _complete_monitor_locking_Java:
+    // the stub's frame (4 words) has no frame pointer, so the rbp the native callee saved is
+    // whatever the compiled code kept in rbp (seen under ASan: a pointer 1.8 GB above the stack).
+    // Its sp is where the native frame returns to; an sp derived from that rbp would run off.
+    World w;
+    FakeStack s;
+    CodeLoad caller = nmethod(kCodeCacheLow + 0x20000, 5, 6);
+    add_scope(caller, 0x30, {{method_id(5), 21}});
+    w.add_code(caller);
+    Stub stub{1, "_complete_monitor_locking_Java", kCodeCacheLow + 0x50000, kCodeCacheLow + 0x50100, 4};
+    w.map.apply(Event{stub});
+    const uint64_t fp_n = s.at(0x100);              // the native frame (rbp-framed)
+    const uint64_t sp_stub = fp_n + 16;
+    const uint64_t sp_caller = sp_stub + 4 * 8;
+    const uint64_t fp_stub = s.at(0x600);
+    s.put(sp_stub + 24, caller.code_begin + 0x30);  // the stub returns into the compiled caller
+    s.put(sp_stub + 16, 0x5555);
+    s.put(sp_caller + 5 * 8, kCallStubReturn);
+    s.put(sp_caller + 4 * 8, fp_stub);
+    w.entry_frame(s, fp_stub);
+    const uint64_t far_above = sp_stub + (uint64_t{1800} << 20);
+    for (const uint64_t stub_rbp : {far_above, uint64_t{0x1234}}) {
+        INFO("the stub's rbp: " << std::hex << stub_rbp);
+        s.put(fp_n + 8, stub.begin + 0x40);   // return into the stub
+        s.put(fp_n, stub_rbp);
+        Decoder d(w.map, test_options());
+        CallTrace t = d.decode(sample_of(s, kNativePc, fp_n - 0x20, fp_n));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        REQUIRE(t.frames.size() >= 2);
+        CHECK(t.frames[1].kind == FrameKind::kStub);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
+    }
+}
+
 TEST_CASE("JNI upcall: an entry frame whose anchor continues below native code", "[decoder][entry]") {
     const auto jdk = jdk_param();
     World w(jdk);

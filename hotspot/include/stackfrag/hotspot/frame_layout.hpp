@@ -71,6 +71,10 @@ inline constexpr int kAnchorBytes = 24;
 inline constexpr int kPcBelowLastJavaSp = -8;
 }  // namespace entry
 
+// An rbp further above sp than any thread stack is long (-Xss is a few MB; 256 MB is far beyond
+// anything set in practice) is not a frame pointer into this stack: C2 code uses rbp freely.
+inline constexpr uint64_t kMaxStackSpanBytes = uint64_t{256} << 20;
+
 // --- Native wrappers reached through an rbp chain [d.3]: sp = rbp - (fs-2)*8. ---
 inline uint64_t wrapper_sp_from_fp(uint64_t fp, int32_t frame_size_words) {
     return fp - static_cast<uint64_t>(frame_size_words - compiled::kSavedFpFromTop) * kWordSize;
