@@ -866,6 +866,9 @@ bool Walk::try_breadcrumb() {
         view_.read(addr + bc::kJavaFpOffset, jfp);
         if (jsp <= addr || !view_.contains(jsp, 0)) continue;
         CodeRegion r = map_.find_code(jpc, time_).region;
+        // A breadcrumb into code no event announced yet (a native wrapper whose CompiledMethodLoad
+        // is still on its way): a second decode, once it is in, can use it.
+        if (r == CodeRegion::kUnknownCodeCache) bump(kUnannouncedCode);
         if (r != CodeRegion::kInterpreter && r != CodeRegion::kCompiled) continue;
         breadcrumb_used_ = true;
         bump(kBreadcrumbsUsed);

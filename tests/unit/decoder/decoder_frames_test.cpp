@@ -493,6 +493,16 @@ TEST_CASE("breadcrumb: native code that cannot be unwound", "[decoder][native]")
     REQUIRE(t.status == TraceStatus::kComplete);
     CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
     CHECK(d.stats().breadcrumbs_used == 1);
+    CHECK(d.stats().unannounced_code_steps == 0);
+
+    // The same breadcrumb into code-cache memory no event announced yet (a native wrapper whose
+    // CompiledMethodLoad lags): not used, but counted, so that StreamDecoder decodes the sample
+    // again once the announcement may be in.
+    cw.s.put(crumb + 24, kCodeCacheLow + 0x90040);
+    Decoder later(cw.w.map, test_options());
+    CallTrace unannounced = later.decode(sample_of(cw.s, kNativePc, cw.s.at(0x20), 0x10));
+    CHECK(later.stats().breadcrumbs_used == 0);
+    CHECK(later.stats().unannounced_code_steps == 1);
 }
 
 TEST_CASE("native code with no way out fails", "[decoder][native]") {
