@@ -38,13 +38,16 @@ TEST_CASE("interval=auto lengthens the period on a tight loop and shortens it wh
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
 
-    // "interval=auto: thread T period OLD -> NEW ns (why)", per thread in log order.
+    // "interval=auto: thread T period OLD -> NEW ns (why)", per thread in log order; whether the
+    // budget's floor made the change rather than the controller's direction.
     std::map<std::string, std::vector<uint64_t>> periods;
-    const std::regex change("interval=auto: thread (\\d+) period (\\d+) -> (\\d+) ns");
+    std::map<std::string, std::vector<bool>> by_budget;   // per change: periods[i] -> periods[i + 1]
+    const std::regex change("interval=auto: thread (\\d+) period (\\d+) -> (\\d+) ns\\s+\\((budget)?");
     for (auto it = std::sregex_iterator(r.err.begin(), r.err.end(), change); it != std::sregex_iterator(); ++it) {
         std::vector<uint64_t>& seen = periods[(*it)[1]];
         if (seen.empty()) seen.push_back(std::stoull((*it)[2]));
         seen.push_back(std::stoull((*it)[3]));
+        by_budget[(*it)[1]].push_back((*it)[4].matched);
     }
     REQUIRE(!periods.empty());
     // The main thread does all the work: the thread with the most changes.
@@ -59,8 +62,14 @@ TEST_CASE("interval=auto lengthens the period on a tight loop and shortens it wh
     // Phase 1: up from the start period by 4x or more, one doubling at a time.
     CHECK(*peak >= 4 * p.front());
     CHECK(std::is_sorted(p.begin(), peak + 1));
-    // Phase 2: down again, to at most half the peak, never up.
+    // Phase 2: down again, to at most half the peak; the controller never turns up again. The
+    // budget's floor may (under TSan a sample cost 0.5-0.8 ms to decode, which at 20 % of a core
+    // allows no period below 2.5-4 ms).
     CHECK(p.back() * 2 <= *peak);
-    CHECK(std::is_sorted(peak, p.end(), std::greater<uint64_t>()));
+    const std::vector<bool>& budget = by_budget[main_thread->first];
+    for (size_t i = static_cast<size_t>(peak - p.begin()); i + 1 < p.size(); ++i) {
+        INFO("change " << i << ": " << p[i] << " -> " << p[i + 1] << " ns");
+        if (!budget[i]) CHECK(p[i + 1] < p[i]);
+    }
     std::filesystem::remove_all(dir);
 }
