@@ -70,17 +70,20 @@ void StreamDecoder::retry_front(std::deque<Event>& queue) {
     queue.pop_front();
 }
 
-void StreamDecoder::retry_until(uint64_t now, bool profile_too) {
+std::deque<Event>* StreamDecoder::next_due(std::optional<uint64_t> now, bool profile_too) {
+    auto due = [&](const std::deque<Event>& q) {
+        return !q.empty() && (!now || time_of(q.front()) + options_.retry_ns <= *now);
+    };
+    const bool profile_due = profile_too && due(retries_);
+    const bool oracle_due = due(oracle_retries_);
+    if (!profile_due) return oracle_due ? &oracle_retries_ : nullptr;
+    if (!oracle_due) return &retries_;
     // Oldest first across both queues, so that the traces come out in the order of their samples.
-    auto due = [&](const std::deque<Event>& q) { return !q.empty() && time_of(q.front()) + options_.retry_ns <= now; };
-    while (true) {
-        const bool profile_due = profile_too && due(retries_);
-        const bool oracle_due = due(oracle_retries_);
-        if (!profile_due && !oracle_due) return;
-        const bool oracle_first =
-            oracle_due && (!profile_due || time_of(oracle_retries_.front()) < time_of(retries_.front()));
-        retry_front(oracle_first ? oracle_retries_ : retries_);
-    }
+    return time_of(oracle_retries_.front()) < time_of(retries_.front()) ? &oracle_retries_ : &retries_;
+}
+
+void StreamDecoder::retry_until(uint64_t now, bool profile_too) {
+    while (std::deque<Event>* queue = next_due(now, profile_too)) retry_front(*queue);
 }
 
 void StreamDecoder::consume(Event&& event) {
@@ -137,11 +140,7 @@ void StreamDecoder::flush() {
         hold_for_retry_unless_decoded(std::move(pending_.front()));
         pending_.pop_front();
     }
-    while (!retries_.empty() || !oracle_retries_.empty()) {
-        const bool oracle_first = retries_.empty() || (!oracle_retries_.empty() &&
-                                                       time_of(oracle_retries_.front()) < time_of(retries_.front()));
-        retry_front(oracle_first ? oracle_retries_ : retries_);
-    }
+    while (std::deque<Event>* queue = next_due(std::nullopt, true)) retry_front(*queue);
 }
 
 }  // namespace sf

@@ -11,16 +11,15 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "agent_process.hpp"
+#include "collapsed_stacks.hpp"
 
 namespace {
 
@@ -70,14 +69,8 @@ NativeTops replay(const std::string& recording, const std::string& tag) {
     static const std::regex driver_native(R"(^BcNatives\.(mix|many|fsum|registered)_\[[^\]]*\]$)");
     static const std::set<std::string> natives_code = {"[unknown]", "spin", "registered", "Java_BcNatives_mix",
                                                        "Java_BcNatives_many", "Java_BcNatives_fsum"};
-    std::ifstream lines(collapsed);
-    for (std::string line; std::getline(lines, line);) {
-        const size_t space = line.rfind(' ');
-        if (space == std::string::npos) continue;
-        const uint64_t count = std::stoull(line.substr(space + 1));
-        std::vector<std::string> frames;
-        std::stringstream stack(line.substr(0, space));
-        for (std::string frame; std::getline(stack, frame, ';');) frames.push_back(frame);
+    for (const sf::test::Stack& stack : sf::test::parse_collapsed(sf::test::read_text_file(collapsed))) {
+        const std::vector<std::string>& frames = stack.frames;
         size_t native_from = 0;   // just past the last Java frame
         for (size_t i = 0; i < frames.size(); ++i) {
             if (std::regex_search(frames[i], java_frame)) native_from = i + 1;
@@ -87,8 +80,8 @@ NativeTops replay(const std::string& recording, const std::string& tag) {
                          [](const std::string& f) { return natives_code.count(f) != 0; })) {
             continue;
         }
-        t.in_natives_code += count;
-        if (std::regex_match(frames[native_from - 1], driver_native)) t.in_driver_natives += count;
+        t.in_natives_code += stack.count;
+        if (std::regex_match(frames[native_from - 1], driver_native)) t.in_driver_natives += stack.count;
     }
     return t;
 }

@@ -9,11 +9,11 @@
 
 #include <filesystem>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "agent_process.hpp"
+#include "collapsed_stacks.hpp"
 
 namespace {
 
@@ -21,27 +21,8 @@ const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
 const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
 
-struct Stack {
-    std::vector<std::string> frames;   // root first
-    uint64_t count = 0;
-};
-
-std::vector<Stack> parse_collapsed(const std::string& text) {
-    std::vector<Stack> stacks;
-    std::istringstream lines(text);
-    std::string line;
-    while (std::getline(lines, line)) {
-        const size_t space = line.rfind(' ');
-        if (space == std::string::npos) continue;
-        Stack stack;
-        stack.count = std::stoull(line.substr(space + 1));
-        std::istringstream frames(line.substr(0, space));
-        std::string frame;
-        while (std::getline(frames, frame, ';')) stack.frames.push_back(frame);
-        stacks.push_back(std::move(stack));
-    }
-    return stacks;
-}
+using sf::test::parse_collapsed;
+using sf::test::Stack;
 
 uint64_t total(const std::vector<Stack>& stacks) {
     uint64_t sum = 0;

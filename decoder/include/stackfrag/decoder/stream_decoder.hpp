@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 
 #include "stackfrag/decoder/call_trace.hpp"
 #include "stackfrag/decoder/code_map.hpp"
@@ -80,6 +81,9 @@ private:
     // Second decodes of the samples the stream is now retry_ns past (of the oracles only, unless
     // `profile_too`).
     void retry_until(uint64_t now, bool profile_too);
+    // The queue whose front is the oldest sample due for its second decode at `now` (any waiting
+    // sample without `now`), or null.
+    std::deque<Event>* next_due(std::optional<uint64_t> now, bool profile_too);
     void retry_front(std::deque<Event>& queue);
     void hold_for_retry_unless_decoded(Event&& event);
 
