@@ -16,6 +16,7 @@ PKGS=(
   zlib1g-dev                      # crc32 of recording chunks; gzip of pprof output
   libprotozero-dev                # pprof protobuf encoding
   libzydis-dev                    # x86 instruction decoding for prologue/stub analysis
+  libcurl4-openssl-dev            # push=: HTTP(S) POSTs of each period's profile to a profiling server (agent only)
   golang-go                       # `go tool pprof`, which the profile tests use to read our .pb.gz output
   chromium                        # headless check of the html flame graph (ctest -L browser)
   clang libclang-rt-14-dev        # libFuzzer (clang's -fsanitize=fuzzer runtime) for scripts/fuzz.sh; the gcc build does not use them

@@ -337,12 +337,7 @@ Status LiveProfile::write_current(const std::string& pattern, int64_t unix_secon
         return make_error(Errc::kInvalidArgument, path + " is a symbolic link; not replaced");
     }
     try {
-        profile::ProfileInfo& info = cct_->info();
-        info.title = settings_.title;
-        info.period_ns = stream_->period_ns();
-        info.start_unix_ns = static_cast<uint64_t>(interval_start_unix_) * 1'000'000'000u;
-        info.duration_ns = clock_.monotonic_ns() - interval_start_ns_;
-        info.lost_samples = lost_since_start() - lost_at_interval_start_;
+        fill_info();
         profile::HtmlOptions html;
         html.title = settings_.title;
         // 0600: a profile names the application's code; its owner decides whom to show it to.
@@ -361,6 +356,25 @@ Status LiveProfile::write_current(const std::string& pattern, int64_t unix_secon
         ++write_errors_;
         SF_LOG_ERROR("cannot write the profile to %s: %s", path.c_str(), e.what());
         return make_error(Errc::kResourceLimit, "writing " + path + " failed: " + e.what());
+    }
+}
+
+void LiveProfile::fill_info() {
+    profile::ProfileInfo& info = cct_->info();
+    info.title = settings_.title;
+    info.period_ns = stream_->period_ns();
+    info.start_unix_ns = static_cast<uint64_t>(interval_start_unix_) * 1'000'000'000u;
+    info.duration_ns = clock_.monotonic_ns() - interval_start_ns_;
+    info.lost_samples = lost_since_start() - lost_at_interval_start_;
+}
+
+void LiveProfile::publish_period() {
+    if (!settings_.on_period || broken_ || cct_->total_samples() == 0) return;
+    try {
+        fill_info();
+        settings_.on_period(*cct_, interval_start_unix_, std::max(clock_.unix_seconds(), interval_start_unix_ + 1));
+    } catch (const std::exception& e) {
+        SF_LOG_ERROR("live profile: the period's profile is not pushed: %s", e.what());
     }
 }
 
@@ -420,6 +434,7 @@ void LiveProfile::rotate() {
     // A failed write (a full disk, a missing directory) discards nothing: the interval goes on and
     // the next write, or an attach dump, holds its samples too.
     if (!written) return;
+    publish_period();
     try {
         fold_interval();
         new_cct();
@@ -485,6 +500,7 @@ void LiveProfile::finish() {
         file = final_file_.empty() ? settings_.file : final_file_;
     }
     if (!file.empty() && !broken_) (void)write_current(file, interval_start_unix_, nullptr);
+    publish_period();
     if (started_.load()) {   // on the decoder thread: its whole CPU time, the final write included
         timespec cpu{};
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);

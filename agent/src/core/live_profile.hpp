@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,6 +68,10 @@ struct LiveSettings {
     std::function<void(const Event&, const CallTrace&, uint64_t decode_ns)> on_trace;
     // focus= / exclude=: samples it drops are decoded and counted, never added to the tree.
     profile::TraceFilter filter;
+    // push=: called on the decoder thread with each period's on-CPU tree (its info() filled as
+    // for a file) when the period ends: at each loop rotation whose file was written (a failed
+    // write keeps the period open) and at stop. Not for empty periods, nor for dumps.
+    std::function<void(const profile::Cct&, int64_t from_unix, int64_t until_unix)> on_period;
 };
 
 struct LiveCounts {
@@ -147,6 +152,8 @@ private:
     void flush_backlog();
     Status write_current(const std::string& pattern, int64_t unix_seconds, std::string* written);
     void rotate();
+    void fill_info();
+    void publish_period();
     void fold_interval();
     void serve_requests();
     void finish();

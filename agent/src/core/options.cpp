@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "profile_push.hpp"
 #include "stackfrag/profile/export.hpp"
 #include "stackfrag/profile/trace_filter.hpp"
 
@@ -169,6 +170,25 @@ bool apply_loop(std::string_view value, AgentOptions& options) {
     return true;
 }
 
+bool apply_push(std::string_view value, AgentOptions& options) {
+    if (!parse_push_url(value).ok()) return false;
+    options.push_url = std::string(value);
+    return true;
+}
+
+bool apply_push_name(std::string_view value, AgentOptions& options) {
+    if (!valid_push_app_name(value)) return false;
+    options.push_name = std::string(value);
+    return true;
+}
+
+bool apply_push_labels(std::string_view value, AgentOptions& options) {
+    Result<std::string> labels = push_labels_text(value);
+    if (!labels.ok()) return false;
+    options.push_labels = std::move(labels).value();
+    return true;
+}
+
 bool apply_title(std::string_view value, AgentOptions& options) {
     options.title = std::string(value);
     return true;
@@ -204,6 +224,9 @@ constexpr OptionSpec kOptions[] = {
     {"breadcrumbs", false, false, "on or off", apply_breadcrumbs},
     {"file", false, false, "a file name ending in .collapsed, .folded, .html, .pb.gz or .json (%p pid, %t time)", apply_file},
     {"loop", false, false, "a duration of at least 100ms, like 500ms, 30s, 5m, 1h", apply_loop},
+    {"push", false, false, "an http:// or https:// URL of a Pyroscope-compatible server, like http://pyroscope:4040 (with loop=)", apply_push},
+    {"push_name", false, false, "an application name: letters, digits, '.', '_', '-'", apply_push_name},
+    {"push_labels", false, false, "key=value pairs separated by ';', like env=prod;region=eu", apply_push_labels},
     {"focus", false, false, "a method (pkg.Class.method) or class (pkg.Class)", apply_focus},
     {"exclude", false, false, "a method (pkg.Class.method) or class (pkg.Class)", apply_exclude},
     {"title", false, false, "a text (no commas)", apply_title},
@@ -242,9 +265,13 @@ Status apply_item(std::string_view item, AgentOptions& options) {
                                                       ": expected " + std::string(spec->expected));
     }
     if (!spec->apply(value, options)) {
+        // A URL can be wrong in many ways: say which.
+        std::string reason;
+        if (spec->name == "push") reason = " (" + parse_push_url(value).error().message + ")";
+        else if (spec->name == "push_labels") reason = " (" + push_labels_text(value).error().message + ")";
         return make_error(Errc::kInvalidArgument, "bad value '" + std::string(value) + "' for " +
                                                       std::string(spec->name) + ": expected " +
-                                                      std::string(spec->expected));
+                                                      std::string(spec->expected) + reason);
     }
     return {};
 }
@@ -300,6 +327,11 @@ Result<AgentOptions> parse_options(std::string_view text) {
         return make_error(Errc::kInvalidArgument, "events=switch needs perf events, not backend=signal",
                           "use backend=perf or auto");
     }
+    // Each loop period is one profile sent; the rest of push= is checked by apply_push.
+    if (!options.push_url.empty() && options.loop_ns == 0) {
+        return make_error(Errc::kInvalidArgument, "push needs loop: each loop period is one profile sent",
+                          "add loop=10s (or another period) to push=" + options.push_url);
+    }
     return options;
 }
 
@@ -339,6 +371,10 @@ std::string describe(const AgentOptions& options) {
     out += options.breadcrumbs ? ",breadcrumbs=on" : ",breadcrumbs=off";
     out += ",file=" + (options.file.empty() ? std::string("(none)") : options.file);
     if (options.loop_ns != 0) out += ",loop=" + std::to_string(options.loop_ns / 1'000'000) + "ms";
+    if (!options.push_url.empty()) {
+        out += ",push=" + options.push_url + ",push_name=" + (options.push_name.empty() ? "(main class)" : options.push_name);
+        if (!options.push_labels.empty()) out += ",push_labels=" + options.push_labels;
+    }
     if (!options.title.empty()) out += ",title=" + options.title;
     return out;
 }

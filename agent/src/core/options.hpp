@@ -47,6 +47,9 @@ struct AgentOptions {
     std::string file;             // live profile output (%p pid, %t time); format by extension
     uint64_t loop_ns = 0;         // > 0: a new file every loop_ns (rotation)
     std::string title;            // html page title
+    std::string push_url;         // push=: a Pyroscope-compatible server (profile_push.hpp); needs loop
+    std::string push_name;        // push_name=: the application name; empty: from the main class
+    std::string push_labels;      // push_labels=: "{k=v,k=v}" (given as k=v;k=v), or empty
     AgentAction action = AgentAction::kNone;
     std::string reply_path;       // attach: an existing file the agent appends its answer to
 

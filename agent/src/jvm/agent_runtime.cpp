@@ -34,6 +34,7 @@
 #include "native_bind.hpp"
 #include "options.hpp"
 #include "oracle.hpp"
+#include "profile_push.hpp"
 #include "auto_interval.hpp"
 #include "sampler.hpp"
 #include "stackfrag/events/recording.hpp"
@@ -46,6 +47,8 @@ namespace sf::agent {
 namespace {
 
 constexpr int kShutdownTimeoutMs = 5000;
+// push=: how long the JVM's exit may wait for the last profiles to reach the server.
+constexpr int kPushFlushTimeoutMs = 2000;
 // Each poll re-reads every announced method's Method* and walks the CodeCache: ~20 ms on a
 // jython run with 46k methods, so at 1 s it was the agent's largest steady cost (~2% of a core).
 // What it catches is rare (redefinitions; nmethods JVMTI missed: none seen), so every 5 s.
@@ -149,6 +152,9 @@ public:
                 SF_LOG_ERROR("no live profile: %s", live.error().describe().c_str());
             }
         }
+        if (pusher_) {
+            if (Status push = pusher_->start(); !push.ok()) SF_LOG_ERROR("push: %s", push.error().describe().c_str());
+        }
         Status started = sampler_->start();
         if (!started.ok()) {
             SF_LOG_ERROR("cannot start the reader thread, sampling is off: %s", started.error().describe().c_str());
@@ -244,6 +250,7 @@ public:
             text += "file: " + (options_.file.empty() ? std::string("(none)") : options_.file) + "\n";
         }
         text += "record: " + (options_.records() ? options_.record_path : std::string("(none)")) + "\n";
+        if (pusher_) text += pusher_->summary_text() + "\n";
         text += "options: " + describe(options_) + "\n";
         text += "backend: " + backend_text() + "\n";
         return text;
@@ -254,7 +261,7 @@ private:
     // otherwise (the stop summary then says what was hot). A run with record= and no file= stays
     // as cheap as before: it is decoded offline (record=/dev/null: capture cost only, no output).
     void create_live_profile() {
-        if (options_.file.empty() && !options_.record_path.empty() && !options_.interval_auto) {
+        if (options_.file.empty() && !options_.record_path.empty() && !options_.interval_auto && options_.push_url.empty()) {
             if (!options_.focus.empty() || !options_.exclude.empty()) {
                 SF_LOG_WARN("focus/exclude filter the live profile (file=); the recording keeps every sample "
                             "(filter it with stackfrag report/replay --focus/--exclude)");
@@ -279,8 +286,22 @@ private:
         }
         // parse_options accepted both patterns already.
         if (auto filter = profile::TraceFilter::parse(options_.focus, options_.exclude); filter.ok()) settings.filter = std::move(*filter);
+        if (!options_.push_url.empty()) {
+            pusher_ = std::make_unique<ProfilePusher>(push_settings_from(options_, system_property("sun.java.command")));
+            SF_LOG_INFO("push: each %llu ms period's profile goes to %s as %s", static_cast<unsigned long long>(options_.loop_ns / 1'000'000),
+                        pusher_->settings().url.endpoint().c_str(), pusher_->settings().name.c_str());
+            settings.on_period = [this](const profile::Cct& cct, int64_t from, int64_t until) { pusher_->offer(cct, from, until); };
+        }
         live_profile_ = std::make_unique<LiveProfile>(std::move(settings));
         writer_.set_tap(live_profile_.get());
+    }
+
+    std::string system_property(const char* name) const {
+        char* value = nullptr;
+        if (jvmti_->GetSystemProperty(name, &value) != JVMTI_ERROR_NONE || value == nullptr) return {};
+        std::string text(value);
+        jvmti_->Deallocate(reinterpret_cast<unsigned char*>(value));
+        return text;
     }
 
     void finish_live_profile(bool reader_stopped, const std::string& final_file) {
@@ -289,10 +310,14 @@ private:
             if (reader_stopped) {
                 live_profile_->stop(kShutdownTimeoutMs, final_file);
                 SF_LOG_INFO("%s\n  backend: %s", live_profile_->summary_text().c_str(), backend_text().c_str());
-                return;
+            } else if (!final_file.empty() || !options_.file.empty()) {
+                // The reader still runs (and feeds the queue): the profile so far is all that can be written.
+                (void)live_profile_->dump(final_file, kShutdownTimeoutMs);
             }
-            // The reader still runs (and feeds the queue): the profile so far is all that can be written.
-            if (!final_file.empty() || !options_.file.empty()) (void)live_profile_->dump(final_file, kShutdownTimeoutMs);
+            if (pusher_) {   // the last period's profile, if the server takes it within the bound
+                pusher_->stop(kPushFlushTimeoutMs);
+                SF_LOG_INFO("%s", pusher_->summary_text().c_str());
+            }
         } catch (const std::exception& e) {
             SF_LOG_ERROR("live profile: %s", e.what());
         }
@@ -689,6 +714,7 @@ private:
     std::atomic<uint64_t> code_poll_cpu_ns_{0};   // the code-poll thread's CPU time after its last poll
     std::unique_ptr<JvmtiSampler> jvmti_sampler_;   // mode=jvmti only
     std::unique_ptr<LiveProfile> live_profile_;   // the writer's tap: fed by the reader thread
+    std::unique_ptr<ProfilePusher> pusher_;       // push=: fed by the live profile's thread
     std::atomic<bool> capture_ready_{false};
     std::atomic<bool> live_{false};
     std::atomic<bool> shut_down_{false};

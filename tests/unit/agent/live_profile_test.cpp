@@ -225,6 +225,65 @@ TEST_CASE("loop rotation writes one file per interval, named by its start time")
     std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("push: each closed period's tree goes to on_period with its unix span, the last one at stop") {
+    World w;
+    LiveSettings settings = settings_for_tests();
+    settings.loop_ns = 10'000'000'000;
+    struct Period {
+        std::string stacks;
+        int64_t from, until;
+    };
+    std::vector<Period> periods;
+    settings.on_period = [&](const profile::Cct& cct, int64_t from, int64_t until) {
+        CHECK(cct.info().period_ns == kPeriod);   // filled as for a file: pprof has CPU time
+        periods.push_back({collapsed(cct), from, until});
+    };
+    SECTION("no file") {
+        FakeClock clock;
+        auto live = std::make_unique<LiveProfile>(settings, clock);
+        for (const Event& e : metadata(w)) live->observe(e);
+        for (uint64_t t = 1000; t < 1002; ++t) live->observe(chain_sample(w, t));
+        drain(*live);
+        CHECK(periods.empty());   // not yet due
+        clock.mono += 10'000'000'000;
+        clock.unix += 10;
+        live->poll_once();
+        REQUIRE(periods.size() == 1);
+        CHECK(periods[0].stacks == "T.m2_[0];T.m1_[0] 2\n");
+        CHECK(periods[0].from == 1'700'000'000);
+        CHECK(periods[0].until == 1'700'000'010);
+        clock.mono += 10'000'000'000;   // a period without samples is not sent
+        clock.unix += 10;
+        live->poll_once();
+        CHECK(periods.size() == 1);
+        live->observe(chain_sample(w, 3000));
+        live->stop(1000);   // the last, partial period; it spans at least a second
+        REQUIRE(periods.size() == 2);
+        CHECK(periods[1].stacks == "T.m2_[0];T.m1_[0] 1\n");
+        CHECK(periods[1].from == 1'700'000'020);
+        CHECK(periods[1].until == 1'700'000'021);
+    }
+    SECTION("a failed file write keeps the period open: the next profile sent covers both") {
+        settings.file = "/nonexistent-dir/prof.collapsed";
+        FakeClock clock;
+        auto live = std::make_unique<LiveProfile>(settings, clock);
+        for (const Event& e : metadata(w)) live->observe(e);
+        live->observe(chain_sample(w, 1000));
+        drain(*live);
+        clock.mono += 10'000'000'000;
+        clock.unix += 10;
+        live->poll_once();
+        CHECK(periods.empty());
+        live->observe(chain_sample(w, 2000));
+        clock.unix += 5;
+        live->stop(1000);
+        REQUIRE(periods.size() == 1);
+        CHECK(periods[0].stacks == "T.m2_[0];T.m1_[0] 2\n");
+        CHECK(periods[0].from == 1'700'000'000);
+        CHECK(periods[0].until == 1'700'000'015);
+    }
+}
+
 TEST_CASE("dump from another thread writes the current profile; stop writes the final one") {
     World w;
     const std::string dir = temp_dir();

@@ -1,0 +1,72 @@
+// push= on a real JVM (JDK 17): loop=500ms sends each period's profile to a loopback HTTP receiver
+// in the test, which checks the request and reads every body with `go tool pprof`.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "agent_process.hpp"
+#include "ingest_receiver.hpp"
+
+namespace {
+
+const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
+const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("push: a JVM with loop=500ms sends every period's profile to the server, the last one at exit", "[push]") {
+    char pattern[] = "/tmp/sf-push-it-XXXXXX";
+    REQUIRE(mkdtemp(pattern) != nullptr);
+    const std::string dir = pattern;
+    const sf::test::ProcessResult javac = sf::test::run_process(
+        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/HotSpin.java"}, {}, dir + "/javac", 120);
+    INFO(javac.err);
+    REQUIRE(javac.exit_code == 0);
+
+    sf::test::Receiver receiver;
+    // No push_name: the application is named after the main class.
+    const std::string options = "interval=1ms,loop=500ms,push=" + receiver.url() + ",push_labels=test=push;run=" +
+                                std::to_string(getpid());
+    const sf::test::ProcessResult run = sf::test::run_process(
+        {kJdk17 + "/bin/java", "-agentpath:" + kAgent + "=" + options, "-cp", dir, "HotSpin", "2000"}, {}, dir + "/jvm", 180);
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+
+    const std::vector<sf::test::Request> requests = receiver.requests();
+    // 2 s of one thread's CPU time in 500 ms periods: at least four periods, the last at exit.
+    REQUIRE(requests.size() >= 2);
+    CHECK(contains(run.err, "push: " + std::to_string(requests.size()) + " of " + std::to_string(requests.size()) +
+                                " profiles sent to " + receiver.url() + "/ingest"));
+    long long previous_until = 0;
+    uint64_t with_hot = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+        const sf::test::Request& r = requests[i];
+        INFO("request " << i << ": " << r.request_line);
+        CHECK(r.method == "POST");
+        CHECK(r.path == "/ingest");
+        CHECK(r.query.at("name") == "HotSpin{test=push,run=" + std::to_string(getpid()) + "}");
+        CHECK(r.query.at("format") == "pprof");
+        CHECK(r.query.at("sampleRate") == "1000");
+        CHECK(r.query.at("spyName") == "stackfrag");
+        const long long from = std::stoll(r.query.at("from")), until = std::stoll(r.query.at("until"));
+        CHECK(until > from);
+        CHECK(from >= previous_until - 1);   // periods follow each other (unix seconds, rounded down)
+        CHECK(std::llabs(from - static_cast<long long>(time(nullptr))) < 600);
+        previous_until = until;
+        const std::string top = sf::test::pprof_top(dir, r.body, "period" + std::to_string(i));
+        if (top.empty()) {
+            WARN("go is not installed (scripts/setup.sh installs golang-go): the bodies were not read with go tool pprof");
+            break;
+        }
+        with_hot += contains(top, "HotSpin.spin") ? 1 : 0;
+    }
+    // The worker spins throughout, so nearly every period has it; the one at exit may not.
+    CHECK(with_hot + 1 >= requests.size());
+    std::filesystem::remove_all(dir);
+}
