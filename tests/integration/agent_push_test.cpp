@@ -70,3 +70,48 @@ TEST_CASE("push: a JVM with loop=500ms sends every period's profile to the serve
     CHECK(with_hot + 1 >= requests.size());
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("push: a server that is away costs the JVM a log line, not its exit", "[push]") {
+    char pattern[] = "/tmp/sf-push-it-XXXXXX";
+    REQUIRE(mkdtemp(pattern) != nullptr);
+    const std::string dir = pattern;
+    const sf::test::ProcessResult javac = sf::test::run_process(
+        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/HotSpin.java"}, {}, dir + "/javac", 120);
+    INFO(javac.err);
+    REQUIRE(javac.exit_code == 0);
+    auto run_with_push = [&](uint16_t port) {
+        const std::string options = "interval=1ms,loop=200ms,push=http://127.0.0.1:" + std::to_string(port) + ",push_name=away";
+        // Unbounded, the exit would wait for 5 tries of 10 s for each queued profile.
+        return sf::test::run_process({kJdk17 + "/bin/java", "-agentpath:" + kAgent + "=" + options, "-cp", dir, "HotSpin", "600"},
+                                     {}, dir + "/jvm", 45);
+    };
+    SECTION("nothing listens: connection refused") {
+        uint16_t port = 0;
+        ::close(sf::test::listening_socket(port));
+        const sf::test::ProcessResult run = run_with_push(port);
+        INFO(run.err);
+        CHECK_FALSE(run.timed_out);
+        CHECK(run.exit_code == 0);
+        CHECK(contains(run.out, "worker cpu_ms="));
+        CHECK(contains(run.err, "push: cannot send the profile to http://127.0.0.1:" + std::to_string(port) +
+                                    "/ingest: Couldn't connect to server; retrying with backoff"));
+        CHECK(contains(run.err, "push: 0 of "));
+        CHECK(contains(run.err, "stop summary"));   // sampling went on
+    }
+    SECTION("a server that takes the request and never answers") {
+        uint16_t port = 0;
+        const int silent = sf::test::listening_socket(port);
+        const sf::test::ProcessResult run = run_with_push(port);
+        ::close(silent);
+        INFO(run.err);
+        CHECK_FALSE(run.timed_out);
+        CHECK(run.exit_code == 0);
+        CHECK(contains(run.err, "push: 0 of "));
+        CHECK(contains(run.err, "unsent at stop: "));
+        // A request was still waiting for its answer at exit (10 s timeout): it was cut, and the log
+        // says so (or that the sender was left inside it).
+        CHECK((contains(run.err, "had no answer when the final flush ran out; cut") ||
+               contains(run.err, "push: the sender is still inside a request")));
+    }
+    std::filesystem::remove_all(dir);
+}

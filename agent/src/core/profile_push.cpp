@@ -307,6 +307,12 @@ void ProfilePusher::run() {
         const bool give_up = outcome == Outcome::kReject || front.attempts >= settings_.max_attempts;
         const uint64_t backoff_ms = std::min<uint64_t>(
             std::max(retry_after_ms, settings_.backoff_first_ms << std::min(front.attempts - 1, 20)), settings_.backoff_max_ms);
+        if (abort_.load(std::memory_order_relaxed)) {
+            // stop()'s bound cut the request: not an outage, and nothing is retried now.
+            SF_LOG_INFO("push: the request to %s had no answer when the final flush ran out; cut",
+                        settings_.url.endpoint().c_str());
+            break;
+        }
         if (!outage_logged_) {
             if (outcome == Outcome::kReject) {
                 SF_LOG_ERROR("push: %s refused the profile: %s; it is not sent again (check push_name/push_labels)",
@@ -426,8 +432,8 @@ std::string ProfilePusher::summary_text() const {
     const PushCounts c = counts();
     char line[512];
     snprintf(line, sizeof line,
-             "push: %llu of %llu profiles sent to %s; %llu failed attempts, %llu dropped (queue full), "
-             "%llu given up, %llu unsent at stop",
+             "push: %llu of %llu profiles sent to %s (failed requests: %llu; profiles dropped for a full queue: %llu, "
+             "given up: %llu, unsent at stop: %llu)",
              static_cast<unsigned long long>(c.sent), static_cast<unsigned long long>(c.offered),
              settings_.url.endpoint().c_str(), static_cast<unsigned long long>(c.failed_attempts),
              static_cast<unsigned long long>(c.dropped), static_cast<unsigned long long>(c.rejected),

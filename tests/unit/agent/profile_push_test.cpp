@@ -199,8 +199,8 @@ TEST_CASE("push: an unreachable server gets a log line, offers never wait, the q
         counts = pusher.counts();
         CHECK(counts.sent == 0);
         CHECK(counts.unsent == 3);
-        CHECK_THAT(pusher.summary_text(), Catch::Contains("7 dropped (queue full)"));
-        CHECK_THAT(pusher.summary_text(), Catch::Contains("3 unsent at stop"));
+        CHECK_THAT(pusher.summary_text(), Catch::Contains("dropped for a full queue: 7,"));
+        CHECK_THAT(pusher.summary_text(), Catch::Contains("unsent at stop: 3)"));
         ::close(silent);
     }
     std::filesystem::remove_all(dir);
