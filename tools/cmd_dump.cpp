@@ -148,6 +148,7 @@ std::string layout_name(VmLayout layout) {
     switch (layout) {
         case VmLayout::kUnknown: return "unknown";
         case VmLayout::kJdk17: return "jdk17";
+        case VmLayout::kJdk21: return "jdk21";
         case VmLayout::kJdk25: return "jdk25";
     }
     return "layout " + std::to_string(static_cast<int>(layout));

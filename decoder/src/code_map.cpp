@@ -37,8 +37,7 @@ void CodeMap::apply_any(E&& event) {
 void CodeMap::apply_vm(const VmInfo& vm) {
     vm_ = vm;
     has_vm_ = true;
-    jdk_ = vm.layout == VmLayout::kJdk25 ? hotspot::Jdk::k25 : hotspot::Jdk::k17;
-    if (vm.layout == VmLayout::kUnknown && vm.jdk_major >= 22) jdk_ = hotspot::Jdk::k25;
+    jdk_ = &hotspot::recorded_jdk_facts(static_cast<int>(vm.layout), vm.jdk_major);
     entry_codelets_.clear();
     for (const auto& c : vm.entry_codelets) {
         if (c.end > c.begin) entry_codelets_.emplace_back(c.begin, c.end);

@@ -583,7 +583,7 @@ bool Walk::step_partial_interpreted(Step& result) {
 
 Walk::Step Walk::step_interpreted() {
     namespace in = hs::interp;
-    const hs::Jdk jdk = map_.jdk();
+    const hs::JdkFacts& jdk = map_.jdk();
     if (top_ && map_.in_method_entry_codelet(pc_)) {
         Step result = Step::kStop;
         if (step_partial_interpreted(result)) return result;
@@ -606,17 +606,17 @@ Walk::Step Walk::step_interpreted() {
     const MethodInfo* method = map_.method_by_ptr(slot(in::kMethod), time_);
     if (!method) return fail(FailReason::kUnknownMethod);
 
-    // Consistency of the fixed slots, whose encoding differs between JDK 17 and 25.
+    // Consistency of the fixed slots, whose encoding differs between JDK releases.
     const uint64_t locals = in::locals_address(jdk, fp, slot(in::kLocals));
     // &local0 is just above the return address, or on it for a method without locals.
     if (locals < fp + words(in::kReturnAddress) || locals - fp > words(65536 + 2)) {
         return fail(FailReason::kBadInterpreterFrame);
     }
     const uint64_t initial_sp_raw = slot(in::kInitialSp);
-    // JDK 17 pushes the initial_sp slot as 0 and stores it one instruction later (§a.4).
-    const bool initial_sp_window = top_ && jdk == hs::Jdk::k17 && initial_sp_raw == 0;
+    // JDK 17 and 21 push the initial_sp slot as 0 and store it one instruction later (§a.4).
+    const bool initial_sp_window = top_ && jdk.initial_sp_pushed_as_zero && initial_sp_raw == 0;
     if (!initial_sp_window) {
-        const uint64_t initial_sp = in::fp_relative_or_absolute(jdk, fp, initial_sp_raw);
+        const uint64_t initial_sp = in::initial_sp_address(jdk, fp, initial_sp_raw);
         if (initial_sp > lowest || initial_sp < sp_) return fail(FailReason::kBadInterpreterFrame);
     }
 

@@ -141,23 +141,38 @@ Result<VmStructTables> parse_vmstructs_dump(std::string_view text) {
     return tables;
 }
 
+namespace {
+
+// The row nearest to `release` among those with blob header `header` (rows are sorted by release).
+const hotspot::JdkFacts* nearest_row_with(hotspot::BlobHeader header, int release) {
+    const hotspot::JdkFacts* chosen = nullptr;
+    for (const hotspot::JdkFacts& row : hotspot::kJdkFacts) {
+        if (row.blob_header != header) continue;
+        if (chosen == nullptr || row.first_release <= release) chosen = &row;
+    }
+    return chosen;
+}
+
+}  // namespace
+
 Result<VmLayoutOffsets> resolve_layout(const VmStructTables& tables, int jdk_major) {
-    using hotspot::StructLayout;
+    using hotspot::BlobHeader;
     auto has = [&](const hotspot::FieldName& f) { return tables.field(f.type, f.field) != nullptr; };
-    bool looks_25 = has(hotspot::kMarker25) && has(hotspot::kMarker25Kind);
-    bool looks_17 = has(hotspot::kMarker17);
+    const bool looks_offsets = has(hotspot::kMarkerOffsets) && has(hotspot::kMarkerOffsetsKind);
+    const bool looks_absolute = has(hotspot::kMarkerAbsolute);
 
     VmLayoutOffsets out;
-    if (looks_25 && !looks_17) {
-        out.layout = StructLayout::kJdk25;
-    } else if (looks_17 && !looks_25) {
-        out.layout = StructLayout::kJdk17;
+    const hotspot::JdkChoice choice = hotspot::jdk_facts(jdk_major);
+    out.facts = choice.facts;
+    // Every release the rows do not name exactly is a guess, even where the tables agree.
+    out.layout_guessed = jdk_major != 0 && !choice.exact;
+    if (looks_offsets != looks_absolute) {
+        const BlobHeader header = looks_offsets ? BlobHeader::kOffsets : BlobHeader::kAbsoluteAddresses;
+        if (out.facts->blob_header != header) {
+            out.facts = nearest_row_with(header, jdk_major);
+            out.layout_guessed = jdk_major != 0;
+        }
     } else {
-        out.layout = hotspot::closest_layout(jdk_major);
-        out.layout_guessed = true;
-    }
-    // The structure family and the release must agree for the decoder's per-JDK frame facts.
-    if (jdk_major != 0 && jdk_major != 17 && jdk_major != 25) {
         out.layout_guessed = true;
     }
 
@@ -166,7 +181,7 @@ Result<VmLayoutOffsets> resolve_layout(const VmStructTables& tables, int jdk_maj
         if (!missing.empty()) missing += ", ";
         missing += what;
     };
-    uint8_t bit = hotspot::layout_bit(out.layout);
+    const uint8_t bit = out.facts->field_bit;
     for (size_t i = 0; i < hotspot::kFieldNames.size(); ++i) {
         const hotspot::FieldName& name = hotspot::kFieldNames[i];
         const ResolvedField* f = tables.field(name.type, name.field);
@@ -189,7 +204,7 @@ Result<VmLayoutOffsets> resolve_layout(const VmStructTables& tables, int jdk_maj
             out.type_sizes[i] = *size;
         }
     }
-    if (out.layout == StructLayout::kJdk25) {
+    if (out.facts->blob_has_kind) {
         auto kind = tables.int_constant(hotspot::kCodeBlobKindNmethodConstant);
         if (!kind) {
             note_missing(hotspot::kCodeBlobKindNmethodConstant);
@@ -199,9 +214,9 @@ Result<VmLayoutOffsets> resolve_layout(const VmStructTables& tables, int jdk_maj
     }
     if (!missing.empty()) {
         return make_error(Errc::kUnsupported,
-                          "this JVM's VMStructs lack entries the VM capture needs (layout " +
-                              std::to_string(static_cast<int>(out.layout)) + "): " + missing,
-                          "stackfrag supports HotSpot JDK 17 and 25");
+                          "this JVM's VMStructs lack entries the VM capture needs (JDK " +
+                              std::to_string(static_cast<int>(out.facts->family)) + " row): " + missing,
+                          "stackfrag supports HotSpot JDK 17, 21 and 25");
     }
     return out;
 }

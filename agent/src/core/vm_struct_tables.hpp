@@ -54,20 +54,24 @@ private:
 // Parses the dump format of shared/docs/vmstructs/vmstructs-jdk*.txt (STRUCT / TYPE / INT lines).
 Result<VmStructTables> parse_vmstructs_dump(std::string_view text);
 
-// Everything vm_layout.hpp names, resolved for the running VM's layout.
+// Everything vm_layout.hpp names, resolved for the running VM's row of jdk_facts.hpp.
 struct VmLayoutOffsets {
-    hotspot::StructLayout layout = hotspot::StructLayout::kJdk17;
-    bool layout_guessed = false;   // tables matched neither family cleanly, or an untested JDK
+    const hotspot::JdkFacts* facts = &hotspot::kJdkFacts.front();
+    // The row is not the one of the VM's release (a release without a row of its own, or tables that
+    // contradict its row), or the tables matched no blob header layout cleanly.
+    bool layout_guessed = false;
     std::array<ResolvedField, static_cast<size_t>(hotspot::Field::kCount)> fields{};
     std::array<uint64_t, static_cast<size_t>(hotspot::TypeSize::kCount)> type_sizes{};
-    int64_t code_blob_kind_nmethod = 1;   // 25 family
+    int64_t code_blob_kind_nmethod = 1;   // rows with blob_has_kind
 
     const ResolvedField& operator[](hotspot::Field f) const { return fields[static_cast<size_t>(f)]; }
     uint64_t size_of(hotspot::TypeSize t) const { return type_sizes[static_cast<size_t>(t)]; }
+    bool absolute_header() const { return facts->blob_header == hotspot::BlobHeader::kAbsoluteAddresses; }
 };
 
-// Picks the layout family (markers in the tables, then jdk_major when 0 < jdk_major) and resolves
-// every entry; the Error lists every required entry the tables lack.
+// Picks the row (hotspot::jdk_facts of jdk_major; the blob header markers in the tables overrule a
+// row that contradicts them, and decide alone when jdk_major is 0) and resolves every entry; the
+// Error lists every required entry the tables lack.
 Result<VmLayoutOffsets> resolve_layout(const VmStructTables& tables, int jdk_major);
 
 }  // namespace sf::agent::vm

@@ -24,7 +24,6 @@ namespace sf::agent {
 namespace {
 
 using hotspot::Field;
-using hotspot::StructLayout;
 using hotspot::TypeSize;
 
 uint64_t monotonic_now_ns() {
@@ -113,7 +112,8 @@ struct VmCapture::Impl {
     jvmtiEnv* jvmti;
     EventSink& sink;
     JavaVM* java_vm = nullptr;
-    const vm::VmLayoutOffsets* L = nullptr;
+    vm::VmLayoutOffsets layout;   // resolved once by start(), before `started`
+    const vm::VmLayoutOffsets* L = &layout;
     std::atomic<bool> started{false};
     VmInfo info;   // written once by start() before `started`
 
@@ -184,12 +184,13 @@ struct VmCapture::Impl {
         info.sample_stack_bytes = params.sample_stack_bytes;
         info.sample_period_ns = params.sample_period_ns;
 
-        auto layout = vm::shared_layout(info.jdk_major);
-        if (!layout) return layout.error();
-        L = *layout;
-        info.layout = L->layout_guessed ? VmLayout::kUnknown
-                      : L->layout == StructLayout::kJdk17 ? VmLayout::kJdk17
-                                                          : VmLayout::kJdk25;
+        auto tables = vm::shared_tables();
+        if (!tables) return tables.error();
+        auto resolved = vm::resolve_layout(**tables, info.jdk_major);
+        if (!resolved) return resolved.error();
+        layout = *resolved;
+        // The row's family is its release number, which is what VmLayout's values are.
+        info.layout = L->layout_guessed ? VmLayout::kUnknown : static_cast<VmLayout>(L->facts->family);
 
         auto call_stub = static_pointer(Field::kStubRoutinesCallStubReturnAddress);
         auto low = static_pointer(Field::kCodeCacheLowBound);
@@ -321,7 +322,7 @@ struct VmCapture::Impl {
         b.size = static_cast<uint64_t>(*size);
         b.frame_size = static_cast<int32_t>(*frame_size);
         b.frame_complete = static_cast<int32_t>(*frame_complete);
-        if (L->layout == StructLayout::kJdk17) {
+        if (L->absolute_header()) {
             auto begin = header_int(bytes, f(Field::kCodeBlobCodeBegin));
             auto end = header_int(bytes, f(Field::kCodeBlobCodeEnd));
             if (!begin || !end) return std::nullopt;
@@ -340,11 +341,11 @@ struct VmCapture::Impl {
             return std::nullopt;
         }
         b.name = blob_name(static_cast<uint64_t>(*name));
-        if (L->layout == StructLayout::kJdk17) {
-            b.is_nmethod = is_nmethod_blob_name(b.name);
-        } else {
+        if (L->facts->blob_has_kind) {
             auto kind = header_int(bytes, f(Field::kCodeBlobKind));
             b.is_nmethod = kind && *kind == L->code_blob_kind_nmethod;
+        } else {
+            b.is_nmethod = is_nmethod_blob_name(b.name);
         }
         b.is_native = is_native_nmethod_blob_name(b.name);
         if (b.is_nmethod && nmethod_details(b.code_begin) && !read_nmethod_fields(b)) {
@@ -359,8 +360,8 @@ struct VmCapture::Impl {
         if (header == 0 || header > kMaxHeaderBytes || header > b.size) return false;
         std::vector<uint8_t> bytes(header);
         if (!vm::safe_read(b.blob, bytes.data(), bytes.size())) return false;
-        bool is17 = L->layout == StructLayout::kJdk17;
-        auto method = header_int(bytes, f(is17 ? Field::kCompiledMethodMethod : Field::kNmethodMethod));
+        const bool absolute = L->absolute_header();
+        auto method = header_int(bytes, f(absolute ? Field::kCompiledMethodMethod : Field::kNmethodMethod));
         auto entry_bci = header_int(bytes, f(Field::kNmethodEntryBci));
         auto orig_pc = header_int(bytes, f(Field::kNmethodOrigPcOffset));
         auto level = header_int(bytes, f(Field::kNmethodCompLevel));
@@ -369,7 +370,7 @@ struct VmCapture::Impl {
         b.entry_bci = static_cast<int32_t>(*entry_bci);
         b.orig_pc_offset = static_cast<int32_t>(*orig_pc);
         b.comp_level = static_cast<int32_t>(*level);
-        if (is17) {
+        if (absolute) {
             auto entry = header_int(bytes, f(Field::kNmethodEntryPoint));
             auto verified = header_int(bytes, f(Field::kNmethodVerifiedEntryPoint));
             auto deopt = header_int(bytes, f(Field::kCompiledMethodDeoptHandlerBegin));
@@ -881,7 +882,7 @@ std::string VmCapture::describe() const {
                   "code cache [0x%lx,0x%lx) in %zu heaps; start scan %.1f ms; methods %lu (%lu failed, "
                   "%lu redefined), code loads %lu (%lu from the CodeCache walk, %lu without blob, %lu "
                   "unresolvable), unloads %lu, stubs %lu, bad reads %lu",
-                  m.info.jdk_major, m.info.vm_version.c_str(), static_cast<int>(m.L->layout),
+                  m.info.jdk_major, m.info.vm_version.c_str(), static_cast<int>(m.L->facts->family),
                   m.L->layout_guessed ? " (guessed)" : "",
                   static_cast<unsigned long>(m.info.interpreter_begin),
                   static_cast<unsigned long>(m.info.interpreter_end),

@@ -221,35 +221,58 @@ std::optional<uint64_t> read_pointer_field(uint64_t base, const ResolvedField& f
     return safe_read_value<uint64_t>(address);
 }
 
-Result<const VmLayoutOffsets*> shared_layout(int jdk_major) {
+Result<const VmStructTables*> shared_tables() {
     static std::once_flag once;
     // Never destroyed: JVM threads (ThreadEnd callbacks) may still ask while the process runs its
     // exit-time destructors (TSan saw the destructor race with them).
-    static std::optional<Result<VmLayoutOffsets>>* resolved = nullptr;
-    std::call_once(once, [&] {
-        resolved = new std::optional<Result<VmLayoutOffsets>>();
-        auto tables = load_vm_struct_tables();
-        if (!tables) {
-            resolved->emplace(tables.error());
-            return;
-        }
-        resolved->emplace(resolve_layout(*tables, jdk_major));
-    });
-    if (!(*resolved)->ok()) {
-        return (*resolved)->error();
+    static Result<VmStructTables>* loaded = nullptr;
+    std::call_once(once, [] { loaded = new Result<VmStructTables>(load_vm_struct_tables()); });
+    if (!loaded->ok()) {
+        return loaded->error();
     }
-    return &(*resolved)->value();
+    return &loaded->value();
 }
+
+namespace {
+
+// The fields os_tid_of follows. The OSThread pointer is declared in JavaThread or in Thread
+// depending on the release (vm_layout.hpp); the tables hold exactly one of them.
+struct OsThreadFields {
+    ResolvedField osthread;
+    ResolvedField thread_id;
+};
+
+Result<OsThreadFields> resolve_os_thread_fields() {
+    auto tables = shared_tables();
+    if (!tables) {
+        return tables.error();
+    }
+    auto field = [&](hotspot::Field f) {
+        const hotspot::FieldName& name = hotspot::kFieldNames[static_cast<size_t>(f)];
+        return (*tables)->field(name.type, name.field);
+    };
+    const ResolvedField* osthread = field(hotspot::Field::kJavaThreadOsThread);
+    if (osthread == nullptr) osthread = field(hotspot::Field::kThreadOsThread);
+    const ResolvedField* thread_id = field(hotspot::Field::kOsThreadThreadId);
+    if (osthread == nullptr || thread_id == nullptr || osthread->is_static || thread_id->width == 0) {
+        return make_error(Errc::kUnsupported, "VMStructs lack JavaThread/Thread::_osthread or OSThread::_thread_id");
+    }
+    return OsThreadFields{*osthread, *thread_id};
+}
+
+}  // namespace
 
 Result<pid_t> os_tid_of(JNIEnv* jni, jthread thread) {
     if (jni == nullptr || thread == nullptr) {
         return make_error(Errc::kInvalidArgument, "os_tid_of: no JNIEnv or thread");
     }
-    auto layout = shared_layout();
-    if (!layout) {
-        return layout.error();
+    static std::once_flag once;
+    static Result<OsThreadFields>* resolved = nullptr;   // never destroyed, as shared_tables()
+    std::call_once(once, [] { resolved = new Result<OsThreadFields>(resolve_os_thread_fields()); });
+    if (!resolved->ok()) {
+        return resolved->error();
     }
-    const VmLayoutOffsets& offsets = **layout;
+    const OsThreadFields& fields = resolved->value();
 
     // The field ID of java.lang.Thread.eetop; java.lang.Thread is never unloaded, so it stays valid.
     static std::atomic<jfieldID> eetop_id{nullptr};
@@ -272,14 +295,11 @@ Result<pid_t> os_tid_of(JNIEnv* jni, jthread thread) {
         return make_error(Errc::kInvalidArgument,
                           "thread has no JavaThread (not started, terminated or virtual)");
     }
-    const ResolvedField& osthread_field = offsets.layout == hotspot::StructLayout::kJdk17
-                                              ? offsets[hotspot::Field::kJavaThreadOsThread]
-                                              : offsets[hotspot::Field::kThreadOsThread];
-    auto osthread = read_pointer_field(java_thread, osthread_field);
+    auto osthread = read_pointer_field(java_thread, fields.osthread);
     if (!osthread || *osthread == 0) {
         return make_error(Errc::kInvalidArgument, "thread has no OSThread (exiting?)");
     }
-    auto tid = read_int_field(*osthread, offsets[hotspot::Field::kOsThreadThreadId]);
+    auto tid = read_int_field(*osthread, fields.thread_id);
     if (!tid || *tid <= 0) {
         return make_error(Errc::kCorrupt, "OSThread::_thread_id unreadable");
     }

@@ -44,9 +44,8 @@ std::optional<int64_t> read_int_field(uint64_t base, const ResolvedField& field)
 // Reads a pointer-sized field at base + field offset.
 std::optional<uint64_t> read_pointer_field(uint64_t base, const ResolvedField& field);
 
-// The process-wide resolution (tables + layout), done once on first use; thread-safe. jdk_major
-// comes from java.specification.version when the caller knows it, else 0 (markers decide).
-Result<const VmLayoutOffsets*> shared_layout(int jdk_major = 0);
+// This process's tables, loaded once on first use; thread-safe. Never destroyed.
+Result<const VmStructTables*> shared_tables();
 
 // The OS thread id (gettid value) of a live platform Java thread: java.lang.Thread.eetop ->
 // JavaThread* -> _osthread -> OSThread::_thread_id. For threads that existed before the agent

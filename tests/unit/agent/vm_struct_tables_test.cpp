@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -9,7 +10,7 @@
 using sf::agent::vm::parse_vmstructs_dump;
 using sf::agent::vm::resolve_layout;
 using sf::hotspot::Field;
-using sf::hotspot::StructLayout;
+using sf::hotspot::Family;
 using sf::hotspot::TypeSize;
 
 namespace {
@@ -20,6 +21,18 @@ std::string read_dump(const char* jdk) {
     std::stringstream text;
     text << in.rdbuf();
     return text.str();
+}
+
+// The dump's tables, or nullopt (with a warning) when shared/ is not beside the project.
+std::optional<sf::agent::vm::VmStructTables> dump_tables(const char* jdk) {
+    std::string text = read_dump(jdk);
+    if (text.empty()) {
+        WARN("shared/docs/vmstructs/vmstructs-jdk" << jdk << ".txt not found; skipped");
+        return std::nullopt;
+    }
+    auto tables = parse_vmstructs_dump(text);
+    REQUIRE(tables.ok());
+    return std::move(tables).value();
 }
 
 }  // namespace
@@ -36,7 +49,7 @@ TEST_CASE("the JDK 17 dump resolves every entry the VM capture needs, as layout 
     auto layout = resolve_layout(*tables, 17);
     REQUIRE(layout.ok());
     const auto& l = *layout;
-    CHECK(l.layout == StructLayout::kJdk17);
+    CHECK(l.facts->family == Family::kJdk17);
     CHECK_FALSE(l.layout_guessed);
     // Expected values from hotspot-frames.md Appendix A.
     CHECK(l[Field::kCodeBlobFrameSize].offset == 28);
@@ -78,7 +91,7 @@ TEST_CASE("the JDK 25 dump resolves every entry the VM capture needs, as layout 
     auto layout = resolve_layout(*tables, 0);
     REQUIRE(layout.ok());
     const auto& l = *layout;
-    CHECK(l.layout == StructLayout::kJdk25);
+    CHECK(l.facts->family == Family::kJdk25);
     CHECK_FALSE(l.layout_guessed);
     CHECK(l[Field::kCodeBlobFrameSize].offset == 44);
     CHECK(l[Field::kCodeBlobFrameCompleteOffset].offset == 54);
@@ -104,14 +117,42 @@ TEST_CASE("the JDK 25 dump resolves every entry the VM capture needs, as layout 
 }
 
 TEST_CASE("an untested release is resolved with the closest layout and flagged") {
-    std::string text = read_dump("25");
-    if (text.empty()) return;
-    auto tables = parse_vmstructs_dump(text);
-    REQUIRE(tables.ok());
+    auto tables = dump_tables("25");
+    if (!tables) return;
     auto layout = resolve_layout(*tables, 24);
     REQUIRE(layout.ok());
-    CHECK(layout->layout == StructLayout::kJdk25);
+    CHECK(layout->facts->family == Family::kJdk25);
     CHECK(layout->layout_guessed);
+}
+
+TEST_CASE("the blob header markers overrule a release whose row contradicts them") {
+    // JDK 17's tables (CompiledMethod, absolute code addresses) claimed by a VM saying it is 25: the
+    // tables are what the capture reads, so the absolute-header row nearest 25 (21) is used, flagged.
+    auto tables = dump_tables("17");
+    if (!tables) return;
+    auto layout = resolve_layout(*tables, 25);
+    REQUIRE(layout.ok());
+    CHECK(layout->facts->family == Family::kJdk21);
+    CHECK(layout->absolute_header());
+    CHECK(layout->layout_guessed);
+    // Without a release the markers decide alone, unflagged (as for a capture that has no version).
+    auto unversioned = resolve_layout(*tables, 0);
+    REQUIRE(unversioned.ok());
+    CHECK(unversioned->facts->family == Family::kJdk17);
+    CHECK_FALSE(unversioned->layout_guessed);
+}
+
+TEST_CASE("JDK 21 is its own row: the 17-style tables it has resolve, unflagged") {
+    // jdk21u's vmStructs.cpp exports the same blob and thread entries as 17 (CompiledMethod,
+    // CodeBlob::_code_begin, nmethod::_entry_point, JavaThread::_osthread); 17's dump stands in for them.
+    auto tables = dump_tables("17");
+    if (!tables) return;
+    auto layout = resolve_layout(*tables, 21);
+    REQUIRE(layout.ok());
+    CHECK(layout->facts->family == Family::kJdk21);
+    CHECK(layout->facts->locals_fp_relative);
+    CHECK_FALSE(layout->layout_guessed);
+    CHECK(layout->fields[static_cast<size_t>(Field::kJavaThreadOsThread)].present);
 }
 
 TEST_CASE("tables lacking needed entries give one error naming all of them") {

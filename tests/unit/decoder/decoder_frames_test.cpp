@@ -1,4 +1,4 @@
-// One test per frame kind and heuristic, on synthetic snapshots for both JDK layouts.
+// One test per frame kind and heuristic, on synthetic snapshots for every JDK row (17, 21, 25).
 #include <catch2/catch.hpp>
 
 #include "synthetic.hpp"
@@ -21,8 +21,8 @@ std::vector<MethodBci> java_frames(const CallTrace& t) {
 
 MethodBci mb(int method, int bci) { return {method_id(method), bci}; }
 
-hotspot::Jdk jdk_param() {
-    return GENERATE(hotspot::Jdk::k17, hotspot::Jdk::k25);
+hotspot::Family jdk_param() {
+    return GENERATE(hotspot::Family::kJdk17, hotspot::Family::kJdk21, hotspot::Family::kJdk25);
 }
 
 }  // namespace
@@ -64,12 +64,16 @@ TEST_CASE("interpreted chain ends in the first entry frame", "[decoder][interpre
         CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), fp_a));
         CHECK(t.failure == FailReason::kBadBci);
     }
-    SECTION("slots in the other JDK's encoding are rejected") {
-        World other(jdk == hotspot::Jdk::k17 ? hotspot::Jdk::k25 : hotspot::Jdk::k17);
-        Decoder d2(other.map, test_options());
-        CallTrace t = d2.decode(sample_of(s, kInterpBodyPc, s.at(0), fp_a));
-        CHECK(t.status == TraceStatus::kFailed);
-        CHECK(t.failure == FailReason::kBadInterpreterFrame);
+    SECTION("slots in another JDK's encoding are rejected") {
+        for (const hotspot::JdkFacts& row : hotspot::kJdkFacts) {
+            if (row.family == jdk) continue;
+            INFO("frames of JDK " << int(jdk) << " decoded as JDK " << int(row.family));
+            World other(row.family);
+            Decoder d2(other.map, test_options());
+            CallTrace t = d2.decode(sample_of(s, kInterpBodyPc, s.at(0), fp_a));
+            CHECK(t.status == TraceStatus::kFailed);
+            CHECK(t.failure == FailReason::kBadInterpreterFrame);
+        }
     }
 }
 
@@ -158,7 +162,7 @@ struct CompiledWorld {
     uint64_t c_begin = kCodeCacheLow + 0x10000;
     uint64_t d_begin = kCodeCacheLow + 0x20000;
     uint64_t sp_c, sp_d, fp_stub;
-    explicit CompiledWorld(hotspot::Jdk jdk = hotspot::Jdk::k17) : w(jdk) {
+    explicit CompiledWorld(hotspot::Family jdk = hotspot::Family::kJdk17) : w(jdk) {
         CodeLoad c = nmethod(c_begin, 4, 4);
         add_scope(c, 0x50, {{method_id(6), 3}, {method_id(4), 7}});   // method 6 inlined into 4
         add_scope(c, 0x80, {{method_id(4), 9}});
@@ -567,7 +571,7 @@ TEST_CASE("code reuse with a late unload event", "[decoder][codemap]") {
 }
 
 TEST_CASE("Method* announcements over time", "[decoder][codemap]") {
-    World w(hotspot::Jdk::k17, 0);
+    World w(hotspot::Family::kJdk17, 0);
     MethodInfo a;
     a.time_ns = 100;
     a.method_id = 1;

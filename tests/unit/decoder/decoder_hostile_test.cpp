@@ -53,7 +53,7 @@ void fill_hostile_world(World& w) {
 }  // namespace
 
 TEST_CASE("random stacks and registers never crash and always classify", "[decoder][hostile]") {
-    const auto jdk = GENERATE(hotspot::Jdk::k17, hotspot::Jdk::k25);
+    const auto jdk = GENERATE(hotspot::Family::kJdk17, hotspot::Family::kJdk21, hotspot::Family::kJdk25);
     World w(jdk);
     fill_hostile_world(w);
     Decoder d(w.map, test_options());

@@ -27,7 +27,7 @@ struct DeepStack {
     World w;
     FakeStack s;
     int frames = 0;
-    explicit DeepStack(int n, size_t bytes = kStackBytes, hotspot::Jdk jdk = hotspot::Jdk::k17) : w(jdk) {
+    explicit DeepStack(int n, size_t bytes = kStackBytes, hotspot::Family jdk = hotspot::Family::kJdk17) : w(jdk) {
         s.bytes.assign(bytes, 0);
         uint64_t fp = s.at(0x100);
         for (int i = 0; n == 0 ? fp + 0x100 + 16 <= s.at(int64_t(bytes)) : i < n; ++i, fp += 0x100) {
@@ -208,7 +208,7 @@ TEST_CASE("incremental: the frame limit is reached at the same frame", "[decoder
 TEST_CASE("incremental: small changes to random stacks never make it differ", "[decoder][incremental][hostile]") {
     // Stacks of words that point into every region, changed a little between samples, so that
     // walks get somewhere and the next snapshot shares most of the last one.
-    const auto jdk = GENERATE(hotspot::Jdk::k17, hotspot::Jdk::k25);
+    const auto jdk = GENERATE(hotspot::Family::kJdk17, hotspot::Family::kJdk21, hotspot::Family::kJdk25);
     DeepStack d(30, kStackBytes, jdk);
     World& w = d.w;
     std::mt19937_64 rng(777);

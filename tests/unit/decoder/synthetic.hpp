@@ -48,15 +48,16 @@ struct FakeStack {
     uint64_t at(int64_t offset) const { return base + uint64_t(offset); }
 };
 
+// A JDK row's frames: the VmInfo says the row's release, and frames are written in its encoding.
 struct World {
-    hotspot::Jdk jdk = hotspot::Jdk::k17;
+    hotspot::Family jdk = hotspot::Family::kJdk17;
     CodeMap map;
 
-    explicit World(hotspot::Jdk j = hotspot::Jdk::k17, int methods = 16) : jdk(j) {
+    explicit World(hotspot::Family j = hotspot::Family::kJdk17, int methods = 16) : jdk(j) {
         VmInfo vm;
         vm.time_ns = 1;
-        vm.jdk_major = j == hotspot::Jdk::k17 ? 17 : 25;
-        vm.layout = j == hotspot::Jdk::k17 ? VmLayout::kJdk17 : VmLayout::kJdk25;
+        vm.jdk_major = static_cast<int>(j);
+        vm.layout = static_cast<VmLayout>(j);
         vm.call_stub_return = kCallStubReturn;
         vm.interpreter_begin = kInterpBegin;
         vm.interpreter_end = kInterpEnd;
@@ -81,23 +82,27 @@ struct World {
         }
     }
 
-    // Writes a complete interpreted frame with its fixed slots in this JDK's encoding.
+    // Writes a complete interpreted frame with its fixed slots in this JDK's encoding: each slot
+    // that the row says is fp-relative holds a word offset from fp, the others an address.
     void interp_frame(FakeStack& s, uint64_t fp, int method, uint64_t bcp_value, uint64_t sender_sp,
                       uint64_t ret, uint64_t caller_fp, uint64_t last_sp = 0) const {
         namespace in = hotspot::interp;
-        const bool rel = in::relativized(jdk);
+        const hotspot::JdkFacts& row = *hotspot::facts_of_family(static_cast<int>(jdk));
         auto slot = [&](int w) { return fp + uint64_t(int64_t(w) * 8); };
+        auto encode = [&](bool relative, uint64_t address) {
+            return relative ? uint64_t(int64_t(address - fp) / 8) : address;
+        };
         s.put(slot(in::kReturnAddress), ret);
         s.put(slot(in::kSavedFp), caller_fp);
         s.put(slot(in::kSenderSp), sender_sp);
-        s.put(slot(in::kLastSp), last_sp == 0 ? 0 : (rel ? uint64_t(int64_t(last_sp - fp) / 8) : last_sp));
+        s.put(slot(in::kLastSp), last_sp == 0 ? 0 : encode(row.last_sp_fp_relative, last_sp));
         s.put(slot(in::kMethod), method_ptr(method));
         s.put(slot(in::kMirror), 0x1234'5678);
         s.put(slot(in::kMdp), 0);
         s.put(slot(in::kCache), 0x9'0000'0000);
-        s.put(slot(in::kLocals), rel ? 2 : fp + 16);
+        s.put(slot(in::kLocals), encode(row.locals_fp_relative, fp + 16));
         s.put(slot(in::kBcp), bcp_value);
-        s.put(slot(in::kInitialSp), rel ? uint64_t(int64_t(-9)) : fp - 72);
+        s.put(slot(in::kInitialSp), encode(row.initial_sp_fp_relative, fp - 72));
     }
 
     // The call stub's frame at `fp` with its JavaCallWrapper's anchor (last_sp 0 = first entry frame).

@@ -68,7 +68,8 @@ public:
 
     bool has_vm() const { return has_vm_; }
     const VmInfo& vm() const { return vm_; }
-    hotspot::Jdk jdk() const { return jdk_; }
+    // The per-JDK facts of the VM (hotspot::recorded_jdk_facts of its VmInfo).
+    const hotspot::JdkFacts& jdk() const { return *jdk_; }
 
     // What code contains `pc` at time `time_ns`.
     CodeLookup find_code(uint64_t pc, uint64_t time_ns) const;
@@ -142,7 +143,7 @@ private:
 
     bool has_vm_ = false;
     VmInfo vm_;
-    hotspot::Jdk jdk_ = hotspot::Jdk::k17;
+    const hotspot::JdkFacts* jdk_ = &hotspot::recorded_jdk_facts(0, 0);
     std::vector<std::pair<uint64_t, uint64_t>> entry_codelets_;   // sorted [begin, end)
 
     // Live code does not overlap: keyed by code_begin.

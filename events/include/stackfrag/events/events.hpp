@@ -130,8 +130,9 @@ struct MethodInfo {
     bool operator==(const MethodInfo&) const = default;
 };
 
-// Which per-JDK table of frame and structure facts applies.
-enum class VmLayout : uint8_t { kUnknown = 0, kJdk17 = 17, kJdk25 = 25 };
+// Which row of per-JDK frame and structure facts (hotspot/jdk_facts.hpp) the agent chose: the
+// row's release number, or kUnknown when it guessed (the decoder then goes by jdk_major).
+enum class VmLayout : uint8_t { kUnknown = 0, kJdk17 = 17, kJdk21 = 21, kJdk25 = 25 };
 
 struct CodeRange {
     uint64_t begin = 0;

@@ -1,46 +1,49 @@
-// HotSpot x86_64 frame facts the decoder relies on, per JDK layout, in one place.
+// HotSpot x86_64 frame facts the decoder relies on, in one place; what differs between JDK releases
+// comes from the release's row in jdk_facts.hpp.
 // Source and verification status of every number: shared/docs/hotspot-frames.md (section in brackets).
 // Everything here is about the *stack*: slots relative to rbp/sp and how to turn slot values into
 // addresses. Structure offsets inside VM memory are not here: the decoder never reads VM memory.
 #pragma once
 
 #include <cstdint>
-#include <optional>
+
+#include "stackfrag/hotspot/jdk_facts.hpp"
 
 namespace sf::hotspot {
 
 inline constexpr int kWordSize = 8;
 
-enum class Jdk : uint8_t { k17 = 17, k25 = 25 };
-
-// --- Interpreter frames [a.1]: word offsets from rbp, identical on 17 and 25. ---
+// --- Interpreter frames [a.1]: word offsets from rbp, identical on 17, 21 and 25. ---
 namespace interp {
 inline constexpr int kReturnAddress = 1;
 inline constexpr int kSavedFp = 0;
 inline constexpr int kSenderSp = -1;     // absolute unextended sp of the caller (both JDKs)
-inline constexpr int kLastSp = -2;       // 17: absolute or 0; 25: relative to fp or 0
+inline constexpr int kLastSp = -2;       // absolute or 0; relative to fp or 0 (JdkFacts)
 inline constexpr int kMethod = -3;       // Method*
 inline constexpr int kMirror = -4;
 inline constexpr int kMdp = -5;
 inline constexpr int kCache = -6;
-inline constexpr int kLocals = -7;       // 17: absolute &local0; 25: relative to fp (positive)
+inline constexpr int kLocals = -7;       // absolute &local0, or relative to fp (positive) (JdkFacts)
 inline constexpr int kBcp = -8;          // u1*, 0 for native methods
-inline constexpr int kInitialSp = -9;    // 17: absolute; 25: relative (-9 without monitors)
+inline constexpr int kInitialSp = -9;    // absolute, or relative (-9 without monitors) (JdkFacts)
 // Lowest fixed slot: a complete frame has sp <= fp + kLowestFixedSlot*8 [a.4 state 3].
 inline constexpr int kLowestFixedSlot = kInitialSp;
 inline constexpr int kFixedFrameBytes = -kLowestFixedSlot * kWordSize;   // 72
 
-// JDK 25 stores these slots as word offsets from fp (JDK-8299795, -8308984, -8315966) [a.1].
-inline constexpr bool relativized(Jdk jdk) { return jdk == Jdk::k25; }
-
-// &local0 from the locals slot's raw value.
-inline uint64_t locals_address(Jdk jdk, uint64_t fp, uint64_t raw) {
-    return relativized(jdk) ? fp + static_cast<uint64_t>(static_cast<int64_t>(raw)) * kWordSize : raw;
+// A slot's address from its raw value: a word offset from fp when the release stores it so.
+inline uint64_t slot_address(bool fp_relative, uint64_t fp, uint64_t raw) {
+    return fp_relative ? fp + static_cast<uint64_t>(static_cast<int64_t>(raw)) * kWordSize : raw;
 }
-// last_sp / initial_sp from their raw values; a raw 0 means "not set" on both layouts.
-inline uint64_t fp_relative_or_absolute(Jdk jdk, uint64_t fp, uint64_t raw) {
-    if (raw == 0) return 0;
-    return relativized(jdk) ? fp + static_cast<uint64_t>(static_cast<int64_t>(raw)) * kWordSize : raw;
+// &local0 from the locals slot's raw value.
+inline uint64_t locals_address(const JdkFacts& jdk, uint64_t fp, uint64_t raw) {
+    return slot_address(jdk.locals_fp_relative, fp, raw);
+}
+// last_sp / initial_sp from their raw values; a raw 0 means "not set" in every encoding.
+inline uint64_t last_sp_address(const JdkFacts& jdk, uint64_t fp, uint64_t raw) {
+    return raw == 0 ? 0 : slot_address(jdk.last_sp_fp_relative, fp, raw);
+}
+inline uint64_t initial_sp_address(const JdkFacts& jdk, uint64_t fp, uint64_t raw) {
+    return raw == 0 ? 0 : slot_address(jdk.initial_sp_fp_relative, fp, raw);
 }
 }  // namespace interp
 
@@ -54,9 +57,6 @@ inline constexpr int kSavedFpFromTop = 2;         // saved rbp at sp + (fs-2)*8
 // Plausibility bound for frame sizes (words). HotSpot limits compiled frames far below this;
 // the largest RuntimeStub frames (register save areas) are a few hundred words [b.4].
 inline constexpr int kMaxFrameWords = 1 << 16;
-// Stack bang distance is irrelevant; the epilogue's safepoint poll compares rsp with
-// JavaThread::_polling_word at this r15 displacement [f].
-inline constexpr int32_t poll_word_offset(Jdk jdk) { return jdk == Jdk::k17 ? 0x340 : 0x28; }
 }  // namespace compiled
 
 // --- Entry frames, JavaCallWrapper, JavaFrameAnchor [d.1, d.2]. ---
