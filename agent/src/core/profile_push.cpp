@@ -1,6 +1,7 @@
 #include "profile_push.hpp"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <chrono>
 
 #include <sstream>
+#include <type_traits>
 
 #include "clock.hpp"
 #include "log.hpp"
@@ -49,6 +51,61 @@ size_t collect_response(char* data, size_t size, size_t count, void* user) {
     const size_t bytes = size * count;
     if (text->size() < 512) text->append(data, std::min(bytes, 512 - text->size()));
     return bytes;
+}
+
+// libcurl, loaded when the first pusher starts rather than linked: it brings ~28 more libraries
+// (TLS, Kerberos, LDAP, ...), about 20 ms of loading, which a JVM profiled without push= should
+// not pay. Never unloaded (the JVM may exit while a sender is inside it).
+struct CurlApi {
+    std::string error;   // why it is not there; empty when loaded
+    CURLcode (*global_init)(long);
+    CURL* (*easy_init)();
+    CURLcode (*easy_setopt)(CURL*, CURLoption, ...);
+    CURLcode (*easy_perform)(CURL*);
+    CURLcode (*easy_getinfo)(CURL*, CURLINFO, ...);
+    void (*easy_cleanup)(CURL*);
+    const char* (*easy_strerror)(CURLcode);
+    curl_slist* (*slist_append)(curl_slist*, const char*);
+    void (*slist_free_all)(curl_slist*);
+};
+
+const CurlApi& curl_api() {
+    static const CurlApi* api = [] {
+        auto* loaded = new CurlApi{};
+        // The OpenSSL build (libcurl4), else the GnuTLS one (libcurl3-gnutls): the same ABI.
+        void* library = nullptr;
+        for (const char* name : {"libcurl.so.4", "libcurl-gnutls.so.4"}) {
+            if ((library = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+        }
+        if (library == nullptr) {
+            loaded->error = "libcurl.so.4 cannot be loaded (install libcurl4): " + std::string(dlerror());
+            return loaded;
+        }
+        bool complete = true;
+        auto bind = [&](auto& function, const char* symbol) {
+            function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(dlsym(library, symbol));
+            complete &= function != nullptr;
+        };
+        bind(loaded->global_init, "curl_global_init");
+        bind(loaded->easy_init, "curl_easy_init");
+        bind(loaded->easy_setopt, "curl_easy_setopt");
+        bind(loaded->easy_perform, "curl_easy_perform");
+        bind(loaded->easy_getinfo, "curl_easy_getinfo");
+        bind(loaded->easy_cleanup, "curl_easy_cleanup");
+        bind(loaded->easy_strerror, "curl_easy_strerror");
+        bind(loaded->slist_append, "curl_slist_append");
+        bind(loaded->slist_free_all, "curl_slist_free_all");
+        if (!complete) {
+            loaded->error = "libcurl.so.4 lacks a function stackfrag needs";
+            return loaded;
+        }
+        // Thread-safe in libcurl 7.84 and later; never cleaned up.
+        if (const CURLcode init = loaded->global_init(CURL_GLOBAL_DEFAULT); init != CURLE_OK) {
+            loaded->error = std::string("libcurl initialisation failed: ") + loaded->easy_strerror(init);
+        }
+        return loaded;
+    }();
+    return *api;
 }
 
 // One line of a server's answer for the log: control characters become spaces.
@@ -208,10 +265,8 @@ ProfilePusher::~ProfilePusher() {
 
 Status ProfilePusher::start() {
     if (started_) return {};
-    // Thread-safe in libcurl 7.84 and later; never cleaned up (the JVM may exit at any point).
-    static const CURLcode global = curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (global != CURLE_OK) {
-        return make_error(Errc::kInternal, std::string("libcurl initialisation failed: ") + curl_easy_strerror(global));
+    if (const CurlApi& curl = curl_api(); !curl.error.empty()) {
+        return make_error(Errc::kUnsupported, curl.error, "profiles are not pushed; sampling goes on");
     }
     sigset_t blocked, previous;
     sigfillset(&blocked);
@@ -270,7 +325,7 @@ void* ProfilePusher::thread_main(void* self) {
     return nullptr;
 }
 
-int ProfilePusher::progress(void* self, long long, long long, long long, long long) {
+int ProfilePusher::progress(void* self, int64_t, int64_t, int64_t, int64_t) {
     return static_cast<ProfilePusher*>(self)->abort_.load(std::memory_order_relaxed) ? 1 : 0;
 }
 
@@ -339,7 +394,9 @@ void ProfilePusher::run() {
 }
 
 ProfilePusher::Outcome ProfilePusher::send(const PushProfile& profile, std::string& error, uint64_t& retry_after_ms) {
-    CURL* curl = curl_easy_init();
+    static_assert(std::is_same_v<decltype(&ProfilePusher::progress), curl_xferinfo_callback>);
+    const CurlApi& api = curl_api();
+    CURL* curl = api.easy_init();
     if (curl == nullptr) {
         error = "curl_easy_init failed";
         return Outcome::kRetry;
@@ -355,32 +412,32 @@ ProfilePusher::Outcome ProfilePusher::send(const PushProfile& profile, std::stri
     const std::string url = settings_.url.scheme + "://" + settings_.url.host + ":" + std::to_string(settings_.url.port) +
                             push_request_target(settings_, profile);
     std::string response;
-    curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/octet-stream");
-    headers = curl_slist_append(headers, "Expect:");   // no 100-continue round trip
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);   // no SIGALRM for DNS timeouts inside the JVM
-    curl_easy_setopt(curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, profile.body.data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(profile.body.size()));
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl, CURLOPT_USERAGENT, "stackfrag");
-    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(settings_.connect_timeout_ms));
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, &collect_response);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
-    curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &ProfilePusher::progress);
-    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, this);
-    const CURLcode code = curl_easy_perform(curl);
+    curl_slist* headers = api.slist_append(nullptr, "Content-Type: application/octet-stream");
+    headers = api.slist_append(headers, "Expect:");   // no 100-continue round trip
+    api.easy_setopt(curl, CURLOPT_URL, url.c_str());
+    api.easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    api.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);   // no SIGALRM for DNS timeouts inside the JVM
+    api.easy_setopt(curl, CURLOPT_POST, 1L);
+    api.easy_setopt(curl, CURLOPT_POSTFIELDS, profile.body.data());
+    api.easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(profile.body.size()));
+    api.easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    api.easy_setopt(curl, CURLOPT_USERAGENT, "stackfrag");
+    api.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(settings_.connect_timeout_ms));
+    api.easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+    api.easy_setopt(curl, CURLOPT_WRITEFUNCTION, &collect_response);
+    api.easy_setopt(curl, CURLOPT_WRITEDATA, &response);
+    api.easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+    api.easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, &ProfilePusher::progress);
+    api.easy_setopt(curl, CURLOPT_XFERINFODATA, this);
+    const CURLcode code = api.easy_perform(curl);
     long status = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+    api.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     curl_off_t retry_after_s = 0;
-    curl_easy_getinfo(curl, CURLINFO_RETRY_AFTER, &retry_after_s);
-    curl_easy_cleanup(curl);
-    curl_slist_free_all(headers);
+    api.easy_getinfo(curl, CURLINFO_RETRY_AFTER, &retry_after_s);
+    api.easy_cleanup(curl);
+    api.slist_free_all(headers);
     if (code != CURLE_OK) {
-        error = curl_easy_strerror(code);
+        error = api.easy_strerror(code);
         return Outcome::kRetry;
     }
     if (status >= 200 && status < 300) return Outcome::kSent;

@@ -116,7 +116,7 @@ private:
     void run();
     // One POST; `error` says why it failed; `retry_after_ms` is the server's Retry-After, or 0.
     Outcome send(const PushProfile& profile, std::string& error, uint64_t& retry_after_ms);
-    static int progress(void* self, long long, long long, long long, long long);
+    static int progress(void* self, int64_t, int64_t, int64_t, int64_t);   // curl_off_t is int64_t
 
     const PushSettings settings_;
 
