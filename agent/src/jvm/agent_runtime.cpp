@@ -21,8 +21,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "clock.hpp"
@@ -39,6 +37,7 @@
 #include "sampler.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "stream_writer.hpp"
+#include "thread_registry.hpp"
 #include "vm_capture.hpp"
 #include "vmstructs.hpp"
 
@@ -100,12 +99,13 @@ Agent* the_agent() { return g_agent.load(std::memory_order_acquire); }
 class Agent {
 public:
     Agent(JavaVM* vm, jvmtiEnv* jvmti, AgentOptions options, std::unique_ptr<RecordingWriter> recording)
-        : vm_(vm), jvmti_(jvmti), options_(std::move(options)), writer_(std::move(recording)) {}
+        : vm_(vm), jvmti_(jvmti), options_(std::move(options)), writer_(std::move(recording)),
+          backend_(options_.backend, options_.mode) {}
 
     // OnLoad / OnAttach, after the options were accepted.
     void setup(bool attach) {
         attach_ = attach;
-        if (options_.backend == SamplingBackend::kSignal && options_.mode != SamplingMode::kJvmti) {
+        if (backend_.signal_from_start()) {
             use_signal_backend("backend=signal");
         } else if (options_.validate) {
             create_oracle(false);
@@ -120,7 +120,7 @@ public:
         }
         // Per-CPU events follow only threads created after they are opened, so open them now:
         // at OnLoad nearly every JVM thread is yet to come (they are enabled when the reader starts).
-        if (options_.mode == SamplingMode::kCpu && !attach && !signal_backend_.load() &&
+        if (options_.mode == SamplingMode::kCpu && !attach && !backend_.signal() &&
             !sampler_->add_cpus(current_tid()).ok()) {
             fall_back_to_signals_if_denied();
         }
@@ -163,13 +163,13 @@ public:
             return;
         }
         live_.store(true, std::memory_order_release);
-        if (options_.mode == SamplingMode::kCpu && attach_ && !signal_backend_.load()) add_cpu_events_for_existing_threads();
+        if (options_.mode == SamplingMode::kCpu && attach_ && !backend_.signal()) add_cpu_events_for_existing_threads();
         register_existing_threads(jni);
         start_code_poller(jni);
         if (options_.mode == SamplingMode::kJvmti) start_jvmti_sampler(jni);
         SF_LOG_INFO("sampling every %llu ns (%s mode, %s backend)%s", static_cast<unsigned long long>(options_.interval_ns),
                     options_.mode == SamplingMode::kThread ? "thread" : options_.mode == SamplingMode::kCpu ? "cpu" : "jvmti",
-                    signal_backend_.load() ? "signal" : "perf",
+                    backend_.signal() ? "signal" : "perf",
                     options_.validate ? " with the validate oracle" : "");
     }
 
@@ -184,14 +184,9 @@ public:
     void on_thread_end(JNIEnv*, jthread) {
         if (!live_.load(std::memory_order_acquire)) return;
         const pid_t tid = current_tid();
-        std::string name;
-        {
-            std::lock_guard<std::mutex> lock(threads_mutex_);
-            auto found = threads_.find(tid);
-            if (found == threads_.end()) return;
-            name = std::move(found->second);
-            threads_.erase(found);
-        }
+        std::optional<std::string> registered = threads_.remove(tid);
+        if (!registered) return;
+        std::string name = std::move(*registered);
         if (log_enabled(LogLevel::kDebug)) {
             // The thread's own CPU time, for checking sample counts (CPU time x rate) in tests.
             timespec cpu{};
@@ -202,10 +197,6 @@ public:
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), true, std::move(name)});
         if (OracleSampler* timer_sampler = timer()) timer_sampler->remove_thread(tid);
         if (options_.mode == SamplingMode::kThread) sampler_->end_thread(tid);
-        {
-            std::lock_guard<std::mutex> lock(threads_mutex_);
-            perf_threads_.erase(tid);
-        }
     }
 
     VmCapture* capture() {
@@ -235,11 +226,7 @@ public:
     LiveProfile* live_profile() { return live_profile_.get(); }
 
     // Which backend samples: "perf", or "signal (why)".
-    std::string backend_text() const {
-        if (!signal_backend_.load()) return "perf";
-        std::lock_guard<std::mutex> lock(backend_mutex_);
-        return "signal (" + signal_reason_ + ")";
-    }
+    std::string backend_text() const { return backend_.text(); }
 
     std::string status_text() const {
         const bool running = live_.load(std::memory_order_acquire) && !shut_down_.load();
@@ -358,12 +345,8 @@ private:
     // ticks become Sample events. `why` is for the stop summary.
     void use_signal_backend(std::string why) {
         if (timer() == nullptr && !create_oracle(true)) return;
-        {
-            std::lock_guard<std::mutex> lock(backend_mutex_);
-            signal_reason_ = std::move(why);
-        }
         if (sampler_) sampler_->set_timer_sampler(timer());
-        signal_backend_.store(true, std::memory_order_release);
+        backend_.use_signal(std::move(why));
     }
 
     // backend=auto after a perf open failed: a persistent failure (permission, unsupported) moves
@@ -372,30 +355,17 @@ private:
     // registration found the failure (its caller adds it, from the thread itself when it can, so
     // that its stack bounds are known).
     void fall_back_to_signals_if_denied(pid_t registering = 0) {
-        if (options_.backend != SamplingBackend::kAuto || options_.mode == SamplingMode::kJvmti) return;
         const std::optional<Error> denied = sampler_->open_error();
-        if (!denied) return;
-        {
-            std::lock_guard<std::mutex> lock(backend_mutex_);
-            if (fallback_tried_) return;
-            fallback_tried_ = true;
-        }
+        if (!backend_.should_fall_back(denied)) return;
         use_signal_backend("perf denied");
-        if (!signal_backend_.load()) {
+        if (!backend_.signal()) {
             SF_LOG_ERROR("sampling is off, the JVM runs on without it: perf events are denied (%s) and the signal "
                          "backend could not start", denied->describe().c_str());
             return;
         }
         SF_LOG_WARN("perf events are denied, sampling with the signal backend (CPU-time timers, backend=signal) "
                     "instead: %s", denied->describe().c_str());
-        std::vector<pid_t> earlier;
-        {
-            std::lock_guard<std::mutex> lock(threads_mutex_);
-            for (const auto& [tid, name] : threads_) {
-                if (perf_threads_.count(tid) == 0 && tid != registering) earlier.push_back(tid);
-            }
-        }
-        for (pid_t tid : earlier) {
+        for (pid_t tid : threads_.not_on_perf(registering)) {
             Status added = timer()->add_thread(tid, kUseSample);
             if (!added.ok()) SF_LOG_DEBUG("signal backend: %s", added.error().describe().c_str());
         }
@@ -463,24 +433,20 @@ private:
 
     // `on_thread`: called by the thread itself (it knows its JNIEnv and stack).
     void register_thread(pid_t tid, std::string name, JNIEnv* jni, bool on_thread) {
-        {
-            std::lock_guard<std::mutex> lock(threads_mutex_);
-            if (!threads_.emplace(tid, name).second) return;
-        }
+        if (!threads_.add(tid, name)) return;
         SF_LOG_DEBUG("thread %d '%s'", tid, name.c_str());
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), false, std::move(name)});
         bool on_perf = false;
-        if (options_.mode == SamplingMode::kThread && !signal_backend_.load()) {
+        if (options_.mode == SamplingMode::kThread && !backend_.signal()) {
             on_perf = sampler_->add_thread(tid).ok();
             if (on_perf) {
-                std::lock_guard<std::mutex> lock(threads_mutex_);
-                perf_threads_.insert(tid);
+                threads_.set_on_perf(tid);
             } else {
                 fall_back_to_signals_if_denied(tid);
             }
         }
         uint8_t uses = options_.validate ? kUseOracle : 0;
-        if (!on_perf && signal_backend_.load()) uses |= kUseSample;
+        if (!on_perf && backend_.signal()) uses |= kUseSample;
         if (OracleSampler* timer_sampler = timer(); timer_sampler != nullptr && uses != 0) {
             Status added = on_thread ? timer_sampler->add_current_thread(jni, uses) : timer_sampler->add_thread(tid, uses);
             if (!added.ok()) {
@@ -628,7 +594,7 @@ private:
             oracle_text = ", oracle " + std::to_string(counts.of(EventKind::kOracle)) + " (AsyncGetCallTrace ok " +
                           std::to_string(counts.oracle_traces_ok) + ", buffer full " + std::to_string(stats.dropped) + ")";
         }
-        if (signal_backend_.load()) {
+        if (backend_.signal()) {
             oracle_text += "; signal backend: timer buffer full " + std::to_string(timer()->stats().dropped);
         }
         const SamplerStats stats = sampler_->stats();
@@ -703,10 +669,7 @@ private:
     StreamWriter writer_;
     std::unique_ptr<OracleSampler> oracle_;           // owns timer_; set once, before timer_
     std::atomic<OracleSampler*> timer_{nullptr};      // validate's oracle and/or the signal backend
-    std::atomic<bool> signal_backend_{false};         // threads registered from now on get timers
-    mutable std::mutex backend_mutex_;
-    std::string signal_reason_;                       // under backend_mutex_
-    bool fallback_tried_ = false;                     // under backend_mutex_
+    BackendSelection backend_;                        // perf or the signal backend, for new threads
     std::unique_ptr<Sampler> sampler_;
     std::unique_ptr<AutoInterval> auto_interval_;   // interval=auto; fed by the live profile's thread
     std::unique_ptr<VmCapture> capture_;
@@ -719,9 +682,7 @@ private:
     std::atomic<bool> live_{false};
     std::atomic<bool> shut_down_{false};
 
-    std::mutex threads_mutex_;
-    std::unordered_map<pid_t, std::string> threads_;   // live registered threads: tid -> name
-    std::unordered_set<pid_t> perf_threads_;           // those sampled by a perf event
+    ThreadRegistry threads_;   // live registered threads, and which of them perf samples
 
     std::mutex poll_mutex_;
     std::condition_variable poll_wakeup_;

@@ -1,0 +1,63 @@
+#include "thread_registry.hpp"
+
+namespace sf::agent {
+
+bool ThreadRegistry::add(pid_t tid, std::string name) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return names_.emplace(tid, std::move(name)).second;
+}
+
+std::optional<std::string> ThreadRegistry::remove(pid_t tid) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = names_.find(tid);
+    if (found == names_.end()) return std::nullopt;
+    std::string name = std::move(found->second);
+    names_.erase(found);
+    on_perf_.erase(tid);
+    return name;
+}
+
+void ThreadRegistry::set_on_perf(pid_t tid) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    on_perf_.insert(tid);
+}
+
+std::vector<pid_t> ThreadRegistry::not_on_perf(pid_t except) const {
+    std::vector<pid_t> out;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& [tid, name] : names_) {
+        if (on_perf_.count(tid) == 0 && tid != except) out.push_back(tid);
+    }
+    return out;
+}
+
+size_t ThreadRegistry::size() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return names_.size();
+}
+
+bool BackendSelection::should_fall_back(const std::optional<Error>& denied) {
+    if (requested_ != SamplingBackend::kAuto || mode_ == SamplingMode::kJvmti || !denied) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (fallback_tried_) return false;
+    fallback_tried_ = true;
+    return true;
+}
+
+void BackendSelection::use_signal(std::string why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reason_ = std::move(why);
+    signal_ = true;
+}
+
+bool BackendSelection::signal() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return signal_;
+}
+
+std::string BackendSelection::text() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return signal_ ? "signal (" + reason_ + ")" : "perf";
+}
+
+}  // namespace sf::agent

@@ -1,0 +1,72 @@
+// The agent's thread registry and backend selection, without a JVM.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <thread>
+#include <vector>
+
+#include "thread_registry.hpp"
+
+using namespace sf;
+using namespace sf::agent;
+
+TEST_CASE("a thread registers once, and its removal gives back its name and forgets its perf mark") {
+    ThreadRegistry threads;
+    CHECK(threads.add(10, "main"));
+    CHECK_FALSE(threads.add(10, "main again"));   // go_live's enumeration and ThreadStart both saw it
+    CHECK(threads.add(11, "worker"));
+    threads.set_on_perf(10);
+    CHECK(threads.not_on_perf() == std::vector<pid_t>{11});
+    CHECK(threads.remove(10) == std::optional<std::string>("main"));
+    CHECK_FALSE(threads.remove(10).has_value());
+    // Re-registered under a reused tid: not on perf until it is marked again.
+    CHECK(threads.add(10, "new thread"));
+    auto rest = threads.not_on_perf();
+    std::sort(rest.begin(), rest.end());
+    CHECK(rest == std::vector<pid_t>{10, 11});
+    CHECK(threads.not_on_perf(11) == std::vector<pid_t>{10});
+    CHECK(threads.size() == 2);
+}
+
+TEST_CASE("threads registered and removed from many threads at once are all accounted for") {
+    ThreadRegistry threads;
+    std::vector<std::thread> workers;
+    for (int w = 0; w < 4; ++w) {
+        workers.emplace_back([&threads, w] {
+            for (pid_t i = 0; i < 1000; ++i) {
+                const pid_t tid = w * 1000 + i + 1;
+                threads.add(tid, "t");
+                if (i % 2 == 0) threads.set_on_perf(tid);
+                if (i % 4 == 0) threads.remove(tid);
+            }
+        });
+    }
+    for (auto& t : workers) t.join();
+    CHECK(threads.size() == 4 * 750);
+    CHECK(threads.not_on_perf().size() == 4 * 500);
+}
+
+TEST_CASE("backend selection: perf unless asked otherwise, and auto falls back to signals once") {
+    SECTION("backend=signal starts with the timers, except in mode=jvmti") {
+        CHECK(BackendSelection(SamplingBackend::kSignal, SamplingMode::kThread).signal_from_start());
+        CHECK(BackendSelection(SamplingBackend::kSignal, SamplingMode::kCpu).signal_from_start());
+        CHECK_FALSE(BackendSelection(SamplingBackend::kSignal, SamplingMode::kJvmti).signal_from_start());
+        CHECK_FALSE(BackendSelection(SamplingBackend::kAuto, SamplingMode::kThread).signal_from_start());
+    }
+    const Error denied = make_error(Errc::kPermission, "perf_event_open: EACCES");
+    SECTION("backend=auto: the first denial falls back, later ones do not; no denial never does") {
+        BackendSelection backend(SamplingBackend::kAuto, SamplingMode::kThread);
+        CHECK(backend.text() == "perf");
+        CHECK_FALSE(backend.should_fall_back(std::nullopt));
+        CHECK(backend.should_fall_back(denied));
+        CHECK_FALSE(backend.should_fall_back(denied));
+        CHECK_FALSE(backend.signal());   // until the caller has the timers running
+        backend.use_signal("perf denied");
+        CHECK(backend.signal());
+        CHECK(backend.text() == "signal (perf denied)");
+    }
+    SECTION("backend=perf and mode=jvmti never fall back") {
+        CHECK_FALSE(BackendSelection(SamplingBackend::kPerf, SamplingMode::kThread).should_fall_back(denied));
+        CHECK_FALSE(BackendSelection(SamplingBackend::kAuto, SamplingMode::kJvmti).should_fall_back(denied));
+    }
+}
