@@ -17,14 +17,13 @@
 #include <utility>
 #include <vector>
 
+#include "code_cache_reader.hpp"
 #include "vm_code_map.hpp"
 #include "vmstructs.hpp"
 
 namespace sf::agent {
 namespace {
 
-using hotspot::Field;
-using hotspot::TypeSize;
 
 uint64_t monotonic_now_ns() {
     timespec ts{};
@@ -32,60 +31,8 @@ uint64_t monotonic_now_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// Sanity bounds: no real blob or header is anywhere near these.
+// Sanity bound: no real blob is anywhere near this.
 constexpr uint64_t kMaxBlobBytes = 64ull << 20;
-constexpr size_t kMaxHeaderBytes = 4096;
-constexpr int32_t kMaxFrameWords = 1 << 20;
-constexpr size_t kMaxCodeHeaps = 16;
-constexpr size_t kMaxCodelets = 4096;
-
-// A CodeBlob as read from the CodeCache.
-struct BlobInfo {
-    uint64_t blob = 0;
-    uint64_t size = 0;
-    uint64_t code_begin = 0;
-    uint64_t code_end = 0;
-    int32_t frame_size = 0;
-    int32_t frame_complete = -1;
-    std::string name;
-    bool is_nmethod = false;
-    bool is_native = false;
-    // nmethods only
-    uint64_t method_ptr = 0;
-    uint64_t entry = 0;
-    uint64_t verified_entry = 0;
-    uint64_t deopt_handler = 0;
-    int32_t entry_bci = -1;
-    int32_t orig_pc_offset = -1;
-    int32_t comp_level = 0;
-};
-
-// Integer field of a header already copied into `bytes` (relative to the blob start).
-std::optional<int64_t> header_int(const std::vector<uint8_t>& bytes, const vm::ResolvedField& f) {
-    if (!f.present || f.is_static || f.width == 0 || f.offset + f.width > bytes.size()) {
-        return std::nullopt;
-    }
-    const uint8_t* p = bytes.data() + f.offset;
-    switch (f.width) {
-        case 1: return f.is_unsigned ? int64_t{p[0]} : int64_t{static_cast<int8_t>(p[0])};
-        case 2: {
-            uint16_t v;
-            std::memcpy(&v, p, 2);
-            return f.is_unsigned ? int64_t{v} : int64_t{static_cast<int16_t>(v)};
-        }
-        case 4: {
-            uint32_t v;
-            std::memcpy(&v, p, 4);
-            return f.is_unsigned ? int64_t{v} : int64_t{static_cast<int32_t>(v)};
-        }
-        case 8: {
-            uint64_t v;
-            std::memcpy(&v, p, 8);
-            return static_cast<int64_t>(v);
-        }
-        default: return std::nullopt;
-    }
-}
 
 std::string jvmti_string(jvmtiEnv* jvmti, char* s) {
     if (s == nullptr) return {};
@@ -112,15 +59,9 @@ struct VmCapture::Impl {
     jvmtiEnv* jvmti;
     EventSink& sink;
     JavaVM* java_vm = nullptr;
-    vm::VmLayoutOffsets layout;   // resolved once by start(), before `started`
-    const vm::VmLayoutOffsets* L = &layout;
+    std::unique_ptr<CodeCacheReader> code_cache;   // created by start(), before `started`
     std::atomic<bool> started{false};
     VmInfo info;   // written once by start() before `started`
-
-    std::vector<uint64_t> heaps;   // CodeHeap*, fixed after start
-
-    std::mutex name_mu;
-    std::unordered_map<uint64_t, std::string> names;   // blob name address -> text
 
     mutable std::mutex mu;
     // Guarded by mu.
@@ -142,7 +83,6 @@ struct VmCapture::Impl {
         std::atomic<uint64_t> code_loads_blob_missing{0};
         std::atomic<uint64_t> code_unloads{0};
         std::atomic<uint64_t> stubs{0};
-        std::atomic<uint64_t> bad_reads{0};
         std::atomic<uint64_t> walk_unresolved_method{0};
         std::atomic<uint64_t> redefined_methods{0};
         std::atomic<uint64_t> scopes{0};
@@ -152,21 +92,10 @@ struct VmCapture::Impl {
 
     Impl(jvmtiEnv* j, EventSink& s) : jvmti(j), sink(s) {}
 
-    const vm::ResolvedField& f(Field field) const { return (*L)[field]; }
-
-    // A read that failed or gave implausible values: skipped and counted. SF_VM_DEBUG=1 names the
-    // place, for diagnosing a JDK whose structures do not match the tables.
-    void note_bad_read(int line) {
-        counters.bad_reads++;
-        static const bool debug = std::getenv("SF_VM_DEBUG") != nullptr;
-        if (debug) std::fprintf(stderr, "[stackfrag] vm_capture: bad read at vm_capture.cpp:%d\n", line);
-    }
+    // A read of VM memory that failed or gave implausible values: skipped and counted.
+    void note_bad_read(int line) { code_cache->note_bad_read(line); }
 
     // ---- VM facts ------------------------------------------------------------------------
-    std::optional<uint64_t> static_pointer(Field field) const {
-        return vm::read_pointer_field(0, f(field));
-    }
-
     std::string system_property(const char* name) {
         char* value = nullptr;
         if (jvmti->GetSystemProperty(name, &value) != JVMTI_ERROR_NONE) return {};
@@ -188,282 +117,10 @@ struct VmCapture::Impl {
         if (!tables) return tables.error();
         auto resolved = vm::resolve_layout(**tables, info.jdk_major);
         if (!resolved) return resolved.error();
-        layout = *resolved;
         // The row's family is its release number, which is what VmLayout's values are.
-        info.layout = L->layout_guessed ? VmLayout::kUnknown : static_cast<VmLayout>(L->facts->family);
-
-        auto call_stub = static_pointer(Field::kStubRoutinesCallStubReturnAddress);
-        auto low = static_pointer(Field::kCodeCacheLowBound);
-        auto high = static_pointer(Field::kCodeCacheHighBound);
-        if (!call_stub || !low || !high || *low == 0 || *high <= *low) {
-            return make_error(Errc::kCorrupt, "CodeCache bounds or call stub address unreadable");
-        }
-        info.call_stub_return = *call_stub;
-        info.code_cache_low = *low;
-        info.code_cache_high = *high;
-        if (info.call_stub_return < *low || info.call_stub_return >= *high) {
-            return make_error(Errc::kCorrupt, "call stub return address outside the CodeCache");
-        }
-        if (f(Field::kContinuationEntryReturnPc).present) {
-            info.continuation_return_pc = static_pointer(Field::kContinuationEntryReturnPc).value_or(0);
-        }
-        if (Status s = read_code_heaps(); !s) return s;
-        return read_interpreter();
-    }
-
-    Status read_code_heaps() {
-        auto array = static_pointer(Field::kCodeCacheHeaps);
-        if (!array || *array == 0) return make_error(Errc::kCorrupt, "CodeCache::_heaps unreadable");
-        auto len = vm::read_int_field(*array, f(Field::kGrowableArrayLen));
-        auto data = vm::read_pointer_field(*array, f(Field::kGrowableArrayData));
-        if (!len || !data || *len <= 0 || *len > static_cast<int64_t>(kMaxCodeHeaps)) {
-            return make_error(Errc::kCorrupt, "CodeCache heap array unreadable");
-        }
-        for (int64_t i = 0; i < *len; ++i) {
-            auto heap = vm::safe_read_value<uint64_t>(*data + 8 * static_cast<uint64_t>(i));
-            if (!heap || *heap == 0) return make_error(Errc::kCorrupt, "CodeHeap pointer unreadable");
-            heaps.push_back(*heap);
-        }
-        return {};
-    }
-
-    Status read_interpreter() {
-        auto queue = static_pointer(Field::kAbstractInterpreterCode);
-        if (!queue || *queue == 0) return make_error(Errc::kCorrupt, "AbstractInterpreter::_code unreadable");
-        auto buffer = vm::read_pointer_field(*queue, f(Field::kStubQueueStubBuffer));
-        auto limit = vm::read_int_field(*queue, f(Field::kStubQueueBufferLimit));
-        auto begin = vm::read_int_field(*queue, f(Field::kStubQueueQueueBegin));
-        auto end = vm::read_int_field(*queue, f(Field::kStubQueueQueueEnd));
-        auto count = vm::read_int_field(*queue, f(Field::kStubQueueNumberOfStubs));
-        if (!buffer || !limit || !begin || !end || !count || *limit <= 0 ||
-            *buffer < info.code_cache_low || *buffer + static_cast<uint64_t>(*limit) > info.code_cache_high) {
-            return make_error(Errc::kCorrupt, "interpreter StubQueue unreadable or outside the CodeCache");
-        }
-        info.interpreter_begin = *buffer;
-        info.interpreter_end = *buffer + static_cast<uint64_t>(*limit);
-        // The interpreter's queue is filled once at startup and never wraps.
-        uint64_t codelet = *buffer + static_cast<uint64_t>(std::max<int64_t>(*begin, 0));
-        uint64_t queue_end = *buffer + static_cast<uint64_t>(std::max<int64_t>(*end, 0));
-        for (int64_t i = 0; i < *count && i < static_cast<int64_t>(kMaxCodelets) && codelet < queue_end; ++i) {
-            auto size = vm::read_int_field(codelet, f(Field::kInterpreterCodeletSize));
-            auto description = vm::read_pointer_field(codelet, f(Field::kInterpreterCodeletDescription));
-            if (!size || *size <= 0 || codelet + static_cast<uint64_t>(*size) > info.interpreter_end) {
-                note_bad_read(__LINE__);
-                break;
-            }
-            std::string text = description && *description ? vm::safe_read_c_string(*description).value_or("") : "";
-            if (is_method_entry_codelet(text)) {
-                info.entry_codelets.push_back(CodeRange{codelet, codelet + static_cast<uint64_t>(*size), text});
-            }
-            codelet += static_cast<uint64_t>(*size);
-        }
-        if (info.entry_codelets.empty()) {
-            return make_error(Errc::kCorrupt, "no interpreter method entry codelets found");
-        }
-        return {};
-    }
-
-    // ---- CodeCache ------------------------------------------------------------------------
-    struct HeapRange {
-        uint64_t low = 0, high = 0, segmap = 0;
-        int shift = 0;
-    };
-
-    std::optional<HeapRange> heap_range(uint64_t heap) const {
-        const auto& low_f = f(Field::kVirtualSpaceLow);
-        const auto& high_f = f(Field::kVirtualSpaceHigh);
-        uint64_t memory = heap + f(Field::kCodeHeapMemory).offset;
-        uint64_t segmap = heap + f(Field::kCodeHeapSegmap).offset;
-        auto low = vm::read_pointer_field(memory, low_f);
-        auto high = vm::read_pointer_field(memory, high_f);
-        auto map = vm::read_pointer_field(segmap, low_f);
-        auto shift = vm::read_int_field(heap, f(Field::kCodeHeapLog2SegmentSize));
-        if (!low || !high || !map || !shift || *shift < 4 || *shift > 16 || *high < *low ||
-            *low < info.code_cache_low || *high > info.code_cache_high) {
-            return std::nullopt;
-        }
-        return HeapRange{*low, *high, *map, static_cast<int>(*shift)};
-    }
-
-    // Blob names are mostly string literals in libjvm; remembering them by address saves a read per
-    // blob in CodeCache walks. A reused C-heap name address could only mislabel a stub's name.
-    std::string blob_name(uint64_t address) {
-        {
-            std::lock_guard lock(name_mu);
-            if (auto it = names.find(address); it != names.end()) return it->second;
-        }
-        std::string name = vm::safe_read_c_string(address, 200).value_or("");
-        std::lock_guard lock(name_mu);
-        if (names.size() < 100000) names.emplace(address, name);
-        return name;
-    }
-
-    // `nmethod_details(code_begin)` says whether an nmethod's own fields are wanted (saves a read).
-    template <class WantDetails>
-    std::optional<BlobInfo> read_blob(uint64_t blob, WantDetails&& nmethod_details) {
-        if (blob < info.code_cache_low || blob >= info.code_cache_high) return std::nullopt;
-        size_t blob_header = L->size_of(TypeSize::kCodeBlob);
-        std::vector<uint8_t> bytes(blob_header);
-        if (blob_header == 0 || blob_header > kMaxHeaderBytes || !vm::safe_read(blob, bytes.data(), bytes.size())) {
-            note_bad_read(__LINE__);
-            return std::nullopt;
-        }
-        BlobInfo b;
-        b.blob = blob;
-        auto size = header_int(bytes, f(Field::kCodeBlobSize));
-        auto frame_size = header_int(bytes, f(Field::kCodeBlobFrameSize));
-        auto frame_complete = header_int(bytes, f(Field::kCodeBlobFrameCompleteOffset));
-        auto name = header_int(bytes, f(Field::kCodeBlobName));
-        if (!size || *size <= 0 || static_cast<uint64_t>(*size) > kMaxBlobBytes || !frame_size ||
-            !frame_complete || !name) {
-            note_bad_read(__LINE__);
-            return std::nullopt;
-        }
-        b.size = static_cast<uint64_t>(*size);
-        b.frame_size = static_cast<int32_t>(*frame_size);
-        b.frame_complete = static_cast<int32_t>(*frame_complete);
-        if (L->absolute_header()) {
-            auto begin = header_int(bytes, f(Field::kCodeBlobCodeBegin));
-            auto end = header_int(bytes, f(Field::kCodeBlobCodeEnd));
-            if (!begin || !end) return std::nullopt;
-            b.code_begin = static_cast<uint64_t>(*begin);
-            b.code_end = static_cast<uint64_t>(*end);
-        } else {
-            auto code_offset = header_int(bytes, f(Field::kCodeBlobCodeOffset));
-            auto data_offset = header_int(bytes, f(Field::kCodeBlobDataOffset));
-            if (!code_offset || !data_offset) return std::nullopt;
-            b.code_begin = blob + static_cast<uint64_t>(*code_offset);
-            b.code_end = blob + static_cast<uint64_t>(*data_offset);
-        }
-        if (b.code_begin < blob || b.code_end < b.code_begin || b.code_end > blob + b.size ||
-            b.frame_size < -1 || b.frame_size > kMaxFrameWords) {
-            note_bad_read(__LINE__);
-            return std::nullopt;
-        }
-        b.name = blob_name(static_cast<uint64_t>(*name));
-        if (L->facts->blob_has_kind) {
-            auto kind = header_int(bytes, f(Field::kCodeBlobKind));
-            b.is_nmethod = kind && *kind == L->code_blob_kind_nmethod;
-        } else {
-            b.is_nmethod = is_nmethod_blob_name(b.name);
-        }
-        b.is_native = is_native_nmethod_blob_name(b.name);
-        if (b.is_nmethod && nmethod_details(b.code_begin) && !read_nmethod_fields(b)) {
-            note_bad_read(__LINE__);
-            return std::nullopt;
-        }
-        return b;
-    }
-
-    bool read_nmethod_fields(BlobInfo& b) {
-        size_t header = L->size_of(TypeSize::kNmethod);
-        if (header == 0 || header > kMaxHeaderBytes || header > b.size) return false;
-        std::vector<uint8_t> bytes(header);
-        if (!vm::safe_read(b.blob, bytes.data(), bytes.size())) return false;
-        const bool absolute = L->absolute_header();
-        auto method = header_int(bytes, f(absolute ? Field::kCompiledMethodMethod : Field::kNmethodMethod));
-        auto entry_bci = header_int(bytes, f(Field::kNmethodEntryBci));
-        auto orig_pc = header_int(bytes, f(Field::kNmethodOrigPcOffset));
-        auto level = header_int(bytes, f(Field::kNmethodCompLevel));
-        if (!method || !entry_bci || !orig_pc || !level) return false;
-        b.method_ptr = static_cast<uint64_t>(*method);
-        b.entry_bci = static_cast<int32_t>(*entry_bci);
-        b.orig_pc_offset = static_cast<int32_t>(*orig_pc);
-        b.comp_level = static_cast<int32_t>(*level);
-        if (absolute) {
-            auto entry = header_int(bytes, f(Field::kNmethodEntryPoint));
-            auto verified = header_int(bytes, f(Field::kNmethodVerifiedEntryPoint));
-            auto deopt = header_int(bytes, f(Field::kCompiledMethodDeoptHandlerBegin));
-            if (!entry || !verified || !deopt) return false;
-            b.entry = static_cast<uint64_t>(*entry);
-            b.verified_entry = static_cast<uint64_t>(*verified);
-            b.deopt_handler = static_cast<uint64_t>(*deopt);
-        } else {
-            auto entry = header_int(bytes, f(Field::kNmethodEntryOffset));
-            auto verified = header_int(bytes, f(Field::kNmethodVerifiedEntryOffset));
-            auto deopt = header_int(bytes, f(Field::kNmethodDeoptHandlerOffset));
-            if (!entry || !verified || !deopt) return false;
-            b.entry = b.code_begin + static_cast<uint64_t>(*entry);
-            b.verified_entry = b.code_begin + static_cast<uint64_t>(*verified);
-            b.deopt_handler = *deopt > 0 ? b.blob + static_cast<uint64_t>(*deopt) : 0;
-        }
-        uint64_t blob_end = b.blob + b.size;
-        auto inside = [&](uint64_t a) { return a >= b.code_begin && a < blob_end; };
-        if (!inside(b.entry) || !inside(b.verified_entry)) return false;
-        if (b.deopt_handler != 0 && !inside(b.deopt_handler)) b.deopt_handler = 0;
-        return true;
-    }
-
-    // The blob containing pc, via the segment map of the heap that holds it (§b.5).
-    std::optional<BlobInfo> find_blob(uint64_t pc) {
-        if (pc < info.code_cache_low || pc >= info.code_cache_high) return std::nullopt;
-        size_t header = L->size_of(TypeSize::kHeapBlock);
-        for (uint64_t heap : heaps) {
-            auto range = heap_range(heap);
-            if (!range || pc < range->low || pc >= range->high) continue;
-            size_t segments = (range->high - range->low) >> range->shift;
-            size_t index = (pc - range->low) >> range->shift;
-            // Each hop moves back by the byte's value (< 0xFF), so large blobs need several.
-            bool found = false;
-            for (size_t hops = 0; hops <= segments; ++hops) {
-                auto back = vm::safe_read_value<uint8_t>(range->segmap + index);
-                if (!back) {
-                    note_bad_read(__LINE__);
-                    return std::nullopt;
-                }
-                if (*back == 0xFF || *back > index) return std::nullopt;
-                if (*back == 0) {
-                    found = true;
-                    break;
-                }
-                index -= *back;
-            }
-            if (!found) return std::nullopt;
-            uint64_t block = range->low + (static_cast<uint64_t>(index) << range->shift);
-            auto used = vm::read_int_field(block, f(Field::kHeapBlockUsed));
-            if (!used || *used == 0) return std::nullopt;
-            auto blob = read_blob(block + header, [](uint64_t) { return true; });
-            if (!blob || pc < blob->blob || pc >= blob->blob + blob->size) return std::nullopt;
-            return blob;
-        }
-        return std::nullopt;
-    }
-
-    // Every used block of every heap, in address order. Blob fields of nmethods are read only
-    // where `nmethod_details(code_begin)` asks for them.
-    template <class Visit, class WantDetails>
-    void walk_code_cache(Visit&& visit, WantDetails&& nmethod_details) {
-        size_t header = L->size_of(TypeSize::kHeapBlock);
-        const auto& length_field = f(Field::kHeapBlockLength);
-        const auto& used_field = f(Field::kHeapBlockUsed);
-        std::vector<uint8_t> block_header(header);
-        for (uint64_t heap : heaps) {
-            auto range = heap_range(heap);
-            if (!range) {
-                note_bad_read(__LINE__);
-                continue;
-            }
-            uint64_t block = range->low;
-            while (block + header <= range->high) {
-                if (!vm::safe_read(block, block_header.data(), header)) {
-                    note_bad_read(__LINE__);
-                    break;
-                }
-                auto length = header_int(block_header, length_field);
-                auto used = header_int(block_header, used_field);
-                if (!length || !used || *length < 0) {
-                    note_bad_read(__LINE__);
-                    break;
-                }
-                // Committed memory past the last block (the heap's unexported _next_segment) is
-                // zero: a zero length is the end of the heap's blocks.
-                if (*length == 0) break;
-                if (*used != 0) {
-                    if (auto blob = read_blob(block + header, nmethod_details)) visit(*blob);
-                }
-                block += static_cast<uint64_t>(*length) << range->shift;
-            }
-        }
+        info.layout = resolved->layout_guessed ? VmLayout::kUnknown : static_cast<VmLayout>(resolved->facts->family);
+        code_cache = std::make_unique<CodeCacheReader>(vm::process_memory(), std::move(resolved).value());
+        return code_cache->read_vm(info);
     }
 
     // ---- Methods --------------------------------------------------------------------------
@@ -515,15 +172,9 @@ struct VmCapture::Impl {
         if (jvmti->GetMethodModifiers(id, &modifiers) == JVMTI_ERROR_NONE) {
             out.access_flags = static_cast<uint32_t>(modifiers);
         }
-        auto const_method = vm::read_pointer_field(method_ptr, f(Field::kMethodConstMethod));
-        if (const_method && *const_method != 0) {
-            auto code_size = vm::read_int_field(*const_method, f(Field::kConstMethodCodeSize));
-            if (code_size && *code_size >= 0) {
-                out.bytecode_begin = *const_method + L->size_of(TypeSize::kConstMethod);
-                out.bytecode_size = static_cast<uint32_t>(*code_size);
-            } else {
-                note_bad_read(__LINE__);
-            }
+        if (auto bytecodes = code_cache->bytecodes(method_ptr)) {
+            out.bytecode_begin = bytecodes->begin;
+            out.bytecode_size = bytecodes->size;
         } else {
             note_bad_read(__LINE__);
         }
@@ -646,7 +297,7 @@ struct VmCapture::Impl {
         uint64_t size = load.code_end - load.code_begin;
         if (size == 0 || size > kMaxBlobBytes) return;
         load.code.resize(size);
-        if (!vm::safe_read(load.code_begin, load.code.data(), size)) {
+        if (!vm::process_memory().read(load.code_begin, load.code.data(), size)) {
             note_bad_read(__LINE__);
             load.code.clear();
         }
@@ -675,7 +326,7 @@ struct VmCapture::Impl {
         load.method_id = reinterpret_cast<uint64_t>(method);
         load.code_begin = code_begin;
         load.code_end = code_begin + static_cast<uint64_t>(std::max<jint>(code_size, 0));
-        auto blob = find_blob(code_begin);
+        auto blob = code_cache->find_blob(code_begin);
         if (blob && blob->is_nmethod && blob->code_begin == code_begin) {
             fill_from_blob(load, *blob);
         } else {
@@ -726,7 +377,7 @@ struct VmCapture::Impl {
         auto begin = reinterpret_cast<uint64_t>(address);
         if (length <= 0 || begin == 0) return;
         int32_t frame_size = -1;
-        if (auto blob = find_blob(begin); blob && blob->code_begin == begin && !blob->is_nmethod) {
+        if (auto blob = code_cache->find_blob(begin); blob && blob->code_begin == begin && !blob->is_nmethod) {
             frame_size = blob->frame_size;
         }
         emit_stub(name != nullptr ? name : "", begin, begin + static_cast<uint64_t>(length), frame_size,
@@ -743,7 +394,7 @@ struct VmCapture::Impl {
             return live_code.count(code_begin) == 0;
         };
         uint64_t walk_time = monotonic_now_ns();
-        walk_code_cache(
+        code_cache->walk(
             [&](const BlobInfo& b) {
                 if (b.is_nmethod) {
                     if (unknown(b.code_begin)) unreported.push_back(b);
@@ -823,7 +474,7 @@ Status VmCapture::start(JNIEnv* jni, const SamplingParameters& params) {
     m.started.store(true, std::memory_order_release);
 
     // Non-nmethod blobs first: stubs, adapters, the interpreter, runtime stubs.
-    m.walk_code_cache(
+    m.code_cache->walk(
         [&](const BlobInfo& b) {
             if (!b.is_nmethod) m.emit_stub(b.name, b.code_begin, b.code_end, b.frame_size, scan_begin);
         },
@@ -882,13 +533,13 @@ std::string VmCapture::describe() const {
                   "code cache [0x%lx,0x%lx) in %zu heaps; start scan %.1f ms; methods %lu (%lu failed, "
                   "%lu redefined), code loads %lu (%lu from the CodeCache walk, %lu without blob, %lu "
                   "unresolvable), unloads %lu, stubs %lu, bad reads %lu",
-                  m.info.jdk_major, m.info.vm_version.c_str(), static_cast<int>(m.L->facts->family),
-                  m.L->layout_guessed ? " (guessed)" : "",
+                  m.info.jdk_major, m.info.vm_version.c_str(), static_cast<int>(m.code_cache->layout().facts->family),
+                  m.code_cache->layout().layout_guessed ? " (guessed)" : "",
                   static_cast<unsigned long>(m.info.interpreter_begin),
                   static_cast<unsigned long>(m.info.interpreter_end),
                   static_cast<unsigned long>(m.info.interpreter_end - m.info.interpreter_begin),
                   m.info.entry_codelets.size(), static_cast<unsigned long>(m.info.code_cache_low),
-                  static_cast<unsigned long>(m.info.code_cache_high), m.heaps.size(),
+                  static_cast<unsigned long>(m.info.code_cache_high), m.code_cache->heap_count(),
                   static_cast<double>(m.start_scan_ns.load()) / 1e6,
                   static_cast<unsigned long>(c.methods.load()), static_cast<unsigned long>(c.method_failures.load()),
                   static_cast<unsigned long>(c.redefined_methods.load()),
@@ -897,7 +548,7 @@ std::string VmCapture::describe() const {
                   static_cast<unsigned long>(c.code_loads_blob_missing.load()),
                   static_cast<unsigned long>(c.walk_unresolved_method.load()),
                   static_cast<unsigned long>(c.code_unloads.load()), static_cast<unsigned long>(c.stubs.load()),
-                  static_cast<unsigned long>(c.bad_reads.load()));
+                  static_cast<unsigned long>(m.code_cache->bad_reads()));
     return buffer;
 }
 

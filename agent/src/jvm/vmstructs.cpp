@@ -76,24 +76,18 @@ bool safe_read(uint64_t address, void* out, size_t size) {
                        : read_with_pipe(address, out, size);
 }
 
-std::optional<std::string> safe_read_c_string(uint64_t address, size_t max_length) {
-    std::string result;
-    char chunk[64];
-    while (result.size() < max_length) {
-        // Read up to the end of the page only, so a string near an unmapped page still reads.
-        size_t to_page_end = 4096 - ((address + result.size()) & 4095);
-        size_t n = std::min<size_t>({sizeof(chunk), to_page_end, max_length - result.size()});
-        if (!safe_read(address + result.size(), chunk, n)) {
-            return std::nullopt;
-        }
-        const void* nul = std::memchr(chunk, 0, n);
-        if (nul != nullptr) {
-            result.append(chunk, static_cast<const char*>(nul) - chunk);
-            return result;
-        }
-        result.append(chunk, n);
-    }
-    return std::nullopt;
+namespace {
+
+class ProcessMemory final : public VmMemory {
+public:
+    bool read(uint64_t address, void* out, size_t size) const override { return safe_read(address, out, size); }
+};
+
+}  // namespace
+
+const VmMemory& process_memory() {
+    static const ProcessMemory* memory = new ProcessMemory();   // never destroyed, as shared_tables()
+    return *memory;
 }
 
 namespace {
@@ -186,41 +180,6 @@ Result<VmStructTables> load_vm_struct_tables() {
     return tables;
 }
 
-std::optional<int64_t> read_int_field(uint64_t base, const ResolvedField& field) {
-    if (!field.present || field.is_static) return std::nullopt;
-    uint64_t address = base + field.offset;
-    switch (field.width) {
-        case 1: {
-            auto v = safe_read_value<uint8_t>(address);
-            if (!v) return std::nullopt;
-            return field.is_unsigned ? int64_t{*v} : int64_t{static_cast<int8_t>(*v)};
-        }
-        case 2: {
-            auto v = safe_read_value<uint16_t>(address);
-            if (!v) return std::nullopt;
-            return field.is_unsigned ? int64_t{*v} : int64_t{static_cast<int16_t>(*v)};
-        }
-        case 4: {
-            auto v = safe_read_value<uint32_t>(address);
-            if (!v) return std::nullopt;
-            return field.is_unsigned ? int64_t{*v} : int64_t{static_cast<int32_t>(*v)};
-        }
-        case 8: {
-            auto v = safe_read_value<uint64_t>(address);
-            if (!v) return std::nullopt;
-            return static_cast<int64_t>(*v);
-        }
-        default:
-            return std::nullopt;
-    }
-}
-
-std::optional<uint64_t> read_pointer_field(uint64_t base, const ResolvedField& field) {
-    if (!field.present) return std::nullopt;
-    uint64_t address = field.is_static ? field.address : base + field.offset;
-    return safe_read_value<uint64_t>(address);
-}
-
 Result<const VmStructTables*> shared_tables() {
     static std::once_flag once;
     // Never destroyed: JVM threads (ThreadEnd callbacks) may still ask while the process runs its
@@ -295,11 +254,11 @@ Result<pid_t> os_tid_of(JNIEnv* jni, jthread thread) {
         return make_error(Errc::kInvalidArgument,
                           "thread has no JavaThread (not started, terminated or virtual)");
     }
-    auto osthread = read_pointer_field(java_thread, fields.osthread);
+    auto osthread = process_memory().pointer_field(java_thread, fields.osthread);
     if (!osthread || *osthread == 0) {
         return make_error(Errc::kInvalidArgument, "thread has no OSThread (exiting?)");
     }
-    auto tid = read_int_field(*osthread, fields.thread_id);
+    auto tid = process_memory().int_field(*osthread, fields.thread_id);
     if (!tid || *tid <= 0) {
         return make_error(Errc::kCorrupt, "OSThread::_thread_id unreadable");
     }

@@ -1,5 +1,5 @@
 // HotSpot's exported VMStructs tables (gHotSpotVMStructs & co., resolved with dlsym from the
-// already loaded libjvm) and guarded reads of VM memory at the addresses they lead to.
+// already loaded libjvm) and guarded reads of this process's memory at the addresses they lead to.
 #pragma once
 
 #include <jvmti.h>
@@ -16,6 +16,7 @@
 
 #include "stackfrag/base/result.hpp"
 #include "stackfrag/hotspot/vm_layout.hpp"
+#include "vm_memory.hpp"
 #include "vm_struct_tables.hpp"
 
 namespace sf::agent::vm {
@@ -24,25 +25,11 @@ namespace sf::agent::vm {
 // (process_vm_readv on ourselves; a pipe write where that is forbidden). False when unreadable.
 bool safe_read(uint64_t address, void* out, size_t size);
 
-template <class T>
-std::optional<T> safe_read_value(uint64_t address) {
-    T value{};
-    if (!safe_read(address, &value, sizeof(T))) {
-        return std::nullopt;
-    }
-    return value;
-}
-
-// A NUL-terminated string of at most max_length bytes; nullopt when unreadable or unterminated.
-std::optional<std::string> safe_read_c_string(uint64_t address, size_t max_length = 256);
+// This process's memory as the VM capture's readers see it (safe_read underneath).
+const VmMemory& process_memory();
 
 // The live tables of this process's libjvm (dlsym of gHotSpotVMStructs & co.).
 Result<VmStructTables> load_vm_struct_tables();
-
-// Reads an integer field of `width` bytes at base + field offset, sign- or zero-extended.
-std::optional<int64_t> read_int_field(uint64_t base, const ResolvedField& field);
-// Reads a pointer-sized field at base + field offset.
-std::optional<uint64_t> read_pointer_field(uint64_t base, const ResolvedField& field);
 
 // This process's tables, loaded once on first use; thread-safe. Never destroyed.
 Result<const VmStructTables*> shared_tables();

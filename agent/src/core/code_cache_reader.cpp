@@ -1,0 +1,311 @@
+#include "code_cache_reader.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "vm_code_map.hpp"
+
+namespace sf::agent {
+namespace {
+
+using hotspot::Field;
+using hotspot::TypeSize;
+
+// Sanity bounds: no real blob or header is anywhere near these.
+constexpr uint64_t kMaxBlobBytes = 64ull << 20;
+constexpr size_t kMaxHeaderBytes = 4096;
+constexpr int32_t kMaxFrameWords = 1 << 20;
+constexpr size_t kMaxCodeHeaps = 16;
+constexpr size_t kMaxCodelets = 4096;
+
+}  // namespace
+
+CodeCacheReader::CodeCacheReader(const vm::VmMemory& memory, vm::VmLayoutOffsets layout)
+    : memory_(memory), layout_(std::move(layout)) {}
+
+void CodeCacheReader::note_bad_read(int line) const {
+    bad_reads_++;
+    static const bool debug = std::getenv("SF_VM_DEBUG") != nullptr;
+    if (debug) std::fprintf(stderr, "[stackfrag] vm_capture: bad read at code_cache_reader.cpp:%d\n", line);
+}
+
+std::optional<uint64_t> CodeCacheReader::static_pointer(Field field) const {
+    return memory_.pointer_field(0, f(field));
+}
+
+Status CodeCacheReader::read_vm(VmInfo& info) {
+    auto call_stub = static_pointer(Field::kStubRoutinesCallStubReturnAddress);
+    auto low = static_pointer(Field::kCodeCacheLowBound);
+    auto high = static_pointer(Field::kCodeCacheHighBound);
+    if (!call_stub || !low || !high || *low == 0 || *high <= *low) {
+        return make_error(Errc::kCorrupt, "CodeCache bounds or call stub address unreadable");
+    }
+    info.call_stub_return = *call_stub;
+    info.code_cache_low = code_cache_low_ = *low;
+    info.code_cache_high = code_cache_high_ = *high;
+    if (info.call_stub_return < *low || info.call_stub_return >= *high) {
+        return make_error(Errc::kCorrupt, "call stub return address outside the CodeCache");
+    }
+    if (f(Field::kContinuationEntryReturnPc).present) {
+        info.continuation_return_pc = static_pointer(Field::kContinuationEntryReturnPc).value_or(0);
+    }
+    if (Status s = read_code_heaps(); !s) return s;
+    return read_interpreter(info);
+}
+
+Status CodeCacheReader::read_code_heaps() {
+    auto array = static_pointer(Field::kCodeCacheHeaps);
+    if (!array || *array == 0) return make_error(Errc::kCorrupt, "CodeCache::_heaps unreadable");
+    auto len = memory_.int_field(*array, f(Field::kGrowableArrayLen));
+    auto data = memory_.pointer_field(*array, f(Field::kGrowableArrayData));
+    if (!len || !data || *len <= 0 || *len > static_cast<int64_t>(kMaxCodeHeaps)) {
+        return make_error(Errc::kCorrupt, "CodeCache heap array unreadable");
+    }
+    for (int64_t i = 0; i < *len; ++i) {
+        auto heap = memory_.value<uint64_t>(*data + 8 * static_cast<uint64_t>(i));
+        if (!heap || *heap == 0) return make_error(Errc::kCorrupt, "CodeHeap pointer unreadable");
+        heaps_.push_back(*heap);
+    }
+    return {};
+}
+
+Status CodeCacheReader::read_interpreter(VmInfo& info) {
+    auto queue = static_pointer(Field::kAbstractInterpreterCode);
+    if (!queue || *queue == 0) return make_error(Errc::kCorrupt, "AbstractInterpreter::_code unreadable");
+    auto buffer = memory_.pointer_field(*queue, f(Field::kStubQueueStubBuffer));
+    auto limit = memory_.int_field(*queue, f(Field::kStubQueueBufferLimit));
+    auto begin = memory_.int_field(*queue, f(Field::kStubQueueQueueBegin));
+    auto end = memory_.int_field(*queue, f(Field::kStubQueueQueueEnd));
+    auto count = memory_.int_field(*queue, f(Field::kStubQueueNumberOfStubs));
+    if (!buffer || !limit || !begin || !end || !count || *limit <= 0 || *buffer < code_cache_low_ ||
+        *buffer + static_cast<uint64_t>(*limit) > code_cache_high_) {
+        return make_error(Errc::kCorrupt, "interpreter StubQueue unreadable or outside the CodeCache");
+    }
+    info.interpreter_begin = *buffer;
+    info.interpreter_end = *buffer + static_cast<uint64_t>(*limit);
+    // The interpreter's queue is filled once at startup and never wraps.
+    uint64_t codelet = *buffer + static_cast<uint64_t>(std::max<int64_t>(*begin, 0));
+    uint64_t queue_end = *buffer + static_cast<uint64_t>(std::max<int64_t>(*end, 0));
+    for (int64_t i = 0; i < *count && i < static_cast<int64_t>(kMaxCodelets) && codelet < queue_end; ++i) {
+        auto size = memory_.int_field(codelet, f(Field::kInterpreterCodeletSize));
+        auto description = memory_.pointer_field(codelet, f(Field::kInterpreterCodeletDescription));
+        if (!size || *size <= 0 || codelet + static_cast<uint64_t>(*size) > info.interpreter_end) {
+            note_bad_read(__LINE__);
+            break;
+        }
+        std::string text = description && *description ? memory_.c_string(*description).value_or("") : "";
+        if (is_method_entry_codelet(text)) {
+            info.entry_codelets.push_back(CodeRange{codelet, codelet + static_cast<uint64_t>(*size), text});
+        }
+        codelet += static_cast<uint64_t>(*size);
+    }
+    if (info.entry_codelets.empty()) {
+        return make_error(Errc::kCorrupt, "no interpreter method entry codelets found");
+    }
+    return {};
+}
+
+std::optional<CodeCacheReader::HeapRange> CodeCacheReader::heap_range(uint64_t heap) const {
+    const auto& low_f = f(Field::kVirtualSpaceLow);
+    const auto& high_f = f(Field::kVirtualSpaceHigh);
+    uint64_t memory = heap + f(Field::kCodeHeapMemory).offset;
+    uint64_t segmap = heap + f(Field::kCodeHeapSegmap).offset;
+    auto low = memory_.pointer_field(memory, low_f);
+    auto high = memory_.pointer_field(memory, high_f);
+    auto map = memory_.pointer_field(segmap, low_f);
+    auto shift = memory_.int_field(heap, f(Field::kCodeHeapLog2SegmentSize));
+    if (!low || !high || !map || !shift || *shift < 4 || *shift > 16 || *high < *low || *low < code_cache_low_ ||
+        *high > code_cache_high_) {
+        return std::nullopt;
+    }
+    return HeapRange{*low, *high, *map, static_cast<int>(*shift)};
+}
+
+// Blob names are mostly string literals in libjvm; remembering them by address saves a read per
+// blob in CodeCache walks. A reused C-heap name address could only mislabel a stub's name.
+std::string CodeCacheReader::blob_name(uint64_t address) const {
+    {
+        std::lock_guard lock(names_mutex_);
+        if (auto it = names_.find(address); it != names_.end()) return it->second;
+    }
+    std::string name = memory_.c_string(address, 200).value_or("");
+    std::lock_guard lock(names_mutex_);
+    if (names_.size() < 100000) names_.emplace(address, name);
+    return name;
+}
+
+std::optional<BlobInfo> CodeCacheReader::read_blob(uint64_t blob,
+                                                   const std::function<bool(uint64_t)>& nmethod_details) const {
+    if (blob < code_cache_low_ || blob >= code_cache_high_) return std::nullopt;
+    size_t blob_header = layout_.size_of(TypeSize::kCodeBlob);
+    std::vector<uint8_t> bytes(blob_header);
+    if (blob_header == 0 || blob_header > kMaxHeaderBytes || !memory_.read(blob, bytes.data(), bytes.size())) {
+        note_bad_read(__LINE__);
+        return std::nullopt;
+    }
+    BlobInfo b;
+    b.blob = blob;
+    auto size = vm::header_int(bytes, f(Field::kCodeBlobSize));
+    auto frame_size = vm::header_int(bytes, f(Field::kCodeBlobFrameSize));
+    auto frame_complete = vm::header_int(bytes, f(Field::kCodeBlobFrameCompleteOffset));
+    auto name = vm::header_int(bytes, f(Field::kCodeBlobName));
+    if (!size || *size <= 0 || static_cast<uint64_t>(*size) > kMaxBlobBytes || !frame_size || !frame_complete ||
+        !name) {
+        note_bad_read(__LINE__);
+        return std::nullopt;
+    }
+    b.size = static_cast<uint64_t>(*size);
+    b.frame_size = static_cast<int32_t>(*frame_size);
+    b.frame_complete = static_cast<int32_t>(*frame_complete);
+    if (layout_.absolute_header()) {
+        auto begin = vm::header_int(bytes, f(Field::kCodeBlobCodeBegin));
+        auto end = vm::header_int(bytes, f(Field::kCodeBlobCodeEnd));
+        if (!begin || !end) return std::nullopt;
+        b.code_begin = static_cast<uint64_t>(*begin);
+        b.code_end = static_cast<uint64_t>(*end);
+    } else {
+        auto code_offset = vm::header_int(bytes, f(Field::kCodeBlobCodeOffset));
+        auto data_offset = vm::header_int(bytes, f(Field::kCodeBlobDataOffset));
+        if (!code_offset || !data_offset) return std::nullopt;
+        b.code_begin = blob + static_cast<uint64_t>(*code_offset);
+        b.code_end = blob + static_cast<uint64_t>(*data_offset);
+    }
+    if (b.code_begin < blob || b.code_end < b.code_begin || b.code_end > blob + b.size || b.frame_size < -1 ||
+        b.frame_size > kMaxFrameWords) {
+        note_bad_read(__LINE__);
+        return std::nullopt;
+    }
+    b.name = blob_name(static_cast<uint64_t>(*name));
+    if (layout_.facts->blob_has_kind) {
+        auto kind = vm::header_int(bytes, f(Field::kCodeBlobKind));
+        b.is_nmethod = kind && *kind == layout_.code_blob_kind_nmethod;
+    } else {
+        b.is_nmethod = is_nmethod_blob_name(b.name);
+    }
+    b.is_native = is_native_nmethod_blob_name(b.name);
+    if (b.is_nmethod && nmethod_details(b.code_begin) && !read_nmethod_fields(b)) {
+        note_bad_read(__LINE__);
+        return std::nullopt;
+    }
+    return b;
+}
+
+bool CodeCacheReader::read_nmethod_fields(BlobInfo& b) const {
+    size_t header = layout_.size_of(TypeSize::kNmethod);
+    if (header == 0 || header > kMaxHeaderBytes || header > b.size) return false;
+    std::vector<uint8_t> bytes(header);
+    if (!memory_.read(b.blob, bytes.data(), bytes.size())) return false;
+    const bool absolute = layout_.absolute_header();
+    auto method = vm::header_int(bytes, f(absolute ? Field::kCompiledMethodMethod : Field::kNmethodMethod));
+    auto entry_bci = vm::header_int(bytes, f(Field::kNmethodEntryBci));
+    auto orig_pc = vm::header_int(bytes, f(Field::kNmethodOrigPcOffset));
+    auto level = vm::header_int(bytes, f(Field::kNmethodCompLevel));
+    if (!method || !entry_bci || !orig_pc || !level) return false;
+    b.method_ptr = static_cast<uint64_t>(*method);
+    b.entry_bci = static_cast<int32_t>(*entry_bci);
+    b.orig_pc_offset = static_cast<int32_t>(*orig_pc);
+    b.comp_level = static_cast<int32_t>(*level);
+    if (absolute) {
+        auto entry = vm::header_int(bytes, f(Field::kNmethodEntryPoint));
+        auto verified = vm::header_int(bytes, f(Field::kNmethodVerifiedEntryPoint));
+        auto deopt = vm::header_int(bytes, f(Field::kCompiledMethodDeoptHandlerBegin));
+        if (!entry || !verified || !deopt) return false;
+        b.entry = static_cast<uint64_t>(*entry);
+        b.verified_entry = static_cast<uint64_t>(*verified);
+        b.deopt_handler = static_cast<uint64_t>(*deopt);
+    } else {
+        auto entry = vm::header_int(bytes, f(Field::kNmethodEntryOffset));
+        auto verified = vm::header_int(bytes, f(Field::kNmethodVerifiedEntryOffset));
+        auto deopt = vm::header_int(bytes, f(Field::kNmethodDeoptHandlerOffset));
+        if (!entry || !verified || !deopt) return false;
+        b.entry = b.code_begin + static_cast<uint64_t>(*entry);
+        b.verified_entry = b.code_begin + static_cast<uint64_t>(*verified);
+        b.deopt_handler = *deopt > 0 ? b.blob + static_cast<uint64_t>(*deopt) : 0;
+    }
+    uint64_t blob_end = b.blob + b.size;
+    auto inside = [&](uint64_t a) { return a >= b.code_begin && a < blob_end; };
+    if (!inside(b.entry) || !inside(b.verified_entry)) return false;
+    if (b.deopt_handler != 0 && !inside(b.deopt_handler)) b.deopt_handler = 0;
+    return true;
+}
+
+std::optional<BlobInfo> CodeCacheReader::find_blob(uint64_t pc) const {
+    if (pc < code_cache_low_ || pc >= code_cache_high_) return std::nullopt;
+    static const std::function<bool(uint64_t)> always = [](uint64_t) { return true; };
+    size_t header = layout_.size_of(TypeSize::kHeapBlock);
+    for (uint64_t heap : heaps_) {
+        auto range = heap_range(heap);
+        if (!range || pc < range->low || pc >= range->high) continue;
+        size_t segments = (range->high - range->low) >> range->shift;
+        size_t index = (pc - range->low) >> range->shift;
+        // Each hop moves back by the byte's value (< 0xFF), so large blobs need several.
+        bool found = false;
+        for (size_t hops = 0; hops <= segments; ++hops) {
+            auto back = memory_.value<uint8_t>(range->segmap + index);
+            if (!back) {
+                note_bad_read(__LINE__);
+                return std::nullopt;
+            }
+            if (*back == 0xFF || *back > index) return std::nullopt;
+            if (*back == 0) {
+                found = true;
+                break;
+            }
+            index -= *back;
+        }
+        if (!found) return std::nullopt;
+        uint64_t block = range->low + (static_cast<uint64_t>(index) << range->shift);
+        auto used = memory_.int_field(block, f(Field::kHeapBlockUsed));
+        if (!used || *used == 0) return std::nullopt;
+        auto blob = read_blob(block + header, always);
+        if (!blob || pc < blob->blob || pc >= blob->blob + blob->size) return std::nullopt;
+        return blob;
+    }
+    return std::nullopt;
+}
+
+void CodeCacheReader::walk(const std::function<void(const BlobInfo&)>& visit,
+                           const std::function<bool(uint64_t)>& nmethod_details) const {
+    size_t header = layout_.size_of(TypeSize::kHeapBlock);
+    const auto& length_field = f(Field::kHeapBlockLength);
+    const auto& used_field = f(Field::kHeapBlockUsed);
+    std::vector<uint8_t> block_header(header);
+    for (uint64_t heap : heaps_) {
+        auto range = heap_range(heap);
+        if (!range) {
+            note_bad_read(__LINE__);
+            continue;
+        }
+        uint64_t block = range->low;
+        while (block + header <= range->high) {
+            if (!memory_.read(block, block_header.data(), header)) {
+                note_bad_read(__LINE__);
+                break;
+            }
+            auto length = vm::header_int(block_header, length_field);
+            auto used = vm::header_int(block_header, used_field);
+            if (!length || !used || *length < 0) {
+                note_bad_read(__LINE__);
+                break;
+            }
+            // Committed memory past the last block (the heap's unexported _next_segment) is
+            // zero: a zero length is the end of the heap's blocks.
+            if (*length == 0) break;
+            if (*used != 0) {
+                if (auto blob = read_blob(block + header, nmethod_details)) visit(*blob);
+            }
+            block += static_cast<uint64_t>(*length) << range->shift;
+        }
+    }
+}
+
+std::optional<CodeCacheReader::Bytecodes> CodeCacheReader::bytecodes(uint64_t method_ptr) const {
+    auto const_method = memory_.pointer_field(method_ptr, f(Field::kMethodConstMethod));
+    if (!const_method || *const_method == 0) return std::nullopt;
+    auto code_size = memory_.int_field(*const_method, f(Field::kConstMethodCodeSize));
+    if (!code_size || *code_size < 0) return std::nullopt;
+    return Bytecodes{*const_method + layout_.size_of(TypeSize::kConstMethod), static_cast<uint32_t>(*code_size)};
+}
+
+}  // namespace sf::agent

@@ -1,0 +1,95 @@
+// HotSpot's CodeCache, interpreter and method bytecodes as laid out in VM memory (hotspot-frames.md
+// §a.2, §b.2-§b.5, §e), read through VMStructs fields: the blob holding a pc (segment maps), every
+// blob (heap walks), the VM-wide code facts of VmInfo. No JVMTI: tests give it a fake memory image.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "stackfrag/base/result.hpp"
+#include "stackfrag/events/events.hpp"
+#include "vm_memory.hpp"
+#include "vm_struct_tables.hpp"
+
+namespace sf::agent {
+
+// A CodeBlob as read from the CodeCache.
+struct BlobInfo {
+    uint64_t blob = 0;
+    uint64_t size = 0;
+    uint64_t code_begin = 0;
+    uint64_t code_end = 0;
+    int32_t frame_size = 0;
+    int32_t frame_complete = -1;
+    std::string name;
+    bool is_nmethod = false;
+    bool is_native = false;
+    // nmethods only, when their details were asked for
+    uint64_t method_ptr = 0;
+    uint64_t entry = 0;
+    uint64_t verified_entry = 0;
+    uint64_t deopt_handler = 0;
+    int32_t entry_bci = -1;
+    int32_t orig_pc_offset = -1;
+    int32_t comp_level = 0;
+};
+
+// Thread-safe after read_vm(): the lookups only read VM memory and a name cache under a lock.
+class CodeCacheReader {
+public:
+    CodeCacheReader(const vm::VmMemory& memory, vm::VmLayoutOffsets layout);
+
+    // The call stub's return address, the CodeCache bounds, ContinuationEntry::_return_pc, the
+    // interpreter's range and method-entry codelets, into `info`; and the CodeHeaps. First, once.
+    Status read_vm(VmInfo& info);
+
+    // The blob containing pc, with its nmethod details.
+    std::optional<BlobInfo> find_blob(uint64_t pc) const;
+    // Every used block of every heap, in address order. An nmethod's own fields are read only where
+    // `nmethod_details(code_begin)` asks for them (saves a read per blob).
+    void walk(const std::function<void(const BlobInfo&)>& visit,
+              const std::function<bool(uint64_t code_begin)>& nmethod_details) const;
+
+    // A method's bytecodes (Method* -> ConstMethod): begin and size, for bci = bcp - begin.
+    struct Bytecodes {
+        uint64_t begin = 0;
+        uint32_t size = 0;
+    };
+    std::optional<Bytecodes> bytecodes(uint64_t method_ptr) const;
+
+    const vm::VmLayoutOffsets& layout() const { return layout_; }
+    size_t heap_count() const { return heaps_.size(); }
+    // Reads that failed or gave implausible values, skipped. SF_VM_DEBUG=1 logs where each was.
+    uint64_t bad_reads() const { return bad_reads_.load(); }
+    void note_bad_read(int line) const;
+
+private:
+    struct HeapRange {
+        uint64_t low = 0, high = 0, segmap = 0;
+        int shift = 0;
+    };
+    const vm::ResolvedField& f(hotspot::Field field) const { return layout_[field]; }
+    std::optional<uint64_t> static_pointer(hotspot::Field field) const;
+    Status read_code_heaps();
+    Status read_interpreter(VmInfo& info);
+    std::optional<HeapRange> heap_range(uint64_t heap) const;
+    std::string blob_name(uint64_t address) const;
+    std::optional<BlobInfo> read_blob(uint64_t blob, const std::function<bool(uint64_t)>& nmethod_details) const;
+    bool read_nmethod_fields(BlobInfo& b) const;
+
+    const vm::VmMemory& memory_;
+    const vm::VmLayoutOffsets layout_;
+    uint64_t code_cache_low_ = 0, code_cache_high_ = 0;   // set by read_vm
+    std::vector<uint64_t> heaps_;                         // CodeHeap*, set by read_vm
+    mutable std::mutex names_mutex_;
+    mutable std::unordered_map<uint64_t, std::string> names_;   // blob name address -> text
+    mutable std::atomic<uint64_t> bad_reads_{0};
+};
+
+}  // namespace sf::agent
