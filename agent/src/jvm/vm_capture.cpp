@@ -7,16 +7,12 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <mutex>
-#include <set>
 #include <string_view>
-#include <tuple>
-#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "announced_code.hpp"
 #include "code_cache_reader.hpp"
 #include "vm_code_map.hpp"
 #include "vmstructs.hpp"
@@ -63,17 +59,7 @@ struct VmCapture::Impl {
     std::atomic<bool> started{false};
     VmInfo info;   // written once by start() before `started`
 
-    mutable std::mutex mu;
-    // Guarded by mu.
-    std::unordered_map<uint64_t, uint64_t> announced;        // jmethodID -> Method* last announced
-    std::unordered_map<uint64_t, uint64_t> id_of_method;     // Method* -> jmethodID
-    struct LiveCode {
-        uint64_t method_id = 0;
-        bool with_scopes = false;
-    };
-    std::unordered_map<uint64_t, LiveCode> live_code;         // code_begin -> what was announced
-    std::set<std::tuple<uint64_t, uint64_t, std::string>> stubs_sent;
-    std::unordered_set<uint64_t> unannounced_seen_last_poll;  // nmethod code_begin
+    AnnouncedCode announced;   // what the stream has been told
 
     struct Counters {
         std::atomic<uint64_t> methods{0};
@@ -192,23 +178,6 @@ struct VmCapture::Impl {
         return true;
     }
 
-    // True when (id, ptr) still needs announcing; marks it as announced.
-    bool claim_method(uint64_t id, uint64_t ptr) {
-        std::lock_guard lock(mu);
-        auto [it, inserted] = announced.try_emplace(id, ptr);
-        if (!inserted) {
-            if (it->second == ptr) return false;
-            it->second = ptr;
-        }
-        id_of_method[ptr] = id;
-        return true;
-    }
-
-    void unclaim_method(uint64_t id) {
-        std::lock_guard lock(mu);
-        announced.erase(id);
-    }
-
     // Announces a method known only by its jmethodID (inline records, CompiledMethodLoad).
     void announce_method(JNIEnv* jni, jmethodID id, uint64_t time_ns) {
         auto ptr = method_ptr_of(id);
@@ -216,7 +185,7 @@ struct VmCapture::Impl {
             counters.method_failures++;
             return;
         }
-        if (!claim_method(reinterpret_cast<uint64_t>(id), *ptr)) return;
+        if (!announced.claim_method(reinterpret_cast<uint64_t>(id), *ptr)) return;
         ClassFacts facts;
         jclass klass = nullptr;
         if (jvmti->GetMethodDeclaringClass(id, &klass) == JVMTI_ERROR_NONE && klass != nullptr) {
@@ -225,7 +194,7 @@ struct VmCapture::Impl {
         }
         MethodInfo method;
         if (!build_method_info(id, *ptr, facts, time_ns, method)) {
-            unclaim_method(reinterpret_cast<uint64_t>(id));
+            announced.unclaim_method(reinterpret_cast<uint64_t>(id));
             counters.method_failures++;
             return;
         }
@@ -252,11 +221,11 @@ struct VmCapture::Impl {
                 counters.method_failures++;
                 continue;
             }
-            if (!claim_method(reinterpret_cast<uint64_t>(methods[i]), *ptr)) continue;
+            if (!announced.claim_method(reinterpret_cast<uint64_t>(methods[i]), *ptr)) continue;
             if (!facts) facts = class_facts(klass);
             MethodInfo method;
             if (!build_method_info(methods[i], *ptr, *facts, time_ns, method)) {
-                unclaim_method(reinterpret_cast<uint64_t>(methods[i]));
+                announced.unclaim_method(reinterpret_cast<uint64_t>(methods[i]));
                 counters.method_failures++;
                 continue;
             }
@@ -303,21 +272,6 @@ struct VmCapture::Impl {
         }
     }
 
-    // True when this CodeLoad adds something the decoder does not have yet.
-    bool claim_code(uint64_t code_begin, uint64_t method_id, bool with_scopes) {
-        std::lock_guard lock(mu);
-        auto [it, inserted] = live_code.try_emplace(code_begin, LiveCode{method_id, with_scopes});
-        if (inserted) return true;
-        LiveCode& current = it->second;
-        if (current.method_id == method_id) {
-            if (current.with_scopes || !with_scopes) return false;
-            current.with_scopes = true;
-            return true;
-        }
-        current = LiveCode{method_id, with_scopes};
-        return true;
-    }
-
     void compiled_method_load(jmethodID method, jint code_size, const void* code_addr, const void* compile_info) {
         uint64_t now = monotonic_now_ns();
         auto code_begin = reinterpret_cast<uint64_t>(code_addr);
@@ -338,7 +292,7 @@ struct VmCapture::Impl {
         counters.pcs_outside_code += stats.pcs_outside_code;
         bool with_scopes = !load.scopes.empty() || load.kind == CodeKind::kNativeWrapper ||
                            load.kind == CodeKind::kMethodHandleIntrinsic;
-        if (!claim_code(code_begin, load.method_id, with_scopes)) return;
+        if (!announced.claim_code(code_begin, load.method_id, with_scopes)) return;
 
         // Methods first, so that the decoder can name every frame of the CodeLoad on arrival.
         std::sort(methods_seen.begin(), methods_seen.end());
@@ -355,20 +309,13 @@ struct VmCapture::Impl {
     void compiled_method_unload(jmethodID method, const void* code_addr) {
         auto code_begin = reinterpret_cast<uint64_t>(code_addr);
         auto id = reinterpret_cast<uint64_t>(method);
-        {
-            std::lock_guard lock(mu);
-            auto it = live_code.find(code_begin);
-            if (it != live_code.end() && it->second.method_id == id) live_code.erase(it);
-        }
+        announced.forget_code(code_begin, id);
         counters.code_unloads++;
         sink.emit(CodeUnload{monotonic_now_ns(), id, code_begin});
     }
 
     void emit_stub(std::string name, uint64_t begin, uint64_t end, int32_t frame_size, uint64_t time_ns) {
-        {
-            std::lock_guard lock(mu);
-            if (!stubs_sent.emplace(begin, end, name).second) return;
-        }
+        if (!announced.claim_stub(begin, end, name)) return;
         counters.stubs++;
         sink.emit(Stub{time_ns, std::move(name), begin, end, frame_size > 0 ? frame_size : -1});
     }
@@ -389,10 +336,7 @@ struct VmCapture::Impl {
     // that a CompiledMethodLoad still queued in the VM's deferred event queue wins.
     void announce_unreported_nmethods(JNIEnv* jni, bool require_seen_before) {
         std::vector<BlobInfo> unreported;
-        auto unknown = [&](uint64_t code_begin) {
-            std::lock_guard lock(mu);
-            return live_code.count(code_begin) == 0;
-        };
+        auto unknown = [&](uint64_t code_begin) { return !announced.code_known(code_begin); };
         uint64_t walk_time = monotonic_now_ns();
         code_cache->walk(
             [&](const BlobInfo& b) {
@@ -409,15 +353,8 @@ struct VmCapture::Impl {
         uint64_t now = monotonic_now_ns();
         for (const BlobInfo& b : unreported) {
             seen_now.insert(b.code_begin);
-            if (require_seen_before) {
-                std::lock_guard lock(mu);
-                if (unannounced_seen_last_poll.count(b.code_begin) == 0) continue;
-            }
-            uint64_t method_id = 0;
-            {
-                std::lock_guard lock(mu);
-                if (auto it = id_of_method.find(b.method_ptr); it != id_of_method.end()) method_id = it->second;
-            }
+            if (require_seen_before && !announced.unannounced_at_last_poll(b.code_begin)) continue;
+            const uint64_t method_id = announced.method_id_of(b.method_ptr);
             if (method_id == 0) {
                 counters.walk_unresolved_method++;
                 continue;
@@ -426,23 +363,18 @@ struct VmCapture::Impl {
             load.time_ns = now;
             load.method_id = method_id;
             fill_from_blob(load, b);
-            if (!claim_code(b.code_begin, method_id, false)) continue;
+            if (!announced.claim_code(b.code_begin, method_id, false)) continue;
             copy_code(load);
             announce_method(jni, reinterpret_cast<jmethodID>(method_id), now);
             counters.code_loads_from_walk++;
             counters.code_loads++;
             sink.emit(std::move(load));
         }
-        std::lock_guard lock(mu);
-        unannounced_seen_last_poll = std::move(seen_now);
+        announced.set_unannounced_at_this_poll(std::move(seen_now));
     }
 
     void recheck_redefined_methods(JNIEnv* jni) {
-        std::vector<std::pair<uint64_t, uint64_t>> known;
-        {
-            std::lock_guard lock(mu);
-            known.assign(announced.begin(), announced.end());
-        }
+        const std::vector<std::pair<uint64_t, uint64_t>> known = announced.methods();
         uint64_t now = monotonic_now_ns();
         for (auto [id, ptr] : known) {
             auto current = method_ptr_of(reinterpret_cast<jmethodID>(id));

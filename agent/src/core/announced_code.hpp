@@ -1,0 +1,59 @@
+// What the event stream has been told about methods and code so far, so that every CodeLoad,
+// MethodInfo and Stub goes out once (and again only when it changed): the VM capture's bookkeeping,
+// apart from the JVMTI calls that feed it. Thread-safe (JVMTI callbacks run on any thread).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace sf::agent {
+
+class AnnouncedCode {
+public:
+    // Methods. True when (jmethodID, Method*) still needs announcing, and marks it announced: a
+    // jmethodID announced with another Method* before (RedefineClasses) needs it again.
+    bool claim_method(uint64_t method_id, uint64_t method_ptr);
+    // The announcement failed after all (the method vanished): the next claim may try again.
+    void unclaim_method(uint64_t method_id);
+    // The jmethodID last announced with this Method*, or 0.
+    uint64_t method_id_of(uint64_t method_ptr) const;
+    // Every announced (jmethodID, Method*), for the poll's check for redefinitions.
+    std::vector<std::pair<uint64_t, uint64_t>> methods() const;
+
+    // Compiled code. True when a CodeLoad at code_begin adds something the decoder does not have:
+    // new code, another method's code at a reused address, or inline scopes the first load lacked.
+    bool claim_code(uint64_t code_begin, uint64_t method_id, bool with_scopes);
+    // A CodeUnload: the address is free, unless other code was announced there since.
+    void forget_code(uint64_t code_begin, uint64_t method_id);
+    bool code_known(uint64_t code_begin) const;
+
+    // Stubs: true the first time this (begin, end, name) is seen.
+    bool claim_stub(uint64_t begin, uint64_t end, const std::string& name);
+
+    // The CodeCache poll's nmethods that no event announced: those of the previous poll are the ones
+    // whose CompiledMethodLoad had a whole poll interval to arrive.
+    bool unannounced_at_last_poll(uint64_t code_begin) const;
+    void set_unannounced_at_this_poll(std::unordered_set<uint64_t> code_begins);
+
+private:
+    struct LiveCode {
+        uint64_t method_id = 0;
+        bool with_scopes = false;
+    };
+    mutable std::mutex mutex_;
+    std::unordered_map<uint64_t, uint64_t> method_ptr_of_id_;   // jmethodID -> Method* last announced
+    std::unordered_map<uint64_t, uint64_t> id_of_method_ptr_;   // Method* -> jmethodID
+    std::unordered_map<uint64_t, LiveCode> live_code_;          // code_begin -> what was announced
+    std::set<std::tuple<uint64_t, uint64_t, std::string>> stubs_;
+    std::unordered_set<uint64_t> unannounced_last_poll_;        // nmethod code_begin
+};
+
+}  // namespace sf::agent

@@ -1,0 +1,59 @@
+// The VM capture's bookkeeping of what the stream has been told, without a JVM.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "announced_code.hpp"
+
+using namespace sf::agent;
+
+TEST_CASE("a method is announced once per Method*, again after a redefinition or a failed announcement") {
+    AnnouncedCode announced;
+    CHECK(announced.claim_method(1, 0x100));
+    CHECK_FALSE(announced.claim_method(1, 0x100));
+    CHECK(announced.method_id_of(0x100) == 1);
+    // RedefineClasses: the jmethodID now leads to a new Method*.
+    CHECK(announced.claim_method(1, 0x200));
+    CHECK(announced.method_id_of(0x200) == 1);
+    CHECK(announced.methods() == std::vector<std::pair<uint64_t, uint64_t>>{{1, 0x200}});
+    // Building the MethodInfo failed: the next claim tries again.
+    CHECK(announced.claim_method(2, 0x300));
+    announced.unclaim_method(2);
+    CHECK(announced.claim_method(2, 0x300));
+    CHECK(announced.method_id_of(0x999) == 0);
+}
+
+TEST_CASE("a CodeLoad goes out when it adds something: new code, scopes, or other code at the address") {
+    AnnouncedCode announced;
+    CHECK_FALSE(announced.code_known(0x1000));
+    // Found by the CodeCache walk first (no scopes), then its CompiledMethodLoad brings the scopes.
+    CHECK(announced.claim_code(0x1000, 7, false));
+    CHECK(announced.code_known(0x1000));
+    CHECK_FALSE(announced.claim_code(0x1000, 7, false));
+    CHECK(announced.claim_code(0x1000, 7, true));
+    CHECK_FALSE(announced.claim_code(0x1000, 7, true));
+    CHECK_FALSE(announced.claim_code(0x1000, 7, false));   // scopes are never taken back
+    // The address reused by another method before its unload arrived.
+    CHECK(announced.claim_code(0x1000, 8, false));
+    // The first method's late unload does not forget the second's code; its own does.
+    announced.forget_code(0x1000, 7);
+    CHECK(announced.code_known(0x1000));
+    announced.forget_code(0x1000, 8);
+    CHECK_FALSE(announced.code_known(0x1000));
+    CHECK(announced.claim_code(0x1000, 8, false));
+}
+
+TEST_CASE("stubs go out once per range and name; unannounced nmethods are remembered for one poll") {
+    AnnouncedCode announced;
+    CHECK(announced.claim_stub(0x10, 0x20, "adapter"));
+    CHECK_FALSE(announced.claim_stub(0x10, 0x20, "adapter"));
+    CHECK(announced.claim_stub(0x10, 0x20, "other name"));
+    CHECK(announced.claim_stub(0x10, 0x30, "adapter"));
+
+    CHECK_FALSE(announced.unannounced_at_last_poll(0x1000));
+    announced.set_unannounced_at_this_poll({0x1000, 0x2000});
+    CHECK(announced.unannounced_at_last_poll(0x1000));
+    announced.set_unannounced_at_this_poll({0x2000});
+    CHECK_FALSE(announced.unannounced_at_last_poll(0x1000));
+    CHECK(announced.unannounced_at_last_poll(0x2000));
+}
