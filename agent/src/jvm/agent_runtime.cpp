@@ -11,14 +11,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +31,7 @@
 #include "native_bind.hpp"
 #include "options.hpp"
 #include "oracle.hpp"
+#include "periodic_poll.hpp"
 #include "profile_push.hpp"
 #include "auto_interval.hpp"
 #include "sampler.hpp"
@@ -527,12 +527,7 @@ private:
 
     static void JNICALL code_poll_main(jvmtiEnv*, JNIEnv* jni, void* self) {
         auto* agent = static_cast<Agent*>(self);
-        std::unique_lock<std::mutex> lock(agent->poll_mutex_);
-        int interval_ms = kCodePollIntervalMs;
-        while (!agent->poll_stop_) {
-            agent->poll_wakeup_.wait_for(lock, std::chrono::milliseconds(interval_ms));
-            if (agent->poll_stop_) break;
-            lock.unlock();
+        agent->code_poll_.run([agent, jni] {
             const uint64_t findings_before = agent->capture_->poll_findings();
             size_t new_modules = 0;
             {
@@ -540,20 +535,11 @@ private:
                 agent->capture_->poll(jni);
                 new_modules = agent->modules_.refresh(monotonic_ns(), agent->queue_);   // libraries loaded since
             }
-            const bool found = new_modules != 0 || agent->capture_->poll_findings() != findings_before;
-            interval_ms = found ? kCodePollIntervalMs : std::min(2 * interval_ms, kCodePollMaxIntervalMs);
-            timespec cpu{};
-            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-            agent->code_poll_cpu_ns_.store(static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(cpu.tv_nsec));
-            lock.lock();
-        }
+            return new_modules != 0 || agent->capture_->poll_findings() != findings_before;
+        });
     }
 
-    void stop_code_poller() {
-        std::lock_guard<std::mutex> lock(poll_mutex_);
-        poll_stop_ = true;
-        poll_wakeup_.notify_all();
-    }
+    void stop_code_poller() { code_poll_.stop(); }
 
     // mode=jvmti: GetAllStackTraces every interval from an agent thread; no perf event is opened.
     void start_jvmti_sampler(JNIEnv* jni) {
@@ -576,7 +562,7 @@ private:
     void log_agent_cpu() {
         const uint64_t reader = sampler_->stats().reader_cpu_ns;
         const uint64_t decoder = live_profile_ ? live_profile_->counts(0).decoder_cpu_ns : 0;
-        const uint64_t poll = code_poll_cpu_ns_.load();
+        const uint64_t poll = code_poll_.cpu_ns();
         timespec process{};
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &process);
         const double process_ms = static_cast<double>(process.tv_sec) * 1e3 + static_cast<double>(process.tv_nsec) / 1e6;
@@ -674,7 +660,8 @@ private:
     std::unique_ptr<AutoInterval> auto_interval_;   // interval=auto; fed by the live profile's thread
     std::unique_ptr<VmCapture> capture_;
     ModuleTracker modules_;   // go_live, then the code-poll thread only
-    std::atomic<uint64_t> code_poll_cpu_ns_{0};   // the code-poll thread's CPU time after its last poll
+    PeriodicPoll code_poll_{std::chrono::milliseconds(kCodePollIntervalMs),
+                            std::chrono::milliseconds(kCodePollMaxIntervalMs)};   // the code-poll thread's loop
     std::unique_ptr<JvmtiSampler> jvmti_sampler_;   // mode=jvmti only
     std::unique_ptr<LiveProfile> live_profile_;   // the writer's tap: fed by the reader thread
     std::unique_ptr<ProfilePusher> pusher_;       // push=: fed by the live profile's thread
@@ -683,10 +670,6 @@ private:
     std::atomic<bool> shut_down_{false};
 
     ThreadRegistry threads_;   // live registered threads, and which of them perf samples
-
-    std::mutex poll_mutex_;
-    std::condition_variable poll_wakeup_;
-    bool poll_stop_ = false;
 };
 
 // An attach command for the agent already loaded (or for none): answered in the reply file.

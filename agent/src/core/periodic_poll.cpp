@@ -1,0 +1,37 @@
+#include "periodic_poll.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+
+namespace sf::agent {
+
+std::chrono::milliseconds PeriodicPoll::next_interval(std::chrono::milliseconds current, bool found,
+                                                      std::chrono::milliseconds base, std::chrono::milliseconds max) {
+    return found ? base : std::min(2 * current, max);
+}
+
+void PeriodicPoll::run(const std::function<bool()>& poll) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    std::chrono::milliseconds interval = base_;
+    while (!stop_) {
+        wakeup_.wait_for(lock, interval);
+        if (stop_) break;
+        lock.unlock();
+        const bool found = poll();
+        polls_++;
+        interval = next_interval(interval, found, base_, max_);
+        timespec cpu{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+        cpu_ns_.store(static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(cpu.tv_nsec));
+        lock.lock();
+    }
+}
+
+void PeriodicPoll::stop() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+    wakeup_.notify_all();
+}
+
+}  // namespace sf::agent

@@ -1,0 +1,54 @@
+// The code poll's loop, schedule and stop, without a JVM.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "periodic_poll.hpp"
+
+using namespace sf::agent;
+using std::chrono::milliseconds;
+
+TEST_CASE("the poll backs off while it finds nothing and comes back on a finding") {
+    const milliseconds base(5000), max(60000);
+    milliseconds interval = base;
+    const milliseconds expected[] = {milliseconds(10000), milliseconds(20000), milliseconds(40000),
+                                     milliseconds(60000), milliseconds(60000)};
+    for (milliseconds next : expected) {
+        interval = PeriodicPoll::next_interval(interval, false, base, max);
+        CHECK(interval == next);
+    }
+    CHECK(PeriodicPoll::next_interval(interval, true, base, max) == base);
+}
+
+TEST_CASE("run polls until stop, and stop ends a long wait at once") {
+    PeriodicPoll poll(milliseconds(2), milliseconds(4));
+    std::atomic<int> calls{0};
+    std::thread thread([&] { poll.run([&] { return ++calls % 3 == 0; }); });
+    while (calls.load() < 5) std::this_thread::sleep_for(milliseconds(1));
+    const auto stop_at = std::chrono::steady_clock::now();
+    poll.stop();
+    thread.join();
+    CHECK(std::chrono::steady_clock::now() - stop_at < std::chrono::seconds(1));
+    CHECK(poll.polls() == static_cast<uint64_t>(calls.load()));
+    CHECK(poll.cpu_ns() > 0);
+
+    // A stop before run: run returns without polling, even with an hour's interval.
+    PeriodicPoll idle(milliseconds(3'600'000), milliseconds(3'600'000));
+    idle.stop();
+    bool polled = false;
+    idle.run([&] { return polled = true; });
+    CHECK_FALSE(polled);
+}
+
+TEST_CASE("stop interrupts the wait of a slow schedule") {
+    PeriodicPoll poll(milliseconds(3'600'000), milliseconds(3'600'000));
+    std::thread thread([&] { poll.run([] { return false; }); });
+    std::this_thread::sleep_for(milliseconds(20));
+    const auto stop_at = std::chrono::steady_clock::now();
+    poll.stop();
+    thread.join();
+    CHECK(std::chrono::steady_clock::now() - stop_at < std::chrono::seconds(1));
+    CHECK(poll.polls() == 0);
+}
