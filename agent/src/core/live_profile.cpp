@@ -662,4 +662,21 @@ std::string LiveProfile::summary_text(size_t top) const {
     return out;
 }
 
+std::optional<LiveSettings> live_settings_from(const AgentOptions& options, uint32_t pid) {
+    if (options.file.empty() && !options.record_path.empty() && !options.interval_auto && options.push_url.empty()) {
+        return std::nullopt;
+    }
+    LiveSettings settings;
+    settings.file = options.file;
+    settings.loop_ns = options.loop_ns;
+    settings.title = options.title;
+    settings.pid = pid;
+    settings.off_cpu = options.sample_switch;
+    // parse_options accepted both patterns already.
+    if (auto filter = profile::TraceFilter::parse(options.focus, options.exclude); filter.ok()) {
+        settings.filter = std::move(*filter);
+    }
+    return settings;
+}
+
 }  // namespace sf::agent

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "stackfrag/events/events.hpp"
 #include "stackfrag/profile/cct.hpp"
 #include "stackfrag/profile/trace_filter.hpp"
+#include "options.hpp"
 #include "stream_writer.hpp"
 
 namespace sf::agent {
@@ -73,6 +75,12 @@ struct LiveSettings {
     // write keeps the period open) and at stop. Not for empty periods, nor for dumps.
     std::function<void(const profile::Cct&, int64_t from_unix, int64_t until_unix)> on_period;
 };
+
+// The live profile the options ask for, or nullopt for a run that only records (record= without
+// file=, interval=auto or push=: decoded offline, as cheap as recording alone). A run with neither
+// file= nor record= decodes live too: the stop summary then says what was hot. The callbacks
+// (on_trace, on_period) are the caller's to wire.
+std::optional<LiveSettings> live_settings_from(const AgentOptions& options, uint32_t pid);
 
 struct LiveCounts {
     uint64_t samples = 0;          // Sample and JvmtiTrace events offered

@@ -244,23 +244,17 @@ public:
     }
 
 private:
-    // Live decoding when there is a profile to write, or when nothing at all would come out
-    // otherwise (the stop summary then says what was hot). A run with record= and no file= stays
-    // as cheap as before: it is decoded offline (record=/dev/null: capture cost only, no output).
+    // The live profile live_settings_from asks for, with interval=auto's and push='s callbacks.
     void create_live_profile() {
-        if (options_.file.empty() && !options_.record_path.empty() && !options_.interval_auto && options_.push_url.empty()) {
+        std::optional<LiveSettings> wanted = live_settings_from(options_, static_cast<uint32_t>(getpid()));
+        if (!wanted) {
             if (!options_.focus.empty() || !options_.exclude.empty()) {
                 SF_LOG_WARN("focus/exclude filter the live profile (file=); the recording keeps every sample "
                             "(filter it with stackfrag report/replay --focus/--exclude)");
             }
             return;
         }
-        LiveSettings settings;
-        settings.file = options_.file;
-        settings.loop_ns = options_.loop_ns;
-        settings.title = options_.title;
-        settings.pid = static_cast<uint32_t>(getpid());
-        settings.off_cpu = options_.sample_switch;
+        LiveSettings settings = std::move(*wanted);
         if (options_.interval_auto) {
             // The decoder thread sees each thread's top frames: interval=auto needs live decoding.
             PeriodControllerSettings adaptive;
@@ -271,8 +265,6 @@ private:
                 auto_interval_->on_trace(event, trace, decode_ns);
             };
         }
-        // parse_options accepted both patterns already.
-        if (auto filter = profile::TraceFilter::parse(options_.focus, options_.exclude); filter.ok()) settings.filter = std::move(*filter);
         if (!options_.push_url.empty()) {
             pusher_ = std::make_unique<ProfilePusher>(push_settings_from(options_, system_property("sun.java.command")));
             SF_LOG_INFO("push: each %llu ms period's profile goes to %s as %s", static_cast<unsigned long long>(options_.loop_ns / 1'000'000),

@@ -1,9 +1,10 @@
 // The live-profile and attach options: file (format by extension), loop, title, the attach
-// actions and reply.
+// actions and reply; the live profile's settings they make.
 #include <catch2/catch.hpp>
 
 #include <string>
 
+#include "live_profile.hpp"
 #include "options.hpp"
 #include "options_test_support.hpp"
 
@@ -52,4 +53,31 @@ TEST_CASE("title, reply and the attach actions") {
     CHECK(parse_error("stop,dump") == "bad value '' for dump: expected no value, and no other action");
     CHECK(parse_error("status=1") == "bad value '1' for status: expected no value, and no other action");
     CHECK(parse_error("reply=relative") == "bad value 'relative' for reply: expected an absolute file name");
+}
+
+TEST_CASE("a live profile unless the run only records; its settings come from the options") {
+    using sf::agent::live_settings_from;
+    // record= alone is decoded offline: no live profile, whatever focus= says.
+    CHECK_FALSE(live_settings_from(parse_ok("record=/tmp/r.sfr"), 1).has_value());
+    CHECK_FALSE(live_settings_from(parse_ok("record=/tmp/r.sfr,focus=a.B.c"), 1).has_value());
+    // interval=auto watches the decoded top frames, push= sends decoded periods: both decode live.
+    CHECK(live_settings_from(parse_ok("record=/tmp/r.sfr,interval=auto"), 1).has_value());
+    CHECK(live_settings_from(parse_ok("record=/tmp/r.sfr,push=http://127.0.0.1:4040,loop=10s"), 1).has_value());
+    // Nothing asked for at all: the stop summary still says what was hot.
+    auto summary_only = live_settings_from(parse_ok(""), 1);
+    REQUIRE(summary_only);
+    CHECK(summary_only->file.empty());
+
+    auto settings = live_settings_from(parse_ok("file=/tmp/p-%p.collapsed,loop=30s,title=T,events=cpu,switch,"
+                                                "focus=a.B.c,record=/tmp/r.sfr"),
+                                       4242);
+    REQUIRE(settings);
+    CHECK(settings->file == "/tmp/p-%p.collapsed");
+    CHECK(settings->loop_ns == 30'000'000'000ull);
+    CHECK(settings->title == "T");
+    CHECK(settings->pid == 4242);
+    CHECK(settings->off_cpu);
+    CHECK_FALSE(settings->filter.empty());
+    CHECK(settings->filter.describe() == "focus=a.B.c");
+    CHECK_FALSE(live_settings_from(parse_ok("file=/tmp/p.html"), 1)->off_cpu);
 }
