@@ -34,7 +34,7 @@ struct ReplayOptions {
     bool json = false;
     std::string collapsed;
     std::string offcpu_collapsed;   // context-switch samples (events=switch), as collapsed stacks
-    int show = 0;   // print this many disagreeing oracle pairs
+    int show = 0;   // print this many disagreeing oracle pairs per kind
     bool no_libunwind = false;
     bool no_incremental = false;   // walk every frame of every sample (to compare with incremental decoding)
     double defer_ms = 0;   // decode a sample once the stream is this far past its time
@@ -148,8 +148,11 @@ int run_replay(const ReplayOptions& options) {
     Tally samples, oracle_samples;
     profile::Cct off_cpu_cct(&names, profile::CctOptions{});
     uint64_t pairs = 0, both_ok = 0, identical = 0, differs_beyond_top_bci = 0;
+    // ASGCT failed where the decoder did not; ASGCT's answer went through a frame whose code had moved
+    // rsp, where it read a stale return slot (not counted in both_ok: there is nothing to match).
+    uint64_t oracle_failed_we_decoded = 0, oracle_stale = 0;
     std::map<std::string, uint64_t> disagreements;
-    int shown = 0;
+    std::map<std::string, int> shown;   // examples printed per kind of disagreement
     std::map<std::string, uint64_t> top_kinds;
 
     on_trace = [&](const Event& e, const CallTrace& trace) {
@@ -188,18 +191,26 @@ int run_replay(const ReplayOptions& options) {
         oracle_samples.add(trace, stream.last_decode_ns());
         ++pairs;
         const Agreement a = compare_with_oracle(trace, *o);
-        if (a != Agreement::kOracleFailed && a != Agreement::kDecoderFailed) ++both_ok;
+        if (a == Agreement::kOracleFailed && trace.status != TraceStatus::kFailed) ++oracle_failed_we_decoded;
+        const bool both = a != Agreement::kOracleFailed && a != Agreement::kDecoderFailed;
+        const bool stale = both && a != Agreement::kIdentical &&
+                           std::any_of(trace.frames.begin(), trace.frames.end(), [](const Frame& f) { return f.sp_moved; });
+        if (stale) ++oracle_stale;
+        else if (both) ++both_ok;
         if (a == Agreement::kIdentical) {
             ++identical;
             return;
         }
-        if (a != Agreement::kTopBciDiffers && a != Agreement::kOracleFailed && a != Agreement::kDecoderFailed) {
+        if (!stale && a != Agreement::kTopBciDiffers && a != Agreement::kOracleFailed && a != Agreement::kDecoderFailed) {
             ++differs_beyond_top_bci;
         }
-        ++disagreements[agreement_name(a)];
-        if (shown < options.show && a != Agreement::kOracleFailed) {
-            ++shown;
-            fmt::print("[{}] t={} tid={} status={} {}\n  ours:  {}\n  asgct: {}\n", agreement_name(a),
+        std::string kind = stale ? "oracle_stale" : agreement_name(a);
+        if (a == Agreement::kDecoderFailed) kind += fmt::format(" {}", fail_reason_name(trace.failure));
+        if (a == Agreement::kOracleFailed && trace.status != TraceStatus::kFailed) kind = "oracle_failed_we_decoded";
+        if (!stale) ++disagreements[agreement_name(a)];
+        if (shown[kind] < options.show && (a != Agreement::kOracleFailed || trace.status != TraceStatus::kFailed)) {
+            ++shown[kind];
+            fmt::print("[{}] t={} tid={} status={} {}\n  ours:  {}\n  asgct: {}\n", kind,
                        o->sample.time_ns, o->sample.tid, static_cast<int>(trace.status),
                        fail_reason_name(trace.failure), frames_text(map, java_frames_of(trace)),
                        frames_text(map, o->frames));
@@ -243,13 +254,19 @@ int run_replay(const ReplayOptions& options) {
         // only at calls), so they differ by design; this counts the pairs that agree apart from it.
         j["oracle_identical_except_top_bci"] = both_ok - differs_beyond_top_bci;
         j["oracle_disagreements"] = disagreements;
+        j["oracle_failed_we_decoded"] = oracle_failed_we_decoded;
+        j["oracle_stale"] = oracle_stale;
         j["top_frame_kinds"] = top_kinds;
         j["stats"] = {{"prologue_tops", st.prologue_tops},   {"epilogue_tops", st.epilogue_tops},
                       {"partial_interpreter_tops", st.partial_interpreter_tops},
                       {"entry_frames_crossed", st.entry_frames_crossed}, {"stub_scans", st.stub_scans},
                       {"native_frames", st.native_frames},   {"libunwind_steps", st.libunwind_steps},
                       {"rbp_steps", st.rbp_steps},           {"breadcrumbs_used", st.breadcrumbs_used}, {"native_rescans", st.native_rescans},
-                      {"deopt_frames", st.deopt_frames},     {"unannounced_code_steps", st.unannounced_code_steps}};
+                      {"deopt_frames", st.deopt_frames},     {"unannounced_code_steps", st.unannounced_code_steps},
+                      {"sp_moved_frames", st.sp_moved_frames}};
+        j["returns_rejected"] = {{"no_call", st.returns_rejected_no_call},
+                                 {"bad_target", st.returns_rejected_bad_target},
+                                 {"vm_stub", st.returns_rejected_vm_stub}};
         j["retried"] = {{"samples", stream.retry_stats().retried}, {"resolved", stream.retry_stats().resolved}};
         j["incremental"] = {{"samples", st.incremental_samples}, {"steps_reused", st.steps_reused},
                             {"frames_reused", st.frames_reused}};
@@ -287,13 +304,17 @@ int run_replay(const ReplayOptions& options) {
                    "native {} (libunwind {}, rbp {}, rescans {}) deopt {}\n",
                    st.prologue_tops, st.epilogue_tops, st.partial_interpreter_tops, st.entry_frames_crossed,
                    st.stub_scans, st.native_frames, st.libunwind_steps, st.rbp_steps, st.native_rescans, st.deopt_frames);
+        fmt::print("moved sp             {} frames; return addresses rejected: no call {}, bad target {}, vm stub {}\n",
+                   st.sp_moved_frames, st.returns_rejected_no_call, st.returns_rejected_bad_target,
+                   st.returns_rejected_vm_stub);
         fmt::print("incremental          {} samples took over {} steps, {} frames of their thread's last walk\n",
                    st.incremental_samples, st.steps_reused, st.frames_reused);
         fmt::print("decoded again        {} samples that failed or met unannounced code; {} resolved by then "
                    "(unannounced-code steps in all walks: {})\n",
                    stream.retry_stats().retried, stream.retry_stats().resolved, st.unannounced_code_steps);
         if (pairs) {
-            fmt::print("oracle pairs         {} (both ok {})\n", pairs, both_ok);
+            fmt::print("oracle pairs         {} (both ok {}; ASGCT failed where we decoded {}; ASGCT stale {})\n", pairs,
+                       both_ok, oracle_failed_we_decoded, oracle_stale);
             fmt::print("identical to ASGCT   {} ({:.2f}% of both ok); apart from the top bci {} ({:.2f}%)\n", identical,
                        percent(identical, both_ok), both_ok - differs_beyond_top_bci,
                        percent(both_ok - differs_beyond_top_bci, both_ok));
@@ -352,7 +373,7 @@ void add_replay(CLI::App& app, int& exit_code) {
     cmd->add_option("--offcpu-collapsed", options->offcpu_collapsed,
                     "write the context-switch samples (events=switch: where threads blocked) as collapsed stacks "
                     "to FILE; --collapsed then holds only the on-CPU ones");
-    cmd->add_option("--show-disagreements", options->show, "print this many oracle pairs that disagree");
+    cmd->add_option("--show-disagreements", options->show, "print up to this many oracle pairs per kind of disagreement (a decoder failure per reason; oracle_stale, oracle_failed_we_decoded)");
     cmd->add_option("--defer-ms", options->defer_ms,
                     "decode each sample only once the stream is this many ms past it (lets late code "
                     "announcements arrive first; 0 decodes in stream order, as the agent does)");

@@ -2,6 +2,10 @@
 
 #include <Zydis/Zydis.h>
 
+#include <algorithm>
+#include <array>
+#include <climits>
+
 namespace sf::detail {
 namespace {
 
@@ -138,6 +142,241 @@ TopFrameShape analyze_top_frame(const CodeLoad& code, uint64_t pc) {
         shape.fp_saved = false;
     }
     return shape;
+}
+
+// --- Moved rsp (SpRanges) -------------------------------------------------------------------------
+
+namespace {
+
+constexpr int32_t kNoSaved = INT32_MIN;
+// Bounds on the work per CodeLoad, whatever the bytes: instructions visited, states per offset.
+constexpr size_t kMaxVisits = 1u << 18;
+constexpr int kMaxStatesPerOffset = 16;
+
+struct PathState {
+    uint32_t offset;
+    int32_t delta;   // frame sp - rsp
+    int32_t saved;   // the delta when saved_reg got a copy of rsp (kNoSaved: no register holds one)
+    ZydisRegister saved_reg;
+};
+
+ZydisRegister full(ZydisRegister r) { return ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r); }
+
+bool writes_reg(const Decoded& d, ZydisRegister reg) {
+    for (uint8_t i = 0; i < d.insn.operand_count_visible; ++i) {
+        const ZydisDecodedOperand& op = d.ops[i];
+        if (op.type == ZYDIS_OPERAND_TYPE_REGISTER && full(op.reg.value) == reg &&
+            (op.actions & ZYDIS_OPERAND_ACTION_MASK_WRITE)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// The relative target of a jmp/jcc/call, or false for an indirect one.
+bool branch_target(const Decoded& d, uint64_t pc, uint64_t& target) {
+    if (d.insn.operand_count_visible < 1 || !is_imm(d.ops[0]) || !d.ops[0].imm.is_relative) return false;
+    target = pc + d.insn.length + static_cast<uint64_t>(d.ops[0].imm.value.s);
+    return true;
+}
+
+}  // namespace
+
+const SpRange* SpRanges::find(uint64_t offset) const {
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), offset,
+                               [](uint64_t off, const SpRange& r) { return off < r.begin; });
+    if (it == ranges.begin()) return nullptr;
+    --it;
+    return offset < it->end ? &*it : nullptr;
+}
+
+SpRanges analyze_sp_ranges(const CodeLoad& code) {
+    SpRanges out;
+    const size_t size = code.code.size();
+    if (size == 0 || code.frame_size_words < 2 || code.kind == CodeKind::kMethodHandleIntrinsic) return out;
+    const uint32_t start = code.frame_complete_offset > 0 ? static_cast<uint32_t>(code.frame_complete_offset) : 0;
+    if (start >= size) return out;
+    const int32_t ret_from_sp = (code.frame_size_words - 1) * 8;   // frame sp to the return address
+
+    // Per instruction offset: the (delta, saved) states it was reached with (a list in `pool`), and
+    // its length.
+    struct Seen {
+        int32_t delta, saved;
+        uint32_t next;
+    };
+    constexpr uint32_t kNone = UINT32_MAX;
+    std::vector<uint32_t> first(size, kNone);
+    std::vector<uint8_t> count(size, 0);
+    std::vector<Seen> pool;
+    std::vector<uint8_t> length(size, 0);
+    std::vector<uint32_t> pending;   // call targets inside this code (call stubs)
+    std::vector<PathState> work{{start, 0, kNoSaved, ZYDIS_REGISTER_NONE}};
+    size_t visits = 0;
+    Decoded d;
+    while (!work.empty() && visits < kMaxVisits) {
+        PathState st = work.back();
+        work.pop_back();
+        while (st.offset < size && visits++ < kMaxVisits) {
+            bool seen = false;
+            for (uint32_t i = first[st.offset]; i != kNone && !seen; i = pool[i].next) {
+                seen = pool[i].delta == st.delta && pool[i].saved == st.saved;
+            }
+            if (seen || count[st.offset] == kMaxStatesPerOffset) break;
+            pool.push_back({st.delta, st.saved, first[st.offset]});
+            first[st.offset] = static_cast<uint32_t>(pool.size() - 1);
+            ++count[st.offset];
+            const uint64_t pc = code.code_begin + st.offset;
+            if (!decode_at(code, pc, d)) break;
+            length[st.offset] = d.insn.length;
+            const uint32_t next = st.offset + d.insn.length;
+            const auto m = d.insn.mnemonic;
+            // The register keeping the saved rsp is overwritten: nothing to restore from any more.
+            const bool mov_from_rsp = m == ZYDIS_MNEMONIC_MOV && is_reg(d.ops[1], ZYDIS_REGISTER_RSP);
+            if (st.saved != kNoSaved && !mov_from_rsp && writes_reg(d, st.saved_reg)) {
+                st.saved = kNoSaved;
+                st.saved_reg = ZYDIS_REGISTER_NONE;
+            }
+            bool falls_through = true;
+            uint64_t target = 0;
+            switch (m) {
+                case ZYDIS_MNEMONIC_PUSH:
+                case ZYDIS_MNEMONIC_PUSHFQ: st.delta += 8; break;
+                case ZYDIS_MNEMONIC_POP:
+                    if (is_reg(d.ops[0], ZYDIS_REGISTER_RSP)) {   // pop rsp: back to the saved rsp
+                        falls_through = st.saved != kNoSaved;
+                        st.delta = st.saved;
+                        st.saved = kNoSaved;
+                        st.saved_reg = ZYDIS_REGISTER_NONE;
+                    } else {
+                        st.delta -= 8;
+                    }
+                    break;
+                case ZYDIS_MNEMONIC_POPFQ: st.delta -= 8; break;
+                case ZYDIS_MNEMONIC_LEAVE: st.delta = -ret_from_sp; break;   // rsp = rbp + 8 (§f)
+                case ZYDIS_MNEMONIC_SUB:
+                case ZYDIS_MNEMONIC_ADD:
+                    if (is_reg(d.ops[0], ZYDIS_REGISTER_RSP)) {
+                        if (!is_imm(d.ops[1])) {
+                            falls_through = false;
+                        } else {
+                            const int64_t imm = d.ops[1].imm.value.s;
+                            st.delta += static_cast<int32_t>(m == ZYDIS_MNEMONIC_SUB ? imm : -imm);
+                        }
+                    }
+                    break;
+                case ZYDIS_MNEMONIC_MOV:
+                    if (mov_from_rsp && d.ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER) {
+                        // mov r, rsp: the first copy saves rsp (string_indexof: rcx); later ones into
+                        // other registers point at bytes copied to the stack
+                        if (st.saved == kNoSaved || full(d.ops[0].reg.value) == st.saved_reg) {
+                            st.saved = st.delta;
+                            st.saved_reg = full(d.ops[0].reg.value);
+                        }
+                    } else if (is_reg(d.ops[0], ZYDIS_REGISTER_RSP)) {   // mov rsp, r: the saved one
+                        falls_through = st.saved != kNoSaved;
+                        st.delta = st.saved;
+                    }
+                    break;
+                case ZYDIS_MNEMONIC_LEA:
+                    if (is_reg(d.ops[0], ZYDIS_REGISTER_RSP)) {
+                        if (d.ops[1].mem.base == ZYDIS_REGISTER_RSP && d.ops[1].mem.index == ZYDIS_REGISTER_NONE) {
+                            st.delta -= static_cast<int32_t>(d.ops[1].mem.disp.value);
+                        } else {
+                            falls_through = false;
+                        }
+                    }
+                    break;
+                case ZYDIS_MNEMONIC_RET:
+                case ZYDIS_MNEMONIC_INT3:
+                case ZYDIS_MNEMONIC_HLT:
+                case ZYDIS_MNEMONIC_UD2: falls_through = false; break;
+                case ZYDIS_MNEMONIC_JMP:
+                    falls_through = false;
+                    if (branch_target(d, pc, target) && target >= code.code_begin && target - code.code_begin < size) {
+                        st.offset = static_cast<uint32_t>(target - code.code_begin);
+                        continue;
+                    }
+                    break;
+                case ZYDIS_MNEMONIC_CALL:
+                    if (branch_target(d, pc, target) && target >= code.code_begin && target - code.code_begin < size &&
+                        target != code.entry && target != code.verified_entry && target != pc + d.insn.length) {
+                        pending.push_back(static_cast<uint32_t>(target - code.code_begin));
+                    }
+                    break;
+                default:
+                    if (d.insn.meta.category == ZYDIS_CATEGORY_COND_BR) {
+                        if (branch_target(d, pc, target) && target >= code.code_begin &&
+                            target - code.code_begin < size) {
+                            work.push_back({static_cast<uint32_t>(target - code.code_begin), st.delta, st.saved,
+                                            st.saved_reg});
+                        }
+                    } else if (writes_reg(d, ZYDIS_REGISTER_RSP)) {
+                        falls_through = false;   // `and rsp, -16` and the like: not followed
+                    }
+                    break;
+            }
+            if (!falls_through) break;
+            st.offset = next;
+        }
+    }
+    if (visits >= kMaxVisits) return out;   // too much to follow: no answer rather than half of one
+
+    auto add = [&](SpRange r) {
+        if (!out.ranges.empty()) {
+            SpRange& last = out.ranges.back();
+            if (last.end == r.begin && last.call_pending == r.call_pending && last.count == r.count &&
+                std::equal(last.deltas, last.deltas + last.count, r.deltas)) {
+                last.end = r.end;
+                return;
+            }
+        }
+        out.ranges.push_back(r);
+    };
+    // Call stubs: `mov rbx, Method*; jmp` reached by a call from this code (the code's own flow may
+    // run into them too where nothing but padding separates them from the code before).
+    std::sort(pending.begin(), pending.end());
+    pending.erase(std::unique(pending.begin(), pending.end()), pending.end());
+    std::vector<SpRange> stubs;
+    for (uint32_t off : pending) {
+        constexpr uint32_t kMovRbxImm64 = 10, kJmpRel32 = 5;
+        if (off + kMovRbxImm64 + kJmpRel32 > size) continue;
+        const uint8_t* b = code.code.data() + off;
+        if (b[0] != 0x48 || b[1] != 0xbb || b[kMovRbxImm64] != 0xe9) continue;
+        if (!stubs.empty() && stubs.back().end > off) continue;
+        SpRange r;
+        r.begin = off;
+        r.end = off + kMovRbxImm64 + kJmpRel32;
+        r.call_pending = true;
+        stubs.push_back(r);
+    }
+    size_t next_stub = 0;
+    for (uint32_t off = 0; off < size; ++off) {
+        if (next_stub > 0 && off < stubs[next_stub - 1].end) continue;   // the stub's range says it all
+        if (next_stub < stubs.size() && stubs[next_stub].begin <= off) {
+            add(stubs[next_stub++]);
+            continue;
+        }
+        if (count[off] == 0) continue;
+        SpRange r;
+        r.begin = off;
+        r.end = off + std::max<uint32_t>(length[off], 1);
+        bool nonzero = false, too_many = false;
+        for (uint32_t i = first[off]; i != kNone; i = pool[i].next) {
+            const int32_t v = pool[i].delta;
+            nonzero = nonzero || v != 0;
+            if (std::find(r.deltas, r.deltas + r.count, v) != r.deltas + r.count) continue;
+            if (r.count == SpRange::kMaxDeltas) too_many = true;
+            else r.deltas[r.count++] = v;
+        }
+        if (!nonzero || too_many) continue;   // too many ways here: no answer rather than a wrong one
+        for (uint8_t i = 1; i < r.count; ++i) {   // ascending (a loop: GCC's -Warray-bounds misreads std::sort here)
+            for (uint8_t j = i; j > 0 && r.deltas[j - 1] > r.deltas[j]; --j) std::swap(r.deltas[j - 1], r.deltas[j]);
+        }
+        add(r);
+    }
+    while (next_stub < stubs.size()) add(stubs[next_stub++]);
+    std::sort(out.ranges.begin(), out.ranges.end(), [](const SpRange& a, const SpRange& b) { return a.begin < b.begin; });
+    return out;
 }
 
 }  // namespace sf::detail

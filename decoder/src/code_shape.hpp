@@ -1,8 +1,10 @@
-// Where the return address and the caller's rbp are when the top frame's pc lies in a compiled
-// method's prologue or epilogue (hotspot-frames.md §f), found by disassembling the method's bytes.
+// Where the return address and the caller's rbp are when a compiled frame's pc lies in its
+// prologue or epilogue (hotspot-frames.md §f) or where its code has moved rsp, found by
+// disassembling the method's bytes.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "stackfrag/events/events.hpp"
 
@@ -24,5 +26,27 @@ struct TopFrameShape {
 
 // `pc` must lie inside [code.code_begin, code.code_end).
 TopFrameShape analyze_top_frame(const CodeLoad& code, uint64_t pc);
+
+// Where compiled code moves rsp below its frame's normal sp after the frame is complete (C2's
+// string intrinsics push registers and copy short strings to the stack; C1 pushes arguments around
+// calls into Runtime1 stubs; a native wrapper's `leave` before its final checks), found once per
+// CodeLoad by a forward pass over its control flow from the frame-complete offset with delta 0.
+// A pc's frame sp is sp + delta; a pc reached with different deltas on different paths has several
+// candidates, which the walk resolves against the stack.
+struct SpRange {
+    static constexpr int kMaxDeltas = 4;
+    uint32_t begin = 0, end = 0;   // code offsets [begin, end)
+    uint8_t count = 0;             // candidate deltas; 0 with call_pending
+    bool call_pending = false;     // a call stub of this code (`mov rbx, Method*; jmp`): the return
+                                   // address is at [sp] and points to this code's call site
+    int32_t deltas[kMaxDeltas] = {};
+};
+
+struct SpRanges {
+    std::vector<SpRange> ranges;   // sorted, non-overlapping
+    const SpRange* find(uint64_t offset) const;
+};
+
+SpRanges analyze_sp_ranges(const CodeLoad& code);
 
 }  // namespace sf::detail

@@ -1,6 +1,7 @@
 #include "stackfrag/decoder/decoder.hpp"
 
 #include <cstring>
+#include <string_view>
 
 #include "code_shape.hpp"
 #include "native_unwinder.hpp"
@@ -24,17 +25,60 @@ constexpr uint64_t kMaxStackBeyondFragment = 64ull << 20;
 
 uint64_t words(int64_t n) { return static_cast<uint64_t>(n * static_cast<int64_t>(kWord)); }
 
+const detail::SpRanges& sp_ranges_of(const CompiledCode& code) {
+    if (!code.sp_ranges) code.sp_ranges = std::make_shared<const detail::SpRanges>(detail::analyze_sp_ranges(code.load));
+    return *code.sp_ranges;
+}
+
+// The rsp move still in effect at a return address (a call made with arguments pushed): the
+// frame's sp is this much above the callee's caller sp. 0 where none or ambiguous.
+int32_t delta_at_return(const CompiledCode& code, uint64_t pc) {
+    if (code.load.code.empty()) return 0;
+    const detail::SpRange* r = sp_ranges_of(code).find(pc - code.load.code_begin);
+    return r && !r->call_pending && r->count == 1 && r->deltas[0] > 0 ? r->deltas[0] : 0;
+}
+
+bool ends_with(const std::string& s, std::string_view tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+bool starts_with(const std::string& s, std::string_view head) { return s.compare(0, head.size(), head) == 0; }
+
+// A stub that calls into the VM (HotSpot's Runtime1 and OptoRuntime stubs, the runtime blobs, the GC
+// barriers' slow paths): no Java method is called from it, and compiled code calls it for no
+// Java callee. Known by the names HotSpot gives them in both JDK 17 and 25.
+bool calls_into_vm(const Stub* stub) {
+    if (!stub) return false;
+    const std::string& n = stub->name;
+    return ends_with(n, " Runtime1 stub") || ends_with(n, "_Java") || starts_with(n, "g1_") ||
+           starts_with(n, "C1 Runtime ") || starts_with(n, "C2 Runtime ") || n == "SafepointBlob" ||
+           n == "UncommonTrapBlob" || n == "ExceptionBlob" || n == "DeoptimizationBlob" ||
+           n == "forward exception" || n == "forward_exception";
+}
+
+// The same, and the stubs that resolve a call or miss an inline cache: a compiled call goes to
+// them (so they are fine as a call's target) but they jump on to the method found, and no Java
+// frame returns into them.
+bool no_java_returns_into(const Stub* stub) {
+    if (!stub) return false;
+    const std::string& n = stub->name;
+    return calls_into_vm(stub) || starts_with(n, "Shared Runtime ") || n.find("resolve") != std::string::npos ||
+           n.find("wrong_method") != std::string::npos || n.find("ic_miss") != std::string::npos;
+}
+
 // The DecodeStats counters a step can bump, each at most once per step (a journal keeps them as bits).
 enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
-    kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kCounterCount
+    kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kSpMoved,
+    kRejectNoCall, kRejectBadTarget, kRejectVmStub, kCounterCount
 };
 static_assert(kCounterCount <= 16, "a journal keeps the counters of a step in 16 bits");
 constexpr uint64_t DecodeStats::* kCounterFields[kCounterCount] = {
     &DecodeStats::prologue_tops,   &DecodeStats::epilogue_tops,    &DecodeStats::partial_interpreter_tops,
     &DecodeStats::entry_frames_crossed, &DecodeStats::stub_scans,  &DecodeStats::native_frames,
     &DecodeStats::libunwind_steps, &DecodeStats::rbp_steps,        &DecodeStats::breadcrumbs_used,
-    &DecodeStats::native_rescans,  &DecodeStats::deopt_frames,     &DecodeStats::unannounced_code_steps};
+    &DecodeStats::native_rescans,  &DecodeStats::deopt_frames,     &DecodeStats::unannounced_code_steps,
+    &DecodeStats::sp_moved_frames, &DecodeStats::returns_rejected_no_call, &DecodeStats::returns_rejected_bad_target,
+    &DecodeStats::returns_rejected_vm_stub};
 
 // WalkState::flags
 enum : uint8_t {
@@ -159,6 +203,10 @@ private:
     bool step_partial_interpreted(Step& result);
     Step emit_interpreted(const MethodInfo& method, int32_t bci);
     Step step_compiled(const CompiledCode& code);
+    enum class ReturnCheck : uint8_t { kOk, kNoCall, kBadTarget, kVmStub };
+    ReturnCheck check_return(uint64_t ret) const;
+    bool accept_return(uint64_t ret);
+    int32_t choose_delta(const detail::SpRange& range, uint64_t sp, int32_t fs);
     Step step_stub(const Stub* stub);
     bool scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64_t& sp, uint64_t& fp);
     bool plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t& fp_out);
@@ -638,6 +686,7 @@ Walk::Step Walk::step_interpreted() {
     const uint64_t caller_fp = slot(in::kSavedFp);
     // The sender sp is the caller's sp at the call: at or above this frame's return address.
     if (caller_sp < fp + words(in::kReturnAddress)) return fail(FailReason::kBadInterpreterFrame);
+    if (!accept_return(caller_pc)) return fail(FailReason::kBadReturnAddress);
     Step s = go_to(caller_pc, caller_sp, caller_fp);
     after_java_ = true;
     return s;
@@ -672,6 +721,36 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
         bump(kDeoptFrames);
     }
 
+    // Code that moved rsp (an intrinsic's pushes, arguments pushed around a stub call, a native
+    // wrapper after `leave`): the frame's sp is above the current one (docs/decoding.md, "Moved sp").
+    bool sp_moved = false;
+    bool scope_before = false;   // inside an intrinsic: the PcDesc before the pc names its method
+    detail::TopFrameShape shape;
+    if (top_ && !frameless) shape = detail::analyze_top_frame(nm, pc_);
+    if (!frameless && !nm.code.empty() && shape.kind == detail::TopFrameShape::Kind::kComplete &&
+        pc_ != nm.deopt_handler) {
+        const detail::SpRange* range = sp_ranges_of(compiled).find(pc_ - nm.code_begin);
+        if (range && range->call_pending && top_) {
+            // A call stub of this code (`mov rbx, Method*; jmp`): the call's return address is at
+            // [sp] and the frame is this code's own, at that call site.
+            uint64_t ret = 0;
+            if (view_.read(sp, ret) && compiled.contains(ret)) {
+                bump(kSpMoved);
+                Step s = go_to(ret, sp + kWord, fp_);
+                after_java_ = true;
+                return s;
+            }
+        } else if (range && !range->call_pending) {
+            const int32_t delta = choose_delta(*range, sp, fs);
+            if (delta != 0 && (top_ || delta > 0)) {
+                sp = static_cast<uint64_t>(static_cast<int64_t>(sp) + delta);
+                sp_moved = true;
+                scope_before = top_ && delta > 0;
+                bump(kSpMoved);
+            }
+        }
+    }
+
     // Where this frame keeps its return address and the caller's rbp.
     uint64_t ret_slot = 0;
     bool fp_saved = true;
@@ -683,8 +762,8 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
         ret_slot = sp + words(fs - co::kReturnAddressFromTop);
         fp_slot = sp + words(fs - co::kSavedFpFromTop);
     }
+    if (sp_moved && fp_slot < sp_) fp_saved = false;   // after `leave`: rbp holds the caller's again
     if (top_ && !frameless) {
-        detail::TopFrameShape shape = detail::analyze_top_frame(nm, pc_);
         if (shape.kind == detail::TopFrameShape::Kind::kPartial) {
             ret_slot = sp + shape.return_offset;
             fp_saved = shape.fp_saved;
@@ -721,6 +800,14 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
         // PcDesc after it (§c.2). An anchor's pc is usually a call site, but not always.
         const PcScope* scope = nullptr;
         if (exact || via_anchor_) scope = CodeMap::scope_at(nm, off);
+        if (!scope && scope_before) {
+            // Inside an intrinsic (C2 emits one for String.indexOf's StringLatin1.indexOf, say): the
+            // next PcDesc describes the code after it, in the caller's scope; the one before it
+            // the call the intrinsic replaced.
+            auto it = std::upper_bound(nm.scopes.begin(), nm.scopes.end(), off,
+                                       [](uint32_t o, const PcScope& sc) { return o < sc.pc_offset; });
+            if (it != nm.scopes.begin()) scope = &*(it - 1);
+        }
         if (!scope && !exact) scope = CodeMap::scope_at_or_after(nm, off + 1);
         if (!scope) {
             if (!top_) return fail(FailReason::kNoPcDesc);
@@ -741,13 +828,82 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
             }
         }
     }
+    if (sp_moved) last_frame().sp_moved = true;
 
     uint64_t caller_pc = 0, caller_fp = fp_;
     if (!view_.read(ret_slot, caller_pc)) return off_fragment(ret_slot);
     if (fp_saved && !view_.read(fp_slot, caller_fp)) return off_fragment(fp_slot);
+    if (!accept_return(caller_pc)) return fail(FailReason::kBadReturnAddress);
     Step s = go_to(caller_pc, ret_slot + kWord, caller_fp);
     after_java_ = true;
     return s;
+}
+
+// Is `ret`, read from a Java frame's return slot, a call site a Java method can return to? In
+// compiled code a call instruction must end there and call compiled code or a stub that is no VM
+// call (resolve, inline-cache, vtable stubs, adapters); a return address inside a stub that calls
+// into the VM is stale. Call sites are captured unresolved (the target is often the resolve stub),
+// so "calls this method" cannot be asked.
+Walk::ReturnCheck Walk::check_return(uint64_t ret) const {
+    const CodeLookup c = map_.find_code(ret, time_);
+    if (c.region == CodeRegion::kStub) return no_java_returns_into(c.stub) ? ReturnCheck::kVmStub : ReturnCheck::kOk;
+    if (c.region != CodeRegion::kCompiled) return ReturnCheck::kOk;   // the step there judges it
+    const CodeLoad& nm = c.compiled->load;
+    const uint64_t off = ret - nm.code_begin;
+    if (ret == nm.deopt_handler || off > nm.code.size()) return ReturnCheck::kOk;   // no bytes to check
+    constexpr uint64_t kCallRel32 = 5;   // e8 rel32: how HotSpot calls Java code from compiled code
+    if (off < kCallRel32 || nm.code[off - kCallRel32] != 0xe8) return ReturnCheck::kNoCall;
+    int32_t rel = 0;
+    std::memcpy(&rel, nm.code.data() + off - 4, sizeof rel);
+    const uint64_t target = ret + static_cast<uint64_t>(int64_t{rel});
+    const CodeLookup t = map_.find_code(target, time_);
+    switch (t.region) {
+        case CodeRegion::kCompiled:
+        case CodeRegion::kUnknownCodeCache: return ReturnCheck::kOk;
+        case CodeRegion::kStub: return calls_into_vm(t.stub) ? ReturnCheck::kBadTarget : ReturnCheck::kOk;
+        default: return ReturnCheck::kBadTarget;
+    }
+}
+
+bool Walk::accept_return(uint64_t ret) {
+    switch (check_return(ret)) {
+        case ReturnCheck::kOk: return true;
+        case ReturnCheck::kNoCall: bump(kRejectNoCall); return false;
+        case ReturnCheck::kBadTarget: bump(kRejectBadTarget); return false;
+        case ReturnCheck::kVmStub: bump(kRejectVmStub); return false;
+    }
+    return false;
+}
+
+// Several deltas reach this pc on different paths: the one whose saved rsp is at [sp] (string
+// intrinsics push it last), else the one whose return slot holds a verified call site.
+int32_t Walk::choose_delta(const detail::SpRange& range, uint64_t sp, int32_t fs) {
+    if (range.count == 1) return range.deltas[0];
+    uint64_t top = 0;
+    if (view_.read(sp, top)) {
+        for (uint8_t i = 0; i < range.count; ++i) {
+            const int32_t d = range.deltas[i];
+            if (d > 0 && top == sp + static_cast<uint64_t>(d)) return d;
+        }
+    }
+    for (uint8_t i = 0; i < range.count; ++i) {
+        const int32_t d = range.deltas[i];
+        const uint64_t slot = static_cast<uint64_t>(static_cast<int64_t>(sp) + d) + words(fs - 1);
+        uint64_t ret = 0;
+        if (slot < sp_ || !view_.read(slot, ret) || !is_return_target(ret) || check_return(ret) != ReturnCheck::kOk) {
+            continue;
+        }
+        const CompiledCode* caller = map_.find_compiled(ret, time_);
+        if (caller && caller->load.kind != CodeKind::kNativeWrapper &&
+            !CodeMap::scope_at(caller->load, static_cast<uint32_t>(ret - caller->load.code_begin))) {
+            continue;
+        }
+        return d;
+    }
+    for (uint8_t i = 0; i < range.count; ++i) {
+        if (range.deltas[i] == 0) return 0;
+    }
+    return range.deltas[0];
 }
 
 // --- Stubs (§b.4) ----------------------------------------------------------------------------------
@@ -767,7 +923,8 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
                 if (!CodeMap::scope_at(nm, static_cast<uint32_t>(pc - nm.code_begin))) return false;
             }
             uint64_t ret = 0;
-            const uint64_t ret_slot = frameless ? sp : sp + words(fs - 1);
+            const uint64_t frame_sp = sp + static_cast<uint64_t>(frameless ? 0 : delta_at_return(*code.compiled, pc));
+            const uint64_t ret_slot = frameless ? sp : frame_sp + words(fs - 1);
             if (!view_.read(ret_slot, ret)) return beyond_end(ret_slot);   // runs off: accept
             return is_return_target(ret);
         }

@@ -74,6 +74,7 @@ struct WalkJournal {
 inline void copy_frame(Frame& to, const Frame& from) {
     static_assert(sizeof(Frame) == 64, "a new Frame field must be copied here too");
     to.kind = from.kind;
+    to.sp_moved = from.sp_moved;
     to.method_id = from.method_id;
     to.bci = from.bci;
     to.comp_level = from.comp_level;

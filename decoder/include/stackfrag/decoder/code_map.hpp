@@ -30,11 +30,18 @@ namespace sf {
 
 inline constexpr uint64_t kForever = std::numeric_limits<uint64_t>::max();
 
+namespace detail {
+struct SpRanges;
+}
+
 // A CodeLoad with its validity interval.
 struct CompiledCode {
     CodeLoad load;
     uint64_t valid_from = 0;
     uint64_t valid_until = kForever;
+    // Where the code moves rsp below its frame's sp: worked out by the decoder from `load` the first
+    // time it walks this code (a function of the bytes only), then kept.
+    mutable std::shared_ptr<const detail::SpRanges> sp_ranges;
     bool contains(uint64_t pc) const { return pc >= load.code_begin && pc < load.code_end; }
 };
 

@@ -52,6 +52,16 @@ struct DecodeStats {
     // unknown size. The VM announces compiled code after it starts running, so under load a sample
     // can get there first; StreamDecoder decodes such samples again a little later.
     uint64_t unannounced_code_steps = 0;
+    // Compiled frames whose code had moved rsp below the frame's sp (an intrinsic's pushes, arguments
+    // pushed around a stub call, a native wrapper after `leave`, a call stub of the caller's code).
+    uint64_t sp_moved_frames = 0;
+    // A Java frame's return address that is no call site: not after a call instruction
+    // (no_call), after a call to something no Java method is called through (bad_target: native
+    // code, a stub that calls into the VM), or inside a stub that calls into the VM (vm_stub). The
+    // word in the return slot is stale; the walk fails with bad_return_address instead of going on.
+    uint64_t returns_rejected_no_call = 0;
+    uint64_t returns_rejected_bad_target = 0;
+    uint64_t returns_rejected_vm_stub = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;

@@ -1,0 +1,262 @@
+// Compiled code that moves rsp below its frame's sp after the frame is complete, and return
+// addresses that must be call sites (docs/decoding.md, "Moved sp" and "Verified return addresses").
+// The instruction bytes are the shapes HotSpot emits (JDK 17 and 25), cut down: the string
+// intrinsics' pushes, C1's arguments around a Runtime1 call, a native wrapper after `leave`, a call
+// stub. Each snapshot also holds a stale return address where the unmoved frame would keep it.
+#include <catch2/catch.hpp>
+
+#include "synthetic.hpp"
+
+using namespace sf;
+using namespace sf::test;
+
+namespace {
+
+std::vector<MethodBci> java_frames(const CallTrace& t) {
+    std::vector<MethodBci> out;
+    for (const auto& f : t.frames) {
+        if (f.kind == FrameKind::kInterpreted || f.kind == FrameKind::kCompiled || f.kind == FrameKind::kInlined ||
+            f.kind == FrameKind::kNativeWrapper) {
+            out.push_back({f.method_id, f.bci});
+        }
+    }
+    return out;
+}
+
+MethodBci mb(int method, int bci) { return {method_id(method), bci}; }
+
+void put_bytes(CodeLoad& c, uint32_t at, std::initializer_list<uint8_t> bytes) {
+    REQUIRE(at + bytes.size() <= c.code.size());
+    std::copy(bytes.begin(), bytes.end(), c.code.begin() + at);
+}
+
+void put_call(CodeLoad& c, uint32_t at, uint64_t target) {
+    const int32_t rel = static_cast<int32_t>(static_cast<int64_t>(target) - static_cast<int64_t>(c.code_begin + at + 5));
+    c.code[at] = 0xe8;
+    std::memcpy(c.code.data() + at + 1, &rel, 4);
+}
+
+// C (method 4, 4 words, code bytes below) called from D (method 5, 6 words) at D+0x30, where D's
+// bytes hold `call C`; D was called by the call stub. C's frame sp is sp_c; a sample inside C's
+// moved region has rsp below it.
+struct MovedWorld {
+    World w;
+    FakeStack s;
+    uint64_t c_begin = kCodeCacheLow + 0x10000;
+    uint64_t d_begin = kCodeCacheLow + 0x20000;
+    uint64_t sp_c, sp_d, fp_stub;
+    CodeLoad c;
+    explicit MovedWorld(hotspot::Jdk jdk) : w(jdk) {
+        c = nmethod(c_begin, 4, 4);
+        c.code.assign(0x400, 0x90);
+        CodeLoad dd = nmethod(d_begin, 5, 6);
+        dd.code.assign(0x400, 0x90);
+        put_call(dd, 0x30 - 5, c_begin);
+        add_scope(dd, 0x30, {{method_id(5), 21}});
+        w.add_code(dd);
+        sp_c = s.at(0x200);
+        sp_d = sp_c + 4 * 8;
+        fp_stub = s.at(0x800);
+        s.put(sp_c + 3 * 8, d_begin + 0x30);
+        s.put(sp_c + 2 * 8, 0x1111);
+        s.put(sp_d + 5 * 8, kCallStubReturn);
+        s.put(sp_d + 4 * 8, fp_stub);
+        w.entry_frame(s, fp_stub);
+    }
+    void announce() { w.add_code(c); }
+    // A stale return address (into the interpreter, which no check rejects) where a walk that
+    // ignored the move would read C's.
+    void stale_at(uint64_t slot) { s.put(slot, kInterpReturnPc); }
+};
+
+hotspot::Jdk jdk_param() { return GENERATE(hotspot::Jdk::k17, hotspot::Jdk::k25); }
+
+}  // namespace
+
+TEST_CASE("string_indexof: rsp saved, a short string copied below, four registers pushed", "[decoder][moved_sp]") {
+    MovedWorld mw(jdk_param());
+    // 0x20 mov rcx,rsp; cmp eax,16; jae 0x32 | sub rsp,16; push rax; pop rax; mov rsi,rsp; nop
+    // 0x32 push rax; push rsi; push rdi; push rcx | 0x36 nop; jne 0x36 | 0x39 pop rsp | 0x3a ...
+    put_bytes(mw.c, 0x20, {0x48, 0x8b, 0xcc, 0x83, 0xf8, 0x10, 0x73, 0x0a, 0x48, 0x83, 0xec, 0x10, 0x50, 0x58,
+                           0x48, 0x8b, 0xf4, 0x90, 0x50, 0x56, 0x57, 0x51, 0x90, 0x75, 0xfd, 0x5c});
+    add_scope(mw.c, 0x20, {{method_id(6), 25}, {method_id(4), 156}});   // the call the intrinsic replaced
+    add_scope(mw.c, 0x3a, {{method_id(4), 156}});                       // the caller's code after it
+    mw.announce();
+    Decoder d(mw.w.map, test_options());
+    const std::vector<MethodBci> expected{mb(6, 25), mb(4, 156), mb(5, 21)};
+
+    SECTION("without the copy: 32 bytes pushed, [sp] is the saved rsp") {
+        const uint64_t rsp = mw.sp_c - 32;
+        mw.s.put(rsp, mw.sp_c);
+        mw.stale_at(rsp + 3 * 8);
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x36, rsp, 0x2222));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == expected);
+        CHECK(t.frames[1].sp_moved);
+        CHECK(d.stats().sp_moved_frames == 1);
+    }
+    SECTION("with the copy: 48 bytes, the same pc") {
+        const uint64_t rsp = mw.sp_c - 48;
+        mw.s.put(rsp, mw.sp_c);
+        mw.stale_at(rsp + 3 * 8);
+        mw.stale_at(rsp + 16 + 3 * 8);
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x36, rsp, 0x2222));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == expected);
+    }
+    SECTION("inside the copy: 16 bytes reserved, one pushed") {
+        const uint64_t rsp = mw.sp_c - 24;
+        mw.stale_at(rsp + 3 * 8);
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x2d, rsp, 0x2222));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == expected);
+    }
+    SECTION("after pop rsp the frame is whole again, in the caller's scope") {
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x3a, mw.sp_c, 0x2222));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t).size() == 2);
+        CHECK_FALSE(t.frames[0].sp_moved);
+    }
+}
+
+TEST_CASE("string_compare and char_array_compress: push rcx, and an out-of-line add rsp", "[decoder][moved_sp]") {
+    MovedWorld mw(jdk_param());
+    // 0x20 push rcx; test eax,eax; je 0x2a | 0x25 pop rcx; jmp 0x2e | 0x28 nop nop | 0x2a add rsp,8 | 0x2e ...
+    put_bytes(mw.c, 0x20, {0x51, 0x85, 0xc0, 0x74, 0x05, 0x59, 0xeb, 0x06, 0x90, 0x90, 0x48, 0x83, 0xc4, 0x08});
+    add_scope(mw.c, 0x20, {{method_id(6), 3}, {method_id(4), 40}});
+    add_scope(mw.c, 0x40, {{method_id(4), 41}});
+    mw.announce();
+    Decoder d(mw.w.map, test_options());
+    for (uint32_t pc : {0x21u, 0x25u, 0x2au}) {
+        const uint64_t rsp = mw.sp_c - 8;
+        mw.stale_at(rsp + 3 * 8);
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + pc, rsp, 0x2222));
+        INFO("pc offset " << pc << " " << fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(6, 3), mb(4, 40), mb(5, 21)});
+    }
+    for (uint32_t pc : {0x26u, 0x2eu}) {   // popped, or added back: delta 0
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + pc, mw.sp_c, 0x2222));
+        INFO("pc offset " << pc << " " << fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t).back() == mb(5, 21));
+    }
+}
+
+TEST_CASE("C1 calls a Runtime1 stub with two arguments pushed", "[decoder][moved_sp]") {
+    MovedWorld mw(jdk_param());
+    mw.c.comp_level = 3;
+    // 0x20 je 0x100 | ... | 0x100 push rax; push rcx; call stub; 0x107 pop rcx; pop rax; jmp 0x26
+    put_bytes(mw.c, 0x20, {0x0f, 0x84, 0xda, 0x00, 0x00, 0x00});
+    const uint64_t stub_begin = kCodeCacheLow + 0x40000;
+    put_bytes(mw.c, 0x100, {0x50, 0x51});
+    put_call(mw.c, 0x102, stub_begin);
+    put_bytes(mw.c, 0x107, {0x59, 0x58, 0xe9, 0x18, 0xff, 0xff, 0xff});
+    add_scope(mw.c, 0x107, {{method_id(4), 12}});
+    mw.announce();
+    Stub stub;
+    stub.time_ns = 1;
+    stub.name = "counter_overflow Runtime1 stub";
+    stub.begin = stub_begin;
+    stub.end = stub_begin + 0x100;
+    stub.frame_size_words = -1;
+    mw.w.map.apply(stub);
+    // The stub's frame: its return address into C at rsp_c - 8 (below C's two pushes).
+    const uint64_t rsp_c = mw.sp_c - 16;
+    const uint64_t stub_sp = rsp_c - 8 - 32;
+    mw.s.put(rsp_c - 8, mw.c_begin + 0x107);
+    mw.stale_at(rsp_c + 3 * 8);
+    Decoder d(mw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0x10, stub_sp, 0x2222));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(t.frames[0].kind == FrameKind::kStub);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 12), mb(5, 21)});
+    CHECK(d.stats().sp_moved_frames == 1);
+}
+
+TEST_CASE("native wrapper after leave: the return address is at [sp]", "[decoder][moved_sp]") {
+    MovedWorld mw(jdk_param());
+    mw.c.kind = CodeKind::kNativeWrapper;
+    // 0x20 leave | 0x21 cmp qword [r15+8],0 | 0x26 jne +1 | 0x28 ret
+    put_bytes(mw.c, 0x20, {0xc9, 0x49, 0x83, 0x7f, 0x08, 0x00, 0x75, 0x01, 0xc3});
+    mw.announce();
+    Decoder d(mw.w.map, test_options());
+    const uint64_t rsp = mw.sp_c + 3 * 8;   // at C's return address
+    for (uint32_t pc : {0x21u, 0x26u}) {
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + pc, rsp, mw.fp_stub));
+        INFO("pc offset " << pc << " " << fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, -1), mb(5, 21)});
+        CHECK(t.frames[0].kind == FrameKind::kNativeWrapper);
+    }
+}
+
+TEST_CASE("a call stub of the caller's code: mov rbx, Method*; jmp", "[decoder][moved_sp]") {
+    MovedWorld mw(jdk_param());
+    mw.c.comp_level = 1;
+    // 0x40 call 0x300 (a static call to an interpreted method) | 0x300 mov rbx, imm64; jmp c2i
+    put_call(mw.c, 0x40, mw.c_begin + 0x300);
+    add_scope(mw.c, 0x45, {{method_id(4), 30}});
+    put_bytes(mw.c, 0x300, {0x48, 0xbb, 1, 2, 3, 4, 5, 6, 7, 8, 0xe9, 0, 0, 0, 0});
+    mw.announce();
+    Decoder d(mw.w.map, test_options());
+    const uint64_t rsp = mw.sp_c - 8;
+    mw.s.put(rsp, mw.c_begin + 0x45);
+    mw.stale_at(rsp + 3 * 8);
+    for (uint32_t pc : {0x300u, 0x30au}) {
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + pc, rsp, 0x2222));
+        INFO("pc offset " << pc << " " << fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 30), mb(5, 21)});
+    }
+}
+
+TEST_CASE("return addresses: a call must end there and call something a Java method is called through",
+          "[decoder][return_address]") {
+    MovedWorld mw(jdk_param());
+    add_scope(mw.c, 0x50, {{method_id(4), 1}});
+    mw.announce();
+    Decoder d(mw.w.map, test_options());
+    SECTION("the real caller passes") {
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x40, mw.sp_c, 0x2222));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+    }
+    SECTION("no call before it") {
+        CodeLoad e = nmethod(kCodeCacheLow + 0x30000, 7, 4);
+        e.code.assign(0x400, 0x90);
+        add_scope(e, 0x30, {{method_id(7), 1}});
+        mw.w.add_code(e);
+        mw.s.put(mw.sp_c + 3 * 8, e.code_begin + 0x30);
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x40, mw.sp_c, 0x2222));
+        CHECK(t.failure == FailReason::kBadReturnAddress);
+        CHECK(d.stats().returns_rejected_no_call == 1);
+    }
+    SECTION("a native wrapper's call into native code") {
+        CodeLoad e = nmethod(kCodeCacheLow + 0x30000, 7, 4, CodeKind::kNativeWrapper);
+        e.code.assign(0x400, 0x90);
+        put_call(e, 0x30 - 5, kCodeCacheLow - 0x1000);   // native code below the code cache
+        mw.w.add_code(e);
+        mw.s.put(mw.sp_c + 3 * 8, e.code_begin + 0x30);
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x40, mw.sp_c, 0x2222));
+        CHECK(t.failure == FailReason::kBadReturnAddress);
+        CHECK(d.stats().returns_rejected_bad_target == 1);
+    }
+    SECTION("inside a stub that calls into the VM") {
+        Stub stub;
+        stub.time_ns = 1;
+        stub.name = "counter_overflow Runtime1 stub";
+        stub.begin = kCodeCacheLow + 0x40000;
+        stub.end = stub.begin + 0x100;
+        stub.frame_size_words = 2;
+        mw.w.map.apply(stub);
+        mw.s.put(mw.sp_c + 3 * 8, stub.begin + 0x20);
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x40, mw.sp_c, 0x2222));
+        CHECK(t.failure == FailReason::kBadReturnAddress);
+        CHECK(d.stats().returns_rejected_vm_stub == 1);
+    }
+}
