@@ -38,6 +38,44 @@ int32_t delta_at_return(const CompiledCode& code, uint64_t pc) {
     return r && !r->call_pending && r->count == 1 && r->deltas[0] > 0 ? r->deltas[0] : 0;
 }
 
+// Where execution goes on after a leaf call that returns to `pc`: the target of the jmp that follows
+// within a few pops (an out-of-line stub going back), else pc itself. An offset in `code`.
+uint32_t continuation_offset(const CodeLoad& code, uint64_t pc) {
+    uint64_t off = pc - code.code_begin;
+    for (int i = 0; i < 4 && off + 5 <= code.code.size(); ++i) {
+        const uint8_t b = code.code[off];
+        if (b >= 0x58 && b <= 0x5f) {   // pop r64
+            ++off;
+        } else if (b == 0x41 && code.code[off + 1] >= 0x58 && code.code[off + 1] <= 0x5f) {   // pop r8..r15
+            off += 2;
+        } else if (b == 0xe9) {   // jmp rel32
+            int32_t rel = 0;
+            std::memcpy(&rel, code.code.data() + off + 1, sizeof rel);
+            const int64_t to = static_cast<int64_t>(off) + 5 + rel;
+            if (to >= 0 && static_cast<uint64_t>(to) < code.code.size()) return static_cast<uint32_t>(to);
+            break;
+        } else if (b == 0xeb) {   // jmp rel8
+            const int64_t to = static_cast<int64_t>(off) + 2 + static_cast<int8_t>(code.code[off + 1]);
+            if (to >= 0 && static_cast<uint64_t>(to) < code.code.size()) return static_cast<uint32_t>(to);
+            break;
+        } else {
+            break;
+        }
+    }
+    return static_cast<uint32_t>(pc - code.code_begin);
+}
+
+// The target of the e8 call that ends at `ret` in `code`, if one does.
+bool call_target(const CodeLoad& code, uint64_t ret, uint64_t& target) {
+    constexpr uint64_t kCallRel32 = 5;
+    const uint64_t off = ret - code.code_begin;
+    if (off < kCallRel32 || off > code.code.size() || code.code[off - kCallRel32] != 0xe8) return false;
+    int32_t rel = 0;
+    std::memcpy(&rel, code.code.data() + off - 4, sizeof rel);
+    target = ret + static_cast<uint64_t>(int64_t{rel});
+    return true;
+}
+
 bool ends_with(const std::string& s, std::string_view tail) {
     return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -208,8 +246,10 @@ private:
     bool accept_return(uint64_t ret);
     int32_t choose_delta(const detail::SpRange& range, uint64_t sp, int32_t fs);
     Step step_stub(const Stub* stub);
-    bool scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64_t& sp, uint64_t& fp);
-    bool plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t& fp_out);
+    // `callee`: the stub being left, when known; a call to it vouches for a return address without a PcDesc.
+    bool scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64_t& sp, uint64_t& fp,
+                         const Stub* callee = nullptr);
+    bool plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t& fp_out, const Stub* callee);
     Step step_native();
     bool plausible_native_pc(uint64_t pc) const;
     bool rescan_native_run();
@@ -809,6 +849,12 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
             if (it != nm.scopes.begin()) scope = &*(it - 1);
         }
         if (!scope && !exact) scope = CodeMap::scope_at_or_after(nm, off + 1);
+        if (!scope && !top_ && !after_java_ && !via_anchor_) {
+            // Returned to from a stub by a leaf call without a PcDesc (C1's barrier and subtype-check
+            // calls, inline or in an out-of-line stub that jumps back): the method is the code's
+            // where execution goes on.
+            scope = CodeMap::scope_at_or_after(nm, continuation_offset(nm, scope_pc) + 1);
+        }
         if (!scope) {
             if (!top_) return fail(FailReason::kNoPcDesc);
             if (!push_frame(FrameKind::kCompiled, nm.method_id, -1, nm.comp_level, pc_)) {
@@ -849,13 +895,9 @@ Walk::ReturnCheck Walk::check_return(uint64_t ret) const {
     if (c.region == CodeRegion::kStub) return no_java_returns_into(c.stub) ? ReturnCheck::kVmStub : ReturnCheck::kOk;
     if (c.region != CodeRegion::kCompiled) return ReturnCheck::kOk;   // the step there judges it
     const CodeLoad& nm = c.compiled->load;
-    const uint64_t off = ret - nm.code_begin;
-    if (ret == nm.deopt_handler || off > nm.code.size()) return ReturnCheck::kOk;   // no bytes to check
-    constexpr uint64_t kCallRel32 = 5;   // e8 rel32: how HotSpot calls Java code from compiled code
-    if (off < kCallRel32 || nm.code[off - kCallRel32] != 0xe8) return ReturnCheck::kNoCall;
-    int32_t rel = 0;
-    std::memcpy(&rel, nm.code.data() + off - 4, sizeof rel);
-    const uint64_t target = ret + static_cast<uint64_t>(int64_t{rel});
+    if (ret == nm.deopt_handler || ret - nm.code_begin > nm.code.size()) return ReturnCheck::kOk;   // no bytes to check
+    uint64_t target = 0;   // e8 rel32: how HotSpot calls Java code from compiled code
+    if (!call_target(nm, ret, target)) return ReturnCheck::kNoCall;
     const CodeLookup t = map_.find_code(target, time_);
     switch (t.region) {
         case CodeRegion::kCompiled:
@@ -909,7 +951,7 @@ int32_t Walk::choose_delta(const detail::SpRange& range, uint64_t sp, int32_t fs
 // --- Stubs (§b.4) ----------------------------------------------------------------------------------
 
 // Would (pc, sp) be a believable caller frame? Checks the frame it implies one level deep.
-bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t& fp_out) {
+bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t& fp_out, const Stub* callee) {
     namespace in = hs::interp;
     CodeLookup code = map_.find_code(pc, time_);
     fp_out = fp_hint;
@@ -920,7 +962,13 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
             const bool frameless = nm.kind == CodeKind::kMethodHandleIntrinsic;
             if (fs < 0 || fs > hs::compiled::kMaxFrameWords || (!frameless && fs < 2)) return false;
             if (nm.kind == CodeKind::kNmethod || nm.kind == CodeKind::kOsr) {
-                if (!CodeMap::scope_at(nm, static_cast<uint32_t>(pc - nm.code_begin))) return false;
+                // A leaf call into a stub (C1's G1 barrier and subtype-check calls) has no PcDesc:
+                // then the call before pc must go to the stub being left.
+                uint64_t target = 0;
+                if (!CodeMap::scope_at(nm, static_cast<uint32_t>(pc - nm.code_begin)) &&
+                    !(callee && call_target(nm, pc, target) && target >= callee->begin && target < callee->end)) {
+                    return false;
+                }
             }
             uint64_t ret = 0;
             const uint64_t frame_sp = sp + static_cast<uint64_t>(frameless ? 0 : delta_at_return(*code.compiled, pc));
@@ -945,7 +993,8 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
     }
 }
 
-bool Walk::scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64_t& sp, uint64_t& fp) {
+bool Walk::scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64_t& sp, uint64_t& fp,
+                           const Stub* callee) {
     for (size_t i = 0; i < max_words; ++i) {
         const uint64_t slot = from + words(static_cast<int64_t>(i));
         uint64_t word = 0;
@@ -957,7 +1006,7 @@ bool Walk::scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64
         const uint64_t fp_candidates[2] = {fp_, view_.read(slot - kWord, pushed_fp) && slot > from ? pushed_fp : fp_};
         for (uint64_t candidate : fp_candidates) {
             uint64_t chosen = 0;
-            if (plausible_caller(word, slot + kWord, candidate, chosen)) {
+            if (plausible_caller(word, slot + kWord, candidate, chosen, callee)) {
                 pc = word;
                 sp = slot + kWord;
                 fp = chosen;
@@ -999,7 +1048,7 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     }
     uint64_t pc = 0, sp = 0, fp = 0;
     bump(kStubScans);
-    if (!scan_for_caller(sp_, d_.options_.stub_scan_words, pc, sp, fp)) return fail(FailReason::kStubUnwindFailed);
+    if (!scan_for_caller(sp_, d_.options_.stub_scan_words, pc, sp, fp, stub)) return fail(FailReason::kStubUnwindFailed);
     Step s = go_to(pc, sp, fp);
     after_java_ = false;
     return s;
