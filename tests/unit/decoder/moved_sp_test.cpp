@@ -260,3 +260,38 @@ TEST_CASE("return addresses: a call must end there and call something a Java met
         CHECK(d.stats().returns_rejected_vm_stub == 1);
     }
 }
+
+TEST_CASE("C1's G1 post-barrier call from an out-of-line stub: no PcDesc, the method is where it jumps back",
+          "[decoder][moved_sp]") {
+    MovedWorld mw(jdk_param());
+    mw.c.comp_level = 3;
+    // 0x20 jne 0x100 | 0x26 ... PcDesc 0x30 | 0x100 call g1_post_barrier_slow; 0x105 jmp 0x26
+    put_bytes(mw.c, 0x20, {0x0f, 0x85, 0xda, 0x00, 0x00, 0x00});
+    add_scope(mw.c, 0x30, {{method_id(4), 12}});
+    const uint64_t stub_begin = kCodeCacheLow + 0x40000;
+    put_call(mw.c, 0x100, stub_begin);
+    put_bytes(mw.c, 0x105, {0xe9, 0x1c, 0xff, 0xff, 0xff});
+    mw.announce();
+    Stub stub;
+    stub.time_ns = 1;
+    stub.name = "g1_post_barrier_slow";
+    stub.begin = stub_begin;
+    stub.end = stub_begin + 0x100;
+    stub.frame_size_words = -1;
+    mw.w.map.apply(stub);
+    const uint64_t stub_sp = mw.sp_c - 8 - 48;
+    mw.s.put(mw.sp_c - 8, mw.c_begin + 0x105);
+    Decoder d(mw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0x10, stub_sp, 0x2222));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 12), mb(5, 21)});
+    SECTION("a return address without a PcDesc after a call elsewhere is no caller: the scan goes on to D") {
+        put_call(mw.c, 0x100, stub_begin + 0x200);
+        mw.c.time_ns = 2;
+        mw.w.map.apply(mw.c);
+        Decoder d2(mw.w.map, test_options());
+        CallTrace t2 = d2.decode(sample_of(mw.s, stub_begin + 0x10, stub_sp, 0x2222));
+        CHECK(java_frames(t2) == std::vector<MethodBci>{mb(5, 21)});
+    }
+}
