@@ -160,6 +160,21 @@ struct PathState {
     ZydisRegister saved_reg;
 };
 
+struct Seen {
+    int32_t delta, saved;
+    uint32_t next;
+};
+constexpr uint32_t kNone = UINT32_MAX;
+
+struct Scratch {
+    std::vector<uint32_t> first;   // per offset: the first state seen there, in pool
+    std::vector<uint8_t> count;    // per offset: states seen
+    std::vector<uint8_t> length;   // per offset: the instruction's length
+    std::vector<Seen> pool;
+    std::vector<uint32_t> pending;
+    std::vector<PathState> work;
+};
+
 ZydisRegister full(ZydisRegister r) { return ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r); }
 
 bool writes_reg(const Decoded& d, ZydisRegister reg) {
@@ -200,17 +215,21 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
 
     // Per instruction offset: the (delta, saved) states it was reached with (a list in `pool`), and
     // its length.
-    struct Seen {
-        int32_t delta, saved;
-        uint32_t next;
-    };
-    constexpr uint32_t kNone = UINT32_MAX;
-    std::vector<uint32_t> first(size, kNone);
-    std::vector<uint8_t> count(size, 0);
-    std::vector<Seen> pool;
-    std::vector<uint8_t> length(size, 0);
-    std::vector<uint32_t> pending;   // call targets inside this code (call stubs)
-    std::vector<PathState> work{{start, 0, kNoSaved, ZYDIS_REGISTER_NONE}};
+    // Per-offset scratch kept between calls (one CodeLoad after another: no page faults, no malloc).
+    thread_local Scratch scratch;
+    std::vector<uint32_t>& first = scratch.first;
+    std::vector<uint8_t>& count = scratch.count;
+    std::vector<Seen>& pool = scratch.pool;
+    std::vector<uint8_t>& length = scratch.length;
+    std::vector<uint32_t>& pending = scratch.pending;   // call targets inside this code (call stubs)
+    std::vector<PathState>& work = scratch.work;
+    first.assign(size, kNone);
+    count.assign(size, 0);
+    length.assign(size, 0);
+    pool.clear();
+    pending.clear();
+    work.clear();
+    work.push_back({start, 0, kNoSaved, ZYDIS_REGISTER_NONE});
     size_t visits = 0;
     Decoded d;
     while (!work.empty() && visits < kMaxVisits) {

@@ -33,7 +33,7 @@ const detail::SpRanges& sp_ranges_of(const CompiledCode& code) {
 // The rsp move still in effect at a return address (a call made with arguments pushed): the
 // frame's sp is this much above the callee's caller sp. 0 where none or ambiguous.
 int32_t delta_at_return(const CompiledCode& code, uint64_t pc) {
-    if (code.load.code.empty()) return 0;
+    if (code.load.code.empty() || code.load.comp_level < 1 || code.load.comp_level > 3) return 0;   // C1 only (step_compiled)
     const detail::SpRange* r = sp_ranges_of(code).find(pc - code.load.code_begin);
     return r && !r->call_pending && r->count == 1 && r->deltas[0] > 0 ? r->deltas[0] : 0;
 }
@@ -767,8 +767,12 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
     bool scope_before = false;   // inside an intrinsic: the PcDesc before the pc names its method
     detail::TopFrameShape shape;
     if (top_ && !frameless) shape = detail::analyze_top_frame(nm, pc_);
+    // A caller frame's rsp is moved only where its code pushed arguments for a call: C1's calls into
+    // Runtime1 stubs. C2 code and native wrappers call with rsp at the frame's sp (and the pass is
+    // not run for code that only ever appears as a caller).
+    const bool c1 = nm.comp_level >= 1 && nm.comp_level <= 3;
     if (!frameless && !nm.code.empty() && shape.kind == detail::TopFrameShape::Kind::kComplete &&
-        pc_ != nm.deopt_handler) {
+        pc_ != nm.deopt_handler && (top_ || c1)) {
         const detail::SpRange* range = sp_ranges_of(compiled).find(pc_ - nm.code_begin);
         if (range && range->call_pending && top_) {
             // A call stub of this code (`mov rbx, Method*; jmp`): the call's return address is at
@@ -849,6 +853,7 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
             if (it != nm.scopes.begin()) scope = &*(it - 1);
         }
         if (!scope && !exact) scope = CodeMap::scope_at_or_after(nm, off + 1);
+        if (!scope && !top_) step_consults_flags_ = true;   // after_java_, just below
         if (!scope && !top_ && !after_java_ && !via_anchor_) {
             // Returned to from a stub by a leaf call without a PcDesc (C1's barrier and subtype-check
             // calls, inline or in an out-of-line stub that jumps back): the method is the code's
