@@ -46,7 +46,7 @@ struct MovedWorld {
     uint64_t d_begin = kCodeCacheLow + 0x20000;
     uint64_t sp_c, sp_d, fp_stub;
     CodeLoad c;
-    explicit MovedWorld(hotspot::Jdk jdk) : w(jdk) {
+    explicit MovedWorld(hotspot::Family jdk) : w(jdk) {
         c = nmethod(c_begin, 4, 4);
         c.code.assign(0x400, 0x90);
         CodeLoad dd = nmethod(d_begin, 5, 6);
@@ -69,7 +69,7 @@ struct MovedWorld {
     void stale_at(uint64_t slot) { s.put(slot, kInterpReturnPc); }
 };
 
-hotspot::Jdk jdk_param() { return GENERATE(hotspot::Jdk::k17, hotspot::Jdk::k25); }
+hotspot::Family jdk_param() { return GENERATE(hotspot::Family::kJdk17, hotspot::Family::kJdk21, hotspot::Family::kJdk25); }
 
 }  // namespace
 
