@@ -8,23 +8,6 @@ using namespace sf::test;
 
 namespace {
 
-std::vector<MethodBci> java_frames(const CallTrace& t) {
-    std::vector<MethodBci> out;
-    for (const auto& f : t.frames) {
-        if (f.kind == FrameKind::kInterpreted || f.kind == FrameKind::kCompiled || f.kind == FrameKind::kInlined ||
-            f.kind == FrameKind::kNativeWrapper) {
-            out.push_back({f.method_id, f.bci});
-        }
-    }
-    return out;
-}
-
-MethodBci mb(int method, int bci) { return {method_id(method), bci}; }
-
-hotspot::Family jdk_param() {
-    return GENERATE(hotspot::Family::kJdk17, hotspot::Family::kJdk21, hotspot::Family::kJdk25);
-}
-
 }  // namespace
 
 TEST_CASE("interpreted chain ends in the first entry frame", "[decoder][interpreter]") {

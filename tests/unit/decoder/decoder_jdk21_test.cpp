@@ -30,7 +30,7 @@ void jdk21_frame(FakeStack& s, uint64_t fp, int method, uint64_t bcp_value, uint
     put_slot(s, fp, in::kInitialSp, initial_sp);                    // address
 }
 
-std::vector<MethodBci> java_frames(const CallTrace& t) {
+std::vector<MethodBci> interpreted_frames(const CallTrace& t) {
     std::vector<MethodBci> out;
     for (const auto& f : t.frames) {
         if (f.kind == FrameKind::kInterpreted) out.push_back({f.method_id, f.bci});
@@ -69,7 +69,6 @@ struct Jdk21Stack {
     }
 };
 
-MethodBci mb(int method, int bci) { return {method_id(method), bci}; }
 
 }  // namespace
 
@@ -85,7 +84,7 @@ TEST_CASE("JDK 21 interpreted frames decode under the 21 row", "[decoder][interp
     CallTrace t = d.decode(st.sample());
     INFO(fail_reason_name(t.failure));
     REQUIRE(t.status == TraceStatus::kComplete);
-    CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 14), mb(2, 3)});
+    CHECK(interpreted_frames(t) == std::vector<MethodBci>{mb(1, 14), mb(2, 3)});
 }
 
 TEST_CASE("JDK 21 frames fail under the 17 and the 25 rows", "[decoder][interpreter][jdk21]") {
@@ -113,7 +112,7 @@ TEST_CASE("JDK 21's top frame between pushing initial_sp as 0 and storing it", "
         CallTrace t = d.decode(st.sample());
         INFO(fail_reason_name(t.failure));
         REQUIRE(t.status == TraceStatus::kComplete);
-        CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 14), mb(2, 3)});
+        CHECK(interpreted_frames(t) == std::vector<MethodBci>{mb(1, 14), mb(2, 3)});
     }
     {
         World w(hotspot::Family::kJdk21);

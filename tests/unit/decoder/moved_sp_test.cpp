@@ -12,22 +12,19 @@ using namespace sf::test;
 
 namespace {
 
-std::vector<MethodBci> java_frames(const CallTrace& t) {
-    std::vector<MethodBci> out;
-    for (const auto& f : t.frames) {
-        if (f.kind == FrameKind::kInterpreted || f.kind == FrameKind::kCompiled || f.kind == FrameKind::kInlined ||
-            f.kind == FrameKind::kNativeWrapper) {
-            out.push_back({f.method_id, f.bci});
-        }
-    }
-    return out;
-}
-
-MethodBci mb(int method, int bci) { return {method_id(method), bci}; }
-
 void put_bytes(CodeLoad& c, uint32_t at, std::initializer_list<uint8_t> bytes) {
     REQUIRE(at + bytes.size() <= c.code.size());
     std::copy(bytes.begin(), bytes.end(), c.code.begin() + at);
+}
+
+Stub stub_at(uint64_t begin, const char* name, int32_t frame_size_words) {
+    Stub stub;
+    stub.time_ns = 1;
+    stub.name = name;
+    stub.begin = begin;
+    stub.end = begin + 0x100;
+    stub.frame_size_words = frame_size_words;
+    return stub;
 }
 
 void put_call(CodeLoad& c, uint32_t at, uint64_t target) {
@@ -68,8 +65,6 @@ struct MovedWorld {
     // ignored the move would read C's.
     void stale_at(uint64_t slot) { s.put(slot, kInterpReturnPc); }
 };
-
-hotspot::Family jdk_param() { return GENERATE(hotspot::Family::kJdk17, hotspot::Family::kJdk21, hotspot::Family::kJdk25); }
 
 }  // namespace
 
@@ -157,13 +152,7 @@ TEST_CASE("C1 calls a Runtime1 stub with two arguments pushed", "[decoder][moved
     put_bytes(mw.c, 0x107, {0x59, 0x58, 0xe9, 0x18, 0xff, 0xff, 0xff});
     add_scope(mw.c, 0x107, {{method_id(4), 12}});
     mw.announce();
-    Stub stub;
-    stub.time_ns = 1;
-    stub.name = "counter_overflow Runtime1 stub";
-    stub.begin = stub_begin;
-    stub.end = stub_begin + 0x100;
-    stub.frame_size_words = -1;
-    mw.w.map.apply(stub);
+    mw.w.map.apply(stub_at(stub_begin, "counter_overflow Runtime1 stub", -1));
     // The stub's frame: its return address into C at rsp_c - 8 (below C's two pushes).
     const uint64_t rsp_c = mw.sp_c - 16;
     const uint64_t stub_sp = rsp_c - 8 - 32;
@@ -247,12 +236,7 @@ TEST_CASE("return addresses: a call must end there and call something a Java met
         CHECK(d.stats().returns_rejected_bad_target == 1);
     }
     SECTION("inside a stub that calls into the VM") {
-        Stub stub;
-        stub.time_ns = 1;
-        stub.name = "counter_overflow Runtime1 stub";
-        stub.begin = kCodeCacheLow + 0x40000;
-        stub.end = stub.begin + 0x100;
-        stub.frame_size_words = 2;
+        const Stub stub = stub_at(kCodeCacheLow + 0x40000, "counter_overflow Runtime1 stub", 2);
         mw.w.map.apply(stub);
         mw.s.put(mw.sp_c + 3 * 8, stub.begin + 0x20);
         CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x40, mw.sp_c, 0x2222));
@@ -272,13 +256,7 @@ TEST_CASE("C1's G1 post-barrier call from an out-of-line stub: no PcDesc, the me
     put_call(mw.c, 0x100, stub_begin);
     put_bytes(mw.c, 0x105, {0xe9, 0x1c, 0xff, 0xff, 0xff});
     mw.announce();
-    Stub stub;
-    stub.time_ns = 1;
-    stub.name = "g1_post_barrier_slow";
-    stub.begin = stub_begin;
-    stub.end = stub_begin + 0x100;
-    stub.frame_size_words = -1;
-    mw.w.map.apply(stub);
+    mw.w.map.apply(stub_at(stub_begin, "g1_post_barrier_slow", -1));
     const uint64_t stub_sp = mw.sp_c - 8 - 48;
     mw.s.put(mw.sp_c - 8, mw.c_begin + 0x105);
     Decoder d(mw.w.map, test_options());

@@ -163,6 +163,25 @@ inline Sample sample_of(const FakeStack& s, uint64_t ip, uint64_t sp, uint64_t b
     return out;
 }
 
+// The Java frames of a trace as ASGCT lists them (method, bci), top first.
+inline std::vector<MethodBci> java_frames(const CallTrace& t) {
+    std::vector<MethodBci> out;
+    for (const auto& f : t.frames) {
+        if (f.kind == FrameKind::kInterpreted || f.kind == FrameKind::kCompiled || f.kind == FrameKind::kInlined ||
+            f.kind == FrameKind::kNativeWrapper) {
+            out.push_back({f.method_id, f.bci});
+        }
+    }
+    return out;
+}
+
+inline MethodBci mb(int method, int bci) { return {method_id(method), bci}; }
+
+// Each test that calls it runs once per JDK row.
+inline hotspot::Family jdk_param() {
+    return GENERATE(hotspot::Family::kJdk17, hotspot::Family::kJdk21, hotspot::Family::kJdk25);
+}
+
 inline DecoderOptions test_options() {
     DecoderOptions o;
     o.use_libunwind = false;
