@@ -6,6 +6,10 @@
 // where they stand, as replay and the agent do) with a full and an incremental decoder over the same
 // CodeMap, each sample by both in alternating order, and print ns per decode for each, the samples
 // and steps the incremental one took over, and whether every trace was equal.
+//
+// bench_decode --sp-analysis REC: the moved-sp pass (code_shape.cpp, once per CodeLoad the walk
+// meets) over every CodeLoad of the recording: its CPU time per CodeLoad (median, p99, the largest
+// and the code size there) and how many CodeLoads have moved-sp ranges.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -20,6 +24,7 @@
 #include "stackfrag/decoder/decoder.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "../common/recording_samples.hpp"
+#include "code_shape.hpp"
 
 namespace {
 
@@ -137,14 +142,44 @@ int compare_incremental(const char* path, int rounds) {
     return differing == 0 ? 0 : 1;
 }
 
+int sp_analysis(const char* path) {
+    auto reader = sf::RecordingReader::open(path);
+    if (!reader) {
+        fmt::print(stderr, "{}\n", reader.error().describe());
+        return 2;
+    }
+    std::vector<uint64_t> ns;
+    uint64_t with_ranges = 0, worst = 0, worst_size = 0, bytes = 0;
+    while (auto e = (*reader)->next()) {
+        const auto* load = std::get_if<sf::CodeLoad>(&*e);
+        if (!load) continue;
+        const uint64_t t0 = thread_cpu_ns();
+        const sf::detail::SpRanges r = sf::detail::analyze_sp_ranges(*load);
+        const uint64_t t = thread_cpu_ns() - t0;
+        ns.push_back(t);
+        bytes += load->code.size();
+        if (!r.ranges.empty()) ++with_ranges;
+        if (t > worst) {
+            worst = t;
+            worst_size = load->code.size();
+        }
+    }
+    report("per CodeLoad", ns);
+    fmt::print("{} CodeLoads ({} bytes of code), {} with moved-sp ranges; the slowest {} us for {} bytes\n", ns.size(),
+               bytes, with_ranges, worst / 1000, worst_size);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc >= 3 && std::strcmp(argv[1], "--sp-analysis") == 0) return sp_analysis(argv[2]);
     if (argc >= 3 && std::strcmp(argv[1], "--incremental") == 0) {
         return compare_incremental(argv[2], argc > 3 ? std::max(1, std::atoi(argv[3])) : 1);
     }
     if (argc < 2) {
-        fmt::print(stderr, "usage: bench_decode REC [ROUNDS] | bench_decode --incremental REC [ROUNDS]\n");
+        fmt::print(stderr, "usage: bench_decode REC [ROUNDS] | bench_decode --incremental REC [ROUNDS] | "
+                           "bench_decode --sp-analysis REC\n");
         return 2;
     }
     const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 20;
