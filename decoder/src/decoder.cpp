@@ -76,6 +76,19 @@ bool call_target(const CodeLoad& code, uint64_t ret, uint64_t& target) {
     return true;
 }
 
+// The same for a call into a stub or the VM: also `mov r10, imm64; call r10` (C2's leaf calls).
+bool leaf_call_target(const CodeLoad& code, uint64_t ret, uint64_t& target) {
+    if (call_target(code, ret, target)) return true;
+    constexpr uint64_t kMovR10 = 10, kCallR10 = 3;
+    const uint64_t off = ret - code.code_begin;
+    if (off < kMovR10 + kCallR10 || off > code.code.size()) return false;
+    const uint8_t* call = code.code.data() + off - kCallR10;
+    const uint8_t* mov = call - kMovR10;
+    if (call[0] != 0x41 || call[1] != 0xff || call[2] != 0xd2 || mov[0] != 0x49 || mov[1] != 0xba) return false;
+    std::memcpy(&target, mov + 2, sizeof target);
+    return true;
+}
+
 bool ends_with(const std::string& s, std::string_view tail) {
     return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -967,12 +980,17 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
             const bool frameless = nm.kind == CodeKind::kMethodHandleIntrinsic;
             if (fs < 0 || fs > hs::compiled::kMaxFrameWords || (!frameless && fs < 2)) return false;
             if (nm.kind == CodeKind::kNmethod || nm.kind == CodeKind::kOsr) {
-                // A leaf call into a stub (C1's G1 barrier and subtype-check calls) has no PcDesc:
-                // then the call before pc must go to the stub being left.
+                // A leaf call into a stub (C1's G1 barrier and subtype-check calls, C2's arraycopy
+                // calls through `mov r10, imm64; call r10`) has no PcDesc: then the call before pc
+                // must go to the stub being left, or to another stub that is no VM call (an
+                // arraycopy entry that went on into another stub's code, where the sample is).
                 uint64_t target = 0;
-                if (!CodeMap::scope_at(nm, static_cast<uint32_t>(pc - nm.code_begin)) &&
-                    !(callee && call_target(nm, pc, target) && target >= callee->begin && target < callee->end)) {
-                    return false;
+                if (!CodeMap::scope_at(nm, static_cast<uint32_t>(pc - nm.code_begin))) {
+                    if (!callee || !leaf_call_target(nm, pc, target)) return false;
+                    if (target < callee->begin || target >= callee->end) {
+                        const CodeLookup t = map_.find_code(target, time_);
+                        if (t.region != CodeRegion::kStub || calls_into_vm(t.stub)) return false;
+                    }
                 }
             }
             uint64_t ret = 0;

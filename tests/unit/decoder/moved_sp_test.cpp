@@ -273,3 +273,35 @@ TEST_CASE("C1's G1 post-barrier call from an out-of-line stub: no PcDesc, the me
         CHECK(java_frames(t2) == std::vector<MethodBci>{mb(5, 21)});
     }
 }
+
+TEST_CASE("C2's leaf call into a StubRoutines stub through r10: no PcDesc at the return address", "[decoder][moved_sp]") {
+    MovedWorld mw(jdk_param());
+    const uint64_t blob = kCodeCacheLow + 0x40000;
+    // 0x40 mov r10, blob+0x100; call r10 | 0x4d (no PcDesc) ... PcDesc 0x60
+    put_bytes(mw.c, 0x40, {0x49, 0xba});
+    const uint64_t entry = blob + 0x100;
+    std::memcpy(mw.c.code.data() + 0x42, &entry, 8);
+    put_bytes(mw.c, 0x4a, {0x41, 0xff, 0xd2});
+    add_scope(mw.c, 0x60, {{method_id(4), 7}});
+    mw.announce();
+    Stub stubs = stub_at(blob, "StubRoutines (finalstubs)", -1);
+    stubs.end = blob + 0x1000;
+    mw.w.map.apply(stubs);
+    mw.w.map.apply(stub_at(entry, "jbyte_disjoint_arraycopy", -1));
+    mw.w.map.apply(stub_at(blob + 0x800, "jbyte_arraycopy", -1));
+    // The stub pushed rbp; the top pc is in another stub's code than the entry called.
+    const uint64_t stub_sp = mw.sp_c - 16;
+    mw.s.put(stub_sp, mw.sp_c + 0x100);
+    mw.s.put(stub_sp + 8, mw.c_begin + 0x4d);
+    Decoder d(mw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(mw.s, blob + 0x810, stub_sp, stub_sp));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 7), mb(5, 21)});
+    SECTION("not when the call went to a stub that calls into the VM") {
+        mw.w.map.apply(stub_at(entry, "C2 Runtime new_array", -1));
+        Decoder d2(mw.w.map, test_options());
+        CallTrace t2 = d2.decode(sample_of(mw.s, blob + 0x810, stub_sp, stub_sp));
+        CHECK(java_frames(t2) == std::vector<MethodBci>{mb(5, 21)});   // the scan goes on to D
+    }
+}
