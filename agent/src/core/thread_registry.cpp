@@ -1,5 +1,7 @@
 #include "thread_registry.hpp"
 
+#include <algorithm>
+
 namespace sf::agent {
 
 bool ThreadRegistry::add(pid_t tid, std::string name) {
@@ -58,6 +60,18 @@ bool BackendSelection::signal() const {
 std::string BackendSelection::text() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return signal_ ? "signal (" + reason_ + ")" : "perf";
+}
+
+OracleSettings timer_settings(const AgentOptions& options, uint64_t cpus, bool for_samples) {
+    OracleSettings settings;
+    settings.interval_ns = options.interval_ns;
+    settings.stack_bytes = options.stack_bytes;
+    if (for_samples) {
+        const uint64_t per_cpu = 20'000'000 / std::max<uint64_t>(options.interval_ns, 1) + 1;
+        settings.buffer_entries = static_cast<uint32_t>(std::clamp<uint64_t>(std::max<uint64_t>(cpus, 1) * per_cpu, 512, 4096));
+    }
+    if (!options.validate) settings.max_frames = 0;
+    return settings;
 }
 
 }  // namespace sf::agent

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "options.hpp"
+#include "oracle.hpp"
 #include "stackfrag/base/result.hpp"
 
 namespace sf::agent {
@@ -61,5 +62,11 @@ private:
     std::string reason_;           // under mutex_
     bool fallback_tried_ = false;  // under mutex_
 };
+
+// The timer sampler's settings (validate's oracle and/or the signal backend; one per process). For the
+// signal backend's samples (`for_samples`) its buffer holds ~20 ms of ticks on each of `cpus` CPUs
+// (the reader drains every 10 ms), 512 to 4096; without validate it keeps no room for
+// AsyncGetCallTrace's frames. The JavaVM and AsyncGetCallTrace are the caller's to fill in.
+OracleSettings timer_settings(const AgentOptions& options, uint64_t cpus, bool for_samples);
 
 }  // namespace sf::agent

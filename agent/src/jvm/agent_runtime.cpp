@@ -305,23 +305,14 @@ private:
     // The timer sampler, for validate's oracle and/or the signal backend (one per process: both
     // uses share it). `for_samples`: sized for the backend's samples, not only the oracle's.
     bool create_oracle(bool for_samples) {
-        OracleSettings settings;
-        settings.interval_ns = options_.interval_ns;
-        settings.stack_bytes = options_.stack_bytes;
+        const uint64_t cpus = static_cast<uint64_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+        OracleSettings settings = timer_settings(options_, cpus, for_samples);
         settings.vm = vm_;
-        if (for_samples) {
-            // Room for ~20 ms of ticks on every CPU (the reader drains every 10 ms), 512 to 4096.
-            const uint64_t cpus = static_cast<uint64_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-            const uint64_t per_cpu = 20'000'000 / std::max<uint64_t>(options_.interval_ns, 1) + 1;
-            settings.buffer_entries = static_cast<uint32_t>(std::clamp<uint64_t>(cpus * per_cpu, 512, 4096));
-        }
         if (options_.validate) {
             settings.asgct = reinterpret_cast<AsgctFunction>(dlsym(RTLD_DEFAULT, "AsyncGetCallTrace"));
             if (settings.asgct == nullptr) {
                 SF_LOG_WARN("validate: AsyncGetCallTrace is not exported by this JVM; oracle samples carry no trace");
             }
-        } else {
-            settings.max_frames = 0;
         }
         Result<std::unique_ptr<OracleSampler>> oracle = OracleSampler::create(settings);
         if (!oracle.ok()) {

@@ -70,3 +70,26 @@ TEST_CASE("backend selection: perf unless asked otherwise, and auto falls back t
         CHECK_FALSE(BackendSelection(SamplingBackend::kAuto, SamplingMode::kJvmti).should_fall_back(denied));
     }
 }
+
+TEST_CASE("the timer sampler's buffer holds about 20 ms of ticks on every CPU, 512 to 4096") {
+    AgentOptions options;
+    options.interval_ns = 1'000'000;   // 21 ticks per CPU in 20 ms
+    CHECK(timer_settings(options, 1, true).buffer_entries == 512);
+    CHECK(timer_settings(options, 32, true).buffer_entries == 32 * 21);
+    CHECK(timer_settings(options, 512, true).buffer_entries == 4096);
+    CHECK(timer_settings(options, 0, true).buffer_entries == 512);
+    options.interval_ns = 100'000;     // 201 per CPU
+    CHECK(timer_settings(options, 4, true).buffer_entries == 804);
+    // Only the oracle (validate without the signal backend): the default buffer.
+    CHECK(timer_settings(options, 64, false).buffer_entries == OracleSettings{}.buffer_entries);
+    CHECK(timer_settings(options, 4, true).interval_ns == 100'000);
+    CHECK(timer_settings(options, 4, true).stack_bytes == options.stack_bytes);
+}
+
+TEST_CASE("without validate the timer keeps no room for AsyncGetCallTrace's frames") {
+    AgentOptions options;
+    options.validate = false;
+    CHECK(timer_settings(options, 4, true).max_frames == 0);
+    options.validate = true;
+    CHECK(timer_settings(options, 4, true).max_frames == OracleSettings{}.max_frames);
+}
