@@ -997,7 +997,9 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
             const uint64_t frame_sp = sp + static_cast<uint64_t>(frameless ? 0 : delta_at_return(*code.compiled, pc));
             const uint64_t ret_slot = frameless ? sp : frame_sp + words(fs - 1);
             if (!view_.read(ret_slot, ret)) return beyond_end(ret_slot);   // runs off: accept
-            return is_return_target(ret);
+            // The frame is Java code's (not a method-handle intrinsic's): its return address must
+            // be a verified call site too, or the word found is a stale copy in dead stack.
+            return is_return_target(ret) && (frameless || check_return(ret) == ReturnCheck::kOk);
         }
         case CodeRegion::kInterpreter: {
             uint64_t method = 0, ret = 0;
@@ -1005,7 +1007,8 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
                 !view_.read(fp_hint + words(in::kReturnAddress), ret)) {
                 return false;
             }
-            return map_.method_by_ptr(method, time_) != nullptr && is_return_target(ret);
+            return map_.method_by_ptr(method, time_) != nullptr && is_return_target(ret) &&
+                   check_return(ret) == ReturnCheck::kOk;
         }
         case CodeRegion::kCallStubReturn: {
             uint64_t wrapper = 0;

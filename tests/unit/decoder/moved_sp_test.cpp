@@ -305,3 +305,21 @@ TEST_CASE("C2's leaf call into a StubRoutines stub through r10: no PcDesc at the
         CHECK(java_frames(t2) == std::vector<MethodBci>{mb(5, 21)});   // the scan goes on to D
     }
 }
+
+TEST_CASE("a stub scan passes over a stale return address whose frame returns to no call site", "[decoder][return_address]") {
+    MovedWorld mw(jdk_param());
+    const uint64_t stub_begin = kCodeCacheLow + 0x40000;
+    put_call(mw.c, 0x40, stub_begin);
+    add_scope(mw.c, 0x45, {{method_id(4), 30}});
+    mw.announce();
+    mw.w.map.apply(stub_at(stub_begin, "jint_fill", -1));
+    const uint64_t stub_sp = mw.sp_c - 8 - 64;
+    mw.s.put(mw.sp_c - 8, mw.c_begin + 0x45);        // the real return address into C
+    mw.s.put(stub_sp + 8, mw.d_begin + 0x30);        // a stale copy of D's call site in dead stack
+    mw.s.put(stub_sp + 16 + 5 * 8, mw.c_begin + 0x80);   // where that frame's return slot would be: no call
+    Decoder d(mw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0x10, stub_sp, 0x2222));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 30), mb(5, 21)});
+}
