@@ -62,6 +62,13 @@ size_t RingReader::pending_bytes() const {
     return static_cast<size_t>(head - tail);
 }
 
+bool RingPositions::has_news() const {
+    // Relaxed: a stale answer only moves the drain to the next cycle; drain() itself acquires.
+    const uint64_t head = std::atomic_ref<__u64>(meta_->data_head).load(std::memory_order_relaxed);
+    const uint64_t tail = std::atomic_ref<__u64>(meta_->data_tail).load(std::memory_order_relaxed);
+    return head != tail;
+}
+
 const uint8_t* RingReader::record_bytes(uint64_t offset, size_t size) {
     const size_t start = static_cast<size_t>(offset & (data_size_ - 1));
     if (start + size <= data_size_) return data_ + start;

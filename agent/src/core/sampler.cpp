@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "clock.hpp"
@@ -18,13 +19,34 @@ namespace {
 // event and was descheduled before emitting it, small against memory (the held samples).
 constexpr uint64_t kHoldbackNs = 20'000'000;
 constexpr uint64_t kMaxInFlightHoldNs = 1'000'000'000;
-// How often the reader looks without being woken. Rings wake it at their watermark, a new or
-// ended thread and stop() wake it; what only a timeout collects is the callbacks' events, the
-// samples of slow rings and the signal sampler's buffer (which has no wake-up of its own, so it
-// keeps the short interval). At rates below 1 kHz the long one saves idle cycles, which are most
-// of the reader's cost there.
-constexpr int kPollTimeoutMs = 10;
-constexpr int kSlowPollTimeoutMs = 50;
+// One wake-up policy for every ring: the reader runs on its own cadence and drains all rings with
+// news in one batch, whatever their number; a ring's watermark (three quarters of it) is only the
+// safety valve for a ring that fills faster than the cadence drains it (context-switch samples, a
+// reader held up). Before, each ring woke the reader at half full, so a service with many busy
+// threads woke it per ring, and every wake-up looked at every ring. The cadence stays under half
+// the time a continuously running thread takes to fill its ring, so the valve stays shut; the
+// callbacks' events and the signal sampler's buffer (no wake-up of its own) need the short one.
+// At rates below 1 kHz the long one saves idle cycles, which are most of the reader's cost there.
+constexpr uint64_t kCadenceNs = 10'000'000;
+constexpr uint64_t kSlowCadenceNs = 50'000'000;
+constexpr uint64_t kMinCadenceNs = 1'000'000;
+
+uint64_t ring_bytes(const kernel::SamplingConfig& config) {
+    return static_cast<uint64_t>(config.ring_pages) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+kernel::SamplingConfig with_safety_watermark(kernel::SamplingConfig config) {
+    if (config.wakeup_bytes == 0) config.wakeup_bytes = static_cast<uint32_t>(ring_bytes(config) / 4 * 3);
+    return config;
+}
+
+// The cadence for `limit_ns`: no longer than half the time one thread sampling without pause
+// takes to fill its ring.
+uint64_t cadence_ns(const kernel::SamplingConfig& config, uint64_t limit_ns) {
+    const uint64_t records = ring_bytes(config) / std::max<uint64_t>(kernel::sample_record_bytes(config.stack_bytes), 1);
+    const uint64_t half_fill_ns = records * config.period_ns / 2;
+    return std::max(kMinCadenceNs, std::min(limit_ns, half_fill_ns));
+}
 constexpr size_t kMaxSpareStacks = 256;
 // Errors that will not go away for the next thread either: stop trying after the first. A thread
 // that exited before its event was opened (ESRCH) says nothing about the next one.
@@ -113,7 +135,7 @@ private:
 
 Sampler::Sampler(const kernel::SamplingConfig& config, EventQueue& queue, StreamWriter& writer,
                  OracleSampler* oracle)
-    : config_(config),
+    : config_(with_safety_watermark(config)),
       queue_(queue),
       writer_(writer),
       oracle_(oracle),
@@ -154,9 +176,24 @@ void* Sampler::reader_main(void* self) {
 
 void Sampler::run() {
     const bool slow_rates = config_.period_ns > 1'000'000;   // below 1 kHz per thread
-    while (run_cycle(slow_rates && oracle_.load(std::memory_order_acquire) == nullptr ? kSlowPollTimeoutMs
-                                                                                     : kPollTimeoutMs)) {
+    const uint64_t fast = cadence_ns(config_, kCadenceNs);
+    const uint64_t slow = cadence_ns(config_, slow_rates ? kSlowCadenceNs : kCadenceNs);
+    uint64_t due = monotonic_ns();
+    for (;;) {
+        const uint64_t cadence = oracle_.load(std::memory_order_acquire) == nullptr ? slow : fast;
+        cadence_ns_.store(cadence, std::memory_order_relaxed);
+        const uint64_t now = monotonic_ns();
+        if (now >= due) due = now + cadence;
+        const int timeout_ms = static_cast<int>((due - now + 999'999) / 1'000'000);
+        if (!run_cycle(timeout_ms)) break;
+        ++cycles_;
+        // A cycle that a watermark or wake() brought early leaves the schedule as it was.
+        if (monotonic_ns() < due) ++early_cycles_;
     }
+    published_cycles_.store(cycles_, std::memory_order_relaxed);
+    published_early_cycles_.store(early_cycles_, std::memory_order_relaxed);
+    published_ring_looks_.store(ring_looks_, std::memory_order_relaxed);
+    published_ring_drains_.store(ring_drains_, std::memory_order_relaxed);
     timespec cpu{};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
     reader_cpu_ns_.store(static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(cpu.tv_nsec));
@@ -230,9 +267,10 @@ Status Sampler::add_thread(pid_t tid) {
     if (!request->event) return make_error(Errc::kInvalidArgument, "no event to sample thread " + std::to_string(tid));
     Status enabled = enable_or_defer(*request);
     if (!enabled.ok()) return record_open_failure(std::move(enabled).take_error());
+    // No wake(): the reader adds the ring at its next cycle, well before the ring can fill, and a
+    // service that starts threads often does not make it look at every other ring each time.
     requests_.push(request.release());
     threads_opened_.fetch_add(1, std::memory_order_relaxed);
-    wake();   // its ring has no watermark wake-up until the reader adds it to the poller
     return {};
 }
 
@@ -277,8 +315,7 @@ void Sampler::end_thread(pid_t tid) {
     auto* request = new Request;
     request->kind = Request::Kind::kEnd;
     request->tid = tid;
-    requests_.push(request);
-    wake();
+    requests_.push(request);   // closed at the reader's next cycle (no wake-up, as for add_thread)
 }
 
 void Sampler::request_period(pid_t tid, uint64_t period_ns) {
@@ -314,6 +351,7 @@ void Sampler::open_ring(Request& request) {
         if (previous != ring_of_tid_.end()) close_ring(previous->second);
         ring_of_tid_[tid] = key;
     }
+    watched_.push_back(Watched{ring->event->ring().positions(), ring.get(), key});
     rings_[key] = std::move(ring);
     SF_LOG_DEBUG("sampling %s %d", tid != 0 ? "thread" : "cpu ring", tid != 0 ? tid : static_cast<int>(key));
 }
@@ -323,8 +361,13 @@ void Sampler::close_ring(uint64_t key) {
     if (found == rings_.end()) return;
     Ring& ring = *found->second;
     ring.disable();
-    converter_->begin(ring.tid, monotonic_ns(), ring.takes_switches);
-    ring.event->ring().drain(*converter_);
+    drain_ring(ring, monotonic_ns());
+    for (size_t i = 0; i < watched_.size(); ++i) {
+        if (watched_[i].key != key) continue;
+        watched_[i] = watched_.back();
+        watched_.pop_back();
+        break;
+    }
     ring.switches.reset();   // before the ring it writes into
     if (poller_) (void)poller_->remove(ring.event->fd());
     if (ring.tid != 0) {
@@ -368,11 +411,18 @@ void Sampler::set_period(pid_t tid, uint64_t period_ns) {
     if (!set.ok()) SF_LOG_WARN("interval=auto: %s", set.error().describe().c_str());
 }
 
+void Sampler::drain_ring(Ring& ring, uint64_t now_ns) {
+    converter_->begin(ring.tid, now_ns, ring.takes_switches);
+    ring.event->ring().drain(*converter_);
+}
+
 void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
     const uint64_t now = monotonic_ns();
-    for (auto& [key, ring] : rings_) {
-        converter_->begin(ring->tid, now, ring->takes_switches);
-        ring->event->ring().drain(*converter_);
+    ring_looks_ += watched_.size();
+    for (const Watched& watched : watched_) {
+        if (!watched.positions.has_news()) continue;
+        ++ring_drains_;
+        drain_ring(*watched.ring, now);
     }
     // The poller reports a hang-up once (the thread exited without a ThreadEnd we saw).
     for (const kernel::RingReady& entry : ready) {
@@ -485,6 +535,11 @@ SamplerStats Sampler::stats() const {
     stats.threads_closed = threads_closed_.load(std::memory_order_relaxed);
     stats.open_failures = open_failures_.load(std::memory_order_relaxed);
     stats.reader_cpu_ns = reader_cpu_ns_.load(std::memory_order_relaxed);
+    stats.cycles = published_cycles_.load(std::memory_order_relaxed);
+    stats.early_cycles = published_early_cycles_.load(std::memory_order_relaxed);
+    stats.ring_looks = published_ring_looks_.load(std::memory_order_relaxed);
+    stats.ring_drains = published_ring_drains_.load(std::memory_order_relaxed);
+    stats.cadence_ns = cadence_ns_.load(std::memory_order_relaxed);
     return stats;
 }
 

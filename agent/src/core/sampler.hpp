@@ -30,6 +30,14 @@ struct SamplerStats {
     uint64_t threads_closed = 0;
     uint64_t open_failures = 0;
     uint64_t reader_cpu_ns = 0;     // the reader thread's CPU time, once it has stopped
+    // What the reader did, once it has stopped: its cycles, how many of them a ring's watermark
+    // (a ring filling faster than the cadence drains it) or a wake() brought early, and how many
+    // ring looks found news (the rest cost one cache line each).
+    uint64_t cycles = 0;
+    uint64_t early_cycles = 0;
+    uint64_t ring_looks = 0;
+    uint64_t ring_drains = 0;
+    uint64_t cadence_ns = 0;        // the reader's cycle period
 };
 
 class Sampler {
@@ -99,6 +107,7 @@ private:
     void close_ring(uint64_t key);
     void set_period(pid_t tid, uint64_t period_ns);
     void drain_rings(const std::vector<kernel::RingReady>& ready);
+    void drain_ring(Ring& ring, uint64_t now_ns);
     void collect();
     void final_drain();
     Status record_open_failure(Error error);
@@ -128,6 +137,23 @@ private:
 
     // Reader-thread state.
     std::unordered_map<uint64_t, std::unique_ptr<Ring>> rings_;
+    // Every open ring's positions side by side: a cycle looks at these and touches nothing else of
+    // a ring without news (an idle thread's ring costs one cache line per cycle).
+    struct Watched {
+        kernel::RingPositions positions;
+        Ring* ring = nullptr;
+        uint64_t key = 0;
+    };
+    std::vector<Watched> watched_;
+    uint64_t cycles_ = 0;
+    uint64_t early_cycles_ = 0;
+    uint64_t ring_looks_ = 0;
+    uint64_t ring_drains_ = 0;
+    std::atomic<uint64_t> published_cycles_{0};
+    std::atomic<uint64_t> published_early_cycles_{0};
+    std::atomic<uint64_t> published_ring_looks_{0};
+    std::atomic<uint64_t> published_ring_drains_{0};
+    std::atomic<uint64_t> cadence_ns_{0};
     std::unordered_map<pid_t, uint64_t> ring_of_tid_;
     uint64_t next_key_ = 1;
     ReorderBuffer reorder_;

@@ -553,6 +553,15 @@ private:
         SF_LOG_INFO("agent threads CPU: %.1f ms (reader %.1f, decoder %.1f, code poll %.1f) = %.2f%% of the process's %.0f ms",
                     agent_ms, static_cast<double>(reader) / 1e6, static_cast<double>(decoder) / 1e6,
                     static_cast<double>(poll) / 1e6, process_ms > 0 ? 100.0 * agent_ms / process_ms : 0.0, process_ms);
+        const SamplerStats stats = sampler_->stats();
+        if (stats.cycles != 0) {
+            SF_LOG_INFO("reader: %llu cycles every %.1f ms (%llu early: a ring's watermark or a wake-up), "
+                        "%llu of %llu ring looks found news",
+                        static_cast<unsigned long long>(stats.cycles), static_cast<double>(stats.cadence_ns) / 1e6,
+                        static_cast<unsigned long long>(stats.early_cycles),
+                        static_cast<unsigned long long>(stats.ring_drains),
+                        static_cast<unsigned long long>(stats.ring_looks));
+        }
     }
 
     void log_summary() {

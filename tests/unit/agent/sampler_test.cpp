@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agent_test_threads.hpp"
 #include "clock.hpp"
@@ -218,4 +221,55 @@ TEST_CASE("an event stamped by a producer still in flight is not overtaken, howe
     CHECK(recorded.thread_infos == 31);
     CHECK(recorded.ordered);
     std::remove(path.c_str());
+}
+
+TEST_CASE("idle threads' rings cost the reader a look per cycle, never a drain or a wake-up") {
+    EventQueue queue;
+    StreamWriter writer(nullptr);
+    kernel::SamplingConfig config;
+    config.period_ns = 1'000'000;
+    Sampler sampler(config, queue, writer, nullptr);
+    REQUIRE(sampler.start().ok());
+
+    // Sixteen registered threads that sleep throughout (a service's idle workers), one busy one.
+    constexpr int kIdle = 16;
+    std::mutex mutex;
+    std::condition_variable done;
+    bool finish = false;
+    std::atomic<int> registered{0};
+    std::vector<std::thread> idle;
+    for (int i = 0; i < kIdle; ++i) {
+        idle.emplace_back([&] {
+            if (sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok()) ++registered;
+            std::unique_lock<std::mutex> lock(mutex);
+            done.wait(lock, [&] { return finish; });
+        });
+    }
+    test::SpinningThread spinner([&] { (void)sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))); });
+    spinner.wait_for_cpu_ms(300);
+    spinner.stop();
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        finish = true;
+    }
+    done.notify_all();
+    for (std::thread& thread : idle) thread.join();
+    REQUIRE(registered == kIdle);
+    REQUIRE(sampler.stop(3000));
+
+    const SamplerStats stats = sampler.stats();
+    INFO("cycles " << stats.cycles << " (early " << stats.early_cycles << ") every " << stats.cadence_ns
+                   << " ns; ring looks " << stats.ring_looks << ", drains " << stats.ring_drains << "; samples "
+                   << writer.counts().of(EventKind::kSample));
+    CHECK(writer.counts().of(EventKind::kSample) > 100);
+    // One cadence for all rings: under half the time the busy thread takes to fill its ring.
+    CHECK(stats.cadence_ns <= 10'000'000);
+    CHECK(stats.cycles >= 10);
+    // Every ring is looked at in every cycle once registered, but only rings with samples are
+    // drained: the busy thread's, and the idle ones' at most for their first moments.
+    CHECK(stats.ring_looks >= static_cast<uint64_t>(kIdle) * (stats.cycles / 2));
+    CHECK(stats.ring_drains <= stats.cycles + kIdle);
+    // The busy ring never reaches its watermark at this cadence; what comes early is rare: a
+    // reader held up on a loaded machine, and the idle threads' exits (each ring hangs up).
+    CHECK(stats.early_cycles <= stats.cycles / 4 + kIdle);
 }

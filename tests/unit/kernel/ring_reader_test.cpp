@@ -304,3 +304,17 @@ TEST_CASE("ring reader handles samples without registers or stack and malformed 
     CHECK(ring.tail() == ring.written());
     CHECK(collector.losts.empty());
 }
+
+TEST_CASE("ring positions tell news from an empty or drained ring without reading records") {
+    SyntheticRing ring(4, 4096 - 16);
+    RingReader reader(ring.base(), ring.data_size(), 1024);
+    const sf::kernel::RingPositions positions = reader.positions();
+    CHECK_FALSE(positions.has_news());
+    ring.write(RecordBuilder(PERF_RECORD_LOST).u64(7).u64(3).build());
+    CHECK_FALSE(positions.has_news());   // written, not yet published
+    ring.publish();
+    CHECK(positions.has_news());
+    Collector collector;
+    CHECK(reader.drain(collector) == 1);
+    CHECK_FALSE(positions.has_news());
+}

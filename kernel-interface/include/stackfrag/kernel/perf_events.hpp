@@ -120,6 +120,20 @@ public:
     virtual void on_throttle(const ThrottleView&) {}
 };
 
+// The producer and consumer positions of one ring (data_head, data_tail: one cache line of its
+// metadata page). A reader that looks at many rings every cycle keeps these side by side and
+// drains only the rings that have news, touching nothing else of an idle ring.
+class RingPositions {
+public:
+    RingPositions() = default;
+    explicit RingPositions(void* meta_page) : meta_(static_cast<perf_event_mmap_page*>(meta_page)) {}
+    // The kernel published something since the consumer last moved the tail.
+    bool has_news() const;
+
+private:
+    perf_event_mmap_page* meta_ = nullptr;
+};
+
 // Reads a perf mmap ring: acquire-load data_head, hand out records (copied to a scratch buffer
 // when one wraps around the end of the ring, in the header or the payload), release-store
 // data_tail after each. Works on any memory laid out as a perf ring (tests use synthetic ones).
@@ -135,6 +149,7 @@ public:
     size_t drain(RingHandler& handler);
     // Bytes published by the kernel and not yet consumed.
     size_t pending_bytes() const;
+    RingPositions positions() const { return RingPositions(base_); }
     const RingStats& stats() const { return stats_; }
 
 private:
