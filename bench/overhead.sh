@@ -1,44 +1,77 @@
 #!/usr/bin/env bash
-# What profiling costs a Java application: process CPU time (user + sys) and wall time of the
-# shared workloads with stackfrag writing a live profile at 100 / 1,000 / 10,000 samples per second
-# per thread, and with JFR's execution sampler at 100 / 1,000 per second, against runs with no
-# profiler. Configurations alternate run by run, so drift in machine load hits all of them alike;
-# the table shows medians and their ratios to the no-profiler median, and goes into the section
-# "Overhead (bench/overhead.sh)" of docs/benchmarks.md.
+# What profiling costs a Java application: the JVM's CPU time (user + sys) and the workload's wall
+# time with stackfrag writing a live profile at 100 / 1,000 / 10,000 samples per second per thread,
+# with JFR's execution sampler at 100 / 1,000 per second and, when ASYNC_PROFILER names its library,
+# with async-profiler (event=cpu) at the same intervals as stackfrag, against runs with no profiler.
+# Configurations alternate run by run within each round, so drift in machine load hits all of them
+# alike; each ratio is taken within a round (a configuration's run against the same round's
+# no-profiler run) and the table shows the median ratio with its min–max over the rounds, and the
+# share of the process's CPU that stackfrag's own threads used (exact: the agent measures it). The
+# table goes into the section "Overhead (bench/overhead.sh)" of docs/benchmarks.md.
 #
-# Usage: bench/overhead.sh [-i ITER] [-r RUNS] [-w "xalan lucene h2 jython groundtruth"] [-e EXT] [-n]
-#   -i ITER   workload iterations per run (default 3; the workloads' own defaults are 12-20)
-#   -r RUNS   runs per configuration (default 5)
-#   -w LIST   workloads (default: all five that are installed)
-#   -e EXT    profile format stackfrag writes at exit: html, pb.gz, collapsed, json (default html)
-#   -n        print the table only; leave docs/benchmarks.md alone
-# Env: STACKFRAG_AGENT (default build/lib/libstackfrag.so), STACKFRAG_SHARED_DIR, JAVA_HOME.
+# Usage: bench/overhead.sh [-i ITER] [-r ROUNDS] [-w "WORKLOADS"] [-c "CONFIGS"] [-e EXT] [-n]
+#   -i ITER     workload iterations per run (default 3; the workloads' own defaults are 12-20)
+#   -r ROUNDS   rounds, each running every configuration once (default 7)
+#   -w LIST     workloads (default: xalan lucene h2 jython groundtruth httpserver, those installed)
+#   -c LIST     configurations besides "none" (default: all that can run), from
+#               sf10ms sf1ms sf100us jfr10ms jfr1ms ap10ms ap1ms ap100us
+#   -e EXT      profile format stackfrag writes at exit: html, pb.gz, collapsed, json (default html)
+#   -n          print the table only; leave docs/benchmarks.md alone
+# Env: ASYNC_PROFILER (path of libasyncProfiler.so: adds the ap* configurations; build it yourself,
+#      it is not part of this project), STACKFRAG_AGENT (default build/lib/libstackfrag.so),
+#      STACKFRAG_SHARED_DIR, JAVA_HOME.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 AGENT="${STACKFRAG_AGENT:-$ROOT/build/lib/libstackfrag.so}"
+ASYNC_PROFILER="${ASYNC_PROFILER:-}"
 SHARED="${STACKFRAG_SHARED_DIR:-$ROOT/../shared}"
 WORKLOADS_DIR="$SHARED/bench/workloads"
 JFC_DIR="$ROOT/bench/overhead"
 ITER=3
-RUNS=5
-WORKLOADS="xalan lucene h2 jython groundtruth"
+ROUNDS=7
+WORKLOADS="xalan lucene h2 jython groundtruth httpserver"
+CHOSEN=""
 EXT=html
 WRITE_DOC=1
-while getopts "i:r:w:e:n" opt; do
+while getopts "i:r:w:c:e:n" opt; do
   case "$opt" in
     i) ITER="$OPTARG" ;;
-    r) RUNS="$OPTARG" ;;
+    r) ROUNDS="$OPTARG" ;;
     w) WORKLOADS="$OPTARG" ;;
+    c) CHOSEN="$OPTARG" ;;
     e) EXT="$OPTARG" ;;
     n) WRITE_DOC=0 ;;
-    *) sed -n '2,16p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,22p' "$0" >&2; exit 2 ;;
   esac
 done
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "overhead: -r wants a number of rounds, got '$ROUNDS'" >&2; exit 2; }
+[[ "$ITER" =~ ^[1-9][0-9]*$ ]] || { echo "overhead: -i wants a number of iterations, got '$ITER'" >&2; exit 2; }
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+JAVA="$(command -v "$JAVA" || true)"
+[ -n "$JAVA" ] || { echo "overhead: no java (set JAVA_HOME)" >&2; exit 2; }
 [ -r "$AGENT" ] || { echo "overhead: no agent at $AGENT (scripts/build.sh, or set STACKFRAG_AGENT)" >&2; exit 2; }
+[ -z "$ASYNC_PROFILER" ] || [ -r "$ASYNC_PROFILER" ] || { echo "overhead: ASYNC_PROFILER=$ASYNC_PROFILER is not a readable file" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "overhead: /usr/bin/time is missing (apt-get install time)" >&2; exit 2; }
 SCRATCH="$(mktemp -d /dev/shm/sf-overhead.XXXXXX)"
 trap 'rm -rf "$SCRATCH"' EXIT
+
+# The JVM's own CPU time, without the workload's other processes (httpserver's wrk and curl, a
+# javac): every run.sh starts the JVM as $JAVA, which is this wrapper. It waits for the JVM,
+# passing SIGTERM/SIGINT on, and writes bash's `times` (its children's user and sys) to $SF_JVM_TIMES.
+cat >"$SCRATCH/java" <<EOF
+#!/usr/bin/env bash
+"$JAVA" "\$@" &
+pid=\$!
+trap 'kill -TERM \$pid 2>/dev/null' TERM INT
+while true; do
+  rc=0; wait \$pid || rc=\$?
+  [ \$rc -gt 128 ] && kill -0 \$pid 2>/dev/null && continue
+  break
+done
+[ -n "\${SF_JVM_TIMES:-}" ] && times >"\$SF_JVM_TIMES"
+exit \$rc
+EOF
+chmod +x "$SCRATCH/java"
 
 # Whether this agent decodes live (file=). Without it, stackfrag runs sample and build the events
 # but write nothing, which the table then says: that is the capture cost without decoding.
@@ -49,25 +82,49 @@ else
   SF_OUT=""
   SF_NOTE="**this agent build has no live profile (\`file=\`)**: stackfrag samples and builds the event stream but neither decodes nor stores it, so these columns miss the decoding cost"
 fi
+SF="-agentpath:$AGENT=loglevel=info${SF_OUT:+,$SF_OUT}"
+AP="-agentpath:$ASYNC_PROFILER=start,event=cpu,file=OUTAP"
+JFR="-XX:StartFlightRecording=filename=OUTJFR,settings=$JFC_DIR"
 
-# name | JAVA_OPTS ("" = no profiler); OUTFILE / OUTJFR become fresh files per run
-CONFIGS=(
-  "none|"
-  "stackfrag 100/s|-agentpath:$AGENT=interval=10ms,loglevel=info${SF_OUT:+,$SF_OUT}"
-  "stackfrag 1k/s|-agentpath:$AGENT=interval=1ms,loglevel=info${SF_OUT:+,$SF_OUT}"
-  "stackfrag 10k/s|-agentpath:$AGENT=interval=100us,loglevel=info${SF_OUT:+,$SF_OUT}"
-  "JFR 10 ms|-XX:StartFlightRecording=filename=OUTJFR,settings=$JFC_DIR/execution-sample-10ms.jfc"
-  "JFR 1 ms|-XX:StartFlightRecording=filename=OUTJFR,settings=$JFC_DIR/execution-sample-1ms.jfc"
+# key | column title | JAVA_OPTS ("" = no profiler); OUTFILE / OUTJFR / OUTAP become fresh files per run
+ALL_CONFIGS=(
+  "sf10ms|stackfrag 100/s|$SF,interval=10ms"
+  "sf1ms|stackfrag 1k/s|$SF,interval=1ms"
+  "sf100us|stackfrag 10k/s|$SF,interval=100us"
+  "jfr10ms|JFR 10 ms|$JFR/execution-sample-10ms.jfc"
+  "jfr1ms|JFR 1 ms|$JFR/execution-sample-1ms.jfc"
+  "ap10ms|async-profiler 10 ms|$AP,interval=10ms"
+  "ap1ms|async-profiler 1 ms|$AP,interval=1ms"
+  "ap100us|async-profiler 100 µs|$AP,interval=100us"
 )
+CONFIGS=("none|no profiler|")
+for entry in "${ALL_CONFIGS[@]}"; do
+  key="${entry%%|*}"
+  if [ -n "$CHOSEN" ]; then
+    [[ " $CHOSEN " == *" $key "* ]] || continue
+  fi
+  if [[ "$key" == ap* ]] && [ -z "$ASYNC_PROFILER" ]; then
+    [ -n "$CHOSEN" ] && { echo "overhead: $key needs ASYNC_PROFILER=/path/libasyncProfiler.so" >&2; exit 2; }
+    continue
+  fi
+  CONFIGS+=("$entry")
+done
+for key in $CHOSEN; do
+  printf '%s\n' "${ALL_CONFIGS[@]}" | grep -q "^$key|" || { echo "overhead: unknown configuration '$key' (see -c in the usage)" >&2; exit 2; }
+done
+[ "${#CONFIGS[@]}" -gt 1 ] || { echo "overhead: no configuration to compare with no profiler" >&2; exit 2; }
 
-# Prints "cpu_seconds wall_seconds" of one run, or ends the script with the run's stderr.
+# Prints "jvm_cpu_seconds wall_seconds agent_percent" of one run, or ends the script with the
+# run's stderr. agent_percent is "-" for runs without stackfrag.
 run_once() {
   local workload="$1" opts="$2" tag="$3"
   local out="$SCRATCH/$tag.$EXT"
   opts="${opts//OUTFILE/$out}"
   opts="${opts//OUTJFR/$SCRATCH/$tag.jfr}"
-  if ! /usr/bin/time -f "%U %S %e" -o "$SCRATCH/time" env ITER="$ITER" JAVA_OPTS="$opts" \
-      "$WORKLOADS_DIR/$workload/run.sh" >"$SCRATCH/out" 2>"$SCRATCH/err"; then
+  opts="${opts//OUTAP/$SCRATCH/$tag.collapsed}"
+  rm -f "$SCRATCH/times"
+  if ! /usr/bin/time -f "%e" -o "$SCRATCH/time" env ITER="$ITER" JAVA_OPTS="$opts" JAVA="$SCRATCH/java" \
+      SF_JVM_TIMES="$SCRATCH/times" "$WORKLOADS_DIR/$workload/run.sh" >"$SCRATCH/out" 2>"$SCRATCH/err"; then
     echo "overhead: $workload failed with '$opts':" >&2
     tail -20 "$SCRATCH/err" >&2
     exit 1
@@ -77,19 +134,24 @@ run_once() {
     grep '\[stackfrag\]' "$SCRATCH/err" >&2
     exit 1
   fi
-  if [ -n "$SF_OUT" ] && [[ "$opts" == *file=* ]] && [ ! -s "$out" ]; then
+  if [ -n "$SF_OUT" ] && [[ "$opts" == *"$AGENT"*file=* ]] && [ ! -s "$out" ]; then
     echo "overhead: no profile written to $out on $workload" >&2
     exit 1
   fi
+  if [ -n "$ASYNC_PROFILER" ] && [[ "$opts" == *"$ASYNC_PROFILER"* ]] && [ ! -s "$SCRATCH/$tag.collapsed" ]; then
+    echo "overhead: async-profiler wrote no profile on $workload" >&2
+    exit 1
+  fi
+  [ -s "$SCRATCH/times" ] || { echo "overhead: no JVM CPU time from $workload (does its run.sh start \$JAVA?)" >&2; exit 1; }
   rm -f "$SCRATCH/$tag".*
-  # The agent's own threads, as it measured them ("agent threads CPU: ... = 0.61% of ..."); "-" for
-  # runs without stackfrag.
+  # The agent's own threads, as it measured them ("agent threads CPU: ... = 0.61% of ...").
   local agent_pct
   agent_pct="$(sed -n 's/.*agent threads CPU: .* = \([0-9.]*\)% of.*/\1/p' "$SCRATCH/err" | tail -1)"
-  awk -v a="${agent_pct:--}" '{ printf "%.3f %.3f %s\n", $1 + $2, $3, a }' "$SCRATCH/time"
+  # `times`: the wrapper's own line, then its children's "XmY.YYYs XmY.YYYs" (user, sys).
+  awk -v a="${agent_pct:--}" -v wall="$(cat "$SCRATCH/time")" '
+    function secs(t,   m) { m = t; sub(/m.*/, "", m); sub(/^[0-9]+m/, "", t); sub(/s$/, "", t); return m * 60 + t }
+    NR == 2 { printf "%.3f %.3f %s\n", secs($1) + secs($2), wall, a }' "$SCRATCH/times"
 }
-
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 selected=()
 for w in $WORKLOADS; do
@@ -105,46 +167,53 @@ done
 uptime_before="$(uptime | sed 's/.*load average: //')"
 declare -A cpu wall agent
 for w in "${selected[@]}"; do
-  for ((run = 1; run <= RUNS; run++)); do
+  for ((round = 1; round <= ROUNDS; round++)); do
     for i in "${!CONFIGS[@]}"; do
-      IFS='|' read -r name opts <<<"${CONFIGS[$i]}"
-      read -r c t a < <(run_once "$w" "$opts" "$w-$i-$run")
+      IFS='|' read -r key name opts <<<"${CONFIGS[$i]}"
+      read -r c t a < <(run_once "$w" "$opts" "$w-$key-$round")
       cpu["$w|$i"]+="$c "
       wall["$w|$i"]+="$t "
       [ "$a" != - ] && agent["$w|$i"]+="$a "
-      echo "overhead: $w run $run/$RUNS $name: cpu $c s, wall $t s" >&2
+      echo "overhead: $w round $round/$ROUNDS $name: JVM CPU $c s, wall $t s$([ "$a" = - ] || echo ", agent $a%")" >&2
     done
   done
 done
 uptime_after="$(uptime | sed 's/.*load average: //')"
 
-med() { tr ' ' '\n' <<<"$1" | grep . | median; }
+# "median (min–max)" of a list, with printf format $2 and suffix $3.
+spread() {
+  tr ' ' '\n' <<<"$1" | grep . | sort -g | awk -v f="$2" -v s="$3" '{ v[NR] = $1 } END {
+    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf f s " (" f "–" f ")", m, v[1], v[NR] }'
+}
+median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# Round-by-round ratios of two lists of the same length.
+ratios() { paste -d' ' <(tr ' ' '\n' <<<"$1" | grep .) <(tr ' ' '\n' <<<"$2" | grep .) | awk '{ printf "%.4f ", $1 / $2 }'; }
+
 cpu_model="$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
 java_version="$("$JAVA" -version 2>&1 | head -1)"
 {
-  echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/overhead.sh -i $ITER -r $RUNS -w \"${selected[*]}\"\`: $(nproc) CPUs ($cpu_model), kernel $(uname -r), $java_version. Load average (1/5/15 min) $uptime_before before, $uptime_after after."
+  echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/overhead.sh -i $ITER -r $ROUNDS -w \"${selected[*]}\"${CHOSEN:+ -c \"$CHOSEN\"}\`: $(nproc) CPUs ($cpu_model), kernel $(uname -r), $java_version. Load average (1/5/15 min) $uptime_before before, $uptime_after after."
   echo
-  echo "Each cell: median process CPU time (user + sys) and median wall time as ratios to the no-profiler medians (CPU× / wall×); $RUNS alternating runs per configuration, ITER=$ITER, the workloads' default threads. stackfrag: default options (16 KB fragments, one perf event per thread); $SF_NOTE. JFR: only \`jdk.ExecutionSample\` at the period (bench/overhead/*.jfc), recording to tmpfs; JFR samples at most a few running threads per period, stackfrag every thread that ran for an interval, so at equal periods stackfrag takes more samples on busy multi-threaded workloads. \"agent\": the median share of the process's CPU time that stackfrag's own threads (reader, decoder, code poll) used, as the agent measured it — exact, unlike the ratios, which carry the workloads' run-to-run spread; the kernel's work in the sampled threads is not in it (bench_sample_cost). groundtruth runs for a fixed time: its wall time cannot grow, only its CPU time."
+  echo "Each cell: the JVM's CPU time (user + sys; not the workload's load generator) as a ratio to the no-profiler run of the same round, median over $ROUNDS rounds with min–max, then the median wall-time ratio; every round runs each configuration once, in turn, ITER=$ITER, the workloads' default threads. stackfrag: default options (16 KB fragments, one perf event per thread); $SF_NOTE. JFR: only \`jdk.ExecutionSample\` at the period (bench/overhead/*.jfc), recording to tmpfs; JFR samples at most a few running threads per period, stackfrag every thread that ran for an interval, so at equal periods stackfrag takes more samples on busy multi-threaded workloads.${ASYNC_PROFILER:+ async-profiler: \`event=cpu\` at the interval, collapsed output to tmpfs (\`$(basename "$ASYNC_PROFILER")\` built from its sources).} \"agent\": the share of the process's CPU time that stackfrag's own threads (reader, decoder, code poll) used, median (min–max), as the agent measured it — exact, unlike the ratios, which carry the workloads' run-to-run spread; the kernel's work in the sampled threads is not in it (bench_sample_cost). groundtruth runs for a fixed time: its wall time cannot grow, only its CPU time."
   echo
-  header="| workload | no profiler: CPU s (wall s) |"
+  header="| workload | no profiler: JVM CPU s (wall s) |"
   rule="|---|---:|"
   for i in "${!CONFIGS[@]}"; do
     [ "$i" -eq 0 ] && continue
-    header+=" ${CONFIGS[$i]%%|*} |"
+    IFS='|' read -r key name opts <<<"${CONFIGS[$i]}"
+    header+=" $name |"
     rule+="---:|"
   done
   echo "$header"
   echo "$rule"
   for w in "${selected[@]}"; do
-    base="$(med "${cpu["$w|0"]}")"
-    base_wall="$(med "${wall["$w|0"]}")"
-    row="| $w | $(printf '%.2f (%.2f)' "$base" "$base_wall") |"
+    row="| $w | $(printf '%.2f (%.2f)' "$(median "${cpu["$w|0"]}")" "$(median "${wall["$w|0"]}")") |"
     for i in "${!CONFIGS[@]}"; do
       [ "$i" -eq 0 ] && continue
-      c="$(med "${cpu["$w|$i"]}")"
-      t="$(med "${wall["$w|$i"]}")"
-      a="$( [ -n "${agent["$w|$i"]:-}" ] && med "${agent["$w|$i"]}" || true)"
-      row+=" $(awk -v c="$c" -v b="$base" -v t="$t" -v bw="$base_wall" -v a="$a" 'BEGIN { printf "%.3f× / %.3f×", c / b, t / bw; if (a != "") printf " (agent %.2f%%)", a }') |"
+      cell="$(spread "$(ratios "${cpu["$w|$i"]}" "${cpu["$w|0"]}")" "%.3f" "×") / $(printf '%.3f' "$(median "$(ratios "${wall["$w|$i"]}" "${wall["$w|0"]}")")")×"
+      [ -n "${agent["$w|$i"]:-}" ] && cell+="; agent $(spread "${agent["$w|$i"]}" "%.2f" "%%")"
+      row+=" $cell |"
     done
     echo "$row"
   done
