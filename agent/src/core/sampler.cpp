@@ -23,12 +23,13 @@ constexpr uint64_t kMaxInFlightHoldNs = 1'000'000'000;
 // news in one batch, whatever their number; a ring's watermark (three quarters of it) is only the
 // safety valve for a ring that fills faster than the cadence drains it (context-switch samples, a
 // reader held up). Before, each ring woke the reader at half full, so a service with many busy
-// threads woke it per ring, and every wake-up looked at every ring. The cadence stays under half
-// the time a continuously running thread takes to fill its ring, so the valve stays shut; the
-// callbacks' events and the signal sampler's buffer (no wake-up of its own) need the short one.
-// At rates below 1 kHz the long one saves idle cycles, which are most of the reader's cost there.
-constexpr uint64_t kCadenceNs = 10'000'000;
-constexpr uint64_t kSlowCadenceNs = 50'000'000;
+// threads woke it per ring, and every wake-up looked at every ring. The cadence is half the time a
+// continuously running thread takes to fill its ring (15 ms at 1 kHz with the default ring, 6 ms
+// at 10 kHz), so the valve stays shut, and at most 50 ms, which bounds how long the callbacks'
+// events wait; the signal sampler's buffer (validate, backend=signal) has no wake-up of its own and
+// keeps 10 ms. Every cycle costs a wake-up and a look at each ring, so fewer is cheaper.
+constexpr uint64_t kCadenceNs = 50'000'000;
+constexpr uint64_t kTimerCadenceNs = 10'000'000;
 constexpr uint64_t kMinCadenceNs = 1'000'000;
 
 uint64_t ring_bytes(const kernel::SamplingConfig& config) {
@@ -175,12 +176,11 @@ void* Sampler::reader_main(void* self) {
 }
 
 void Sampler::run() {
-    const bool slow_rates = config_.period_ns > 1'000'000;   // below 1 kHz per thread
-    const uint64_t fast = cadence_ns(config_, kCadenceNs);
-    const uint64_t slow = cadence_ns(config_, slow_rates ? kSlowCadenceNs : kCadenceNs);
+    const uint64_t with_timer = cadence_ns(config_, kTimerCadenceNs);
+    const uint64_t rings_only = cadence_ns(config_, kCadenceNs);
     uint64_t due = monotonic_ns();
     for (;;) {
-        const uint64_t cadence = oracle_.load(std::memory_order_acquire) == nullptr ? slow : fast;
+        const uint64_t cadence = oracle_.load(std::memory_order_acquire) == nullptr ? rings_only : with_timer;
         cadence_ns_.store(cadence, std::memory_order_relaxed);
         const uint64_t now = monotonic_ns();
         if (now >= due) due = now + cadence;
