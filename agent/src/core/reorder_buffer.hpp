@@ -18,27 +18,46 @@ public:
     // `arrival_ns` orders events that carry no time of their own (time 0).
     void add(Event&& event, uint64_t arrival_ns) {
         const uint64_t time = time_of(event);
-        held_.push_back(Held{time != 0 ? time : arrival_ns, next_sequence_++, std::move(event)});
+        uint32_t slot = 0;
+        if (!free_.empty()) {
+            slot = free_.back();
+            free_.pop_back();
+            slots_[slot] = std::move(event);
+        } else {
+            slot = static_cast<uint32_t>(slots_.size());
+            slots_.push_back(std::move(event));
+        }
+        keys_.push_back(Key{time != 0 ? time : arrival_ns, next_sequence_++, slot});
     }
 
     // Passes every held event with time <= horizon to `out`, oldest first (ties keep arrival order).
+    // Only the small keys are sorted and shifted; an event stays in its slot from add() until it
+    // is passed on (events that wait across passes were moved on every pass when held by value,
+    // a visible share of the reader's time with a 20 ms hold-back).
     template <class Out>
     void release_until(uint64_t horizon, Out&& out) {
-        // What stayed held after the last release is still in order: sort only the events added
+        // What stayed held after the last release is still in order: sort only the keys added
         // since and merge, rather than re-sorting everything on every pass of the reader.
-        const auto earlier = [](const Held& a, const Held& b) {
+        const auto earlier = [](const Key& a, const Key& b) {
             return a.time != b.time ? a.time < b.time : a.sequence < b.sequence;
         };
-        const auto unsorted = held_.begin() + static_cast<std::ptrdiff_t>(sorted_count_);
-        std::sort(unsorted, held_.end(), earlier);
-        std::inplace_merge(held_.begin(), unsorted, held_.end(), earlier);
+        const auto unsorted = keys_.begin() + static_cast<std::ptrdiff_t>(sorted_count_);
+        std::sort(unsorted, keys_.end(), earlier);
+        std::inplace_merge(keys_.begin(), unsorted, keys_.end(), earlier);
         size_t released = 0;
-        while (released < held_.size() && held_[released].time <= horizon) {
-            out(held_[released].event);
+        while (released < keys_.size() && keys_[released].time <= horizon) {
+            const uint32_t slot = keys_[released].slot;
+            out(slots_[slot]);
+            free_.push_back(slot);
             ++released;
         }
-        held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(released));
-        sorted_count_ = held_.size();
+        keys_.erase(keys_.begin(), keys_.begin() + static_cast<std::ptrdiff_t>(released));
+        sorted_count_ = keys_.size();
+        if (keys_.empty()) {
+            // Nothing held: give back the slots' memory (moved-from events hold none of note).
+            slots_.clear();
+            free_.clear();
+        }
     }
 
     template <class Out>
@@ -46,16 +65,18 @@ public:
         release_until(UINT64_MAX, out);
     }
 
-    size_t size() const { return held_.size(); }
+    size_t size() const { return keys_.size(); }
 
 private:
-    struct Held {
+    struct Key {
         uint64_t time;
         uint64_t sequence;
-        Event event;
+        uint32_t slot;   // index into slots_
     };
-    std::vector<Held> held_;
-    size_t sorted_count_ = 0;   // held_[0, sorted_count_) is in release order
+    std::vector<Key> keys_;
+    std::vector<Event> slots_;
+    std::vector<uint32_t> free_;
+    size_t sorted_count_ = 0;   // keys_[0, sorted_count_) is in release order
     uint64_t next_sequence_ = 0;
 };
 
