@@ -107,6 +107,7 @@ std::string source_name(SampleSource source) {
     switch (source) {
         case SampleSource::kPerf: return "clock";
         case SampleSource::kPerfSwitch: return "switch";
+        case SampleSource::kPerfKernel: return "clock-kernel";
         case SampleSource::kSignal: return "signal";
     }
     return "source" + std::to_string(static_cast<int>(source));

@@ -19,7 +19,13 @@ template <class T, class U>
 concept Is = std::same_as<std::remove_const_t<T>, U>;
 
 // One field list per type, visited in order by the sizer, the encoder and the decoder.
-// New fields go at the END of a list only (old readers ignore trailing bytes).
+// New fields go at the END of a list only (old readers ignore trailing bytes), after a
+// `v(kLaterFields)`: a body that ends right before them (written before they existed) leaves them at
+// their defaults. Never in a struct that is nested in another (Sample in Oracle): only a body's end
+// tells where it stops.
+struct LaterFields {};
+constexpr LaterFields kLaterFields{};
+
 template <class V, Is<Registers> T>
 void fields(V& v, T& r) {
     v(r.ip), v(r.sp), v(r.bp), v(r.ax), v(r.bx), v(r.r13), v(r.r15);
@@ -75,7 +81,7 @@ void fields(V& v, T& o) {
 }
 template <class V, Is<ThreadInfo> T>
 void fields(V& v, T& t) {
-    v(t.time_ns), v(t.tid), v(t.ended), v(t.name);
+    v(t.time_ns), v(t.tid), v(t.ended), v(t.name), v(kLaterFields), v(t.kind);
 }
 template <class V, Is<Lost> T>
 void fields(V& v, T& l) {
@@ -116,7 +122,9 @@ struct Sizer {
 
     template <class T>
     void operator()(const T& value) {
-        if constexpr (Scalar<T>) {
+        if constexpr (std::is_same_v<T, LaterFields>) {
+            return;
+        } else if constexpr (Scalar<T>) {
             total += scalar_size<T>();
         } else if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, std::vector<uint8_t>>) {
             total += 4 + value.size();
@@ -134,7 +142,9 @@ struct Encoder {
 
     template <class T>
     void operator()(const T& value) {
-        if constexpr (Scalar<T>) {
+        if constexpr (std::is_same_v<T, LaterFields>) {
+            return;
+        } else if constexpr (Scalar<T>) {
             const auto bits = scalar_bits(value);
             store_le(out, bits);
             out += sizeof(bits);
@@ -165,6 +175,7 @@ struct Decoder {
     const uint8_t* in;
     const uint8_t* end;
     const char* failure = nullptr;
+    bool ended_early = false;   // the body ended before fields added later: they keep their defaults
 
     bool take(size_t count) {
         if (failure != nullptr) return false;
@@ -186,9 +197,13 @@ struct Decoder {
         return true;
     }
 
+    void operator()(const LaterFields&) {
+        if (failure == nullptr && in == end) ended_early = true;
+    }
+
     template <class T>
     void operator()(T& value) {
-        if (failure != nullptr) return;
+        if (failure != nullptr || ended_early) return;
         if constexpr (std::is_same_v<T, bool>) {
             if (!take(1)) return;
             if (*in > 1) {
@@ -238,7 +253,7 @@ struct FieldCounter {
     size_t visited = 0;
     template <class T>
     void operator()(const T&) {
-        ++visited;
+        if constexpr (!std::is_same_v<T, LaterFields>) ++visited;
     }
 };
 

@@ -19,9 +19,31 @@ TEST_CASE("encoded bodies decode to equal events, and trailing bytes are ignored
         // A newer writer's appended field is skipped.
         REQUIRE(event_codec::decode_body(kind_of(event), body.data(), body.size(), decoded) == nullptr);
         CHECK(decoded == event);
-        // One byte short is always an error: every field is needed.
-        CHECK(event_codec::decode_body(kind_of(event), body.data(), body.size() - 4, decoded) != nullptr);
+        // One byte short is an error: every field is needed (ThreadInfo's last byte is its kind,
+        // added later: the body before it is the old layout, tested below).
+        if (kind_of(event) != EventKind::kThread) {
+            CHECK(event_codec::decode_body(kind_of(event), body.data(), body.size() - 4, decoded) != nullptr);
+        }
     }
+}
+
+TEST_CASE("a ThreadInfo body from before the thread kind reads as a Java thread; one cut inside it is damage") {
+    const ThreadInfo gc{0x0102030405060708ull, 4321, false, "GC Thread#0", ThreadKind::kGc};
+    std::vector<uint8_t> body(event_codec::body_size(gc));
+    event_codec::encode_body(gc, body.data());
+    // time_ns u64, tid u32, ended bool, name (u32 length + bytes), then kind u8 (kGc is 1).
+    REQUIRE(body.size() == 8 + 4 + 1 + 4 + gc.name.size() + 1);
+    CHECK(body.back() == 1);
+    Event decoded;
+    REQUIRE(event_codec::decode_body(EventKind::kThread, body.data(), body.size(), decoded) == nullptr);
+    CHECK(std::get<ThreadInfo>(decoded) == gc);
+    // The old layout: everything but the kind.
+    REQUIRE(event_codec::decode_body(EventKind::kThread, body.data(), body.size() - 1, decoded) == nullptr);
+    ThreadInfo old = gc;
+    old.kind = ThreadKind::kJava;
+    CHECK(std::get<ThreadInfo>(decoded) == old);
+    // Cut inside the name: damage, as before.
+    CHECK(event_codec::decode_body(EventKind::kThread, body.data(), body.size() - 2, decoded) != nullptr);
 }
 
 TEST_CASE("mutated and random bodies never crash the decoder nor make it read past the body") {
@@ -45,7 +67,9 @@ TEST_CASE("mutated and random bodies never crash the decoder nor make it read pa
             if (failure != nullptr) {
                 ++rejected;
             } else {
-                CHECK(event_codec::body_size(decoded) <= mutated.size());
+                // A ThreadInfo cut right before its kind is the old layout: re-encoded, it has the byte.
+                const size_t later = kind_of(event) == EventKind::kThread ? 1 : 0;
+                CHECK(event_codec::body_size(decoded) <= mutated.size() + later);
             }
         }
     }

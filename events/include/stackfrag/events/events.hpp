@@ -23,10 +23,17 @@ struct Registers {
     bool operator==(const Registers&) const = default;
 };
 
-// kPerf: the per-thread (or per-CPU) clock event, the thread was running; kSignal: a signal
-// handler's copy; kPerfSwitch: the context-switch event, the thread was leaving the CPU (to block
-// or preempted) — the off-CPU profile's samples.
-enum class SampleSource : uint8_t { kPerf = 1, kSignal = 2, kPerfSwitch = 3 };
+// kPerf: the per-thread (or per-CPU) clock event, the thread was running in user mode; kSignal: a
+// signal handler's copy; kPerfSwitch: the context-switch event, the thread was leaving the CPU (to
+// block or preempted) — the off-CPU profile's samples; kPerfKernel: the clock event while the
+// thread ran in the kernel (a syscall, a page fault, an interrupt): registers and stack are the
+// user state at kernel entry, and the trace gets a "[kernel]" leaf.
+enum class SampleSource : uint8_t { kPerf = 1, kSignal = 2, kPerfSwitch = 3, kPerfKernel = 4 };
+
+// On-CPU clock samples, in user or in kernel mode.
+inline bool is_clock_sample(SampleSource source) {
+    return source == SampleSource::kPerf || source == SampleSource::kPerfKernel;
+}
 
 // One stack snapshot: the registers and `stack.size()` bytes copied from address `stack_sp` upwards
 // (perf's dyn_size bytes; shorter than requested when the thread's stack top is closer).
@@ -169,12 +176,18 @@ struct Oracle {
     bool operator==(const Oracle&) const = default;
 };
 
-// A Java thread was started or ended (names the tid in reports).
+// What a thread does for the JVM: a Java thread (JVMTI ThreadStart), or one of the VM's own threads
+// (found in /proc/self/task), whose samples decode as native frames under a root naming the kind.
+enum class ThreadKind : uint8_t { kJava = 0, kGc = 1, kCompiler = 2, kVm = 3, kOther = 4 };
+
+// A thread was started or ended (names the tid in reports). Recordings made before `kind` existed
+// announced Java threads only: their ThreadInfo reads back as kJava.
 struct ThreadInfo {
     uint64_t time_ns = 0;
     uint32_t tid = 0;
     bool ended = false;
     std::string name;
+    ThreadKind kind = ThreadKind::kJava;
     bool operator==(const ThreadInfo&) const = default;
 };
 
