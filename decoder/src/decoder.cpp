@@ -1158,11 +1158,15 @@ Walk::Step Walk::step_native() {
 
     detail::NativeStep next;
     bool stepped = false;
-    if (known_module && d_.native_ && d_.options_.use_libunwind &&
-        d_.native_->step_dwarf(view_, pc_, sp_, fp_, top_, next) && next.sp > sp_ &&
-        plausible_native_pc(next.pc)) {
-        stepped = true;
-        bump(kLibunwindSteps);
+    if (known_module && d_.native_ && d_.options_.use_libunwind) {
+        const auto outcome = d_.native_->step_dwarf(view_, pc_, sp_, fp_, top_, next);
+        // The thread's first frame (clone3, _start): a thread that never ran Java code (GC,
+        // compiler, VM threads), or a Java thread sampled before its first Java call.
+        if (outcome == detail::NativeUnwinder::Outcome::kEnd && !after_java_) return complete();
+        if (outcome == detail::NativeUnwinder::Outcome::kStepped && next.sp > sp_ && plausible_native_pc(next.pc)) {
+            stepped = true;
+            bump(kLibunwindSteps);
+        }
     }
     if (!stepped) {
         // rbp chain: libjvm and JNI code keep frame pointers.
@@ -1205,6 +1209,7 @@ void Decoder::decode(const Sample& sample, CallTrace& out) {
     if (!options_.incremental) {
         Walk walk(*this, sample, out);
         walk.run();
+        mark_kernel(sample, out);
         return;
     }
     // Bounded: threads whose end was never announced must not pile up.
@@ -1228,9 +1233,17 @@ void Decoder::decode(const Sample& sample, CallTrace& out) {
         std::swap(j.last, j.next);
     }
     j.last.time_ns = sample.time_ns;
+    mark_kernel(sample, out);
 }
 
 void Decoder::forget_thread(uint32_t tid) { journals_.erase(tid); }
+
+// A clock tick in kernel mode: the walk was of the user state at kernel entry; one leaf says where
+// the time went. Added after the walk, so the incremental decoder's journal never holds it.
+void Decoder::mark_kernel(const Sample& sample, CallTrace& out) {
+    if (sample.source != SampleSource::kPerfKernel) return;
+    out.frames.insert(out.frames.begin(), Frame{FrameKind::kNative, 0, -1, 0, 0, std::string(kKernelFrameName)});
+}
 
 CallTrace Decoder::decode(const Sample& sample) {
     CallTrace out;

@@ -25,8 +25,10 @@ public:
     ~NativeUnwinder();
 
     // One step from the native frame (pc, sp, fp) using the module's unwind tables. `top` says the
-    // pc is the interrupted instruction (not a return address).
-    bool step_dwarf(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp, bool top, NativeStep& out);
+    // pc is the interrupted instruction (not a return address). kEnd: the tables say this frame is
+    // the thread's first (glibc's clone3 and _start mark their return address undefined).
+    enum class Outcome : uint8_t { kStepped, kEnd, kFailed };
+    Outcome step_dwarf(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp, bool top, NativeStep& out);
 
     // The symbol containing pc ("" when unknown); stable until the next call.
     const std::string& symbol(uint64_t pc);

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <utility>
 
+#include "stackfrag/hotspot/thread_names.hpp"
+
 namespace sf {
 
 namespace {
@@ -45,6 +47,9 @@ bool StreamDecoder::decode(const Event& event, bool first_attempt) {
     const uint64_t unannounced_before = decoder_.stats().unannounced_code_steps;
     if (const auto* jvmti = std::get_if<JvmtiTrace>(&event)) trace_from_jvmti(*jvmti, trace_);
     else decoder_.decode(*sample_of(event), trace_);
+    const auto root = roots_.find(trace_.tid);
+    if (root != roots_.end()) trace_.root = root->second;
+    else trace_.root.clear();
     last_decode_ns_ = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count());
     if (first_attempt && worth_retrying(event, unannounced_before)) return false;
@@ -121,8 +126,10 @@ void StreamDecoder::consume(Event&& event) {
         pending_.pop_front();
     }
     // An ended thread's last walk is no use to the incremental decoder any more.
-    if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && thread->ended) {
-        decoder_.forget_thread(thread->tid);
+    if (const auto* thread = std::get_if<ThreadInfo>(&event)) {
+        if (thread->ended) decoder_.forget_thread(thread->tid);
+        else if (thread->kind == ThreadKind::kJava) roots_.erase(thread->tid);
+        else roots_[thread->tid] = hotspot::native_thread_root(thread->name);
     }
     map_.apply(std::move(event));
 }

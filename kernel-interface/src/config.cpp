@@ -111,8 +111,9 @@ perf_event_attr make_attr(const SamplingConfig& config, bool inherit) {
     attr.sample_regs_user = sample_regs_user_mask();
     attr.sample_stack_user = config.stack_bytes;
     attr.disabled = 1;
-    // Required at perf_event_paranoid 2, and the decoder only wants user frames anyway.
-    attr.exclude_kernel = 1;
+    // Kernel-mode ticks need perf_event_paranoid <= 1 (or CAP_PERFMON); the decoder walks their
+    // user registers and stack and marks the time as the kernel's.
+    attr.exclude_kernel = config.kernel ? 0 : 1;
     attr.exclude_hv = 1;
     attr.sample_id_all = 1;
     attr.inherit = inherit ? 1 : 0;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -67,6 +68,28 @@ Result<PerfEvent> PerfEvent::open_attr(const perf_event_attr& attr, pid_t pid, i
         (attr.sample_type & PERF_SAMPLE_STACK_USER) != 0 ? attr.sample_stack_user : 0;
     event.ring_ = std::make_unique<RingReader>(map, data_bytes, stack_bytes);
     return event;
+}
+
+Status probe_kernel_sampling() {
+    perf_event_attr attr;
+    std::memset(&attr, 0, sizeof attr);
+    attr.size = sizeof attr;
+    attr.type = PERF_TYPE_SOFTWARE;
+    attr.config = PERF_COUNT_SW_TASK_CLOCK;
+    attr.disabled = 1;
+    attr.exclude_kernel = 0;
+    attr.exclude_hv = 1;
+    const long fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0) {
+        Error error = perf_open_error(errno, "perf_event_open(task-clock, this thread, kernel mode included)");
+        if (error.code == Errc::kPermission) {
+            error.hint = "sampling kernel time needs kernel.perf_event_paranoid at 1 or lower "
+                         "(sysctl -w kernel.perf_event_paranoid=1), CAP_PERFMON or root";
+        }
+        return error;
+    }
+    ::close(static_cast<int>(fd));
+    return {};
 }
 
 Result<PerfEvent> PerfEvent::open_thread(pid_t tid, const SamplingConfig& config) {

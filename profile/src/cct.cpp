@@ -218,6 +218,8 @@ std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
     }
     counts_.added++;
     NodeId at = options_.per_thread ? thread_node(trace.tid) : kRootNode;
+    // A non-Java thread's kind ("[GC Thread]"): its stacks sit beside the application's.
+    if (!trace.root.empty()) at = child_or_create(at, symbol_frame(FrameType::kNative, trace.root), -1, 0);
     if (trace.status == TraceStatus::kIncomplete) {
         counts_.incomplete++;
         FrameDesc marker{FrameType::kTruncated, std::string(kTruncatedFrameName), {}, {}, 0};

@@ -82,6 +82,13 @@ bool apply_mode(std::string_view value, AgentOptions& options) {
     return true;
 }
 
+bool apply_threads(std::string_view value, AgentOptions& options) {
+    if (value == "all") options.all_threads = true;
+    else if (value == "java") options.all_threads = false;
+    else return false;
+    return true;
+}
+
 bool apply_backend(std::string_view value, AgentOptions& options) {
     if (value == "auto") options.backend = SamplingBackend::kAuto;
     else if (value == "perf") options.backend = SamplingBackend::kPerf;
@@ -215,6 +222,7 @@ constexpr OptionSpec kOptions[] = {
     {"clock", false, false, "task or cpu", apply_clock},
     {"ring", false, false, "a number of pages, a power of two from 1 to 65536 (default: 10 ms of samples, 128 to 1024)", apply_ring},
     {"mode", false, false, "thread, cpu or jvmti", apply_mode},
+    {"threads", false, false, "all or java", apply_threads},
     {"backend", false, false, "auto, perf or signal", apply_backend},
     {"events", false, true, "cpu, switch or both (events=cpu,switch)", apply_events_first},
     {"record", false, false, "a file name (a new file; /dev/null discards)", apply_record},
@@ -355,6 +363,7 @@ std::string describe(const AgentOptions& options) {
     out += options.mode == SamplingMode::kThread ? ",mode=thread"
            : options.mode == SamplingMode::kCpu  ? ",mode=cpu"
                                                  : ",mode=jvmti";
+    out += options.all_threads ? ",threads=all" : ",threads=java";
     out += options.backend == SamplingBackend::kAuto   ? ",backend=auto"
            : options.backend == SamplingBackend::kPerf ? ",backend=perf"
                                                        : ",backend=signal";

@@ -34,6 +34,9 @@ struct AgentOptions {
     kernel::ClockKind clock = kernel::ClockKind::kTask;
     uint32_t ring_pages = 0;      // 0: sized from interval and stack (auto_ring_pages)
     SamplingMode mode = SamplingMode::kThread;
+    // threads=all: the JVM's own threads (GC, compiler, VM, other native threads, found in
+    // /proc/self/task) are sampled and announced too; java: Java threads only (mode=thread).
+    bool all_threads = true;
     SamplingBackend backend = SamplingBackend::kAuto;
     bool sample_cpu = true;       // events=cpu: on-CPU samples (the clock event)
     bool sample_switch = false;   // events=switch: a sample at each context switch (off-CPU profile)

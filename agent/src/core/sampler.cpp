@@ -105,10 +105,13 @@ public:
         sample.time_ns = view.time_ns;
         sample.pid = view.pid;
         sample.tid = view.tid;
-        // The clock event excludes the kernel; the switch event samples in the scheduler, so a
-        // kernel IP is what tells its samples apart in the ring they share (make_switch_attr).
-        const bool switched = takes_switches_ && kernel::is_kernel_ip(view.ip);
-        sample.source = switched ? SampleSource::kPerfSwitch : SampleSource::kPerf;
+        // A clock event that shares its ring with a switch event excludes the kernel (the agent
+        // asks so), and the switch event samples in the scheduler: a kernel IP tells its samples
+        // apart (make_switch_attr). Otherwise a kernel IP is a clock tick in kernel mode.
+        const bool in_kernel = kernel::is_kernel_ip(view.ip);
+        sample.source = !in_kernel        ? SampleSource::kPerf
+                        : takes_switches_ ? SampleSource::kPerfSwitch
+                                          : SampleSource::kPerfKernel;
         sample.regs = view.regs;
         if (sample.regs.ip == 0 && !kernel::is_kernel_ip(view.ip)) sample.regs.ip = view.ip;
         sample.stack_sp = sample.regs.sp;

@@ -33,6 +33,11 @@ std::vector<pid_t> ThreadRegistry::not_on_perf(pid_t except) const {
     return out;
 }
 
+bool ThreadRegistry::contains(pid_t tid) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return names_.count(tid) != 0;
+}
+
 size_t ThreadRegistry::size() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return names_.size();

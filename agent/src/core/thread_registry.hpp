@@ -24,6 +24,8 @@ public:
     bool add(pid_t tid, std::string name);
     // Its name when it was registered; it is then forgotten, perf mark included.
     std::optional<std::string> remove(pid_t tid);
+    // Whether `tid` is a registered (Java) thread.
+    bool contains(pid_t tid) const;
     // A perf event samples `tid` (until remove).
     void set_on_perf(pid_t tid);
     // The registered threads no perf event samples, `except` left out (0: none).

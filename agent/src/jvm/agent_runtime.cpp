@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <jvmti.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@
 #include "sampler.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "stream_writer.hpp"
+#include "task_watcher.hpp"
 #include "thread_registry.hpp"
 #include "vm_capture.hpp"
 #include "vmstructs.hpp"
@@ -110,7 +112,7 @@ public:
         } else if (options_.validate) {
             create_oracle(false);
         }
-        sampler_ = std::make_unique<Sampler>(options_.sampling_config(), queue_, writer_, timer());
+        sampler_ = std::make_unique<Sampler>(sampling_config(), queue_, writer_, timer());
         sampler_->set_fallback_available(options_.backend == SamplingBackend::kAuto);
         sampler_->set_events(options_.sample_cpu, options_.sample_switch);
         create_live_profile();
@@ -165,6 +167,7 @@ public:
         live_.store(true, std::memory_order_release);
         if (options_.mode == SamplingMode::kCpu && attach_ && !backend_.signal()) add_cpu_events_for_existing_threads();
         register_existing_threads(jni);
+        start_task_watcher();
         start_code_poller(jni);
         if (options_.mode == SamplingMode::kJvmti) start_jvmti_sampler(jni);
         SF_LOG_INFO("sampling every %llu ns (%s mode, %s backend)%s", static_cast<unsigned long long>(options_.interval_ns),
@@ -210,6 +213,7 @@ public:
         live_.store(false, std::memory_order_release);
         disable_events();
         stop_code_poller();
+        if (task_watcher_) task_watcher_->stop();
         stop_jvmti_sampler();
         if (OracleSampler* timer_sampler = timer()) timer_sampler->stop();
         const bool stopped = sampler_->stop(kShutdownTimeoutMs);
@@ -244,6 +248,48 @@ public:
     }
 
 private:
+    // The perf events' settings: kernel-mode ticks too where this process may sample them (not
+    // with events=switch, whose samples share the clock's ring and are told apart by their kernel
+    // IP). Where it may not, the time its threads spend in the kernel goes unsampled, which the
+    // log says now and the summary quantifies.
+    kernel::SamplingConfig sampling_config() {
+        kernel::SamplingConfig config = options_.sampling_config();
+        if (options_.mode == SamplingMode::kJvmti || options_.backend == SamplingBackend::kSignal) return config;
+        Status permitted = kernel::probe_kernel_sampling();
+        if (!permitted.ok()) {
+            kernel_unsampled_ = permitted.error().describe();
+            SF_LOG_WARN("time in the kernel (syscalls, page faults) is not sampled: %s", kernel_unsampled_.c_str());
+        } else if (options_.sample_switch) {
+            kernel_unsampled_ = "events=switch: clock ticks in the kernel are not told from switches";
+            SF_LOG_INFO("time in the kernel is not sampled with events=switch (its samples are told from the clock's "
+                        "by their kernel address)");
+        } else {
+            config.kernel = true;
+        }
+        return config;
+    }
+
+    // threads=all: the JVM's non-Java threads, found now and as they appear. In mode=thread each
+    // gets its perf event; in mode=cpu the inheriting events sample them already, so they are
+    // only announced (ThreadInfo), for their samples' root frame.
+    void start_task_watcher() {
+        if (!options_.all_threads || options_.mode == SamplingMode::kJvmti) return;
+        Sampler* sampler = options_.mode == SamplingMode::kThread && !backend_.signal() ? sampler_.get() : nullptr;
+        if (sampler != nullptr) {
+            if (const std::string limit = ring_memory_limit(); !limit.empty()) {
+                SF_LOG_INFO("threads=all: the JVM's own threads (GC, compiler, VM) are not sampled: %s (raise the limits "
+                            "or grant CAP_IPC_LOCK; mode=cpu shares one ring per CPU)", limit.c_str());
+                sampler = nullptr;
+            }
+        }
+        task_watcher_ = std::make_unique<TaskWatcher>(queue_, sampler, [this](pid_t tid) { return threads_.contains(tid); });
+        task_watcher_->scan();
+        SF_LOG_DEBUG("%zu native threads at start", task_watcher_->native_threads());
+        if (Status started = task_watcher_->start(); !started.ok()) {
+            SF_LOG_WARN("native threads that start from now on are not sampled: %s", started.error().describe().c_str());
+        }
+    }
+
     // The live profile live_settings_from asks for, with interval=auto's and push='s callbacks.
     void create_live_profile() {
         std::optional<LiveSettings> wanted = live_settings_from(options_, static_cast<uint32_t>(getpid()));
@@ -582,6 +628,16 @@ private:
                     static_cast<unsigned long long>(counts.lost_samples), oracle_text.c_str(),
                     static_cast<unsigned long long>(stats.threads_opened), static_cast<double>(stats.reader_cpu_ns) / 1e6,
                     static_cast<unsigned long long>(queue_.dropped()), counts.describe().c_str());
+        if (!kernel_unsampled_.empty()) {
+            rusage usage{};
+            getrusage(RUSAGE_SELF, &usage);
+            const double user_ms = static_cast<double>(usage.ru_utime.tv_sec) * 1e3 + static_cast<double>(usage.ru_utime.tv_usec) / 1e3;
+            const double sys_ms = static_cast<double>(usage.ru_stime.tv_sec) * 1e3 + static_cast<double>(usage.ru_stime.tv_usec) / 1e3;
+            SF_LOG_INFO("kernel time not sampled: system time was %.1f%% of the process's CPU time (user %.0f ms, "
+                        "system %.0f ms) and is not in the profile (%s)",
+                        user_ms + sys_ms > 0 ? 100.0 * sys_ms / (user_ms + sys_ms) : 0.0, user_ms, sys_ms,
+                        kernel_unsampled_.c_str());
+        }
         if (writer_.recording()) {
             SF_LOG_INFO("recording %s: %llu bytes%s", options_.record_path.c_str(),
                         static_cast<unsigned long long>(writer_.bytes_written()),
@@ -649,6 +705,8 @@ private:
     std::atomic<OracleSampler*> timer_{nullptr};      // validate's oracle and/or the signal backend
     BackendSelection backend_;                        // perf or the signal backend, for new threads
     std::unique_ptr<Sampler> sampler_;
+    std::string kernel_unsampled_;                    // why kernel-mode ticks are not sampled ("" when they are)
+    std::unique_ptr<TaskWatcher> task_watcher_;       // threads=all
     std::unique_ptr<AutoInterval> auto_interval_;   // interval=auto; fed by the live profile's thread
     std::unique_ptr<VmCapture> capture_;
     ModuleTracker modules_;   // go_live, then the code-poll thread only

@@ -136,3 +136,41 @@ TEST_CASE("a signal frame is crossed the same way whether or not libunwind has i
     CHECK(symbols_of(first).find("signal_level1") != std::string::npos);
     CHECK(second.frames == first.frames);
 }
+
+namespace {
+void* snapshot_on_new_thread(void*) {
+    prepare_snapshot();
+    unwind_level1();
+    return nullptr;
+}
+}  // namespace
+
+TEST_CASE("a thread that never ran Java decodes completely down to its first frame; a kernel-mode sample gets a "
+          "[kernel] leaf",
+          "[decoder][native]") {
+    // A new thread's stack is short: the snapshot holds it all, from take_snapshot to glibc's clone3,
+    // whose unwind row says it is the thread's first frame (as for a GC or compiler thread).
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, nullptr, &snapshot_on_new_thread, nullptr) == 0);
+    pthread_join(thread, nullptr);
+    test::World w;
+    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    Decoder d(w.map, DecoderOptions{});
+    const CallTrace user = d.decode(g_snapshot);
+    INFO(symbols_of(user) << fail_reason_name(user.failure));
+    CHECK(user.status == TraceStatus::kComplete);
+    REQUIRE(user.frames.size() >= 5);
+    CHECK(user.frames[0].symbol.find("take_snapshot") != std::string::npos);
+    CHECK(symbols_of(user).find("snapshot_on_new_thread") != std::string::npos);
+
+    Sample in_kernel = g_snapshot;
+    in_kernel.source = SampleSource::kPerfKernel;
+    const CallTrace kernel = d.decode(in_kernel);
+    CHECK(kernel.status == TraceStatus::kComplete);
+    REQUIRE(kernel.frames.size() == user.frames.size() + 1);
+    CHECK(kernel.frames[0].kind == FrameKind::kNative);
+    CHECK(kernel.frames[0].symbol == kKernelFrameName);
+    CHECK(std::equal(user.frames.begin(), user.frames.end(), kernel.frames.begin() + 1));
+    // The leaf is not kept in the incremental decoder's journal: the next user sample has none.
+    CHECK(d.decode(g_snapshot) == user);
+}

@@ -239,3 +239,23 @@ TEST_CASE("the validator's samples change nothing about the profile's: the live 
     CHECK(oracle_traces == (with_oracles ? 4u : 0u));
     CHECK(stream.deferred() == 0);
 }
+
+TEST_CASE("a non-Java thread's traces carry the root its ThreadInfo's kind names; a Java thread's none") {
+    std::vector<CallTrace> traces;
+    StreamDecoder stream(StreamDecoderOptions{}, [&](const Event&, const CallTrace& trace) { traces.push_back(trace); });
+    stream.consume(ThreadInfo{10, 7, false, "GC Thread#3", ThreadKind::kGc});
+    stream.consume(ThreadInfo{11, 8, false, "C2 CompilerThre", ThreadKind::kCompiler});
+    stream.consume(ThreadInfo{12, 9, false, "main"});
+    for (uint32_t tid : {7u, 8u, 9u}) {
+        JvmtiTrace trace{100 + tid, tid, false, {}};
+        stream.consume(trace);
+    }
+    // The tid reused by a Java thread (a native thread that attached to the VM): no root any more.
+    stream.consume(ThreadInfo{200, 7, false, "attached"});
+    stream.consume(JvmtiTrace{300, 7, false, {}});
+    REQUIRE(traces.size() == 4);
+    CHECK(traces[0].root == "[GC Thread]");
+    CHECK(traces[1].root == "[C2 CompilerThread]");
+    CHECK(traces[2].root.empty());
+    CHECK(traces[3].root.empty());
+}

@@ -68,12 +68,18 @@ const char* fail_reason_name(FailReason reason);   // stable snake_case names: "
 // fragment is already the largest perf copies (`stack_bytes` 0: unknown, no advice).
 std::string incomplete_hint(uint64_t incomplete, uint64_t samples, uint32_t stack_bytes);
 
+// The leaf frame (FrameKind::kNative) of a sample taken while its thread ran in the kernel.
+inline constexpr const char* kKernelFrameName = "[kernel]";
+
 struct CallTrace {
     uint64_t time_ns = 0;
     uint32_t tid = 0;
     TraceStatus status = TraceStatus::kFailed;
     FailReason failure = FailReason::kNone;
     std::vector<Frame> frames;   // top (innermost) first
+    // A non-Java thread's kind as the outermost frame of its stacks ("[GC Thread]",
+    // "[C2 CompilerThread]"; see ThreadInfo::kind); empty for Java threads.
+    std::string root;
     bool operator==(const CallTrace&) const = default;
 };
 

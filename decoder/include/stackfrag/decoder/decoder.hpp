@@ -81,7 +81,8 @@ public:
     Decoder(const Decoder&) = delete;
     Decoder& operator=(const Decoder&) = delete;
 
-    // Decodes into `out`, reusing its frame buffer.
+    // Decodes into `out`, reusing its frame buffer. A kernel-mode sample (SampleSource::kPerfKernel)
+    // gets a "[kernel]" frame (kKernelFrameName) on top of the user frames.
     void decode(const Sample& sample, CallTrace& out);
     CallTrace decode(const Sample& sample);
     // The thread ended: its last walk is of no more use (incremental decoding).
@@ -92,6 +93,7 @@ public:
 
 private:
     friend class Walk;
+    static void mark_kernel(const Sample& sample, CallTrace& out);
     const CodeMap& map_;
     DecoderOptions options_;
     DecodeStats stats_;

@@ -8,6 +8,8 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <string>
+#include <unordered_map>
 
 #include "stackfrag/decoder/call_trace.hpp"
 #include "stackfrag/decoder/code_map.hpp"
@@ -100,6 +102,10 @@ private:
     uint64_t last_decode_ns_ = 0;
     uint64_t latest_sample_ns_ = 0;
     uint64_t next_forget_ns_ = 0;
+    // Non-Java threads by tid: the root their traces hang under (CallTrace::root). Kept past a
+    // thread's end, for its samples still waiting for a second decode; a new thread of the tid
+    // replaces it.
+    std::unordered_map<uint32_t, std::string> roots_;
 };
 
 }  // namespace sf

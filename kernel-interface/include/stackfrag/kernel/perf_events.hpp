@@ -34,6 +34,10 @@ struct SamplingConfig {
     uint32_t stack_bytes = 16384;     // multiple of 8, 8..65528
     uint32_t ring_pages = 128;        // data pages; a power of two
     uint32_t wakeup_bytes = 0;        // watermark; 0 = half the ring
+    // Clock ticks in kernel mode are sampled too (exclude_kernel = 0; needs perf_event_paranoid
+    // <= 1, CAP_PERFMON or root: see probe_kernel_sampling). Such a sample still carries the user
+    // registers and stack as the thread entered the kernel, and a kernel PERF_SAMPLE_IP.
+    bool kernel = false;
 };
 
 // "100us", "1ms", "10ms", "2s", "500ns", or a bare number of nanoseconds.
@@ -48,7 +52,11 @@ uint64_t sample_regs_user_mask();
 // the full requested size; dyn_size says how much of it is valid).
 size_t sample_record_bytes(uint32_t stack_bytes);
 
-// The perf_event_attr a config maps to: disabled, user-only, CLOCK_MONOTONIC time stamps,
+// Whether this process may count kernel-mode ticks of its own threads (opens and closes one
+// non-sampling task-clock with exclude_kernel = 0): ok, or kPermission saying what would allow it.
+Status probe_kernel_sampling();
+
+// The perf_event_attr a config maps to: disabled, user-only (unless config.kernel), CLOCK_MONOTONIC time stamps,
 // sample_id_all (so LOST/THROTTLE records carry tid and time). `inherit` is for per-CPU mode.
 perf_event_attr make_attr(const SamplingConfig& config, bool inherit);
 

@@ -112,7 +112,8 @@ public:
 
     // Adds one sample of `weight` ns (0 when only counting) for the trace. Failed traces are
     // counted and not added (returns nullopt); incomplete ones go under the frame "[truncated]"
-    // (inside the thread's subtree when per_thread). Returns the node of the innermost frame.
+    // (inside the thread's subtree when per_thread, and under the trace's root, a non-Java
+    // thread's kind, when it has one). Returns the node of the innermost frame.
     std::optional<NodeId> add(const CallTrace& trace, uint64_t weight = 0);
 
     // The name thread frames get from now on; set it before the thread's first trace (a thread

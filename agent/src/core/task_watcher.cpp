@@ -1,0 +1,179 @@
+#include "task_watcher.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <unordered_set>
+
+#include "clock.hpp"
+#include "log.hpp"
+#include "stackfrag/hotspot/thread_names.hpp"
+
+namespace sf::agent {
+
+namespace {
+
+std::string read_comm(pid_t tid) {
+    const std::string path = "/proc/self/task/" + std::to_string(tid) + "/comm";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return {};
+    char buffer[64];
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    ::close(fd);
+    if (got <= 0) return {};
+    std::string name(buffer, static_cast<size_t>(got));
+    while (!name.empty() && (name.back() == '\n' || name.back() == '\0')) name.pop_back();
+    return name;
+}
+
+// The agent's own threads (reader, live decoder, code poll, jvmti sampler, this watcher) are not
+// the application's: their cost is in the stop summary's "agent threads CPU" line instead.
+bool is_agent_thread(const std::string& name) { return name.rfind("stackfrag", 0) == 0; }
+
+}  // namespace
+
+std::vector<TaskEntry> list_tasks() {
+    std::vector<TaskEntry> tasks;
+    DIR* dir = opendir("/proc/self/task");
+    if (dir == nullptr) return tasks;
+    while (dirent* entry = readdir(dir)) {
+        const pid_t tid = static_cast<pid_t>(std::atoi(entry->d_name));
+        if (tid > 0) tasks.push_back({tid, {}});
+    }
+    closedir(dir);
+    return tasks;
+}
+
+std::string ring_memory_limit() {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+        if (line.rfind("CapEff:", 0) != 0) continue;
+        const unsigned long long caps = std::strtoull(line.c_str() + 7, nullptr, 16);
+        if ((caps & (1ull << 14)) != 0) return {};   // CAP_IPC_LOCK
+    }
+    rlimit memlock{};
+    if (getrlimit(RLIMIT_MEMLOCK, &memlock) == 0 && memlock.rlim_cur == RLIM_INFINITY) return {};
+    std::ifstream sysctl("/proc/sys/kernel/perf_event_mlock_kb");
+    long mlock_kb = 0;
+    sysctl >> mlock_kb;
+    return "ring memory is limited (kernel.perf_event_mlock_kb " + std::to_string(mlock_kb) + " per CPU, ulimit -l " +
+           std::to_string(memlock.rlim_cur / 1024) + " KB) and goes to the Java threads";
+}
+
+TaskWatcher::TaskWatcher(EventQueue& queue, Sampler* sampler, std::function<bool(pid_t)> is_java)
+    : queue_(queue), sampler_(sampler), is_java_(std::move(is_java)) {}
+
+TaskWatcher::~TaskWatcher() { stop(); }
+
+void TaskWatcher::scan() {
+    std::vector<TaskEntry> tasks = list_tasks();
+    if (tasks.empty()) return;
+    EventQueue::InFlight in_flight(queue_);
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::unordered_set<pid_t> alive;
+    alive.reserve(tasks.size());
+    for (TaskEntry& task : tasks) {
+        alive.insert(task.tid);
+        if (is_java_(task.tid)) {
+            // A native thread that attached to the VM is a Java thread now: ThreadStart announced it.
+            announced_.erase(task.tid);
+            sightings_.erase(task.tid);
+            continue;
+        }
+        if (announced_.count(task.tid) != 0) continue;
+        task.name = read_comm(task.tid);
+        const ThreadKind kind = hotspot::native_thread_kind(task.name);
+        // A new thread is named "java" (its creator's name) until it names itself, and a Java
+        // thread exists for a moment before its ThreadStart registers it: only the VM's own names
+        // (GC, compiler, VM) are taken at first sight, the others at the next scan.
+        if (kind == ThreadKind::kOther && ++sightings_[task.tid] < 2) continue;
+        sightings_.erase(task.tid);
+        // The agent's own threads: not sampled in mode=thread; in mode=cpu the per-CPU events
+        // sample them anyway, and they are announced so that their cost shows under their names.
+        if (task.name.empty() || (is_agent_thread(task.name) && sampler_ != nullptr)) {
+            announced_.emplace(task.tid, std::string());   // remembered, never announced
+            continue;
+        }
+        SF_LOG_DEBUG("native thread %d '%s'", task.tid, task.name.c_str());
+        queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(task.tid), false, task.name, kind});
+        if (sampler_ != nullptr) {
+            Status added = sampler_->add_thread(task.tid);
+            if (!added.ok()) SF_LOG_DEBUG("native thread %d: %s", task.tid, added.error().describe().c_str());
+        }
+        announced_.emplace(task.tid, std::move(task.name));
+    }
+    for (auto it = announced_.begin(); it != announced_.end();) {
+        if (alive.count(it->first) != 0) {
+            ++it;
+            continue;
+        }
+        if (!it->second.empty()) {
+            queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(it->first), true, it->second,
+                                   hotspot::native_thread_kind(it->second)});
+            // Its ring hung up when it exited; this closes it should the hang-up have been missed.
+            if (sampler_ != nullptr) sampler_->end_thread(it->first);
+        }
+        it = announced_.erase(it);
+    }
+    for (auto it = sightings_.begin(); it != sightings_.end();) {
+        it = alive.count(it->first) != 0 ? std::next(it) : sightings_.erase(it);
+    }
+}
+
+Status TaskWatcher::start(int interval_ms) {
+    interval_ms_ = interval_ms;
+    sigset_t blocked;
+    sigfillset(&blocked);
+    for (int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigdelset(&blocked, fault);
+    sigset_t previous;
+    pthread_sigmask(SIG_SETMASK, &blocked, &previous);
+    const int created = pthread_create(&thread_, nullptr, &TaskWatcher::main, this);
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    if (created != 0) return sys_error(Errc::kResourceLimit, created, "pthread_create(thread watcher)");
+    pthread_setname_np(thread_, "stackfrag-tasks");
+    std::lock_guard<std::mutex> lock(mutex_);
+    started_ = true;
+    return {};
+}
+
+void* TaskWatcher::main(void* self) {
+    auto* watcher = static_cast<TaskWatcher*>(self);
+    while (true) {
+        {
+            std::unique_lock<std::mutex> lock(watcher->mutex_);
+            watcher->wakeup_.wait_for(lock, std::chrono::milliseconds(watcher->interval_ms_),
+                                      [watcher] { return watcher->stop_; });
+            if (watcher->stop_) break;
+        }
+        watcher->scan();
+    }
+    return nullptr;
+}
+
+void TaskWatcher::stop() {
+    bool join = false;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+        join = started_;
+        started_ = false;
+    }
+    wakeup_.notify_all();
+    if (join) pthread_join(thread_, nullptr);
+}
+
+size_t TaskWatcher::native_threads() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t count = 0;
+    for (const auto& [tid, name] : announced_) count += name.empty() ? 0 : 1;
+    return count;
+}
+
+}  // namespace sf::agent
