@@ -26,6 +26,8 @@ const std::string kJdk25 = "/usr/lib/jvm/temurin-25-jdk-amd64";
 
 using sf::test::parse_collapsed;
 using sf::test::Stack;
+using sf::test::containing;
+using sf::test::total;
 
 struct RootShare {
     uint64_t samples = 0;
@@ -62,24 +64,7 @@ uint64_t kernel_under(const std::vector<Stack>& stacks, const std::string& metho
     return sum;
 }
 
-uint64_t containing(const std::vector<Stack>& stacks, const std::string& method) {
-    uint64_t sum = 0;
-    for (const Stack& s : stacks) {
-        for (const std::string& f : s.frames) {
-            if (f.find(method) != std::string::npos) {
-                sum += s.count;
-                break;
-            }
-        }
-    }
-    return sum;
-}
 
-uint64_t total(const std::vector<Stack>& stacks) {
-    uint64_t sum = 0;
-    for (const Stack& s : stacks) sum += s.count;
-    return sum;
-}
 
 std::string compile(const std::string& dir) {
     const auto compiled = sf::test::run_process(

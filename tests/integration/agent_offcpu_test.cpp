@@ -23,12 +23,8 @@ const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
 
 using sf::test::parse_collapsed;
 using sf::test::Stack;
-
-uint64_t total(const std::vector<Stack>& stacks) {
-    uint64_t sum = 0;
-    for (const Stack& s : stacks) sum += s.count;
-    return sum;
-}
+using sf::test::containing;
+using sf::test::total;
 
 // Samples in which `method` called something whose frames (below it) include `callee_part`
 // (empty: any frame at all), i.e. `method` is a caller of where the thread was.
@@ -46,18 +42,6 @@ uint64_t as_caller(const std::vector<Stack>& stacks, const std::string& method, 
     return sum;
 }
 
-uint64_t containing(const std::vector<Stack>& stacks, const std::string& method) {
-    uint64_t sum = 0;
-    for (const Stack& s : stacks) {
-        for (const std::string& f : s.frames) {
-            if (f.find(method) != std::string::npos) {
-                sum += s.count;
-                break;
-            }
-        }
-    }
-    return sum;
-}
 
 }  // namespace
 

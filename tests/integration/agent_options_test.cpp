@@ -31,7 +31,7 @@ TEST_CASE("a bad option stops the JVM from starting, naming the option") {
     };
     const Case cases[] = {
         // Later options are appended to the accepted list: check the ones every version has.
-        {"bogus=1", "stackfrag: unknown option 'bogus' (accepted: interval, budget, stack, clock, ring, mode, backend, events, record, validate, log, loglevel"},
+        {"bogus=1", "stackfrag: unknown option 'bogus' (accepted: interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel"},
         {"intervall=1ms", "stackfrag: unknown option 'intervall'"},
         {"interval=fast", "stackfrag: bad value 'fast' for interval: expected a duration like 100us, 1ms, 10ms, or auto"},
         {"stack=12", "stackfrag: bad value '12' for stack"},

@@ -31,4 +31,24 @@ inline std::vector<Stack> parse_collapsed(const std::string& text) {
     return stacks;
 }
 
+inline uint64_t total(const std::vector<Stack>& stacks) {
+    uint64_t sum = 0;
+    for (const Stack& s : stacks) sum += s.count;
+    return sum;
+}
+
+// Samples with a frame containing `method` anywhere on the stack.
+inline uint64_t containing(const std::vector<Stack>& stacks, const std::string& method) {
+    uint64_t sum = 0;
+    for (const Stack& s : stacks) {
+        for (const std::string& f : s.frames) {
+            if (f.find(method) != std::string::npos) {
+                sum += s.count;
+                break;
+            }
+        }
+    }
+    return sum;
+}
+
 }  // namespace sf::test

@@ -201,10 +201,10 @@ TEST_CASE("several options, in any order; the last of a repeated option wins") {
 
 TEST_CASE("an unknown option is named together with every accepted one") {
     CHECK(parse_error("intervall=1ms") ==
-          "unknown option 'intervall' (accepted: interval, budget, stack, clock, ring, mode, backend, events, record, validate, log, loglevel, breadcrumbs, file, loop, push, push_name, push_labels, focus, exclude, title, start, stop, dump, status, reply)");
+          "unknown option 'intervall' (accepted: interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, file, loop, push, push_name, push_labels, focus, exclude, title, start, stop, dump, status, reply)");
     CHECK(contains(parse_error("interval=1ms,bogus=1"), "unknown option 'bogus'"));
     CHECK(contains(parse_error("begin"), "unknown option 'begin'"));
-    CHECK(sf::agent::accepted_option_names() == "interval, budget, stack, clock, ring, mode, backend, events, record, validate, log, loglevel, breadcrumbs, file, loop, push, push_name, push_labels, focus, exclude, title, start, stop, dump, status, reply");
+    CHECK(sf::agent::accepted_option_names() == "interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, file, loop, push, push_name, push_labels, focus, exclude, title, start, stop, dump, status, reply");
 }
 
 TEST_CASE("an option that needs a value says so") {
@@ -229,4 +229,13 @@ TEST_CASE("breadcrumbs are on by default and can be turned off") {
     CHECK(parse_ok("breadcrumbs=off,breadcrumbs=on").breadcrumbs);
     CHECK(parse_error("breadcrumbs=yes") == "bad value 'yes' for breadcrumbs: expected on or off");
     CHECK(contains(sf::agent::describe(parse_ok("breadcrumbs=off")), "breadcrumbs=off"));
+}
+
+TEST_CASE("threads= picks all threads (the default) or Java threads only") {
+    CHECK(parse_ok("").all_threads);
+    CHECK(parse_ok("threads=all").all_threads);
+    CHECK_FALSE(parse_ok("threads=java").all_threads);
+    CHECK(contains(parse_error("threads=native"), "threads"));
+    CHECK(contains(parse_error("threads=native"), "all or java"));
+    CHECK(contains(sf::agent::describe(parse_ok("threads=java")), ",threads=java"));
 }
