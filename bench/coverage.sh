@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# How much of the process's CPU time a profile explains: for each shared workload at 1 ms and 100 us,
+# coverage = samples taken x interval / process CPU time (user + sys, /usr/bin/time), and the shares of
+# the samples by thread kind (Java, GC, compiler, VM, other) and in the kernel ([kernel] leaves); the
+# same for async-profiler (event=cpu) when ASYNC_PROFILER=/path/libasyncProfiler.so is given. Goes into
+# the section "Coverage (bench/coverage.sh)" of docs/benchmarks.md.
+#
+# Usage: bench/coverage.sh [-i ITER] [-w "xalan lucene h2 jython httpserver groundtruth"] [-t "1ms 100us"] [-m "thread cpu"] [-n]
+#   -i ITER   workload iterations per run (default 2)
+#   -w LIST   workloads (default: all six that are installed)
+#   -t LIST   sampling intervals (default "1ms 100us")
+#   -m LIST   stackfrag modes (default "thread cpu")
+#   -n        print the table only; leave docs/benchmarks.md alone
+# Env: STACKFRAG_AGENT (default build/lib/libstackfrag.so), STACKFRAG_SHARED_DIR, JAVA_HOME, ASYNC_PROFILER.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+AGENT="${STACKFRAG_AGENT:-$ROOT/build/lib/libstackfrag.so}"
+SHARED="${STACKFRAG_SHARED_DIR:-$ROOT/../shared}"
+WORKLOADS_DIR="$SHARED/bench/workloads"
+ITER=2
+WORKLOADS="xalan lucene h2 jython httpserver groundtruth"
+INTERVALS="1ms 100us"
+MODES="thread cpu"
+WRITE_DOC=1
+while getopts "i:w:t:m:n" opt; do
+  case "$opt" in
+    i) ITER="$OPTARG" ;;
+    w) WORKLOADS="$OPTARG" ;;
+    t) INTERVALS="$OPTARG" ;;
+    m) MODES="$OPTARG" ;;
+    n) WRITE_DOC=0 ;;
+    *) sed -n '2,15p' "$0" >&2; exit 2 ;;
+  esac
+done
+JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+AP="${ASYNC_PROFILER:-}"
+[ -r "$AGENT" ] || { echo "coverage: no agent at $AGENT (scripts/build.sh, or set STACKFRAG_AGENT)" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "coverage: /usr/bin/time is missing (apt-get install time)" >&2; exit 2; }
+[ -z "$AP" ] || [ -r "$AP" ] || { echo "coverage: ASYNC_PROFILER=$AP is not readable" >&2; exit 2; }
+SCRATCH="$(mktemp -d /dev/shm/sf-coverage.XXXXXX)"
+trap 'rm -rf "$SCRATCH"' EXIT
+
+ns_of() { case "$1" in *us) echo $(( ${1%us} * 1000 )) ;; *ms) echo $(( ${1%ms} * 1000000 )) ;; *) echo "$1" ;; esac; }
+
+# Shares of a collapsed profile's samples by the kind of thread (its first frame) and in the kernel:
+# prints "total java gc compiler vm other kernel". `threads_root`: 1 when every stack starts with a
+# thread frame "[name tid=N]" (async-profiler's `threads`), 0 for stackfrag's kind roots.
+kinds() {
+  awk -v threads_root="$2" '
+    function kind(name) {
+      if (name ~ /^(GC Thread|G1 |Shenandoah|Parallel GC|Z[A-Z])/) return "gc"
+      if (name ~ /CompilerThre|^Sweeper thread|^JVMCI/) return "compiler"
+      if (name ~ /^(VM |Service Thread|Monitor Deflati|Notification Th)/) return "vm"
+      return "other"
+    }
+    {
+      n = $NF; stack = $0; sub(/ [0-9]+$/, "", stack)
+      split(stack, f, ";"); root = f[1]; k = "java"
+      if (threads_root) {
+        name = root; sub(/^\[/, "", name); sub(/ tid=[0-9]+\]$/, "", name)
+        # async-profiler names Java threads as Java does; the JVM-internal names decide the rest.
+        k = kind(name); if (k == "other" && stack ~ /(_\[j\]|_\[i\]|_\[0\]|\/)/) k = "java"
+      } else if (root ~ /^\[/ && root != "[truncated]" && root !~ /^\[failed/) {
+        name = root; gsub(/^\[|\]$/, "", name); k = kind(name)
+      }
+      s[k] += n; total += n
+      if (stack ~ /(\[kernel\]|\[k\])$/) kernel += n
+    }
+    END { printf "%d %d %d %d %d %d %d\n", total, s["java"], s["gc"], s["compiler"], s["vm"], s["other"], kernel }' "$1"
+}
+
+# One run; prints "cpu_s user_s sys_s samples java gc compiler vm other kernel agent_pct".
+run_once() {
+  local workload="$1" opts="$2" tag="$3" profiler="$4"
+  local out="$SCRATCH/$tag.collapsed"
+  opts="${opts//OUTFILE/$out}"
+  if ! /usr/bin/time -f "%U %S" -o "$SCRATCH/time" env ITER="$ITER" JAVA_OPTS="$opts" \
+      "$WORKLOADS_DIR/$workload/run.sh" >"$SCRATCH/out" 2>"$SCRATCH/err"; then
+    echo "coverage: $workload failed with '$opts':" >&2
+    tail -20 "$SCRATCH/err" >&2
+    exit 1
+  fi
+  [ -s "$out" ] || { echo "coverage: no profile from $workload with '$opts'" >&2; tail -5 "$SCRATCH/err" >&2; exit 1; }
+  local samples agent_pct
+  if [ "$profiler" = stackfrag ]; then
+    samples="$(sed -n 's/.*stop summary: \([0-9]*\) samples taken.*/\1/p' "$SCRATCH/err" | tail -1)"
+    agent_pct="$(sed -n 's/.*agent threads CPU: .* = \([0-9.]*\)% of.*/\1/p' "$SCRATCH/err" | tail -1)"
+    read -r _ java gc compiler vm other kernel < <(kinds "$out" 0)
+  else
+    read -r samples java gc compiler vm other kernel < <(kinds "$out" 1)
+    agent_pct=-
+  fi
+  read -r user sys <"$SCRATCH/time"
+  echo "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }') $user $sys ${samples:-0} $java $gc $compiler $vm $other $kernel ${agent_pct:--}"
+  rm -f "$out"
+}
+
+selected=()
+for w in $WORKLOADS; do
+  if [ -x "$WORKLOADS_DIR/$w/run.sh" ] && ITER=1 "$WORKLOADS_DIR/$w/run.sh" >/dev/null 2>"$SCRATCH/warm.err"; then
+    selected+=("$w")
+  else
+    echo "coverage: skipping $w (not runnable: $(tail -1 "$SCRATCH/warm.err" 2>/dev/null))" >&2
+  fi
+done
+[ "${#selected[@]}" -gt 0 ] || { echo "coverage: no workload to run" >&2; exit 2; }
+
+uptime_before="$(uptime | sed 's/.*load average: //')"
+rows=()
+for w in "${selected[@]}"; do
+  for interval in $INTERVALS; do
+    configs=()
+    for mode in $MODES; do
+      configs+=("stackfrag mode=$mode|stackfrag|-agentpath:$AGENT=interval=$interval,mode=$mode,file=OUTFILE")
+    done
+    [ -n "$AP" ] && configs+=("async-profiler event=cpu|ap|-agentpath:$AP=start,event=cpu,interval=$(ns_of "$interval"),threads,file=OUTFILE")
+    for c in "${configs[@]}"; do
+      IFS='|' read -r name profiler opts <<<"$c"
+      read -r cpu user sys samples java gc compiler vm other kernel agent < <(run_once "$w" "$opts" "$w-$interval" "$profiler")
+      period_ns="$(ns_of "$interval")"
+      row="$(awk -v w="$w" -v i="$interval" -v n="$name" -v cpu="$cpu" -v u="$user" -v s="$sys" -v samples="$samples" \
+        -v java="$java" -v gc="$gc" -v comp="$compiler" -v vm="$vm" -v other="$other" -v kernel="$kernel" -v p="$period_ns" -v a="$agent" '
+        function pct(x, t) { return t > 0 ? sprintf("%.1f", 100 * x / t) : "-" }
+        BEGIN {
+          decoded = java + gc + comp + vm + other
+          cov = 100 * samples * p / 1e9 / cpu
+          # mode=cpu samples the agent threads too (under [stackfrag-...] roots, in other).
+          excl = a != "-" && n !~ /mode=cpu/ ? sprintf("%.1f %%", 100 * samples * p / 1e9 / (cpu * (1 - a / 100))) : "-"
+          printf "| %s | %s | %s | %.2f (%.0f %% sys) | %d | **%.1f %%** | %s | %s / %s / %s / %s / %s | %s |\n",
+            w, i, n, cpu, 100 * s / (u + s), samples, cov, excl,
+            pct(java, decoded), pct(gc, decoded), pct(comp, decoded), pct(vm, decoded), pct(other, decoded), pct(kernel, decoded)
+        }')"
+      rows+=("$row")
+      echo "coverage: $row" >&2
+    done
+  done
+done
+uptime_after="$(uptime | sed 's/.*load average: //')"
+
+cpu_model="$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
+java_version="$("$JAVA" -version 2>&1 | head -1)"
+{
+  echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/coverage.sh -i $ITER -w \"${selected[*]}\" -t \"$INTERVALS\" -m \"$MODES\"\`${AP:+ and ASYNC_PROFILER set}, as $(id -un) (kernel.perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid)): $(nproc) CPUs ($cpu_model), kernel $(uname -r), $java_version. Load average (1/5/15 min) $uptime_before before, $uptime_after after: the machine was shared with other work, which changes the CPU times but not what a run's samples explain of its own."
+  echo
+  echo "One run per cell. coverage = samples taken × interval ÷ the process's CPU time (user + sys, /usr/bin/time over the workload's run.sh, so JVM start and exit count). \"w/o agent\": the same ÷ the CPU time less what stackfrag's own threads used (its stop summary's \"agent threads CPU\"), which mode=thread does not sample (mode=cpu's per-CPU events do: their samples are in \"other\"). Kind shares are of the decoded samples in the collapsed profile (stackfrag: by the root frame its non-Java threads get; async-profiler: by the thread frame of its \`threads\` option); kernel: samples whose leaf is \`[kernel]\` (stackfrag) or a kernel frame (async-profiler \`_[k]\`)."
+  echo
+  echo "| workload | interval | profiler | process CPU s (sys) | samples | coverage | w/o agent | Java / GC / compiler / VM / other % | kernel % |"
+  echo "|---|---|---|---:|---:|---:|---:|---|---:|"
+  printf '%s\n' "${rows[@]}"
+} >"$SCRATCH/table.md"
+
+cat "$SCRATCH/table.md"
+if [ "$WRITE_DOC" = 1 ]; then
+  python3 "$ROOT/bench/capture-jvm/update_section.py" "$ROOT/docs/benchmarks.md" \
+    "Coverage (bench/coverage.sh)" "$SCRATCH/table.md"
+  echo "coverage: updated docs/benchmarks.md" >&2
+fi
