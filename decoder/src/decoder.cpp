@@ -1242,7 +1242,10 @@ void Decoder::forget_thread(uint32_t tid) { journals_.erase(tid); }
 // the time went. Added after the walk, so the incremental decoder's journal never holds it.
 void Decoder::mark_kernel(const Sample& sample, CallTrace& out) {
     if (sample.source != SampleSource::kPerfKernel) return;
-    out.frames.insert(out.frames.begin(), Frame{FrameKind::kNative, 0, -1, 0, 0, std::string(kKernelFrameName)});
+    Frame kernel;
+    kernel.kind = FrameKind::kNative;
+    kernel.symbol = kKernelFrameName;
+    out.frames.insert(out.frames.begin(), std::move(kernel));
 }
 
 CallTrace Decoder::decode(const Sample& sample) {
