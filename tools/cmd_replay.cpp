@@ -36,6 +36,7 @@ struct ReplayOptions {
     std::string offcpu_collapsed;   // context-switch samples (events=switch), as collapsed stacks
     int show = 0;   // print this many disagreeing oracle pairs per kind
     bool no_libunwind = false;
+    bool no_stitch = false;        // leave incomplete walks incomplete (to compare with stitching)
     bool no_incremental = false;   // walk every frame of every sample (to compare with incremental decoding)
     double defer_ms = 0;   // decode a sample once the stream is this far past its time
     // Decode a failed sample (or one through unannounced code) again this far on; as the agent does.
@@ -58,22 +59,25 @@ private:
 struct Tally {
     uint64_t samples = 0;
     uint64_t complete = 0;
+    uint64_t stitched = 0;
     uint64_t incomplete = 0;
     std::map<std::string, uint64_t> failed;
     uint64_t frames = 0;   // over decoded traces
+    uint64_t fragment_bytes = 0;
     std::vector<uint32_t> decode_ns;
 
-    void add(const CallTrace& t, uint64_t ns) {
+    void add(const CallTrace& t, uint64_t ns, const Sample* sample = nullptr) {
         ++samples;
+        if (sample) fragment_bytes += sample->stack.size();
         decode_ns.push_back(static_cast<uint32_t>(std::min<uint64_t>(ns, UINT32_MAX)));
         if (t.status == TraceStatus::kFailed) {
             ++failed[fail_reason_name(t.failure)];
             return;
         }
-        (t.status == TraceStatus::kComplete ? complete : incomplete)++;
+        (t.status == TraceStatus::kComplete ? complete : t.status == TraceStatus::kStitched ? stitched : incomplete)++;
         frames += t.frames.size();
     }
-    uint64_t decoded() const { return complete + incomplete; }
+    uint64_t decoded() const { return complete + stitched + incomplete; }
 };
 
 double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
@@ -111,6 +115,7 @@ int run_replay(const ReplayOptions& options) {
     StreamDecoderOptions stream_options;
     stream_options.decoder.use_libunwind = !options.no_libunwind;
     stream_options.decoder.incremental = !options.no_incremental;
+    stream_options.stitch = !options.no_stitch;
     // A sample is decoded once the stream has moved `defer_ms` past its time, so code and method
     // announcements that the VM posted after the sample was taken can still be applied first.
     stream_options.defer_ns = static_cast<uint64_t>(options.defer_ms * 1e6);
@@ -151,6 +156,7 @@ int run_replay(const ReplayOptions& options) {
     // ASGCT failed where the decoder did not; ASGCT's answer went through a frame whose code had moved
     // rsp, where it read a stale return slot (not counted in both_ok: there is nothing to match).
     uint64_t oracle_failed_we_decoded = 0, oracle_stale = 0;
+    uint64_t stitched_pairs = 0, stitched_agree = 0;   // oracle pairs whose trace was stitched; of those, like ASGCT's
     std::map<std::string, uint64_t> disagreements;
     std::map<std::string, int> shown;   // examples printed per kind of disagreement
     std::map<std::string, uint64_t> top_kinds;
@@ -164,7 +170,7 @@ int run_replay(const ReplayOptions& options) {
             return;
         }
         if (is_profile_sample(e)) {
-            samples.add(trace, stream.last_decode_ns());
+            samples.add(trace, stream.last_decode_ns(), std::get_if<Sample>(&e));
             if (!trace.frames.empty()) ++top_kinds[frame_kind_name(trace.frames[0].kind)];
             if (!builds_cct) return;
             // The filter judges before the tree sees the trace, as the agent's live profile does.
@@ -191,6 +197,16 @@ int run_replay(const ReplayOptions& options) {
         oracle_samples.add(trace, stream.last_decode_ns());
         ++pairs;
         const Agreement a = compare_with_oracle(trace, *o);
+        if (trace.status == TraceStatus::kStitched && a != Agreement::kOracleFailed) {
+            ++stitched_pairs;
+            // Identical once the top frame's bci is ASGCT's (the decoder reads it live, ASGCT from a slot).
+            Oracle same_top = *o;
+            const std::vector<MethodBci> ours = java_frames_of(trace);
+            if (!ours.empty() && !same_top.frames.empty() && same_top.frames[0].method_id == ours[0].method_id) {
+                same_top.frames[0].bci = ours[0].bci;
+            }
+            if (compare_with_oracle(trace, same_top) == Agreement::kIdentical) ++stitched_agree;
+        }
         if (a == Agreement::kOracleFailed && trace.status != TraceStatus::kFailed) ++oracle_failed_we_decoded;
         const bool both = a != Agreement::kOracleFailed && a != Agreement::kDecoderFailed;
         const bool stale = both && a != Agreement::kIdentical &&
@@ -226,6 +242,7 @@ int run_replay(const ReplayOptions& options) {
     Tally all = samples;
     all.samples += oracle_samples.samples;
     all.complete += oracle_samples.complete;
+    all.stitched += oracle_samples.stitched;
     all.incomplete += oracle_samples.incomplete;
     all.frames += oracle_samples.frames;
     for (const auto& [k, v] : oracle_samples.failed) all.failed[k] += v;
@@ -239,9 +256,21 @@ int run_replay(const ReplayOptions& options) {
         j["oracle_samples"] = oracle_samples.samples;
         j["decoded"] = all.decoded();
         j["complete"] = all.complete;
+        j["stitched"] = all.stitched;
         j["incomplete"] = all.incomplete;
         j["decoded_pct"] = percent(all.decoded(), all.samples);
+        j["stitched_pct"] = percent(all.stitched, all.samples);
         j["incomplete_pct"] = percent(all.incomplete, all.samples);
+        const StitchStats& stitching = stream.stitch_stats();
+        j["stitching"] = {{"stitched", stitching.stitched}, {"no_snapshot", stitching.no_snapshot},
+                          {"mismatched", stitching.mismatched}, {"walk_failed", stitching.walk_failed}};
+        // The profile's samples alone (the figures above include the validator's).
+        j["profile"] = {{"samples", samples.samples}, {"complete", samples.complete}, {"stitched", samples.stitched},
+                        {"incomplete", samples.incomplete},
+                        {"fragment_bytes_mean", samples.samples ? double(samples.fragment_bytes) / double(samples.samples) : 0.0}};
+        // Stitched validator samples whose trace equals ASGCT's (apart from an interpreted top frame's bci).
+        j["oracle_stitched_pairs"] = stitched_pairs;
+        j["oracle_stitched_agree"] = stitched_agree;
         j["failed"] = all.failed;
         j["frames_per_trace"] = all.decoded() ? double(all.frames) / double(all.decoded()) : 0.0;
         j["decode_ns_median"] = percentile(all.decode_ns, 0.5);
@@ -280,9 +309,14 @@ int run_replay(const ReplayOptions& options) {
     } else {
         fmt::print("samples              {} ({} profile, {} oracle)\n", all.samples, samples.samples,
                    oracle_samples.samples);
-        fmt::print("decoded              {:.2f}% ({} complete, {} incomplete)\n", percent(all.decoded(), all.samples),
-                   all.complete, all.incomplete);
+        fmt::print("decoded              {:.2f}% ({} complete, {} stitched, {} incomplete)\n",
+                   percent(all.decoded(), all.samples), all.complete, all.stitched, all.incomplete);
         fmt::print("incomplete           {:.2f}%\n", percent(all.incomplete, all.samples));
+        if (const StitchStats& st = stream.stitch_stats(); st.stitched + st.no_snapshot + st.mismatched + st.walk_failed) {
+            fmt::print("stitched             {:.2f}% ({}); not stitched: {} without an earlier snapshot, {} with other "
+                       "bytes at the fragment's top, {} whose longer walk did not complete\n",
+                       percent(all.stitched, all.samples), st.stitched, st.no_snapshot, st.mismatched, st.walk_failed);
+        }
         const uint32_t stack_bytes = map.has_vm() ? map.vm().sample_stack_bytes : 0;
         if (const std::string hint = incomplete_hint(all.incomplete, all.samples, stack_bytes); !hint.empty()) {
             fmt::print("                     ({})\n", hint);
@@ -393,6 +427,9 @@ void add_replay(CLI::App& app, int& exit_code) {
         ->allow_extra_args(false);
     cmd->add_option("--exclude", options->exclude, "drop samples with this method or class on the stack; repeatable")
         ->allow_extra_args(false);
+    cmd->add_flag("--no-stitch", options->no_stitch,
+                  "leave walks that run off their fragment incomplete instead of continuing them through the "
+                  "thread's earlier snapshot (docs/decoding.md)");
     cmd->add_flag("--no-incremental", options->no_incremental,
                   "walk every frame of every sample instead of taking over the unchanged lower part of the "
                   "thread's last walk (the same traces; to compare decode speed)");

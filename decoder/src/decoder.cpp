@@ -202,6 +202,7 @@ private:
         if (beyond_end(addr) && fragment_full_ && addr - view_.end() < kMaxStackBeyondFragment) {
             out_.status = TraceStatus::kIncomplete;
             out_.failure = FailReason::kNone;
+            d_.boundary_sp_ = sp_;   // for stitching (StreamDecoder)
             return Step::kStop;
         }
         return fail(otherwise);
@@ -1206,6 +1207,7 @@ Decoder::Decoder(const CodeMap& code_map, DecoderOptions options)
 Decoder::~Decoder() = default;
 
 void Decoder::decode(const Sample& sample, CallTrace& out) {
+    boundary_sp_ = 0;
     if (!options_.incremental) {
         Walk walk(*this, sample, out);
         walk.run();

@@ -1,6 +1,8 @@
 #include "stackfrag/decoder/stream_decoder.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 #include "stackfrag/hotspot/thread_names.hpp"
@@ -41,12 +43,20 @@ bool is_profile_sample(const Event& event) {
 StreamDecoder::StreamDecoder(StreamDecoderOptions options, OnTrace on_trace)
     : options_(options), on_trace_(std::move(on_trace)), decoder_(map_, options.decoder) {}
 
-bool StreamDecoder::decode(const Event& event, bool first_attempt) {
+bool StreamDecoder::decode(Event& event, bool first_attempt) {
     using Clock = std::chrono::steady_clock;
     const auto begin = Clock::now();
     const uint64_t unannounced_before = decoder_.stats().unannounced_code_steps;
-    if (const auto* jvmti = std::get_if<JvmtiTrace>(&event)) trace_from_jvmti(*jvmti, trace_);
-    else decoder_.decode(*sample_of(event), trace_);
+    stitched_ = false;
+    if (const auto* jvmti = std::get_if<JvmtiTrace>(&event)) {
+        trace_from_jvmti(*jvmti, trace_);
+    } else {
+        const Sample& sample = *sample_of(event);
+        decoder_.decode(sample, trace_);
+        if (trace_.status == TraceStatus::kIncomplete && options_.stitch) {
+            stitched_ = stitch(sample, std::holds_alternative<Oracle>(event));
+        }
+    }
     const auto root = roots_.find(trace_.tid);
     if (root != roots_.end()) trace_.root = root->second;
     else trace_.root.clear();
@@ -58,7 +68,89 @@ bool StreamDecoder::decode(const Event& event, bool first_attempt) {
         if (!worth_retrying(event, unannounced_before)) ++retry_stats_.resolved;
     }
     if (on_trace_) on_trace_(event, trace_);
+    remember_image(event);
     return true;
+}
+
+// --- Stitching ---------------------------------------------------------------------------------------
+//
+// A thread deeper than its fragment: the walk stops at a frame (sp = boundary) whose caller lies
+// above the fragment's end. An earlier snapshot of the thread that reached further up saw what lay
+// there then. If it saw the same bytes as this fragment from the boundary (and at least the top
+// stitch_evidence_bytes) up to the end, the frames there have not returned since, as far as any
+// snapshot can tell, and the walk goes on through its bytes above the end. A frame that returned and
+// was re-entered at the same sp leaves other words behind (saved registers, spilled values, locals),
+// and then nothing is stitched; the walk itself still checks every frame it crosses.
+
+bool StreamDecoder::stitch(const Sample& sample, bool oracle) {
+    // Bounds: a thread's image is the stack as deep as it was seen, which a runaway recursion makes
+    // large; the images are kept for the threads that had an incomplete trace only.
+    constexpr size_t kMaxImageBytes = 1u << 20;
+    constexpr size_t kMaxImages = 256;
+    auto found = images_.find(sample.tid);
+    if (found == images_.end()) {
+        // The validator's samples never change what the profile's are decoded with (see consume).
+        if (!oracle) {
+            if (images_.size() >= kMaxImages) images_.clear();
+            images_.emplace(sample.tid, StackImage{});
+        }
+        ++stitch_stats_.no_snapshot;
+        return false;
+    }
+    const StackImage& image = found->second;
+    const uint64_t end = sample.stack_sp + sample.stack.size();
+    const uint64_t image_end = image.sp + image.bytes.size();
+    if (image.bytes.empty() || image.time_ns >= sample.time_ns || image_end <= end ||
+        image_end - sample.stack_sp > kMaxImageBytes) {
+        ++stitch_stats_.no_snapshot;
+        return false;
+    }
+    const uint64_t boundary = decoder_.boundary_sp();
+    const uint64_t evidence = std::min<uint64_t>(options_.stitch_evidence_bytes, sample.stack.size());
+    uint64_t from = end - evidence;
+    if (boundary >= sample.stack_sp && boundary < from) from = boundary;
+    if (from < image.sp || std::memcmp(sample.stack.data() + (from - sample.stack_sp),
+                                       image.bytes.data() + (from - image.sp), end - from) != 0) {
+        ++stitch_stats_.mismatched;
+        return false;
+    }
+    stitch_sample_.time_ns = sample.time_ns;
+    stitch_sample_.pid = sample.pid;
+    stitch_sample_.tid = sample.tid;
+    stitch_sample_.source = sample.source;
+    stitch_sample_.regs = sample.regs;
+    stitch_sample_.stack_sp = sample.stack_sp;
+    stitch_sample_.stack.assign(sample.stack.begin(), sample.stack.end());
+    stitch_sample_.stack.insert(stitch_sample_.stack.end(), image.bytes.begin() + static_cast<ptrdiff_t>(end - image.sp),
+                                image.bytes.end());
+    decoder_.decode(stitch_sample_, stitch_trace_);
+    // The longer walk must agree with this one where both had the bytes, and reach the entry frame.
+    const bool extends = stitch_trace_.status == TraceStatus::kComplete &&
+                         stitch_trace_.frames.size() > trace_.frames.size() &&
+                         std::equal(trace_.frames.begin(), trace_.frames.end(), stitch_trace_.frames.begin());
+    if (!extends) {
+        ++stitch_stats_.walk_failed;
+        return false;
+    }
+    std::swap(trace_, stitch_trace_);
+    trace_.status = TraceStatus::kStitched;
+    ++stitch_stats_.stitched;
+    return true;
+}
+
+// A deep thread's complete or stitched profile sample becomes its image, unless a later one already
+// is (second decodes come late). The fragment is taken, not copied: the event is done with.
+void StreamDecoder::remember_image(Event& event) {
+    auto* sample = std::get_if<Sample>(&event);
+    if (sample == nullptr || (trace_.status != TraceStatus::kComplete && trace_.status != TraceStatus::kStitched)) {
+        return;
+    }
+    auto found = images_.find(sample->tid);
+    if (found == images_.end() || found->second.time_ns > sample->time_ns) return;
+    StackImage& image = found->second;
+    image.time_ns = sample->time_ns;
+    image.sp = sample->stack_sp;
+    image.bytes.swap(stitched_ ? stitch_sample_.stack : sample->stack);
 }
 
 // What a later announcement can change: a failed walk (except for want of a VmInfo or of any
@@ -127,9 +219,14 @@ void StreamDecoder::consume(Event&& event) {
     }
     // An ended thread's last walk is no use to the incremental decoder any more.
     if (const auto* thread = std::get_if<ThreadInfo>(&event)) {
-        if (thread->ended) decoder_.forget_thread(thread->tid);
-        else if (thread->kind == ThreadKind::kJava) roots_.erase(thread->tid);
-        else roots_[thread->tid] = hotspot::native_thread_root(thread->name);
+        if (thread->ended) {
+            decoder_.forget_thread(thread->tid);
+            images_.erase(thread->tid);
+        } else if (thread->kind == ThreadKind::kJava) {
+            roots_.erase(thread->tid);
+        } else {
+            roots_[thread->tid] = hotspot::native_thread_root(thread->name);
+        }
     }
     map_.apply(std::move(event));
 }

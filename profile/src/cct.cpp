@@ -210,7 +210,7 @@ NodeId Cct::thread_node(uint32_t tid) {
 }
 
 std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
-    if (trace.status != TraceStatus::kComplete && trace.status != TraceStatus::kIncomplete) {
+    if (trace.status == TraceStatus::kFailed) {
         counts_.failed++;
         size_t reason = static_cast<size_t>(trace.failure);
         if (reason < counts_.failed_by_reason.size()) counts_.failed_by_reason[reason]++;

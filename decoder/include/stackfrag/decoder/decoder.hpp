@@ -90,6 +90,9 @@ public:
 
     const DecodeStats& stats() const { return stats_; }
     const DecoderOptions& options() const { return options_; }
+    // After an incomplete decode: the sp of the frame whose caller lay beyond the fragment (0 after
+    // any other outcome). What stitching compares (StreamDecoder).
+    uint64_t boundary_sp() const { return boundary_sp_; }
 
 private:
     friend class Walk;
@@ -97,6 +100,7 @@ private:
     const CodeMap& map_;
     DecoderOptions options_;
     DecodeStats stats_;
+    uint64_t boundary_sp_ = 0;
     std::unique_ptr<NativeUnwinder> native_;
     std::unordered_map<uint32_t, std::unique_ptr<detail::ThreadJournals>> journals_;
 };

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "stackfrag/decoder/call_trace.hpp"
 #include "stackfrag/decoder/code_map.hpp"
@@ -38,6 +39,21 @@ struct StreamDecoderOptions {
     // again at once. Bounds the memory they hold (16 KB fragments: 4 MB), for the profile's samples
     // and the validator's (Oracle) each.
     size_t max_waiting_retries = 256;
+    // Stitching (docs/decoding.md §2.7): a walk that runs off the top of its fragment goes on
+    // through the bytes the thread's last complete (or stitched) snapshot saw above the fragment,
+    // if that snapshot saw the same bytes as this one from the boundary frame's sp, and at least
+    // `stitch_evidence_bytes`, up to the fragment's end. Kept for the threads that had an
+    // incomplete trace only, at most one snapshot each.
+    bool stitch = true;
+    size_t stitch_evidence_bytes = 256;
+};
+
+// What became of the incomplete walks (before stitching; the profile's samples and the validator's).
+struct StitchStats {
+    uint64_t stitched = 0;      // completed with the thread's earlier snapshot: TraceStatus::kStitched
+    uint64_t no_snapshot = 0;   // no earlier complete snapshot of the thread reaching further up
+    uint64_t mismatched = 0;    // the earlier snapshot saw other bytes between the boundary and the end
+    uint64_t walk_failed = 0;   // the bytes matched, but the longer walk did not reach the entry frame
 };
 
 // How the second decodes went.
@@ -72,13 +88,24 @@ public:
     uint64_t period_ns() const { return map_.has_vm() ? map_.vm().sample_period_ns : 0; }
     size_t deferred() const { return pending_.size() + retries_.size() + oracle_retries_.size(); }
     const RetryStats& retry_stats() const { return retry_stats_; }
+    const StitchStats& stitch_stats() const { return stitch_stats_; }
     // How long the decode behind the current on_trace call took (for speed reports).
     uint64_t last_decode_ns() const { return last_decode_ns_; }
 
 private:
+    // The bytes of a thread's stack as its last complete or stitched snapshot saw them.
+    struct StackImage {
+        uint64_t time_ns = 0;
+        uint64_t sp = 0;
+        std::vector<uint8_t> bytes;
+    };
+
     // Decodes and hands the trace on; on a first attempt that should be retried, keeps it back and
-    // says so (false).
-    bool decode(const Event& event, bool first_attempt);
+    // says so (false). Takes the sample's fragment as the thread's stack image when it serves.
+    bool decode(Event& event, bool first_attempt);
+    // After an incomplete walk of `sample`: the stitched trace in trace_ (true) or trace_ unchanged.
+    bool stitch(const Sample& sample, bool oracle);
+    void remember_image(Event& event);
     bool worth_retrying(const Event& event, uint64_t unannounced_before) const;
     // Second decodes of the samples the stream is now retry_ns past (of the oracles only, unless
     // `profile_too`).
@@ -99,6 +126,12 @@ private:
     std::deque<Event> retries_;
     std::deque<Event> oracle_retries_;
     RetryStats retry_stats_;
+    // Stitching: per thread that had an incomplete trace, its image; the longer sample and its walk.
+    std::unordered_map<uint32_t, StackImage> images_;
+    Sample stitch_sample_;
+    CallTrace stitch_trace_;
+    bool stitched_ = false;   // trace_ is stitched; its bytes are in stitch_sample_
+    StitchStats stitch_stats_;
     uint64_t last_decode_ns_ = 0;
     uint64_t latest_sample_ns_ = 0;
     uint64_t next_forget_ns_ = 0;
