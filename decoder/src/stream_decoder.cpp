@@ -11,6 +11,11 @@ namespace sf {
 
 namespace {
 
+// Stitching's bounds: a thread's image is its stack as deep as it was seen, which a runaway
+// recursion makes large.
+constexpr size_t kMaxImageBytes = 1u << 20;
+constexpr size_t kMaxImages = 256;
+
 const Sample* sample_of(const Event& event) {
     if (const auto* s = std::get_if<Sample>(&event)) return s;
     if (const auto* o = std::get_if<Oracle>(&event)) return &o->sample;
@@ -54,7 +59,7 @@ bool StreamDecoder::decode(Event& event, bool first_attempt) {
         const Sample& sample = *sample_of(event);
         decoder_.decode(sample, trace_);
         if (trace_.status == TraceStatus::kIncomplete && options_.stitch) {
-            stitched_ = stitch(sample, std::holds_alternative<Oracle>(event));
+            stitched_ = stitch(sample);
         }
     }
     const auto root = roots_.find(trace_.tid);
@@ -82,18 +87,9 @@ bool StreamDecoder::decode(Event& event, bool first_attempt) {
 // was re-entered at the same sp leaves other words behind (saved registers, spilled values, locals),
 // and then nothing is stitched; the walk itself still checks every frame it crosses.
 
-bool StreamDecoder::stitch(const Sample& sample, bool oracle) {
-    // Bounds: a thread's image is the stack as deep as it was seen, which a runaway recursion makes
-    // large; the images are kept for the threads that had an incomplete trace only.
-    constexpr size_t kMaxImageBytes = 1u << 20;
-    constexpr size_t kMaxImages = 256;
+bool StreamDecoder::stitch(const Sample& sample) {
     auto found = images_.find(sample.tid);
     if (found == images_.end()) {
-        // The validator's samples never change what the profile's are decoded with (see consume).
-        if (!oracle) {
-            if (images_.size() >= kMaxImages) images_.clear();
-            images_.emplace(sample.tid, StackImage{});
-        }
         ++stitch_stats_.no_snapshot;
         return false;
     }
@@ -138,15 +134,21 @@ bool StreamDecoder::stitch(const Sample& sample, bool oracle) {
     return true;
 }
 
-// A deep thread's complete or stitched profile sample becomes its image, unless a later one already
-// is (second decodes come late). The fragment is taken, not copied: the event is done with.
+// A complete or stitched profile sample becomes its thread's image, unless a later one already is
+// (second decodes come late). The fragment is taken, not copied: the event is done with. The
+// validator's samples never do: the live profile does not decode them (see consume).
 void StreamDecoder::remember_image(Event& event) {
     auto* sample = std::get_if<Sample>(&event);
     if (sample == nullptr || (trace_.status != TraceStatus::kComplete && trace_.status != TraceStatus::kStitched)) {
         return;
     }
     auto found = images_.find(sample->tid);
-    if (found == images_.end() || found->second.time_ns > sample->time_ns) return;
+    if (found == images_.end()) {
+        // Bounded: threads whose end was never announced must not pile up.
+        if (images_.size() >= kMaxImages) return;
+        found = images_.emplace(sample->tid, StackImage{}).first;
+    }
+    if (found->second.time_ns > sample->time_ns) return;
     StackImage& image = found->second;
     image.time_ns = sample->time_ns;
     image.sp = sample->stack_sp;

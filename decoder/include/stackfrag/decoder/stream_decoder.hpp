@@ -42,8 +42,7 @@ struct StreamDecoderOptions {
     // Stitching (docs/decoding.md §2.7): a walk that runs off the top of its fragment goes on
     // through the bytes the thread's last complete (or stitched) snapshot saw above the fragment,
     // if that snapshot saw the same bytes as this one from the boundary frame's sp, and at least
-    // `stitch_evidence_bytes`, up to the fragment's end. Kept for the threads that had an
-    // incomplete trace only, at most one snapshot each.
+    // `stitch_evidence_bytes`, up to the fragment's end. One snapshot per thread, for at most 256.
     bool stitch = true;
     size_t stitch_evidence_bytes = 256;
 };
@@ -104,7 +103,7 @@ private:
     // says so (false). Takes the sample's fragment as the thread's stack image when it serves.
     bool decode(Event& event, bool first_attempt);
     // After an incomplete walk of `sample`: the stitched trace in trace_ (true) or trace_ unchanged.
-    bool stitch(const Sample& sample, bool oracle);
+    bool stitch(const Sample& sample);
     void remember_image(Event& event);
     bool worth_retrying(const Event& event, uint64_t unannounced_before) const;
     // Second decodes of the samples the stream is now retry_ns past (of the oracles only, unless
@@ -126,7 +125,7 @@ private:
     std::deque<Event> retries_;
     std::deque<Event> oracle_retries_;
     RetryStats retry_stats_;
-    // Stitching: per thread that had an incomplete trace, its image; the longer sample and its walk.
+    // Stitching: per thread, its image; the longer sample and its walk.
     std::unordered_map<uint32_t, StackImage> images_;
     Sample stitch_sample_;
     CallTrace stitch_trace_;
