@@ -119,6 +119,7 @@ LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
       filter_(settings_.filter) {
     stream_ = std::make_unique<StreamDecoder>(settings_.decoder, [this](const Event& event, const CallTrace& trace) {
         if (settings_.on_trace) settings_.on_trace(event, trace, stream_->last_decode_ns());
+        if (settings_.watch_trace) settings_.watch_trace(event, trace);
         // Off-CPU samples count blockings, not CPU time: their own tree, each switch weighing one.
         // focus= / exclude= apply to it as to the on-CPU tree (its drops are not counted there).
         if (is_switch_sample(event)) {
@@ -180,9 +181,11 @@ void LiveProfile::wake_if_idle() {
 
 void LiveProfile::batch_end() {
     // interval=auto steers the rate from the decoded traces (on_trace): it gets them every cycle.
-    if (settings_.on_trace || queued_bytes_.load(std::memory_order_relaxed) >= kWakeBytes || !backlog_.empty()) {
+    if (settings_.on_trace || full_fragment_seen_ || queued_bytes_.load(std::memory_order_relaxed) >= kWakeBytes ||
+        !backlog_.empty()) {
         wake_if_idle();
     }
+    full_fragment_seen_ = false;
 }
 
 std::chrono::nanoseconds LiveProfile::idle_wait() const {
@@ -220,6 +223,7 @@ void LiveProfile::observe(Event&& event) {
             // A sample may be dropped (the profile is a statistic); it must not overtake the
             // metadata still waiting in the backlog.
             const size_t bytes = stack_bytes_of(event);
+            if (bytes != 0 && bytes == settings_.wake_on_fragment_bytes) full_fragment_seen_ = true;
             if (!backlog_.empty() || queued_bytes_.load(std::memory_order_relaxed) + bytes > settings_.queue_bytes) {
                 dropped_.fetch_add(1, std::memory_order_relaxed);
                 return;
@@ -294,6 +298,9 @@ void LiveProfile::run() {
 void LiveProfile::consume(Event&& event) {
     if (broken_) return;
     try {
+        if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && thread->ended && settings_.on_thread_end) {
+            settings_.on_thread_end(thread->tid);
+        }
         stream_->consume(std::move(event));
     } catch (const std::bad_alloc&) {
         // The decoder's map and the tree are not to be trusted after a failed allocation midway.
@@ -560,6 +567,7 @@ LiveCounts LiveProfile::counts(size_t top) const {
     if (out.decoder_running) return out;
     out.stack_bytes = stream_ && stream_->code_map().has_vm() ? stream_->code_map().vm().sample_stack_bytes : 0;
     if (stream_) out.retried = stream_->retry_stats();
+    if (stream_) out.stitching = stream_->stitch_stats();
     profile::TraceCounts all = past_counts_;
     const profile::TraceCounts& now = cct_->trace_counts();
     all.added += now.added;
@@ -628,6 +636,9 @@ std::string LiveProfile::summary_text(size_t top) const {
     if (c.retried.retried != 0) {
         out += "\n  decoded again once later code announcements were in (failed or through unannounced code): " +
                std::to_string(c.retried.retried) + ", of which " + std::to_string(c.retried.resolved) + " resolved";
+    }
+    if (c.stitching.stitched != 0) {
+        out += "\n  stitched (completed with the thread's earlier snapshot): " + std::to_string(c.stitching.stitched);
     }
     if (c.metadata_dropped != 0) out += "\n  code events dropped by the live queue: " + std::to_string(c.metadata_dropped);
     if (!filter_.empty()) {

@@ -68,6 +68,14 @@ struct LiveSettings {
     // Called on the decoder thread for every trace the stream decoder produces, with how long its
     // decode took, before the profile takes it (interval=auto watches the top frames).
     std::function<void(const Event&, const CallTrace&, uint64_t decode_ns)> on_trace;
+    // The same, for watchers that need no answer within a reader cycle (stack=auto): the reader
+    // does not wake the decoder thread every cycle for them. And each thread's end, from the stream.
+    std::function<void(const Event&, const CallTrace&)> watch_trace;
+    std::function<void(uint32_t tid)> on_thread_end;
+    // stack=auto: a sample whose fragment has this many bytes (full at the start size: its thread
+    // may be deeper) wakes the decoder at the end of the reader's cycle instead of after ~256
+    // samples or a second, so that a deep thread's fragment grows within tens of milliseconds.
+    uint32_t wake_on_fragment_bytes = 0;
     // focus= / exclude=: samples it drops are decoded and counted, never added to the tree.
     profile::TraceFilter filter;
     // push=: called on the decoder thread with each period's on-CPU tree (its info() filled as
@@ -96,6 +104,7 @@ struct LiveCounts {
     profile::FilterCounts filtered;   // decoded samples the filter dropped (in decoded, not in the tree)
     std::map<std::string, uint64_t> failed_by_reason;
     RetryStats retried;            // samples decoded a second time, after late code announcements
+    StitchStats stitching;         // incomplete walks completed with an earlier snapshot (in decoded)
     std::vector<std::pair<std::string, uint64_t>> top_self;   // method/symbol, self samples; most first
     uint64_t files_written = 0;
     uint64_t write_errors = 0;
@@ -201,6 +210,7 @@ private:
     uint64_t interval_start_ns_ = 0;
     uint64_t next_rotation_ns_ = 0;
     bool broken_ = false;   // out of memory once: events are drained and discarded
+    bool full_fragment_seen_ = false;   // reader thread: see LiveSettings::wake_on_fragment_bytes
     profile::TraceCounts past_counts_;
     std::map<std::string, uint64_t> past_self_;
     uint64_t files_written_ = 0;

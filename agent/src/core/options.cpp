@@ -52,9 +52,15 @@ bool apply_budget(std::string_view value, AgentOptions& options) {
 }
 
 bool apply_stack(std::string_view value, AgentOptions& options) {
+    if (value == "auto") {
+        options.stack_bytes = AgentOptions{}.stack_bytes;
+        options.stack_auto = true;
+        return true;
+    }
     uint32_t bytes = 0;
     if (!parse_u32(value, bytes) || bytes == 0 || bytes % 8 != 0 || bytes > 65528) return false;
     options.stack_bytes = bytes;
+    options.stack_auto = false;
     return true;
 }
 
@@ -218,7 +224,7 @@ bool apply_action(std::string_view value, AgentOptions& options) {
 constexpr OptionSpec kOptions[] = {
     {"interval", false, false, "a duration like 100us, 1ms, 10ms, or auto", apply_interval},
     {"budget", false, false, "a percentage from 0.01% to 50% (default 1%)", apply_budget},
-    {"stack", false, false, "a number of bytes, a multiple of 8 from 8 to 65528 (default 16384)", apply_stack},
+    {"stack", false, false, "auto (the default: 16384, up to 65528 for deep threads) or a number of bytes, a multiple of 8 from 8 to 65528", apply_stack},
     {"clock", false, false, "task or cpu", apply_clock},
     {"ring", false, false, "a number of pages, a power of two from 1 to 65536 (default: 10 ms of samples, 128 to 1024)", apply_ring},
     {"mode", false, false, "thread, cpu or jvmti", apply_mode},
@@ -357,7 +363,8 @@ std::string describe(const AgentOptions& options) {
                           ? "interval=auto(from " + std::to_string(options.interval_ns) + "ns),budget=" +
                                 std::to_string(options.budget_percent).substr(0, 4) + "%"
                           : "interval=" + std::to_string(options.interval_ns) + "ns";
-    out += ",stack=" + std::to_string(options.stack_bytes);
+    out += options.stack_auto ? ",stack=auto(from " + std::to_string(options.stack_bytes) + ")"
+                              : ",stack=" + std::to_string(options.stack_bytes);
     out += options.clock == kernel::ClockKind::kTask ? ",clock=task" : ",clock=cpu";
     out += ",ring=" + std::to_string(options.sampling_config().ring_pages);
     out += options.mode == SamplingMode::kThread ? ",mode=thread"

@@ -30,7 +30,10 @@ struct AgentOptions {
     uint64_t interval_ns = 1'000'000;
     bool interval_auto = false;   // interval=auto: each thread's period adapts (starts at interval_ns)
     double budget_percent = 1.0;  // interval=auto: CPU share sampling may cost, in percent
-    uint32_t stack_bytes = 16384;
+    uint32_t stack_bytes = 16384;   // per sample; with stack_auto, what each thread starts with
+    // stack=auto (the default): a thread whose samples run off the fragment is sampled with up to
+    // 65528 bytes until they stop (needs the live profile's decoder: file=).
+    bool stack_auto = true;
     kernel::ClockKind clock = kernel::ClockKind::kTask;
     uint32_t ring_pages = 0;      // 0: sized from interval and stack (auto_ring_pages)
     SamplingMode mode = SamplingMode::kThread;

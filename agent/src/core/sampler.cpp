@@ -59,7 +59,7 @@ bool is_persistent(const Error& error) {
 }  // namespace
 
 struct Sampler::Request {
-    enum class Kind { kOpen, kEnd, kPeriod } kind = Kind::kOpen;
+    enum class Kind { kOpen, kEnd, kPeriod, kStack } kind = Kind::kOpen;
     pid_t tid = 0;
     std::unique_ptr<kernel::PerfEvent> event;      // owns the ring: the clock event, else the switch event
     std::unique_ptr<kernel::PerfEvent> switches;   // a switch event writing into `event`'s ring
@@ -67,6 +67,7 @@ struct Sampler::Request {
     bool takes_switches = false;                   // the ring receives switch samples
     bool enable_on_open = false;   // opened before the reader ran: nobody could have read it
     uint64_t period_ns = 0;        // kPeriod
+    uint32_t stack_bytes = 0;      // kStack
     // kOpen: from before the event is enabled until the reader has added its ring, the ring's
     // samples are nowhere the reader looks; this keeps it from releasing past them meanwhile.
     std::unique_ptr<EventQueue::InFlight> not_yet_read;
@@ -78,6 +79,9 @@ struct Sampler::Ring {
     std::unique_ptr<kernel::PerfEvent> switches;
     bool clock = true;
     bool takes_switches = false;
+    uint32_t stack_bytes = 0;   // 0: the configured size
+    uint32_t ring_pages = 0;    // 0: the configured size
+    uint64_t period_ns = 0;     // 0: the configured period (interval=auto changes it)
     Status enable() {
         Status enabled = event->enable();
         if (enabled.ok() && switches) enabled = switches->enable();
@@ -331,6 +335,15 @@ void Sampler::request_period(pid_t tid, uint64_t period_ns) {
     wake();   // applied at once, not at the next idle poll (50 ms at slow rates)
 }
 
+void Sampler::request_stack(pid_t tid, uint32_t bytes) {
+    auto* request = new Request;
+    request->kind = Request::Kind::kStack;
+    request->tid = tid;
+    request->stack_bytes = bytes;
+    requests_.push(request);
+    wake();
+}
+
 void Sampler::wake() {
     if (reader_started_.load(std::memory_order_acquire)) (void)poller_->wake();
 }
@@ -396,6 +409,8 @@ void Sampler::apply_requests() {
             open_ring(*request);
         } else if (request->kind == Request::Kind::kPeriod) {
             set_period(request->tid, request->period_ns);
+        } else if (request->kind == Request::Kind::kStack) {
+            set_stack(request->tid, request->stack_bytes);
         } else {
             ended.push_back(request->tid);
         }
@@ -413,6 +428,94 @@ void Sampler::set_period(pid_t tid, uint64_t period_ns) {
     if (!ring.clock) return;
     Status set = ring.event->set_period(period_ns);
     if (!set.ok()) SF_LOG_WARN("interval=auto: %s", set.error().describe().c_str());
+    else ring.period_ns = period_ns;
+}
+
+// Runs in apply_requests, before the cycle's drains begin: the old ring's last samples and the new
+// ring's first ones are all taken before drains_began, so the hold-back orders them like any others.
+void Sampler::set_stack(pid_t tid, uint32_t bytes) {
+    auto found = ring_of_tid_.find(tid);
+    if (found == ring_of_tid_.end()) return;   // ended meanwhile
+    Ring& ring = *rings_.at(found->second);
+    const uint32_t now_bytes = ring.stack_bytes != 0 ? ring.stack_bytes : config_.stack_bytes;
+    const uint32_t now_pages = ring.ring_pages != 0 ? ring.ring_pages : config_.ring_pages;
+    if (bytes == now_bytes || (bytes > now_bytes && stack_growth_failed_)) return;
+    kernel::SamplingConfig config = config_;
+    config.stack_bytes = bytes;
+    if (ring.period_ns != 0) config.period_ns = ring.period_ns;
+    // As much time of samples as the configured ring holds at the configured size: the pages grow
+    // with the record, up to 4 MB (or the configured ring, if larger).
+    const double scale = static_cast<double>(kernel::sample_record_bytes(bytes)) /
+                         static_cast<double>(kernel::sample_record_bytes(config_.stack_bytes));
+    const uint32_t cap = std::max<uint32_t>(config_.ring_pages, 1024);
+    config.ring_pages = config_.ring_pages;
+    while (config.ring_pages < cap && config.ring_pages < scale * config_.ring_pages) config.ring_pages *= 2;
+    auto open = [&](kernel::SamplingConfig& c, std::unique_ptr<kernel::PerfEvent>& event,
+                    std::unique_ptr<kernel::PerfEvent>& switches) -> Status {
+        if (ring.clock) {
+            Result<kernel::PerfEvent> opened = kernel::PerfEvent::open_thread(tid, c);
+            if (!opened.ok()) return std::move(opened).take_error();
+            event = std::make_unique<kernel::PerfEvent>(std::move(opened).value());
+        }
+        if (ring.takes_switches) {
+            Result<kernel::PerfEvent> opened = kernel::PerfEvent::open_thread_switches(tid, c, event.get());
+            if (!opened.ok()) return std::move(opened).take_error();
+            (event ? switches : event) = std::make_unique<kernel::PerfEvent>(std::move(opened).value());
+        }
+        return {};
+    };
+    std::unique_ptr<kernel::PerfEvent> event, switches;
+    Status opened = open(config, event, switches);
+    if (!opened.ok() && opened.error().sys_errno != ESRCH && config.ring_pages != now_pages) {
+        // The larger ring may be over perf_event_mlock_kb: the current ring's size may still do.
+        kernel::SamplingConfig same_ring = config;
+        same_ring.ring_pages = now_pages;
+        if (kernel::validate(same_ring).ok()) {
+            switches.reset();
+            event.reset();
+            if (open(same_ring, event, switches).ok()) {
+                opened = Status{};
+                config = same_ring;
+            }
+        }
+    }
+    if (!opened.ok()) {
+        if (opened.error().sys_errno == ESRCH) return;   // the thread is gone: its end is on the way
+        if (bytes > now_bytes) {
+            stack_growth_failed_ = true;
+            SF_LOG_WARN("stack=auto: cannot reopen thread %d's events with %u-byte fragments, so no thread's "
+                        "fragment grows beyond %u bytes (raise kernel.perf_event_mlock_kb or ulimit -l, or give "
+                        "ring= smaller): %s",
+                        tid, bytes, now_bytes, opened.error().describe().c_str());
+        } else {
+            SF_LOG_WARN("stack=auto: cannot reopen thread %d's events: %s", tid, opened.error().describe().c_str());
+        }
+        return;
+    }
+    // Old off, new on, then the old ring's last samples read: nothing taken is lost, and no moment
+    // is sampled twice.
+    ring.disable();
+    Status enabled = event->enable();
+    if (enabled.ok() && switches) enabled = switches->enable();
+    if (!enabled.ok()) {
+        SF_LOG_WARN("stack=auto: %s", enabled.error().describe().c_str());
+        (void)ring.enable();   // keep sampling with the old events
+        return;
+    }
+    converter_->begin(ring.tid, monotonic_ns(), ring.takes_switches);
+    ring.event->ring().drain(*converter_);
+    if (poller_) {
+        (void)poller_->remove(ring.event->fd());
+        Status added = poller_->add(event->fd(), found->second);
+        if (!added.ok()) SF_LOG_WARN("cannot wait on the ring of thread %d: %s", tid, added.error().describe().c_str());
+    }
+    ring.switches.reset();   // before the ring it writes into
+    ring.event = std::move(event);
+    ring.switches = std::move(switches);
+    ring.stack_bytes = bytes;
+    ring.ring_pages = config.ring_pages;
+    stack_reopens_.fetch_add(1, std::memory_order_relaxed);
+    SF_LOG_DEBUG("stack=auto: thread %d samples %u bytes of stack (ring %u pages)", tid, bytes, config.ring_pages);
 }
 
 void Sampler::drain_ring(Ring& ring, uint64_t now_ns) {
@@ -538,6 +641,7 @@ SamplerStats Sampler::stats() const {
     stats.threads_opened = threads_opened_.load(std::memory_order_relaxed);
     stats.threads_closed = threads_closed_.load(std::memory_order_relaxed);
     stats.open_failures = open_failures_.load(std::memory_order_relaxed);
+    stats.stack_reopens = stack_reopens_.load(std::memory_order_relaxed);
     stats.reader_cpu_ns = reader_cpu_ns_.load(std::memory_order_relaxed);
     stats.cycles = published_cycles_.load(std::memory_order_relaxed);
     stats.early_cycles = published_early_cycles_.load(std::memory_order_relaxed);

@@ -29,6 +29,7 @@ struct SamplerStats {
     uint64_t threads_opened = 0;    // perf events opened for threads (or CPUs)
     uint64_t threads_closed = 0;
     uint64_t open_failures = 0;
+    uint64_t stack_reopens = 0;     // stack=auto: events reopened with another fragment size
     uint64_t reader_cpu_ns = 0;     // the reader thread's CPU time, once it has stopped
     // What the reader did, once it has stopped: its cycles, how many of them a ring's watermark
     // (a ring filling faster than the cadence drains it) or a wake() brought early, and how many
@@ -75,6 +76,12 @@ public:
     // Any thread, never waits: the reader sets the clock event of `tid` to `period_ns` at its
     // next cycle (interval=auto); a thread without a clock event is left alone.
     void request_period(pid_t tid, uint64_t period_ns);
+    // Any thread, never waits (stack=auto): the reader reopens the events of `tid` with `bytes` of
+    // stack per sample, and a ring sized to hold as much time of samples, at its next cycle. The
+    // samples already in the old ring are read first; the period restarts on the new event. If the
+    // kernel refuses the larger ring (perf_event_mlock_kb) the old ring's size is tried, and if
+    // that fails too, no thread grows any more (logged once).
+    void request_stack(pid_t tid, uint32_t bytes);
 
     // Stops the reader after a final drain of rings, oracle and queue, closes every event and
     // finishes the writer. Waits at most `timeout_ms` for the reader; returns false if it did not
@@ -106,6 +113,7 @@ private:
     Status open_switches(pid_t tid, Request& request);
     void close_ring(uint64_t key);
     void set_period(pid_t tid, uint64_t period_ns);
+    void set_stack(pid_t tid, uint32_t bytes);
     void drain_rings(const std::vector<kernel::RingReady>& ready);
     void drain_ring(Ring& ring, uint64_t now_ns);
     void collect();
@@ -130,6 +138,8 @@ private:
     std::atomic<uint64_t> threads_opened_{0};
     std::atomic<uint64_t> threads_closed_{0};
     std::atomic<uint64_t> open_failures_{0};
+    std::atomic<uint64_t> stack_reopens_{0};
+    bool stack_growth_failed_ = false;   // reader: a larger ring was refused
     std::atomic<uint64_t> reader_cpu_ns_{0};
     bool clock_events_ = true;
     bool switch_events_ = false;

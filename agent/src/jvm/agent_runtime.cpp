@@ -35,6 +35,7 @@
 #include "periodic_poll.hpp"
 #include "profile_push.hpp"
 #include "auto_interval.hpp"
+#include "auto_stack.hpp"
 #include "sampler.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "stream_writer.hpp"
@@ -232,6 +233,14 @@ public:
     // Which backend samples: "perf", or "signal (why)".
     std::string backend_text() const { return backend_.text(); }
 
+    // stack=auto's part of the stop summary.
+    std::string stack_text() const {
+        if (!auto_stack_) return "";
+        return "\n  stack=auto: fragments grew " + std::to_string(auto_stack_->grown()) + " times, shrank " +
+               std::to_string(auto_stack_->shrunk()) + " times (" + std::to_string(sampler_->stats().stack_reopens) +
+               " reopens)";
+    }
+
     std::string status_text() const {
         const bool running = live_.load(std::memory_order_acquire) && !shut_down_.load();
         std::string text = std::string("running: ") + (running ? "yes" : "no") + "\n";
@@ -290,7 +299,7 @@ private:
         }
     }
 
-    // The live profile live_settings_from asks for, with interval=auto's and push='s callbacks.
+    // The live profile live_settings_from asks for, with interval=auto's, stack=auto's and push='s callbacks.
     void create_live_profile() {
         std::optional<LiveSettings> wanted = live_settings_from(options_, static_cast<uint32_t>(getpid()));
         if (!wanted) {
@@ -310,6 +319,15 @@ private:
             settings.on_trace = [this](const Event& event, const CallTrace& trace, uint64_t decode_ns) {
                 auto_interval_->on_trace(event, trace, decode_ns);
             };
+        }
+        if (options_.stack_auto && options_.mode == SamplingMode::kThread) {
+            // Which samples ran off their fragment only the decoder knows: stack=auto needs live decoding.
+            StackControllerSettings deep;
+            deep.base_bytes = options_.stack_bytes;
+            auto_stack_ = std::make_unique<AutoStack>(deep, *sampler_);
+            settings.watch_trace = [this](const Event& event, const CallTrace& trace) { auto_stack_->on_trace(event, trace); };
+            settings.on_thread_end = [this](uint32_t tid) { auto_stack_->on_thread_end(tid); };
+            settings.wake_on_fragment_bytes = options_.stack_bytes;
         }
         if (!options_.push_url.empty()) {
             pusher_ = std::make_unique<ProfilePusher>(push_settings_from(options_, system_property("sun.java.command")));
@@ -334,7 +352,8 @@ private:
         try {   // runs in VMDeath or an attach: nothing may escape into the JVM
             if (reader_stopped) {
                 live_profile_->stop(kShutdownTimeoutMs, final_file);
-                SF_LOG_INFO("%s\n  backend: %s", live_profile_->summary_text().c_str(), backend_text().c_str());
+                SF_LOG_INFO("%s\n  backend: %s%s", live_profile_->summary_text().c_str(), backend_text().c_str(),
+                            stack_text().c_str());
             } else if (!final_file.empty() || !options_.file.empty()) {
                 // The reader still runs (and feeds the queue): the profile so far is all that can be written.
                 (void)live_profile_->dump(final_file, kShutdownTimeoutMs);
@@ -708,6 +727,7 @@ private:
     std::string kernel_unsampled_;                    // why kernel-mode ticks are not sampled ("" when they are)
     std::unique_ptr<TaskWatcher> task_watcher_;       // threads=all
     std::unique_ptr<AutoInterval> auto_interval_;   // interval=auto; fed by the live profile's thread
+    std::unique_ptr<AutoStack> auto_stack_;         // stack=auto; fed by the live profile's thread
     std::unique_ptr<VmCapture> capture_;
     ModuleTracker modules_;   // go_live, then the code-poll thread only
     PeriodicPoll code_poll_{std::chrono::milliseconds(kCodePollIntervalMs),

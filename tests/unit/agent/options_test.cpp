@@ -27,6 +27,7 @@ TEST_CASE("no options give the documented defaults") {
         const AgentOptions options = parse_ok(text);
         CHECK(options.interval_ns == 1'000'000);
         CHECK(options.stack_bytes == 16384);
+        CHECK(options.stack_auto);
         CHECK(options.clock == ClockKind::kTask);
         CHECK(options.ring_pages == 0);
         CHECK(options.mode == SamplingMode::kThread);
@@ -50,7 +51,11 @@ TEST_CASE("interval accepts the durations parse_interval accepts") {
     }
 }
 
-TEST_CASE("stack takes a multiple of 8 up to 65528") {
+TEST_CASE("stack takes auto or a multiple of 8 up to 65528") {
+    CHECK(parse_ok("stack=auto").stack_auto);
+    CHECK(parse_ok("stack=auto").stack_bytes == 16384);
+    CHECK_FALSE(parse_ok("stack=16384").stack_auto);
+    CHECK(parse_ok("stack=65528,stack=auto").stack_auto);
     CHECK(parse_ok("stack=8").stack_bytes == 8);
     CHECK(parse_ok("stack=4096").stack_bytes == 4096);
     CHECK(parse_ok("stack=65528").stack_bytes == 65528);
@@ -59,6 +64,7 @@ TEST_CASE("stack takes a multiple of 8 up to 65528") {
         CHECK(contains(message, "bad value '" + std::string(bad) + "' for stack: expected"));
         CHECK(contains(message, "multiple of 8"));
         CHECK(contains(message, "65528"));
+        CHECK(contains(message, "auto"));
     }
 }
 

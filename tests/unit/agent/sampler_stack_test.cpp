@@ -1,0 +1,148 @@
+// stack=auto's reader side: request_stack reopens a thread's perf event with another fragment size
+// while it runs; the samples already taken are read, the stream stays in time order.
+#include <catch2/catch.hpp>
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent_test_threads.hpp"
+#include "clock.hpp"
+#include "sampler.hpp"
+#include "stackfrag/events/recording.hpp"
+
+using namespace sf;
+using namespace sf::agent;
+
+namespace {
+
+// A thread that spins 96 KB deep in its stack, so that every fragment up to 65528 bytes is full.
+class DeepSpinner {
+public:
+    explicit DeepSpinner(Sampler& sampler) : thread_([this, &sampler] { descend(96, sampler); }) {
+        while (!running_.load(std::memory_order_acquire)) std::this_thread::yield();
+    }
+    ~DeepSpinner() { stop(); }
+    pid_t tid() const { return tid_.load(); }
+    bool added() const { return added_.load(); }
+    void stop() {
+        stop_.store(true);
+        if (thread_.joinable()) thread_.join();
+    }
+    void wait_for_cpu_ms(uint64_t ms) {
+        const uint64_t until = cpu_ns() + ms * 1'000'000u;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (cpu_ns() < until && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    uint64_t cpu_ns() {
+        clockid_t clock{};
+        timespec ts{};
+        if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0 || clock_gettime(clock, &ts) != 0) return 0;
+        return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+    }
+
+private:
+    __attribute__((noinline)) void descend(int depth, Sampler& sampler) {
+        volatile char pad[1024];
+        pad[0] = static_cast<char>(depth);
+        if (depth > 0) {
+            descend(depth - 1, sampler);
+        } else {
+            tid_.store(static_cast<pid_t>(syscall(SYS_gettid)));
+            added_.store(sampler.add_thread(tid_.load()).ok());
+            running_.store(true, std::memory_order_release);
+            volatile uint64_t x = 1;
+            while (!stop_.load(std::memory_order_relaxed)) x = x * 6364136223846793005ULL + 1;
+        }
+        pad[1] = pad[0];
+    }
+
+    std::atomic<pid_t> tid_{0};
+    std::atomic<bool> added_{false};
+    std::atomic<bool> running_{false};
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+void wait_for_reopens(const Sampler& sampler, uint64_t n) {
+    for (int waited = 0; waited < 500 && sampler.stats().stack_reopens < n; ++waited) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("request_stack reopens a running thread's event with another fragment size, in order, losing nothing") {
+    const std::string path = "/tmp/sf-agent-sampler-stack-" + std::to_string(getpid()) + ".sfr";
+    std::remove(path.c_str());
+    RecordingHeader header;
+    header.pid = static_cast<uint32_t>(getpid());
+    Result<std::unique_ptr<RecordingWriter>> created = RecordingWriter::create(path, header);
+    REQUIRE(created.ok());
+    EventQueue queue;
+    StreamWriter writer(std::move(created).value());
+    kernel::SamplingConfig config;
+    config.period_ns = 1'000'000;
+    Sampler sampler(config, queue, writer, nullptr);
+    REQUIRE(sampler.start().ok());
+    DeepSpinner spinner(sampler);
+    REQUIRE(spinner.added());
+    const pid_t tid = spinner.tid();
+
+    spinner.wait_for_cpu_ms(100);
+    sampler.request_stack(tid, 65528);
+    wait_for_reopens(sampler, 1);
+    REQUIRE(sampler.stats().stack_reopens == 1);
+    spinner.wait_for_cpu_ms(100);
+    sampler.request_stack(tid, 16384);
+    wait_for_reopens(sampler, 2);
+    REQUIRE(sampler.stats().stack_reopens == 2);
+    sampler.request_stack(tid, 16384);   // no change: nothing reopened
+    spinner.wait_for_cpu_ms(100);
+    const uint64_t cpu_ns = spinner.cpu_ns();
+    sampler.end_thread(tid);
+    for (int waited = 0; waited < 200 && sampler.stats().threads_closed == 0; ++waited) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const uint64_t cpu_at_close = spinner.cpu_ns();
+    spinner.stop();
+    REQUIRE(sampler.stop(3000));
+    CHECK(sampler.stats().stack_reopens == 2);
+
+    // The fragment sizes in stream order: 16384..., 65416..., 16384...
+    Result<std::unique_ptr<RecordingReader>> reader = RecordingReader::open(path);
+    REQUIRE(reader.ok());
+    std::vector<size_t> phases;   // the distinct sizes, one entry per run of equal sizes
+    uint64_t samples = 0, lost = 0, last_time = 0;
+    bool ordered = true;
+    while (std::optional<Event> event = (*reader)->next()) {
+        if (time_of(*event) < last_time) ordered = false;
+        last_time = std::max(last_time, time_of(*event));
+        if (const auto* sample = std::get_if<Sample>(&*event); sample && sample->tid == static_cast<uint32_t>(tid)) {
+            ++samples;
+            if (phases.empty() || phases.back() != sample->stack.size()) phases.push_back(sample->stack.size());
+        } else if (const auto* l = std::get_if<Lost>(&*event)) {
+            lost += l->count;
+        }
+    }
+    CHECK(ordered);
+    CHECK(lost == 0);
+    // A record's size is 16 bits: asked for 65528 bytes, perf copies 65416 with our registers.
+    CHECK(phases == std::vector<size_t>{16384, 65416, 16384});
+    // Every period of CPU time gave a sample (the reopened event restarts its period: at most one
+    // partial period per reopen goes unsampled).
+    const double expected = static_cast<double>(cpu_ns) / 1e6;
+    INFO("samples " << samples << ", CPU " << expected << " ms, " << static_cast<double>(cpu_at_close) / 1e6
+                    << " ms at the close");
+    CHECK(samples >= 0.8 * expected - 5);
+    CHECK(samples <= 1.1 * static_cast<double>(cpu_at_close) / 1e6 + 10);
+    std::remove(path.c_str());
+}
