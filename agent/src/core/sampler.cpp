@@ -58,8 +58,11 @@ bool is_persistent(const Error& error) {
 }
 }  // namespace
 
+enum class Sampler::RequestKind : uint8_t { kOpen, kEnd, kPeriod, kStack };
+
 struct Sampler::Request {
-    enum class Kind { kOpen, kEnd, kPeriod, kStack } kind = Kind::kOpen;
+    using Kind = RequestKind;
+    Kind kind = Kind::kOpen;
     pid_t tid = 0;
     std::unique_ptr<kernel::PerfEvent> event;      // owns the ring: the clock event, else the switch event
     std::unique_ptr<kernel::PerfEvent> switches;   // a switch event writing into `event`'s ring
@@ -326,20 +329,17 @@ void Sampler::end_thread(pid_t tid) {
     requests_.push(request);   // closed at the reader's next cycle (no wake-up, as for add_thread)
 }
 
-void Sampler::request_period(pid_t tid, uint64_t period_ns) {
+void Sampler::request_period(pid_t tid, uint64_t period_ns) { post(Request::Kind::kPeriod, tid, period_ns, 0); }
+
+void Sampler::request_stack(pid_t tid, uint32_t bytes) { post(Request::Kind::kStack, tid, 0, bytes); }
+
+// Applied at once, not at the next idle poll (50 ms at slow rates).
+void Sampler::post(RequestKind kind, pid_t tid, uint64_t period_ns, uint32_t stack_bytes) {
     auto* request = new Request;
-    request->kind = Request::Kind::kPeriod;
+    request->kind = kind;
     request->tid = tid;
     request->period_ns = period_ns;
-    requests_.push(request);
-    wake();   // applied at once, not at the next idle poll (50 ms at slow rates)
-}
-
-void Sampler::request_stack(pid_t tid, uint32_t bytes) {
-    auto* request = new Request;
-    request->kind = Request::Kind::kStack;
-    request->tid = tid;
-    request->stack_bytes = bytes;
+    request->stack_bytes = stack_bytes;
     requests_.push(request);
     wake();
 }

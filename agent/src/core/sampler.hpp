@@ -100,10 +100,13 @@ public:
     void set_timer_sampler(OracleSampler* timer) { oracle_.store(timer, std::memory_order_release); }
 
 private:
+    enum class RequestKind : uint8_t;
     struct Request;
     struct Ring;
     class Converter;
 
+    // The reader applies period and stack requests at its next cycle; wakes it.
+    void post(RequestKind kind, pid_t tid, uint64_t period_ns, uint32_t stack_bytes);
     static void* reader_main(void* self);
     void run();
     bool run_cycle(int timeout_ms);   // returns false once a stop was requested and done
