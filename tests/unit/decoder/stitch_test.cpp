@@ -70,7 +70,7 @@ struct Run {
 
 TEST_CASE("a walk off the fragment is stitched to the outer frames the thread's last complete snapshot saw",
           "[decoder][stitch]") {
-    World w(GENERATE(hotspot::Jdk::k17, hotspot::Jdk::k25));
+    World w(GENERATE(hotspot::Family::kJdk17, hotspot::Family::kJdk21, hotspot::Family::kJdk25));
     const FakeStack s = deep_stack(w);
     // What a fragment long enough would have given.
     Decoder reference(w.map, test_options());
@@ -108,7 +108,7 @@ TEST_CASE("a walk off the fragment is stitched to the outer frames the thread's 
 
 TEST_CASE("stitching never joins two different stacks: a frame re-entered at the same sp under other callers",
           "[decoder][stitch]") {
-    World w(GENERATE(hotspot::Jdk::k17, hotspot::Jdk::k25));
+    World w(GENERATE(hotspot::Family::kJdk17, hotspot::Family::kJdk21, hotspot::Family::kJdk25));
     const FakeStack before = deep_stack(w);
     // Between the snapshots the frames from base + 0x3c00 up returned and were entered again from
     // other callers (method 9): the same pcs and sps at the fragment's top, other locals there.
