@@ -512,6 +512,10 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
     ring.switches.reset();   // before the ring it writes into
     ring.event = std::move(event);
     ring.switches = std::move(switches);
+    // The cycle looks at the new ring's positions from now on (the old ring is unmapped).
+    for (Watched& watched : watched_) {
+        if (watched.key == found->second) watched.positions = ring.event->ring().positions();
+    }
     ring.stack_bytes = bytes;
     ring.ring_pages = config.ring_pages;
     stack_reopens_.fetch_add(1, std::memory_order_relaxed);
