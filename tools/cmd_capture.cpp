@@ -1,7 +1,6 @@
 // `stackfrag capture [options] -- PROGRAM [ARGS...]`: runs a program under per-thread (or per-CPU)
 // perf sampling, prints what arrived, and optionally records the samples for the decoder.
 #include <dirent.h>
-#include <elf.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -28,6 +27,8 @@
 #include <fmt/core.h>
 
 #include "commands.hpp"
+#include "stackfrag/base/clock.hpp"
+#include "stackfrag/base/elf_file.hpp"
 #include "stackfrag/events/events.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
@@ -47,18 +48,6 @@ constexpr size_t kTopIps = 5;
 volatile sig_atomic_t g_interrupted = 0;
 
 void on_interrupt(int) { g_interrupted = 1; }
-
-uint64_t monotonic_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-uint64_t realtime_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 std::string read_first_line(const std::string& path) {
     std::ifstream in(path);
@@ -81,89 +70,26 @@ struct CaptureOptions {
 using Mapping = kernel::ExecutableMapping;
 using kernel::read_executable_maps;
 
-// Function symbols of one ELF file (.symtab, else .dynsym), addressed by virtual address, with
-// the PT_LOAD segments that turn a file offset into one. Good enough to name the hot spots.
+// Function symbols of one ELF file by file offset. Good enough to name the hot spots.
 class ElfSymbols {
 public:
     static std::unique_ptr<ElfSymbols> load(const std::string& path) {
-        const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return nullptr;
-        struct stat st{};
-        if (fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(Elf64_Ehdr))) {
-            close(fd);
-            return nullptr;
-        }
-        const size_t size = static_cast<size_t>(st.st_size);
-        void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        close(fd);
-        if (map == MAP_FAILED) return nullptr;
         auto symbols = std::make_unique<ElfSymbols>();
-        symbols->parse(static_cast<const uint8_t*>(map), size);
-        munmap(map, size);
-        return symbols;
+        symbols->elf_ = ElfFile(path);
+        return symbols->elf_.valid() ? std::move(symbols) : nullptr;
     }
 
     // "name+0xoff", or "" when no symbol covers the address.
-    std::string name_of(uint64_t file_offset) const {
-        uint64_t vaddr = 0;
-        bool found = false;
-        for (const auto& segment : segments_) {
-            if (file_offset >= segment.offset && file_offset < segment.offset + segment.size) {
-                vaddr = file_offset - segment.offset + segment.vaddr;
-                found = true;
-                break;
-            }
-        }
-        if (!found) return "";
-        auto after = std::upper_bound(functions_.begin(), functions_.end(), vaddr,
-                                      [](uint64_t a, const Function& f) { return a < f.start; });
-        if (after == functions_.begin()) return "";
-        const Function& function = *(after - 1);
-        if (vaddr >= function.start + std::max<uint64_t>(function.size, 1)) return "";
-        return fmt::format("{}+{:#x}", function.name, vaddr - function.start);
+    std::string name_of(uint64_t file_offset) {
+        const std::optional<uint64_t> vaddr = elf_.vaddr_at_offset(file_offset);
+        if (!vaddr) return "";
+        const std::optional<ElfFile::Function> function = elf_.function_at(*vaddr);
+        if (!function) return "";
+        return fmt::format("{}+{:#x}", function->name, *vaddr - function->vaddr);
     }
 
 private:
-    struct Segment { uint64_t offset, size, vaddr; };
-    struct Function {
-        uint64_t start, size;
-        std::string name;
-    };
-
-    void parse(const uint8_t* data, size_t size) {
-        const auto* ehdr = reinterpret_cast<const Elf64_Ehdr*>(data);
-        if (std::memcmp(ehdr->e_ident, ELFMAG, SELFMAG) != 0 || ehdr->e_ident[EI_CLASS] != ELFCLASS64) return;
-        const auto in_file = [size](uint64_t offset, uint64_t bytes) { return offset <= size && bytes <= size - offset; };
-        if (!in_file(ehdr->e_phoff, uint64_t{ehdr->e_phnum} * sizeof(Elf64_Phdr))) return;
-        const auto* phdrs = reinterpret_cast<const Elf64_Phdr*>(data + ehdr->e_phoff);
-        for (unsigned i = 0; i < ehdr->e_phnum; ++i) {
-            if (phdrs[i].p_type == PT_LOAD) segments_.push_back({phdrs[i].p_offset, phdrs[i].p_filesz, phdrs[i].p_vaddr});
-        }
-        if (!in_file(ehdr->e_shoff, uint64_t{ehdr->e_shnum} * sizeof(Elf64_Shdr))) return;
-        const auto* shdrs = reinterpret_cast<const Elf64_Shdr*>(data + ehdr->e_shoff);
-        for (uint32_t wanted : {uint32_t{SHT_SYMTAB}, uint32_t{SHT_DYNSYM}}) {
-            for (unsigned i = 0; i < ehdr->e_shnum; ++i) {
-                const Elf64_Shdr& section = shdrs[i];
-                if (section.sh_type != wanted || section.sh_link >= ehdr->e_shnum) continue;
-                const Elf64_Shdr& strings = shdrs[section.sh_link];
-                if (!in_file(section.sh_offset, section.sh_size) || !in_file(strings.sh_offset, strings.sh_size)) continue;
-                const auto* syms = reinterpret_cast<const Elf64_Sym*>(data + section.sh_offset);
-                const size_t count = section.sh_size / sizeof(Elf64_Sym);
-                for (size_t s = 0; s < count; ++s) {
-                    if (ELF64_ST_TYPE(syms[s].st_info) != STT_FUNC || syms[s].st_value == 0) continue;
-                    if (syms[s].st_name >= strings.sh_size) continue;
-                    const char* name = reinterpret_cast<const char*>(data + strings.sh_offset + syms[s].st_name);
-                    functions_.push_back({syms[s].st_value, syms[s].st_size,
-                                          std::string(name, strnlen(name, strings.sh_size - syms[s].st_name))});
-                }
-            }
-            if (!functions_.empty()) break;
-        }
-        std::sort(functions_.begin(), functions_.end(), [](const Function& a, const Function& b) { return a.start < b.start; });
-    }
-
-    std::vector<Segment> segments_;
-    std::vector<Function> functions_;
+    ElfFile elf_;
 };
 
 class Symbolizer {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "breadcrumb_thunks.hpp"
+#include "stackfrag/base/clock.hpp"
 
 namespace {
 
@@ -35,11 +36,7 @@ __attribute__((noinline)) long f11(void*, void*, long a, long, long, long, long,
     return a + m + static_cast<long>(j);
 }
 
-double thread_cpu_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
-}
+double thread_cpu_ns() { return static_cast<double>(sf::thread_cpu_ns()); }
 
 // Thread CPU time, not wall time: on a shared machine the thread is descheduled for long stretches.
 template <class Call>

@@ -18,15 +18,12 @@
 
 #include <fmt/core.h>
 
+#include "stackfrag/base/clock.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
 
 namespace {
 
-uint64_t thread_cpu_ns(clockid_t clock) {
-    timespec ts{};
-    clock_gettime(clock, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t thread_cpu_ns(clockid_t clock) { return sf::clock_ns(clock); }
 
 class Spinner {
 public:

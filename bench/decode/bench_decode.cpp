@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "stackfrag/base/clock.hpp"
 #include "stackfrag/decoder/code_map.hpp"
 #include "stackfrag/decoder/decoder.hpp"
 #include "stackfrag/events/recording.hpp"
@@ -44,11 +45,7 @@ void report(const std::string& name, std::vector<uint64_t> v) {
                pct(0.9), pct(0.99), sum / v.size());
 }
 
-uint64_t thread_cpu_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
-}
+using sf::thread_cpu_ns;
 
 // Thread CPU time of one pass over the stream: every event applied, every sample decoded with
 // `mode` (0: none, 1: full walk, 2: incremental). CPU time, unlike the clock, leaves out the time

@@ -17,15 +17,12 @@
 
 #include <fmt/core.h>
 
+#include "stackfrag/base/clock.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
 
 namespace {
 
-uint64_t thread_cpu_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec);
-}
+using sf::thread_cpu_ns;
 
 // Work with a real stack under it: a recursion 64 frames deep whose frames hold some data, so the
 // copied fragment is not all cold memory and the work touches its own stack as Java code does.

@@ -1,17 +1,15 @@
 #include "native_unwinder.hpp"
 
+#include "stackfrag/base/elf_file.hpp"
+
 #include <cxxabi.h>
-#include <elf.h>
-#include <fcntl.h>
 #include <libunwind.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <vector>
 
 // libunwind 1.6 has no public "find proc info in this table" call; this is the exported routine its
@@ -21,146 +19,22 @@ extern "C" int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_
 
 namespace sf::detail {
 
-// An ELF file mapped read-only, with what unwinding and symbolization need from it. Every read is
-// bounds-checked: the file may be truncated, replaced or not an ELF at all.
+// A module file (base/elf_file.hpp) with its demangled symbol names.
 struct NativeUnwinder::Module {
-    std::string path;
-    const uint8_t* image = nullptr;
-    size_t size = 0;
-    bool valid = false;
-    struct Segment {
-        uint64_t vaddr, offset, filesz;
-    };
-    std::vector<Segment> loads;
-    uint64_t eh_frame_hdr_vaddr = 0;   // 0 when absent
-    uint64_t eh_frame_hdr_size = 0;
-    struct Symbol {
-        uint64_t vaddr, size;
-        uint32_t name;   // offset into the string table
-    };
-    std::vector<Symbol> symbols;       // functions, sorted by vaddr
-    const char* strtab = nullptr;
-    size_t strtab_size = 0;
-    bool symbols_loaded = false;
+    ElfFile elf;
     std::map<uint64_t, std::string> demangled;   // cache per symbol address
 
-    ~Module() {
-        if (image) munmap(const_cast<uint8_t*>(image), size);
-    }
-
-    template <typename T>
-    bool read(uint64_t offset, T& out) const {
-        if (offset > size || size - offset < sizeof(T)) return false;
-        std::memcpy(&out, image + offset, sizeof(T));
-        return true;
-    }
-
-    void open_file() {
-        int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) return;
-        struct stat st{};
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-            void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-            if (p != MAP_FAILED) {
-                image = static_cast<const uint8_t*>(p);
-                size = static_cast<size_t>(st.st_size);
-            }
-        }
-        ::close(fd);
-        if (!image) return;
-        Elf64_Ehdr eh;
-        if (!read(0, eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64) {
-            return;
-        }
-        for (unsigned i = 0; i < eh.e_phnum && i < 256; ++i) {
-            Elf64_Phdr ph;
-            if (!read(eh.e_phoff + uint64_t{i} * sizeof(Elf64_Phdr), ph)) return;
-            if (ph.p_type == PT_LOAD) loads.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz});
-            if (ph.p_type == PT_GNU_EH_FRAME) {
-                eh_frame_hdr_vaddr = ph.p_vaddr;
-                eh_frame_hdr_size = ph.p_memsz;
-            }
-        }
-        valid = !loads.empty();
-    }
-
-    // The file bytes backing ELF virtual address `vaddr`.
-    bool read_vaddr(uint64_t vaddr, void* out, size_t len) const {
-        for (const auto& s : loads) {
-            if (vaddr >= s.vaddr && vaddr - s.vaddr < s.filesz && s.filesz - (vaddr - s.vaddr) >= len) {
-                const uint64_t off = s.offset + (vaddr - s.vaddr);
-                if (off > size || size - off < len) return false;
-                std::memcpy(out, image + off, len);
-                return true;
-            }
-        }
-        return false;
-    }
-
-    // Load bias for a mapping of this file at `begin` from `file_offset`: runtime = vaddr + bias.
-    bool bias_for(uint64_t begin, uint64_t file_offset, uint64_t& bias) const {
-        for (const auto& s : loads) {
-            const uint64_t seg_page = s.offset & ~uint64_t{0xfff};
-            if (file_offset >= seg_page && file_offset < s.offset + std::max<uint64_t>(s.filesz, 1)) {
-                const uint64_t vaddr_at_begin = (s.vaddr - (s.offset - seg_page)) + (file_offset - seg_page);
-                bias = begin - vaddr_at_begin;
-                return true;
-            }
-        }
-        return false;
-    }
-
-    void load_symbols() {
-        symbols_loaded = true;
-        if (!valid) return;
-        Elf64_Ehdr eh;
-        if (!read(0, eh) || eh.e_shentsize != sizeof(Elf64_Shdr)) return;
-        auto load_table = [&](uint32_t type) {
-            for (unsigned i = 0; i < eh.e_shnum && i < 65536; ++i) {
-                Elf64_Shdr sh;
-                if (!read(eh.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr), sh)) return false;
-                if (sh.sh_type != type || sh.sh_entsize != sizeof(Elf64_Sym)) continue;
-                Elf64_Shdr str;
-                if (!read(eh.e_shoff + uint64_t{sh.sh_link} * sizeof(Elf64_Shdr), str)) return false;
-                if (str.sh_offset > size || size - str.sh_offset < str.sh_size) return false;
-                strtab = reinterpret_cast<const char*>(image + str.sh_offset);
-                strtab_size = str.sh_size;
-                const uint64_t n = sh.sh_size / sizeof(Elf64_Sym);
-                for (uint64_t k = 0; k < n; ++k) {
-                    Elf64_Sym sym;
-                    if (!read(sh.sh_offset + k * sizeof(Elf64_Sym), sym)) break;
-                    if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_value == 0) continue;
-                    if (sym.st_name >= strtab_size) continue;
-                    symbols.push_back({sym.st_value, sym.st_size, sym.st_name});
-                }
-                return !symbols.empty();
-            }
-            return false;
-        };
-        if (!load_table(SHT_SYMTAB)) {
-            symbols.clear();
-            load_table(SHT_DYNSYM);
-        }
-        std::sort(symbols.begin(), symbols.end(), [](const Symbol& a, const Symbol& b) { return a.vaddr < b.vaddr; });
-    }
-
     const std::string* symbol_at(uint64_t vaddr) {
-        if (!symbols_loaded) load_symbols();
-        auto it = std::upper_bound(symbols.begin(), symbols.end(), vaddr,
-                                   [](uint64_t v, const Symbol& s) { return v < s.vaddr; });
-        if (it == symbols.begin()) return nullptr;
-        --it;
-        if (it->size != 0 && vaddr - it->vaddr >= it->size) return nullptr;
-        auto cached = demangled.find(it->vaddr);
+        const std::optional<ElfFile::Function> function = elf.function_at(vaddr);
+        if (!function) return nullptr;
+        auto cached = demangled.find(function->vaddr);
         if (cached != demangled.end()) return &cached->second;
-        const char* raw = strtab + it->name;
-        const size_t max_len = strtab_size - it->name;
-        std::string name(raw, strnlen(raw, max_len));
+        std::string name(function->name);
         int status = -1;
         char* pretty = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
         if (status == 0 && pretty) name = pretty;
         std::free(pretty);
-        return &demangled.emplace(it->vaddr, std::move(name)).first->second;
+        return &demangled.emplace(function->vaddr, std::move(name)).first->second;
     }
 };
 
@@ -191,12 +65,12 @@ int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int 
     auto* a = static_cast<UnwindAccess*>(arg);
     uint64_t bias = 0;
     NativeUnwinder::Module* m = a->module_for(a->self, ip, bias);
-    if (!m || m->eh_frame_hdr_vaddr == 0) return -UNW_ENOINFO;
+    if (!m || m->elf.eh_frame_hdr_vaddr() == 0) return -UNW_ENOINFO;
     a->table_module = m;
     a->table_bias = bias;
     // .eh_frame_hdr: version, eh_frame_ptr_enc, fde_count_enc, table_enc, eh_frame_ptr, fde_count, table.
     uint8_t hdr[4];
-    if (!m->read_vaddr(m->eh_frame_hdr_vaddr, hdr, 4) || hdr[0] != 1) return -UNW_ENOINFO;
+    if (!m->elf.read_vaddr(m->elf.eh_frame_hdr_vaddr(), hdr, 4) || hdr[0] != 1) return -UNW_ENOINFO;
     // Only the encodings every toolchain emits: eh_frame_ptr pcrel|sdata4, count udata4,
     // table datarel|sdata4.
     if (hdr[1] != (kEhPePcrel | kEhPeSdata4) || hdr[2] != kEhPeUdata4 ||
@@ -204,7 +78,7 @@ int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int 
         return -UNW_ENOINFO;
     }
     uint32_t fde_count = 0;
-    if (!m->read_vaddr(m->eh_frame_hdr_vaddr + 8, &fde_count, 4) || fde_count == 0) return -UNW_ENOINFO;
+    if (!m->elf.read_vaddr(m->elf.eh_frame_hdr_vaddr() + 8, &fde_count, 4) || fde_count == 0) return -UNW_ENOINFO;
     unw_dyn_info_t di;
     std::memset(&di, 0, sizeof(di));
     di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
@@ -212,9 +86,9 @@ int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int 
     di.end_ip = ~unw_word_t{0};
     di.gp = 0;
     di.u.rti.name_ptr = 0;
-    di.u.rti.segbase = m->eh_frame_hdr_vaddr + bias;
+    di.u.rti.segbase = m->elf.eh_frame_hdr_vaddr() + bias;
     di.u.rti.table_len = (uint64_t{fde_count} * 8) / sizeof(unw_word_t);
-    di.u.rti.table_data = m->eh_frame_hdr_vaddr + 12 + bias;
+    di.u.rti.table_data = m->elf.eh_frame_hdr_vaddr() + 12 + bias;
     return _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
 }
 
@@ -234,11 +108,11 @@ int access_mem(unw_addr_space_t, unw_word_t addr, unw_word_t* val, int write, vo
     }
     uint64_t bias = 0;
     NativeUnwinder::Module* m = a->module_for(a->self, addr, bias);
-    if (m && m->read_vaddr(addr - bias, &v, sizeof(v))) {
+    if (m && m->elf.read_vaddr(addr - bias, &v, sizeof(v))) {
         *val = v;
         return 0;
     }
-    if (a->table_module && a->table_module->read_vaddr(addr - a->table_bias, &v, sizeof(v))) {
+    if (a->table_module && a->table_module->elf.read_vaddr(addr - a->table_bias, &v, sizeof(v))) {
         *val = v;
         return 0;
     }
@@ -293,12 +167,11 @@ NativeUnwinder::Module* NativeUnwinder::module_for(uint64_t pc, uint64_t& load_b
     auto it = modules_.find(mapping->path);
     if (it == modules_.end()) {
         auto m = std::make_unique<Module>();
-        m->path = mapping->path;
-        m->open_file();
+        m->elf = ElfFile(mapping->path);
         it = modules_.emplace(mapping->path, std::move(m)).first;
     }
     Module* m = it->second.get();
-    if (!m->valid || !m->bias_for(mapping->begin, mapping->file_offset, load_bias)) return nullptr;
+    if (!m->elf.valid() || !m->elf.bias_for(mapping->begin, mapping->file_offset, load_bias)) return nullptr;
     return m;
 }
 
@@ -343,7 +216,7 @@ bool NativeUnwinder::read_module_data(uint64_t address, uint64_t& out) {
         if (it == modules.end()) continue;
         uint64_t bias = 0;
         Module* m = module_for(it->begin, bias);
-        if (m && m->read_vaddr(address - bias, &out, sizeof(out))) return true;
+        if (m && m->elf.read_vaddr(address - bias, &out, sizeof(out))) return true;
     }
     return false;
 }

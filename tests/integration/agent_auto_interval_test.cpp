@@ -13,11 +13,12 @@
 #include <vector>
 
 #include "agent_process.hpp"
+#include "test_env.hpp"
 
 namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
-const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
+using sf::test::kJdk17;
 
 }  // namespace
 

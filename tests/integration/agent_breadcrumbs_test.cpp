@@ -20,6 +20,7 @@
 
 #include "agent_process.hpp"
 #include "collapsed_stacks.hpp"
+#include "test_env.hpp"
 
 namespace {
 
@@ -27,8 +28,8 @@ const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
 const std::string kSources = STACKFRAG_SOURCE_DIR "/tests/integration/breadcrumbs";
 const std::string kWorkloads = STACKFRAG_SHARED_DIR "/bench/workloads";
-const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
-const std::string kJdk25 = "/usr/lib/jvm/temurin-25-jdk-amd64";
+using sf::test::kJdk17;
+using sf::test::kJdk25;
 
 bool exists(const std::string& path) {
     struct stat info {};

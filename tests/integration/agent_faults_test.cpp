@@ -24,15 +24,16 @@
 #include "shell.hpp"
 #include "stackfrag/events/events.hpp"
 #include "stackfrag/profile/export.hpp"
+#include "test_env.hpp"
 
 namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
-const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
+using sf::test::kJdk17;
 const std::string kJava = kJdk17 + "/bin/java";
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using sf::test::contains;
 
 // A directory with Faults.class compiled into it; removed by the destructor.
 class FaultsDir {

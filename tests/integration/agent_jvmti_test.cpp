@@ -13,19 +13,16 @@
 #include <vector>
 
 #include "agent_process.hpp"
+#include "test_env.hpp"
 
 namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
-const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
-const std::string kJdk25 = "/usr/lib/jvm/temurin-25-jdk-amd64";
+using sf::test::kJdk17;
+using sf::test::kJdk25;
 
-std::string temp_dir(const std::string& tag) {
-    std::string pattern = "/tmp/sf-jvmti-it-" + tag + "-XXXXXX";
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    return pattern;
-}
+std::string temp_dir(const std::string& tag) { return sf::test::temp_dir("jvmti-it-" + tag); }
 
 void compile_jvmti_hot(const std::string& dir) {
     // --release 17: the classes run on both JDKs.

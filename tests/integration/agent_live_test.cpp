@@ -21,6 +21,7 @@
 
 #include "agent_process.hpp"
 #include "stackfrag/profile/export.hpp"
+#include "test_env.hpp"
 
 extern char** environ;
 
@@ -28,14 +29,10 @@ namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
-const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
+using sf::test::kJdk17;
 const std::string kJava = kJdk17 + "/bin/java";
 
-std::string temp_dir(const std::string& tag) {
-    std::string pattern = "/tmp/sf-live-it-" + tag + "-XXXXXX";
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    return pattern;
-}
+std::string temp_dir(const std::string& tag) { return sf::test::temp_dir("live-it-" + tag); }
 
 // javac SOURCE into DIR once per test.
 void javac(const std::string& source, const std::string& dir) {
@@ -56,7 +53,7 @@ sf::test::ProcessResult run_java(const std::vector<std::string>& args, const std
     return sf::test::run_process(argv, {}, prefix, timeout);
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using sf::test::contains;
 
 std::string reply_file(const std::string& dir, const std::string& name) {
     const std::string path = dir + "/" + name;

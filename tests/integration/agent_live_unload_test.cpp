@@ -21,12 +21,13 @@
 #include <string>
 
 #include "agent_process.hpp"
+#include "test_env.hpp"
 
 namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
-const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
+using sf::test::kJdk17;
 
 size_t count_of(const std::string& text, const std::string& part) {
     size_t n = 0;

@@ -14,12 +14,13 @@
 
 #include "agent_process.hpp"
 #include "collapsed_stacks.hpp"
+#include "test_env.hpp"
 
 namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
-const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
+using sf::test::kJdk17;
 
 using sf::test::parse_collapsed;
 using sf::test::Stack;

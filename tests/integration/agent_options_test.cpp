@@ -11,11 +11,12 @@
 #include "agent_process.hpp"
 #include "agent_recording_summary.hpp"
 #include "options.hpp"
+#include "test_env.hpp"
 
 namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
-const std::string kJava17 = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java";
+const std::string kJava17 = sf::test::kJdk17 + "/bin/java";
 
 sf::test::ProcessResult java_version(const std::string& agent_options) {
     const std::string prefix = "/tmp/sf-agent-options-" + std::to_string(getpid());

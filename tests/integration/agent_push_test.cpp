@@ -10,20 +10,19 @@
 
 #include "agent_process.hpp"
 #include "ingest_receiver.hpp"
+#include "test_env.hpp"
 
 namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
-const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
+using sf::test::kJdk17;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using sf::test::contains;
 
 }  // namespace
 
 TEST_CASE("push: a JVM with loop=500ms sends every period's profile to the server, the last one at exit", "[push]") {
-    char pattern[] = "/tmp/sf-push-it-XXXXXX";
-    REQUIRE(mkdtemp(pattern) != nullptr);
-    const std::string dir = pattern;
+    const std::string dir = sf::test::temp_dir("push-it");
     const sf::test::ProcessResult javac = sf::test::run_process(
         {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/HotSpin.java"}, {}, dir + "/javac", 120);
     INFO(javac.err);

@@ -13,18 +13,15 @@
 
 #include "agent_process.hpp"
 #include "agent_recording_summary.hpp"
+#include "test_env.hpp"
 
 namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
-const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
+using sf::test::kJdk17;
 constexpr int kWorkerCpuMs = 1500;
 
-std::string temp_dir() {
-    std::string pattern = "/tmp/sf-signal-it-XXXXXX";
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    return pattern;
-}
+std::string temp_dir() { return sf::test::temp_dir("signal-it"); }
 
 size_t count_of(const std::string& text, const std::string& part) {
     size_t n = 0;

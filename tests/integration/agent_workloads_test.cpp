@@ -20,13 +20,14 @@
 
 #include "agent_process.hpp"
 #include "agent_recording_summary.hpp"
+#include "test_env.hpp"
 
 namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kWorkloads = STACKFRAG_SHARED_DIR "/bench/workloads";
-const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
-const std::string kJdk25 = "/usr/lib/jvm/temurin-25-jdk-amd64";
+using sf::test::kJdk17;
+using sf::test::kJdk25;
 
 struct Workload {
     std::string name;

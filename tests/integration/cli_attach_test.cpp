@@ -18,12 +18,13 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "test_env.hpp"
 
 extern char** environ;
 
 namespace {
 
-const std::string kJava17 = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java";
+const std::string kJava17 = sf::test::kJdk17 + "/bin/java";
 const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
 
 using sf::test::CommandResult;

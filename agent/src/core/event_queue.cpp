@@ -2,7 +2,7 @@
 
 #include <new>
 
-#include "clock.hpp"
+#include "stackfrag/base/clock.hpp"
 
 namespace sf::agent {
 

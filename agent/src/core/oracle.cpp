@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "clock.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "log.hpp"
 
 namespace sf::agent {

@@ -1,8 +1,8 @@
 #include "periodic_poll.hpp"
 
-#include <time.h>
-
 #include <algorithm>
+
+#include "stackfrag/base/clock.hpp"
 
 namespace sf::agent {
 
@@ -21,9 +21,7 @@ void PeriodicPoll::run(const std::function<bool()>& poll) {
         const bool found = poll();
         polls_++;
         interval = next_interval(interval, found, base_, max_);
-        timespec cpu{};
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-        cpu_ns_.store(static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(cpu.tv_nsec));
+        cpu_ns_.store(thread_cpu_ns());
         lock.lock();
     }
 }

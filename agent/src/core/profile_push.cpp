@@ -12,7 +12,7 @@
 #include <sstream>
 #include <type_traits>
 
-#include "clock.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "log.hpp"
 #include "options.hpp"
 #include "stackfrag/profile/export.hpp"

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "clock.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "log.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
 
@@ -205,9 +205,7 @@ void Sampler::run() {
     published_early_cycles_.store(early_cycles_, std::memory_order_relaxed);
     published_ring_looks_.store(ring_looks_, std::memory_order_relaxed);
     published_ring_drains_.store(ring_drains_, std::memory_order_relaxed);
-    timespec cpu{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-    reader_cpu_ns_.store(static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(cpu.tv_nsec));
+    reader_cpu_ns_.store(thread_cpu_ns());
 }
 
 Status Sampler::record_open_failure(Error error) {

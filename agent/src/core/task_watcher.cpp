@@ -11,7 +11,7 @@
 #include <fstream>
 #include <unordered_set>
 
-#include "clock.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "log.hpp"
 #include "stackfrag/hotspot/thread_names.hpp"
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "clock.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "event_queue.hpp"
 #include "jvmti_sampler.hpp"
 #include "live_profile.hpp"
@@ -75,11 +75,7 @@ std::string read_command_line() {
     return text;
 }
 
-uint64_t unix_time_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t unix_time_ns() { return realtime_ns(); }
 
 std::string jvmti_error_text(jvmtiEnv* jvmti, jvmtiError error) {
     char* name = nullptr;
@@ -193,10 +189,7 @@ public:
         std::string name = std::move(*registered);
         if (log_enabled(LogLevel::kDebug)) {
             // The thread's own CPU time, for checking sample counts (CPU time x rate) in tests.
-            timespec cpu{};
-            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-            SF_LOG_DEBUG("thread end %d '%s' cpu %.3f ms", tid, name.c_str(),
-                         static_cast<double>(cpu.tv_sec) * 1e3 + static_cast<double>(cpu.tv_nsec) / 1e6);
+            SF_LOG_DEBUG("thread end %d '%s' cpu %.3f ms", tid, name.c_str(), static_cast<double>(thread_cpu_ns()) / 1e6);
         }
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), true, std::move(name)});
         if (OracleSampler* timer_sampler = timer()) timer_sampler->remove_thread(tid);
@@ -611,9 +604,7 @@ private:
         const uint64_t reader = sampler_->stats().reader_cpu_ns;
         const uint64_t decoder = live_profile_ ? live_profile_->counts(0).decoder_cpu_ns : 0;
         const uint64_t poll = code_poll_.cpu_ns();
-        timespec process{};
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &process);
-        const double process_ms = static_cast<double>(process.tv_sec) * 1e3 + static_cast<double>(process.tv_nsec) / 1e6;
+        const double process_ms = static_cast<double>(process_cpu_ns()) / 1e6;
         const double agent_ms = static_cast<double>(reader + decoder + poll) / 1e6;
         SF_LOG_INFO("agent threads CPU: %.1f ms (reader %.1f, decoder %.1f, code poll %.1f) = %.2f%% of the process's %.0f ms",
                     agent_ms, static_cast<double>(reader) / 1e6, static_cast<double>(decoder) / 1e6,

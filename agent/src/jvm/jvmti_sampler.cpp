@@ -8,19 +8,13 @@
 #include <optional>
 #include <vector>
 
-#include "clock.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "log.hpp"
 #include "vmstructs.hpp"
 
 namespace sf::agent {
 
 namespace {
-
-uint64_t thread_cpu_ns() {
-    timespec cpu{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-    return static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(cpu.tv_nsec);
-}
 
 // A CPU profile, as the perf path's is: only threads the VM calls runnable (and, below, that used
 // CPU time since the previous round: the VM also calls threads runnable that block in native code
@@ -35,7 +29,7 @@ std::optional<uint64_t> thread_cpu_ns_of(uint32_t tid) {
     const clockid_t clock = static_cast<clockid_t>((~static_cast<clockid_t>(tid) << 3) | 6);
     timespec cpu{};
     if (clock_gettime(clock, &cpu) != 0) return std::nullopt;
-    return static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(cpu.tv_nsec);
+    return timespec_ns(cpu);
 }
 
 }  // namespace

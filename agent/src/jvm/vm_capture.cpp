@@ -14,18 +14,13 @@
 
 #include "announced_code.hpp"
 #include "code_cache_reader.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "vm_code_map.hpp"
 #include "vmstructs.hpp"
 
 namespace sf::agent {
 namespace {
 
-
-uint64_t monotonic_now_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // Sanity bound: no real blob is anywhere near this.
 constexpr uint64_t kMaxBlobBytes = 64ull << 20;
@@ -89,7 +84,7 @@ struct VmCapture::Impl {
     }
 
     Status read_vm_info(const SamplingParameters& params) {
-        info.time_ns = monotonic_now_ns();
+        info.time_ns = monotonic_ns();
         info.pid = static_cast<uint32_t>(getpid());
         info.vm_version = system_property("java.vm.version");
         // java.specification.version is set by the class library later; the VM's own is there at VMInit.
@@ -273,7 +268,7 @@ struct VmCapture::Impl {
     }
 
     void compiled_method_load(jmethodID method, jint code_size, const void* code_addr, const void* compile_info) {
-        uint64_t now = monotonic_now_ns();
+        uint64_t now = monotonic_ns();
         auto code_begin = reinterpret_cast<uint64_t>(code_addr);
         CodeLoad load;
         load.time_ns = now;
@@ -311,7 +306,7 @@ struct VmCapture::Impl {
         auto id = reinterpret_cast<uint64_t>(method);
         announced.forget_code(code_begin, id);
         counters.code_unloads++;
-        sink.emit(CodeUnload{monotonic_now_ns(), id, code_begin});
+        sink.emit(CodeUnload{monotonic_ns(), id, code_begin});
     }
 
     void emit_stub(std::string name, uint64_t begin, uint64_t end, int32_t frame_size, uint64_t time_ns) {
@@ -328,7 +323,7 @@ struct VmCapture::Impl {
             frame_size = blob->frame_size;
         }
         emit_stub(name != nullptr ? name : "", begin, begin + static_cast<uint64_t>(length), frame_size,
-                  monotonic_now_ns());
+                  monotonic_ns());
     }
 
     // CodeLoads (without inline scopes) for nmethods the CodeCache holds but no CompiledMethodLoad
@@ -337,7 +332,7 @@ struct VmCapture::Impl {
     void announce_unreported_nmethods(JNIEnv* jni, bool require_seen_before) {
         std::vector<BlobInfo> unreported;
         auto unknown = [&](uint64_t code_begin) { return !announced.code_known(code_begin); };
-        uint64_t walk_time = monotonic_now_ns();
+        uint64_t walk_time = monotonic_ns();
         code_cache->walk(
             [&](const BlobInfo& b) {
                 if (b.is_nmethod) {
@@ -350,7 +345,7 @@ struct VmCapture::Impl {
             },
             unknown);
         std::unordered_set<uint64_t> seen_now;
-        uint64_t now = monotonic_now_ns();
+        uint64_t now = monotonic_ns();
         for (const BlobInfo& b : unreported) {
             seen_now.insert(b.code_begin);
             if (require_seen_before && !announced.unannounced_at_last_poll(b.code_begin)) continue;
@@ -375,7 +370,7 @@ struct VmCapture::Impl {
 
     void recheck_redefined_methods(JNIEnv* jni) {
         const std::vector<std::pair<uint64_t, uint64_t>> known = announced.methods();
-        uint64_t now = monotonic_now_ns();
+        uint64_t now = monotonic_ns();
         for (auto [id, ptr] : known) {
             auto current = method_ptr_of(reinterpret_cast<jmethodID>(id));
             if (!current || *current == ptr) continue;
@@ -401,7 +396,7 @@ Status VmCapture::start(JNIEnv* jni, const SamplingParameters& params) {
     if (jni == nullptr) return make_error(Errc::kInvalidArgument, "VmCapture::start needs a JNIEnv");
     jni->GetJavaVM(&m.java_vm);
     if (Status s = m.read_vm_info(params); !s) return s;
-    uint64_t scan_begin = monotonic_now_ns();
+    uint64_t scan_begin = monotonic_ns();
     m.sink.emit(VmInfo(m.info));
     m.started.store(true, std::memory_order_release);
 
@@ -415,13 +410,13 @@ Status VmCapture::start(JNIEnv* jni, const SamplingParameters& params) {
     m.jvmti->GenerateEvents(JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
     m.jvmti->GenerateEvents(JVMTI_EVENT_COMPILED_METHOD_LOAD);
     m.announce_unreported_nmethods(jni, false);
-    m.start_scan_ns = monotonic_now_ns() - scan_begin;
+    m.start_scan_ns = monotonic_ns() - scan_begin;
     return {};
 }
 
 void VmCapture::on_class_prepare(JNIEnv*, jthread, jclass klass) {
     if (!impl_->started.load(std::memory_order_acquire)) return;
-    impl_->announce_class(klass, monotonic_now_ns());
+    impl_->announce_class(klass, monotonic_ns());
 }
 
 void VmCapture::on_compiled_method_load(jmethodID method, jint code_size, const void* code_addr, jint,

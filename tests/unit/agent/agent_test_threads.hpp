@@ -12,13 +12,11 @@
 #include <functional>
 #include <thread>
 
+#include "stackfrag/base/clock.hpp"
+
 namespace sf::test {
 
-inline uint64_t thread_cpu_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
+using sf::thread_cpu_ns;
 
 class SpinningThread {
 public:
@@ -41,9 +39,8 @@ public:
     // CPU time used by the thread so far.
     uint64_t cpu_so_far() {
         clockid_t clock{};
-        timespec ts{};
-        if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0 || clock_gettime(clock, &ts) != 0) return 0;
-        return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+        if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0) return 0;
+        return clock_ns(clock);
     }
     // Waits until the thread has used `ms` of CPU (at most 20 s: the machine may be shared).
     void wait_for_cpu_ms(uint64_t ms) {

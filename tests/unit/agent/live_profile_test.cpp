@@ -19,6 +19,7 @@
 #include "live_profile.hpp"
 #include "stackfrag/decoder/stream_decoder.hpp"
 #include "stackfrag/profile/export.hpp"
+#include "test_env.hpp"
 
 using namespace sf;
 using namespace sf::test;
@@ -79,11 +80,7 @@ std::string read_all(const std::string& path) {
     return text.str();
 }
 
-std::string temp_dir() {
-    char pattern[] = "/tmp/sf-live-XXXXXX";
-    REQUIRE(mkdtemp(pattern) != nullptr);
-    return pattern;
-}
+std::string temp_dir() { return sf::test::temp_dir("live"); }
 
 void drain(LiveProfile& live) {
     while (live.poll_once()) {

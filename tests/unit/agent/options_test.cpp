@@ -6,6 +6,7 @@
 
 #include "options.hpp"
 #include "options_test_support.hpp"
+#include "test_env.hpp"
 
 using sf::agent::AgentOptions;
 using sf::agent::LogLevel;
@@ -18,7 +19,7 @@ namespace {
 using sf::test::parse_error;
 using sf::test::parse_ok;
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using sf::test::contains;
 
 }  // namespace
 

@@ -17,6 +17,7 @@
 #include "options.hpp"
 #include "profile_push.hpp"
 #include "stackfrag/profile/export.hpp"
+#include "test_env.hpp"
 
 using sf::agent::ProfilePusher;
 using sf::agent::PushProfile;
@@ -50,11 +51,7 @@ PushSettings settings_for(const std::string& url) {
     return settings;
 }
 
-std::string temp_dir() {
-    char pattern[] = "/tmp/sf-push-XXXXXX";
-    REQUIRE(mkdtemp(pattern) != nullptr);
-    return pattern;
-}
+std::string temp_dir() { return sf::test::temp_dir("push"); }
 
 // Collects the agent's log in a file for the length of a test.
 struct LogCapture {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "agent_test_threads.hpp"
-#include "clock.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "sampler.hpp"
 #include "stackfrag/events/recording.hpp"
 

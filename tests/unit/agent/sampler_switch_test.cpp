@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "agent_test_threads.hpp"
-#include "clock.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "sampler.hpp"
 #include "stackfrag/events/recording.hpp"
 

@@ -83,9 +83,7 @@ struct SmallStackThread {
         clockid_t clock{};
         pthread_getcpuclockid(thread, &clock);
         for (int waited = 0; waited < 2000; ++waited) {
-            timespec ts{};
-            clock_gettime(clock, &ts);
-            if (static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec) >= ms * 1'000'000u) break;
+            if (clock_ns(clock) >= ms * 1'000'000u) break;
             usleep(10'000);
         }
         sampler.remove_thread(tid.load());

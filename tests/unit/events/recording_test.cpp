@@ -9,6 +9,7 @@
 
 #include "recording_support.hpp"
 #include "stackfrag/events/recording.hpp"
+#include "test_env.hpp"
 
 using namespace sf;
 using namespace sf::test;
@@ -32,9 +33,7 @@ void flip_byte(const std::string& path, size_t at) {
     write_bytes(path, bytes);
 }
 
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
+using sf::test::contains;
 
 // Small chunks, so that any damage test has several chunks to aim at.
 struct DamageFixture {

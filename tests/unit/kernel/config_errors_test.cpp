@@ -12,15 +12,14 @@
 #include <string>
 
 #include "stackfrag/kernel/perf_events.hpp"
+#include "test_env.hpp"
 
 using sf::Errc;
 using sf::kernel::SamplingConfig;
 
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-    return text.find(part) != std::string::npos;
-}
+using sf::test::contains;
 
 // Runs `body` in a forked child (for privilege drops and limits that must not leak into this
 // process); it returns "" on success or what went wrong, which comes back through a pipe.

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "stackfrag/base/clock.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
 
 // The busy function lives alone in its own section, so the linker's __start_/__stop_ symbols
@@ -70,10 +71,8 @@ public:
     uintptr_t canary_address() const { return shared_.canary_address.load(); }
     uint64_t cpu_time_ns() {
         clockid_t clock;
-        timespec ts{};
         if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0) return 0;
-        clock_gettime(clock, &ts);
-        return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec);
+        return sf::clock_ns(clock);
     }
 
 private:
@@ -81,11 +80,7 @@ private:
     std::thread thread_;
 };
 
-uint64_t monotonic_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(ts.tv_nsec);
-}
+using sf::monotonic_ns;
 
 // What the tests check about each sample of the busy thread, computed while the fragment is valid.
 class BusyChecker : public sf::kernel::RingHandler {

@@ -17,6 +17,7 @@
 
 #include "profile_test_support.hpp"
 #include "stackfrag/profile/export.hpp"
+#include "test_env.hpp"
 
 using namespace sf;
 using namespace sf::profile;
@@ -51,11 +52,7 @@ std::string gunzip(const std::string& data) {
     return out;
 }
 
-std::string temp_dir() {
-    char pattern[] = "/tmp/sf-write-XXXXXX";
-    REQUIRE(mkdtemp(pattern) != nullptr);
-    return pattern;
-}
+std::string temp_dir() { return sf::test::temp_dir("write"); }
 
 std::string read_all(const std::string& path) {
     std::ifstream in(path);

@@ -14,6 +14,7 @@
 #include "shell.hpp"
 #include "stackfrag/profile/export.hpp"
 #include "stackfrag/profile/trace_filter.hpp"
+#include "test_env.hpp"
 
 using namespace sf;
 using namespace sf::profile;
@@ -29,11 +30,7 @@ sf::test::CommandResult stackfrag(const std::string& arguments) {
     return sf::test::run_shell(std::string(kCli) + " " + arguments + " 2>&1");
 }
 
-std::string temp_dir() {
-    char pattern[] = "/tmp/sf-select-XXXXXX";
-    REQUIRE(::mkdtemp(pattern) != nullptr);
-    return pattern;
-}
+std::string temp_dir() { return sf::test::temp_dir("select"); }
 
 Cct read(const std::string& path) {
     Result<Cct> cct = read_profile(path);

@@ -1,0 +1,27 @@
+// Clock readings in nanoseconds: the event stream's time base (CLOCK_MONOTONIC), wall time, and
+// the CPU time of a thread or of the whole process. All async-signal-safe (clock_gettime is).
+#pragma once
+
+#include <time.h>
+
+#include <cstdint>
+
+namespace sf {
+
+inline uint64_t timespec_ns(const timespec& ts) {
+    return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The clock's reading, 0 when it cannot be read.
+inline uint64_t clock_ns(clockid_t clock) {
+    timespec ts{};
+    if (clock_gettime(clock, &ts) != 0) return 0;
+    return timespec_ns(ts);
+}
+
+inline uint64_t monotonic_ns() { return clock_ns(CLOCK_MONOTONIC); }
+inline uint64_t realtime_ns() { return clock_ns(CLOCK_REALTIME); }
+inline uint64_t thread_cpu_ns() { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
+inline uint64_t process_cpu_ns() { return clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
+
+}  // namespace sf

@@ -1,0 +1,76 @@
+// An ELF64 file mapped read-only, with what unwinding and symbolizing need from it: the PT_LOAD
+// segments, the .eh_frame_hdr, and the function symbols (.symtab, else .dynsym). Every read is
+// bounds-checked: the file may be truncated, replaced or not an ELF file at all.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sf {
+
+class ElfFile {
+public:
+    ElfFile() = default;
+    // Maps `path`; valid() says whether it is an ELF64 file with loadable segments.
+    explicit ElfFile(const std::string& path);
+    ~ElfFile();
+    ElfFile(ElfFile&& other) noexcept;
+    ElfFile& operator=(ElfFile&& other) noexcept;
+    ElfFile(const ElfFile&) = delete;
+    ElfFile& operator=(const ElfFile&) = delete;
+
+    bool valid() const { return valid_; }
+
+    struct Segment {
+        uint64_t vaddr, offset, filesz;
+    };
+    const std::vector<Segment>& loads() const { return loads_; }
+    uint64_t eh_frame_hdr_vaddr() const { return eh_frame_hdr_vaddr_; }   // 0 when absent
+    uint64_t eh_frame_hdr_size() const { return eh_frame_hdr_size_; }
+
+    template <typename T>
+    bool read(uint64_t offset, T& out) const {
+        if (offset > size_ || size_ - offset < sizeof(T)) return false;
+        std::memcpy(&out, image_ + offset, sizeof(T));
+        return true;
+    }
+    // The file bytes backing ELF virtual address `vaddr`.
+    bool read_vaddr(uint64_t vaddr, void* out, size_t len) const;
+    // Load bias for a mapping of this file at `begin` from `file_offset`: runtime = vaddr + bias.
+    bool bias_for(uint64_t begin, uint64_t file_offset, uint64_t& bias) const;
+    // The virtual address of a file offset inside a loaded segment.
+    std::optional<uint64_t> vaddr_at_offset(uint64_t file_offset) const;
+
+    struct Function {
+        uint64_t vaddr = 0, size = 0;
+        std::string_view name;   // as the symbol table has it (mangled); valid while the file is
+    };
+    // The function symbol covering `vaddr` (one of size 0 covers up to the next); the table is
+    // read on the first call.
+    std::optional<Function> function_at(uint64_t vaddr);
+
+private:
+    void parse_headers();
+    void load_symbols();
+
+    const uint8_t* image_ = nullptr;
+    size_t size_ = 0;
+    bool valid_ = false;
+    std::vector<Segment> loads_;
+    uint64_t eh_frame_hdr_vaddr_ = 0;
+    uint64_t eh_frame_hdr_size_ = 0;
+    struct Symbol {
+        uint64_t vaddr, size;
+        uint32_t name;   // offset into the string table
+    };
+    std::vector<Symbol> symbols_;   // functions, sorted by vaddr
+    const char* strtab_ = nullptr;
+    size_t strtab_size_ = 0;
+    bool symbols_loaded_ = false;
+};
+
+}  // namespace sf

@@ -1,0 +1,142 @@
+#include "stackfrag/base/elf_file.hpp"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace sf {
+
+ElfFile::ElfFile(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st{};
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p != MAP_FAILED) {
+            image_ = static_cast<const uint8_t*>(p);
+            size_ = static_cast<size_t>(st.st_size);
+        }
+    }
+    ::close(fd);
+    if (image_) parse_headers();
+}
+
+ElfFile::~ElfFile() {
+    if (image_) munmap(const_cast<uint8_t*>(image_), size_);
+}
+
+ElfFile::ElfFile(ElfFile&& other) noexcept { *this = std::move(other); }
+
+ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
+    if (this == &other) return *this;
+    if (image_) munmap(const_cast<uint8_t*>(image_), size_);
+    image_ = std::exchange(other.image_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    valid_ = std::exchange(other.valid_, false);
+    loads_ = std::move(other.loads_);
+    eh_frame_hdr_vaddr_ = other.eh_frame_hdr_vaddr_;
+    eh_frame_hdr_size_ = other.eh_frame_hdr_size_;
+    symbols_ = std::move(other.symbols_);
+    strtab_ = std::exchange(other.strtab_, nullptr);
+    strtab_size_ = other.strtab_size_;
+    symbols_loaded_ = other.symbols_loaded_;
+    return *this;
+}
+
+void ElfFile::parse_headers() {
+    Elf64_Ehdr eh;
+    if (!read(0, eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64) return;
+    for (unsigned i = 0; i < eh.e_phnum && i < 256; ++i) {
+        Elf64_Phdr ph;
+        if (!read(eh.e_phoff + uint64_t{i} * sizeof(Elf64_Phdr), ph)) return;
+        if (ph.p_type == PT_LOAD) loads_.push_back({ph.p_vaddr, ph.p_offset, ph.p_filesz});
+        if (ph.p_type == PT_GNU_EH_FRAME) {
+            eh_frame_hdr_vaddr_ = ph.p_vaddr;
+            eh_frame_hdr_size_ = ph.p_memsz;
+        }
+    }
+    valid_ = !loads_.empty();
+}
+
+bool ElfFile::read_vaddr(uint64_t vaddr, void* out, size_t len) const {
+    for (const auto& s : loads_) {
+        if (vaddr >= s.vaddr && vaddr - s.vaddr < s.filesz && s.filesz - (vaddr - s.vaddr) >= len) {
+            const uint64_t off = s.offset + (vaddr - s.vaddr);
+            if (off > size_ || size_ - off < len) return false;
+            std::memcpy(out, image_ + off, len);
+            return true;
+        }
+    }
+    return false;
+}
+
+bool ElfFile::bias_for(uint64_t begin, uint64_t file_offset, uint64_t& bias) const {
+    for (const auto& s : loads_) {
+        const uint64_t seg_page = s.offset & ~uint64_t{0xfff};
+        if (file_offset >= seg_page && file_offset < s.offset + std::max<uint64_t>(s.filesz, 1)) {
+            const uint64_t vaddr_at_begin = (s.vaddr - (s.offset - seg_page)) + (file_offset - seg_page);
+            bias = begin - vaddr_at_begin;
+            return true;
+        }
+    }
+    return false;
+}
+
+std::optional<uint64_t> ElfFile::vaddr_at_offset(uint64_t file_offset) const {
+    for (const auto& s : loads_) {
+        if (file_offset >= s.offset && file_offset - s.offset < s.filesz) return file_offset - s.offset + s.vaddr;
+    }
+    return std::nullopt;
+}
+
+void ElfFile::load_symbols() {
+    symbols_loaded_ = true;
+    if (!valid_) return;
+    Elf64_Ehdr eh;
+    if (!read(0, eh) || eh.e_shentsize != sizeof(Elf64_Shdr)) return;
+    auto load_table = [&](uint32_t type) {
+        for (unsigned i = 0; i < eh.e_shnum && i < 65536; ++i) {
+            Elf64_Shdr sh;
+            if (!read(eh.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr), sh)) return false;
+            if (sh.sh_type != type || sh.sh_entsize != sizeof(Elf64_Sym)) continue;
+            Elf64_Shdr str;
+            if (!read(eh.e_shoff + uint64_t{sh.sh_link} * sizeof(Elf64_Shdr), str)) return false;
+            if (str.sh_offset > size_ || size_ - str.sh_offset < str.sh_size) return false;
+            strtab_ = reinterpret_cast<const char*>(image_ + str.sh_offset);
+            strtab_size_ = str.sh_size;
+            const uint64_t n = sh.sh_size / sizeof(Elf64_Sym);
+            for (uint64_t k = 0; k < n; ++k) {
+                Elf64_Sym sym;
+                if (!read(sh.sh_offset + k * sizeof(Elf64_Sym), sym)) break;
+                if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_value == 0) continue;
+                if (sym.st_name >= strtab_size_) continue;
+                symbols_.push_back({sym.st_value, sym.st_size, sym.st_name});
+            }
+            return !symbols_.empty();
+        }
+        return false;
+    };
+    if (!load_table(SHT_SYMTAB)) {
+        symbols_.clear();
+        load_table(SHT_DYNSYM);
+    }
+    std::sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) { return a.vaddr < b.vaddr; });
+}
+
+std::optional<ElfFile::Function> ElfFile::function_at(uint64_t vaddr) {
+    if (!symbols_loaded_) load_symbols();
+    auto it = std::upper_bound(symbols_.begin(), symbols_.end(), vaddr,
+                               [](uint64_t v, const Symbol& s) { return v < s.vaddr; });
+    if (it == symbols_.begin()) return std::nullopt;
+    --it;
+    if (it->size != 0 && vaddr - it->vaddr >= it->size) return std::nullopt;
+    const char* raw = strtab_ + it->name;
+    return Function{it->vaddr, it->size, std::string_view(raw, strnlen(raw, strtab_size_ - it->name))};
+}
+
+}  // namespace sf
