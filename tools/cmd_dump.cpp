@@ -69,7 +69,7 @@ struct Summary {
     std::unordered_map<uint64_t, MethodName> methods;
     std::vector<CompiledCode> compiled;
     std::vector<StubCode> stubs;
-    std::optional<RecordingDamage> damage;
+    std::vector<RecordingDamage> damages;
 };
 
 void count(Summary& summary, const Event& event) {
@@ -284,8 +284,8 @@ void print_text(const Summary& summary, const DumpOptions& options) {
         }
     }
 
-    if (summary.damage) {
-        fmt::print("\ndamage      at offset {}: {}\n", summary.damage->offset, summary.damage->error.describe());
+    for (const RecordingDamage& damage : summary.damages) {
+        fmt::print("\ndamage      at offset {}: {}\n", damage.offset, damage.describe());
     }
 }
 
@@ -378,13 +378,23 @@ nlohmann::ordered_json to_json(const Summary& summary, const DumpOptions& option
                    {"compiled_by_size", compiled},
                    {"stubs_by_size", stubs}};
 
-    if (summary.damage) {
-        out["damage"] = {{"offset", summary.damage->offset},
-                         {"code", errc_name(summary.damage->error.code)},
-                         {"reason", summary.damage->error.describe()}};
-    } else {
-        out["damage"] = nullptr;
-    }
+    // "damage": the first damaged region (null when intact); "damages": all of them.
+    auto damage_json = [](const RecordingDamage& damage) {
+        nlohmann::ordered_json d = {{"offset", damage.offset},
+                                    {"code", errc_name(damage.error.code)},
+                                    {"reason", damage.error.describe()},
+                                    {"lost_bytes", damage.lost_bytes}};
+        d["resumed_at"] = damage.resumed_at ? nlohmann::ordered_json(*damage.resumed_at) : nlohmann::ordered_json();
+        d["lost_events"] = damage.lost_events ? nlohmann::ordered_json(*damage.lost_events) : nlohmann::ordered_json();
+        if (damage.lost_events) {
+            d["lost_min_time_ns"] = damage.lost_min_time_ns;
+            d["lost_max_time_ns"] = damage.lost_max_time_ns;
+        }
+        return d;
+    };
+    out["damage"] = summary.damages.empty() ? nlohmann::ordered_json() : damage_json(summary.damages.front());
+    out["damages"] = nlohmann::ordered_json::array();
+    for (const RecordingDamage& damage : summary.damages) out["damages"].push_back(damage_json(damage));
     return out;
 }
 
@@ -401,7 +411,7 @@ int run_dump(const DumpOptions& options) {
     if (::stat(options.path.c_str(), &info) == 0) summary.file_bytes = static_cast<uint64_t>(info.st_size);
     while (auto event = (*reader)->next()) count(summary, *event);
     summary.skipped_unknown = (*reader)->skipped_events();
-    summary.damage = (*reader)->damage();
+    summary.damages = (*reader)->damages();
     sort_by_size(summary.compiled);
     sort_by_size(summary.stubs);
 
@@ -413,11 +423,11 @@ int run_dump(const DumpOptions& options) {
         print_text(summary, options);
     }
     std::fflush(stdout);
-    if (summary.damage) {
-        fmt::print(stderr, "stackfrag dump: {} is damaged at offset {}: {}\n", options.path, summary.damage->offset,
-                   summary.damage->error.describe());
-        return 1;
+    for (const RecordingDamage& damage : summary.damages) {
+        fmt::print(stderr, "stackfrag dump: {} is damaged at offset {}: {}\n", options.path, damage.offset,
+                   damage.describe());
     }
+    if (!summary.damages.empty()) return 1;
     return 0;
 }
 
@@ -430,7 +440,8 @@ void add_dump(CLI::App& app, int& exit_code) {
     cmd->add_option("recording", options->path, "recording file (.sfr)")->required();
     cmd->add_flag("--json", options->json, "print one JSON object instead of text");
     cmd->add_flag("-v,--verbose", options->verbose, "list every compiled method and stub, not the top 20");
-    cmd->footer("Exit status: 0 intact, 1 damaged (everything before the damage is still printed), "
+    cmd->footer("Exit status: 0 intact, 1 damaged (every intact chunk is still read: a damaged chunk is skipped "
+                "and listed with what it lost), "
                 "2 the file cannot be read.");
     cmd->callback([options, &exit_code] { exit_code = run_dump(*options); });
 }

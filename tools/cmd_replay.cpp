@@ -236,8 +236,7 @@ int run_replay(const ReplayOptions& options) {
             }
         }
     };
-    while (auto event = reader->next()) stream.consume(std::move(*event));
-    stream.flush();
+    decode_recording(*reader, stream);
 
     Tally all = samples;
     all.samples += oracle_samples.samples;
@@ -304,7 +303,19 @@ int run_replay(const ReplayOptions& options) {
                            {"kept", samples.decoded() - filtered.dropped()}, {"not_in_focus", filtered.not_in_focus},
                            {"excluded", filtered.excluded}};
         }
-        if (reader->damage()) j["damage"] = reader->damage()->error.describe();
+        if (reader->damage()) j["damage"] = reader->damage()->describe();
+        if (!reader->damages().empty()) {
+            // Per damaged region: where, why, and what it lost; samples that needed the lost
+            // events are in failed.lost_events.
+            nlohmann::json list = nlohmann::json::array();
+            for (const RecordingDamage& d : reader->damages()) {
+                nlohmann::json one = {{"offset", d.offset}, {"reason", d.error.describe()}, {"lost_bytes", d.lost_bytes}};
+                one["resumed_at"] = d.resumed_at ? nlohmann::json(*d.resumed_at) : nlohmann::json();
+                one["lost_events"] = d.lost_events ? nlohmann::json(*d.lost_events) : nlohmann::json();
+                list.push_back(one);
+            }
+            j["damages"] = list;
+        }
         fmt::print("{}\n", j.dump(2));
     } else {
         fmt::print("samples              {} ({} profile, {} oracle)\n", all.samples, samples.samples,
@@ -357,7 +368,7 @@ int run_replay(const ReplayOptions& options) {
             std::sort(sorted.rbegin(), sorted.rend());
             for (const auto& [n, k] : sorted) fmt::print("  {:<22} {}\n", k, n);
         }
-        if (reader->damage()) fmt::print("damage: {}\n", reader->damage()->error.describe());
+        for (const RecordingDamage& d : reader->damages()) fmt::print("damage: {}\n", d.describe());
     }
 
     if (ids.is_open()) {
@@ -433,8 +444,9 @@ void add_replay(CLI::App& app, int& exit_code) {
     cmd->add_flag("--no-incremental", options->no_incremental,
                   "walk every frame of every sample instead of taking over the unchanged lower part of the "
                   "thread's last walk (the same traces; to compare decode speed)");
-    cmd->footer("Exit status: 0 read to the end, 1 the recording is damaged (results cover the events "
-                "before the damage), 2 the file cannot be read.");
+    cmd->footer("Exit status: 0 read to the end, 1 the recording is damaged (results cover every intact chunk; "
+                "each damaged one is listed with what it lost, and samples that needed its events fail with "
+                "lost_events), 2 the file cannot be read.");
     cmd->callback([options, &exit_code] { exit_code = run_replay(*options); });
 }
 

@@ -46,14 +46,15 @@ Result<profile::Cct> decode_recording(const std::string& path) {
     decoder = &stream;
     names->map = &stream.code_map();
     uint64_t lost = 0;   // the kernel's Lost counts, which the outputs show as the live profile's do
-    while (auto event = (*reader)->next()) {
-        if (const auto* l = std::get_if<Lost>(&*event)) lost += l->count;
-        stream.consume(std::move(*event));
+    decode_recording(**reader, stream, [&lost](const Event& event) {
+        if (const auto* l = std::get_if<Lost>(&event)) lost += l->count;
+    });
+    for (const RecordingDamage& damage : (*reader)->damages()) {
+        fmt::print(stderr, "stackfrag report: {} is damaged; the profile covers the intact chunks: {}\n", path,
+                   damage.describe());
     }
-    stream.flush();
-    if ((*reader)->damage()) {
-        fmt::print(stderr, "stackfrag report: {} is damaged; the profile covers the events before: {}\n", path,
-                   (*reader)->damage()->error.describe());
+    if (const uint64_t n = cct.trace_counts().failed_by_reason[static_cast<size_t>(FailReason::kLostEvents)]) {
+        fmt::print(stderr, "stackfrag report: {} samples failed with lost_events (they needed what the damage lost)\n", n);
     }
     cct.info().period_ns = stream.period_ns();
     cct.info().start_unix_ns = (*reader)->header().created_unix_ns;

@@ -35,6 +35,7 @@ const char* fail_reason_name(FailReason reason) {
         case FailReason::kTooDeep: return "too_deep";
         case FailReason::kBadInterpreterFrame: return "bad_interpreter_frame";
         case FailReason::kBadReturnAddress: return "bad_return_address";
+        case FailReason::kLostEvents: return "lost_events";
         case FailReason::kCount: break;
     }
     return "unknown";

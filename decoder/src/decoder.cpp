@@ -120,16 +120,16 @@ bool no_java_returns_into(const Stub* stub) {
 enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
     kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kSpMoved,
-    kRejectNoCall, kRejectBadTarget, kRejectVmStub, kCounterCount
+    kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kCounterCount
 };
-static_assert(kCounterCount <= 16, "a journal keeps the counters of a step in 16 bits");
+static_assert(kCounterCount <= 32, "a journal keeps the counters of a step in 32 bits");
 constexpr uint64_t DecodeStats::* kCounterFields[kCounterCount] = {
     &DecodeStats::prologue_tops,   &DecodeStats::epilogue_tops,    &DecodeStats::partial_interpreter_tops,
     &DecodeStats::entry_frames_crossed, &DecodeStats::stub_scans,  &DecodeStats::native_frames,
     &DecodeStats::libunwind_steps, &DecodeStats::rbp_steps,        &DecodeStats::breadcrumbs_used,
     &DecodeStats::native_rescans,  &DecodeStats::deopt_frames,     &DecodeStats::unannounced_code_steps,
     &DecodeStats::sp_moved_frames, &DecodeStats::returns_rejected_no_call, &DecodeStats::returns_rejected_bad_target,
-    &DecodeStats::returns_rejected_vm_stub};
+    &DecodeStats::returns_rejected_vm_stub, &DecodeStats::unknown_methods_passed};
 
 // WalkState::flags
 enum : uint8_t {
@@ -176,7 +176,7 @@ private:
     void bump(Counter c) {
         ++(d_.stats_.*kCounterFields[c]);
         if (step_counters_ & (1u << c)) step_edge_ = true;   // twice in one step: the bits cannot say
-        step_counters_ = static_cast<uint16_t>(step_counters_ | (1u << c));
+        step_counters_ = step_counters_ | (1u << c);
     }
     // addr >= the fragment's end: a question about where the fragment ends, which the journal cannot
     // show to have the same answer in another snapshot, so the step is always walked.
@@ -304,7 +304,7 @@ private:
     bool step_edge_ = false;
     bool step_consults_flags_ = false;
     bool journal_reset_ = false;    // a rescan dropped frames found earlier: the journal starts over
-    uint16_t step_counters_ = 0;
+    uint32_t step_counters_ = 0;
     size_t step_peak_ = 0;
     detail::Splice splice_;
     bool splice_valid_ = false;
@@ -1008,8 +1008,14 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
                 !view_.read(fp_hint + words(in::kReturnAddress), ret)) {
                 return false;
             }
-            return map_.method_by_ptr(method, time_) != nullptr && is_return_target(ret) &&
-                   check_return(ret) == ReturnCheck::kOk;
+            if (!is_return_target(ret)) return false;
+            if (map_.method_by_ptr(method, time_) == nullptr) {
+                // Interpreted in every way but a Method* no event announced: passed over. After a gap
+                // in a recording the lost MethodInfo may have been the true caller's (StreamDecoder).
+                if (method != 0) bump(kUnknownMethodPassed);
+                return false;
+            }
+            return check_return(ret) == ReturnCheck::kOk;
         }
         case CodeRegion::kCallStubReturn: {
             uint64_t wrapper = 0;

@@ -52,6 +52,7 @@ bool StreamDecoder::decode(Event& event, bool first_attempt) {
     using Clock = std::chrono::steady_clock;
     const auto begin = Clock::now();
     const uint64_t unannounced_before = decoder_.stats().unannounced_code_steps;
+    const uint64_t passed_before = decoder_.stats().unknown_methods_passed;
     stitched_ = false;
     if (const auto* jvmti = std::get_if<JvmtiTrace>(&event)) {
         trace_from_jvmti(*jvmti, trace_);
@@ -71,6 +72,10 @@ bool StreamDecoder::decode(Event& event, bool first_attempt) {
     if (!first_attempt) {
         ++retry_stats_.retried;
         if (!worth_retrying(event, unannounced_before)) ++retry_stats_.resolved;
+    }
+    if (gap_from_ns_ && needs_lost_events(event, unannounced_before, passed_before)) {
+        trace_.status = TraceStatus::kFailed;
+        trace_.failure = FailReason::kLostEvents;
     }
     if (on_trace_) on_trace_(event, trace_);
     remember_image(event);
@@ -164,6 +169,40 @@ bool StreamDecoder::worth_retrying(const Event& event, uint64_t unannounced_befo
            trace_.failure != FailReason::kEmptyStack;
 }
 
+bool StreamDecoder::needs_lost_events(const Event& event, uint64_t unannounced_before, uint64_t passed_before) const {
+    const Sample* sample = sample_of(event);
+    if (sample == nullptr) return false;   // a JVMTI trace names its frames itself
+    const uint64_t slack = options_.retry_ns + options_.defer_ns;
+    if (sample->time_ns + slack < *gap_from_ns_) return false;
+    if (trace_.status == TraceStatus::kFailed) {
+        switch (trace_.failure) {
+            case FailReason::kNoCodeMap:
+            case FailReason::kUnknownPc:
+            case FailReason::kNativeUnwindFailed:   // module maps are events too
+            case FailReason::kUnknownMethod:
+            case FailReason::kNoPcDesc:
+            case FailReason::kStubUnwindFailed:
+            case FailReason::kBadReturnAddress:
+                return true;
+            default:
+                return false;
+        }
+    }
+    if (decoder_.stats().unannounced_code_steps != unannounced_before) return true;
+    if (decoder_.stats().unknown_methods_passed != passed_before) return true;
+    for (const Frame& frame : trace_.frames) {
+        const bool java = frame.kind == FrameKind::kInterpreted || frame.kind == FrameKind::kCompiled ||
+                          frame.kind == FrameKind::kInlined || frame.kind == FrameKind::kNativeWrapper;
+        if (java && map_.method_by_id(frame.method_id) == nullptr) return true;
+    }
+    return false;
+}
+
+void StreamDecoder::note_gap(uint64_t from_ns) {
+    ++gaps_;
+    if (!gap_from_ns_ || from_ns < *gap_from_ns_) gap_from_ns_ = from_ns;
+}
+
 void StreamDecoder::retry_front(std::deque<Event>& queue) {
     (void)decode(queue.front(), false);
     queue.pop_front();
@@ -247,6 +286,25 @@ void StreamDecoder::flush() {
         pending_.pop_front();
     }
     while (std::deque<Event>* queue = next_due(std::nullopt, true)) retry_front(*queue);
+}
+
+void decode_recording(RecordingReader& reader, StreamDecoder& stream, const std::function<void(const Event&)>& observe) {
+    size_t gaps_told = 0;
+    uint64_t latest_ns = 0;
+    while (auto event = reader.next()) {
+        const std::vector<RecordingDamage>& damages = reader.damages();
+        for (; gaps_told < damages.size(); ++gaps_told) {
+            const RecordingDamage& damage = damages[gaps_told];
+            // A chunk's smallest time bounds what it held; without its header, the stream's
+            // latest time before the damage does (events are written close to time order).
+            const uint64_t from = damage.lost_events ? std::min(damage.lost_min_time_ns, latest_ns) : latest_ns;
+            stream.note_gap(from);
+        }
+        latest_ns = std::max(latest_ns, time_of(*event));
+        if (observe) observe(*event);
+        stream.consume(std::move(*event));
+    }
+    stream.flush();
 }
 
 }  // namespace sf

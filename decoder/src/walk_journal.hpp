@@ -36,7 +36,7 @@ struct StepRecord {
     uint32_t count_after = 0;           // frames found after the step: it wrote frames [at.count, count_after)
     uint32_t peak_count = 0;            // the highest frame count compared with DecoderOptions::max_frames
     uint32_t native_frames_after = 0;
-    uint16_t counters = 0;              // the DecodeStats counters the step bumped, once each, one bit each
+    uint32_t counters = 0;              // the DecodeStats counters the step bumped, once each, one bit each
     bool reusable = false;              // false: it also asked where the fragment ends, or was not kept whole
     bool consults_flags = false;        // it read the flags that say how the walk got here (see decoder.cpp)
     bool stopped = false;               // the walk ended with this step, with status and failure:

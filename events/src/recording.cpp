@@ -305,6 +305,7 @@ public:
 
     const RecordingHeader& header() const override { return header_; }
     const std::optional<RecordingDamage>& damage() const override { return damage_; }
+    const std::vector<RecordingDamage>& damages() const override { return damages_; }
     uint64_t offset() const override { return delivered_offset_; }
     uint64_t skipped_events() const override { return skipped_; }
 
@@ -314,8 +315,9 @@ public:
             try {
                 load_chunk();
             } catch (const std::bad_alloc&) {
-                mark_damage(Errc::kResourceLimit, "out of memory decoding the chunk at offset " +
-                                                      std::to_string(next_chunk_offset_));
+                mark_damage(Errc::kResourceLimit,
+                            "out of memory decoding the chunk at offset " + std::to_string(next_chunk_offset_),
+                            Resume::kStop);
             }
         }
         delivered_offset_ = events_offset_;
@@ -365,11 +367,77 @@ private:
         return done;
     }
 
-    void mark_damage(Errc code, std::string message) {
-        damage_ = RecordingDamage{next_chunk_offset_, make_error(code, std::move(message))};
-        finished_ = true;
+    // Where reading goes on after a damaged chunk.
+    enum class Resume {
+        kStop,         // the file ends here or cannot be read
+        kAfterChunk,   // the header's checksum matched: its length says where the next chunk starts
+        kScan,         // the header itself is damaged: the next intact chunk header is searched for
+    };
+
+    uint64_t file_size() const {
+        struct stat info {};
+        return ::fstat(fd_, &info) == 0 ? static_cast<uint64_t>(info.st_size) : 0;
+    }
+
+    // The offset of the first chunk header at or after `from` whose magic and checksum are intact
+    // (and whose lengths are within bounds), or nullopt when the file has none.
+    std::optional<uint64_t> find_chunk(uint64_t from) {
+        const uint64_t size = file_size();
+        constexpr size_t kBlock = size_t{1} << 20;
+        std::vector<uint8_t> block(kBlock + fmt_::kChunkHeaderBytes);
+        for (uint64_t at = from; at + fmt_::kChunkHeaderBytes <= size;) {
+            const size_t want = static_cast<size_t>(std::min<uint64_t>(block.size(), size - at));
+            const ssize_t got = ::pread(fd_, block.data(), want, static_cast<off_t>(at));
+            if (got < static_cast<ssize_t>(fmt_::kChunkHeaderBytes)) {
+                if (got < 0 && errno == EINTR) continue;
+                return std::nullopt;
+            }
+            const size_t have = static_cast<size_t>(got);
+            // Candidates whose whole header is in this block; the next block starts at the first
+            // position not checked here.
+            const size_t last = have - fmt_::kChunkHeaderBytes;
+            for (size_t i = 0; i <= last; ++i) {
+                const void* hit = std::memchr(block.data() + i, fmt_::kChunkMagic[0], last + 1 - i);
+                if (hit == nullptr) break;
+                i = static_cast<size_t>(static_cast<const uint8_t*>(hit) - block.data());
+                const uint8_t* header = block.data() + i;
+                if (std::memcmp(header, fmt_::kChunkMagic, sizeof(fmt_::kChunkMagic)) != 0) continue;
+                if (load_le<uint32_t>(header + fmt_::kChunkHeaderCrcAt) != crc_of(header, fmt_::kChunkHeaderCrcAt)) continue;
+                if (load_le<uint32_t>(header + fmt_::kChunkRawSizeAt) > fmt_::kMaxChunkRawBytes) continue;
+                return at + i;
+            }
+            at += last + 1;
+        }
+        return std::nullopt;
+    }
+
+    void mark_damage(Errc code, std::string message, Resume resume) {
+        const uint64_t at = next_chunk_offset_;
+        RecordingDamage damage;
+        damage.offset = at;
+        damage.error = make_error(code, std::move(message));
+        if (chunk_header_intact_) {
+            damage.lost_events = chunk_event_count_;
+            damage.lost_min_time_ns = chunk_min_time_;
+            damage.lost_max_time_ns = chunk_max_time_;
+        }
         events_.clear();
         cursor_ = 0;
+        std::optional<uint64_t> next;
+        if (resume != Resume::kStop) {
+            next = find_chunk(resume == Resume::kAfterChunk ? at + fmt_::kChunkHeaderBytes + chunk_stored_bytes_ : at + 1);
+        }
+        if (next && ::lseek(fd_, static_cast<off_t>(*next), SEEK_SET) == static_cast<off_t>(*next)) {
+            damage.resumed_at = *next;
+            damage.lost_bytes = *next - at;
+            next_chunk_offset_ = *next;
+        } else {
+            const uint64_t size = file_size();
+            damage.lost_bytes = size > at ? size - at : 0;
+            finished_ = true;
+        }
+        if (!damage_) damage_ = damage;
+        damages_.push_back(std::move(damage));
     }
 
     void load_chunk() {
@@ -377,54 +445,66 @@ private:
         cursor_ = 0;
         const uint64_t at = next_chunk_offset_;
         const std::string where = " at offset " + std::to_string(at);
+        chunk_header_intact_ = false;
 
         uint8_t header[fmt_::kChunkHeaderBytes];
         Result<size_t> got = read_up_to(fd_, header, sizeof(header), path_);
-        if (!got) return mark_damage(Errc::kIo, got.error().describe() + where);
+        if (!got) return mark_damage(Errc::kIo, got.error().describe() + where, Resume::kStop);
         if (*got == 0) {
             finished_ = true;   // the file ends exactly at a chunk boundary
             return;
         }
         if (*got < sizeof(header)) {
             return mark_damage(Errc::kTruncated, "truncated" + where + " (chunk header has " + std::to_string(*got) +
-                                                     " of " + std::to_string(sizeof(header)) + " bytes)");
+                                                     " of " + std::to_string(sizeof(header)) + " bytes)",
+                               Resume::kStop);
         }
         if (std::memcmp(header, fmt_::kChunkMagic, sizeof(fmt_::kChunkMagic)) != 0) {
-            return mark_damage(Errc::kCorrupt, "bad chunk magic" + where);
+            return mark_damage(Errc::kCorrupt, "bad chunk magic" + where, Resume::kScan);
         }
         const uint32_t stored_header_crc = load_le<uint32_t>(header + fmt_::kChunkHeaderCrcAt);
         const uint32_t computed_header_crc = crc_of(header, fmt_::kChunkHeaderCrcAt);
         if (stored_header_crc != computed_header_crc) {
             return mark_damage(Errc::kCorrupt, "bad chunk header checksum" + where + " (stored " +
                                                    hex(stored_header_crc) + ", computed " +
-                                                   hex(computed_header_crc) + ")");
+                                                   hex(computed_header_crc) + ")",
+                               Resume::kScan);
         }
         const auto codec = static_cast<fmt_::Codec>(header[fmt_::kChunkCodecAt]);
         const uint32_t stored_bytes = load_le<uint32_t>(header + fmt_::kChunkStoredSizeAt);
         const uint32_t raw_bytes = load_le<uint32_t>(header + fmt_::kChunkRawSizeAt);
         const uint32_t event_count = load_le<uint32_t>(header + fmt_::kChunkEventCountAt);
+        chunk_header_intact_ = true;
+        chunk_stored_bytes_ = stored_bytes;
+        chunk_event_count_ = event_count;
+        chunk_min_time_ = load_le<uint64_t>(header + fmt_::kChunkMinTimeAt);
+        chunk_max_time_ = load_le<uint64_t>(header + fmt_::kChunkMaxTimeAt);
         if (codec != fmt_::Codec::kStored && codec != fmt_::Codec::kZstd) {
             return mark_damage(Errc::kUnsupported,
-                               "unknown chunk codec " + std::to_string(static_cast<int>(codec)) + where);
+                               "unknown chunk codec " + std::to_string(static_cast<int>(codec)) + where,
+                               Resume::kAfterChunk);
         }
         if (raw_bytes > fmt_::kMaxChunkRawBytes || stored_bytes > ZSTD_compressBound(fmt_::kMaxChunkRawBytes) ||
             (codec == fmt_::Codec::kStored && stored_bytes != raw_bytes)) {
             return mark_damage(Errc::kCorrupt, "bad chunk length" + where + " (stored " + std::to_string(stored_bytes) +
-                                                   " bytes, raw " + std::to_string(raw_bytes) + " bytes)");
+                                                   " bytes, raw " + std::to_string(raw_bytes) + " bytes)",
+                               Resume::kScan);
         }
 
         got = read_growing(stored_, stored_bytes);
-        if (!got) return mark_damage(Errc::kIo, got.error().describe() + where);
+        if (!got) return mark_damage(Errc::kIo, got.error().describe() + where, Resume::kStop);
         if (*got < stored_bytes) {
             return mark_damage(Errc::kTruncated, "truncated" + where + " (chunk payload has " + std::to_string(*got) +
-                                                     " of " + std::to_string(stored_bytes) + " bytes)");
+                                                     " of " + std::to_string(stored_bytes) + " bytes)",
+                               Resume::kStop);
         }
         const uint32_t stored_payload_crc = load_le<uint32_t>(header + fmt_::kChunkPayloadCrcAt);
         const uint32_t computed_payload_crc = crc_of(stored_.data(), stored_bytes);
         if (stored_payload_crc != computed_payload_crc) {
             return mark_damage(Errc::kCorrupt, "bad chunk payload checksum" + where + " (stored " +
                                                    hex(stored_payload_crc) + ", computed " +
-                                                   hex(computed_payload_crc) + ")");
+                                                   hex(computed_payload_crc) + ")",
+                               Resume::kAfterChunk);
         }
 
         const uint8_t* raw = stored_.data();
@@ -435,18 +515,21 @@ private:
             if (content != ZSTD_CONTENTSIZE_UNKNOWN && content != ZSTD_CONTENTSIZE_ERROR && content != raw_bytes) {
                 return mark_damage(Errc::kCorrupt, "bad chunk length" + where + " (zstd frame holds " +
                                                        std::to_string(content) + " bytes, header says " +
-                                                       std::to_string(raw_bytes) + ")");
+                                                       std::to_string(raw_bytes) + ")",
+                                   Resume::kAfterChunk);
             }
             raw_.resize(raw_bytes);
             const size_t produced = ZSTD_decompressDCtx(dctx_, raw_.data(), raw_.size(), stored_.data(), stored_bytes);
             if (ZSTD_isError(produced)) {
                 return mark_damage(Errc::kCorrupt,
-                                   "zstd decompression failed" + where + ": " + ZSTD_getErrorName(produced));
+                                   "zstd decompression failed" + where + ": " + ZSTD_getErrorName(produced),
+                                   Resume::kAfterChunk);
             }
             if (produced != raw_bytes) {
                 return mark_damage(Errc::kCorrupt, "bad chunk length" + where + " (decompressed to " +
                                                        std::to_string(produced) + " bytes, header says " +
-                                                       std::to_string(raw_bytes) + ")");
+                                                       std::to_string(raw_bytes) + ")",
+                                   Resume::kAfterChunk);
             }
             raw = raw_.data();
         }
@@ -472,7 +555,8 @@ private:
     bool decode_events(const uint8_t* raw, size_t size, uint32_t event_count, const std::string& where) {
         if (event_count > size / fmt_::kEventFrameBytes) {
             mark_damage(Errc::kCorrupt, "bad event count" + where + " (" + std::to_string(event_count) +
-                                            " events cannot fit in " + std::to_string(size) + " bytes)");
+                                            " events cannot fit in " + std::to_string(size) + " bytes)",
+                        Resume::kAfterChunk);
             return false;
         }
         // Neither event_count nor the chunk size says how many slots are needed: frames of unknown
@@ -488,7 +572,7 @@ private:
                        std::to_string(event_start);
             };
             if (size - pos < fmt_::kEventFrameBytes) {
-                mark_damage(Errc::kCorrupt, which() + ": chunk ends inside the event header)");
+                mark_damage(Errc::kCorrupt, which() + ": chunk ends inside the event header)", Resume::kAfterChunk);
                 return false;
             }
             const uint8_t kind = raw[pos];
@@ -496,14 +580,16 @@ private:
             pos += fmt_::kEventFrameBytes;
             if (size - pos < body_bytes) {
                 mark_damage(Errc::kCorrupt, which() + ": body of " + std::to_string(body_bytes) +
-                                                " bytes overruns the chunk)");
+                                                " bytes overruns the chunk)",
+                            Resume::kAfterChunk);
                 return false;
             }
             if (event_codec::is_known_kind(kind)) {
                 Event event;
                 const auto known = static_cast<EventKind>(kind);
                 if (const char* failure = event_codec::decode_body(known, raw + pos, body_bytes, event)) {
-                    mark_damage(Errc::kCorrupt, which() + ", " + kind_name(known) + "): " + failure);
+                    mark_damage(Errc::kCorrupt, which() + ", " + kind_name(known) + "): " + failure,
+                                Resume::kAfterChunk);
                     return false;
                 }
                 events_.push_back(std::move(event));
@@ -514,7 +600,8 @@ private:
         }
         if (pos != size) {
             mark_damage(Errc::kCorrupt, "bad event count" + where + " (" + std::to_string(size - pos) +
-                                            " bytes left after " + std::to_string(event_count) + " events)");
+                                            " bytes left after " + std::to_string(event_count) + " events)",
+                        Resume::kAfterChunk);
             return false;
         }
         skipped_ += skipped;
@@ -535,9 +622,29 @@ private:
     uint64_t delivered_offset_ = 0;
     uint64_t skipped_ = 0;
     std::optional<RecordingDamage> damage_;
+    std::vector<RecordingDamage> damages_;
+    // The chunk being loaded, once its header checksum matched: what its damage would lose.
+    bool chunk_header_intact_ = false;
+    uint32_t chunk_stored_bytes_ = 0;
+    uint32_t chunk_event_count_ = 0;
+    uint64_t chunk_min_time_ = 0;
+    uint64_t chunk_max_time_ = 0;
 };
 
 }  // namespace
+
+std::string RecordingDamage::describe() const {
+    std::string out = error.describe() + "; lost ";
+    if (lost_events) {
+        out += std::to_string(*lost_events) + " events (time " + std::to_string(lost_min_time_ns) + ".." +
+               std::to_string(lost_max_time_ns) + " ns)";
+    } else {
+        out += "the events of the damaged bytes (their chunk header is damaged too)";
+    }
+    out += ", " + std::to_string(lost_bytes) + " bytes; ";
+    out += resumed_at ? "read on from offset " + std::to_string(*resumed_at) : std::string("reading stopped there");
+    return out;
+}
 
 Result<std::unique_ptr<RecordingWriter>> RecordingWriter::create(const std::string& path,
                                                                   const RecordingHeader& header,

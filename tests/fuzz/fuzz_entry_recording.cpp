@@ -120,10 +120,23 @@ void read_all(const uint8_t* data, size_t size) {
     }
     // The end, damaged or not, is final.
     if (reader.next().has_value()) broken_promise("next() yielded an event after the end");
-    if (const std::optional<RecordingDamage>& damage = reader.damage()) {
-        if (damage->offset > size) broken_promise("damage offset beyond the end of the file");
-        if (events > 0 && damage->offset <= last_offset) broken_promise("damage at or before a delivered chunk");
-        if (damage->error.message.empty()) broken_promise("damage without a message");
+    // Damaged regions come in file order, each skipped to a later intact chunk or ending the read.
+    uint64_t previous_end = 0;
+    const std::vector<RecordingDamage>& damages = reader.damages();
+    if (reader.damage().has_value() != !damages.empty()) broken_promise("damage() and damages() disagree");
+    for (size_t i = 0; i < damages.size(); ++i) {
+        const RecordingDamage& damage = damages[i];
+        if (damage.offset > size) broken_promise("damage offset beyond the end of the file");
+        if (damage.offset < previous_end) broken_promise("damaged regions overlap or go backwards");
+        if (damage.error.message.empty()) broken_promise("damage without a message");
+        if (damage.resumed_at) {
+            if (*damage.resumed_at <= damage.offset || *damage.resumed_at >= size) broken_promise("resumed outside the file");
+            if (damage.lost_bytes != *damage.resumed_at - damage.offset) broken_promise("lost bytes disagree with the offsets");
+            previous_end = *damage.resumed_at;
+        } else {
+            if (i + 1 != damages.size()) broken_promise("a damage that stopped the read is not the last");
+            if (events > 0 && damage.offset <= last_offset) broken_promise("final damage at or before a delivered chunk");
+        }
     }
 }
 

@@ -214,6 +214,7 @@ struct ReadBack {
     std::vector<Event> events;
     std::vector<uint64_t> chunk_offsets;   // distinct offset() values, in file order
     std::optional<RecordingDamage> damage;
+    std::vector<RecordingDamage> damages;
     RecordingHeader header;
     uint64_t skipped = 0;
 };
@@ -230,6 +231,7 @@ inline ReadBack read_recording(const std::string& path) {
         }
     }
     back.damage = (*reader)->damage();
+    back.damages = (*reader)->damages();
     back.skipped = (*reader)->skipped_events();
     // Once stopped, a reader stays stopped.
     CHECK_FALSE((*reader)->next().has_value());

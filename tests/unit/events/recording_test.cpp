@@ -42,10 +42,15 @@ struct DamageFixture {
     std::vector<Event> events = EventFactory(7).every_kind(12, 3000);
     ReadBack intact;
 
+    std::vector<uint64_t> event_chunks;   // per intact event: the offset of its chunk
+
     DamageFixture() {
         write_recording(path, events, 8192);
         intact = read_recording(path);
         REQUIRE(intact.chunk_offsets.size() >= 4);
+        auto reader = RecordingReader::open(path);
+        REQUIRE(reader.ok());
+        while ((*reader)->next()) event_chunks.push_back((*reader)->offset());
     }
 
     // Events that the intact file delivered from chunks before chunk `index`.
@@ -59,6 +64,15 @@ struct DamageFixture {
         }
         return before;
     }
+    // Events that the intact file delivered from every chunk but chunk `index` (taken before any damage).
+    std::vector<Event> events_except_chunk(size_t index) {
+        std::vector<Event> kept;
+        for (size_t i = 0; i < intact.events.size(); ++i) {
+            if (event_chunks[i] != intact.chunk_offsets[index]) kept.push_back(intact.events[i]);
+        }
+        return kept;
+    }
+    size_t events_in_chunk(size_t index) { return intact.events.size() - events_except_chunk(index).size(); }
 };
 
 }  // namespace
@@ -207,7 +221,44 @@ TEST_CASE("a flipped byte in a chunk payload is a checksum error at that chunk")
     CHECK(back.damage->offset == third);
     CHECK(back.damage->error.code == Errc::kCorrupt);
     CHECK(contains(back.damage->error.message, "bad chunk payload checksum at offset " + std::to_string(third)));
-    CHECK(back.events == fixture.events_before_chunk(2));
+    // The chunk's header is intact: its length leads to the next chunk, and it says what was lost.
+    CHECK(back.events == fixture.events_except_chunk(2));
+    REQUIRE(back.damages.size() == 1);
+    CHECK(back.damage->resumed_at == fixture.intact.chunk_offsets[3]);
+    CHECK(back.damage->lost_bytes == fixture.intact.chunk_offsets[3] - third);
+    REQUIRE(back.damage->lost_events.has_value());
+    CHECK(*back.damage->lost_events == fixture.events_in_chunk(2));
+    CHECK(back.damage->lost_min_time_ns <= back.damage->lost_max_time_ns);
+    CHECK(contains(back.damage->describe(), "read on from offset " + std::to_string(fixture.intact.chunk_offsets[3])));
+}
+
+TEST_CASE("damage in several chunks loses those chunks only") {
+    DamageFixture fixture;
+    const auto& chunks = fixture.intact.chunk_offsets;
+    flip_byte(fixture.path, chunks[1] + 44 + 5);   // payload
+    flip_byte(fixture.path, chunks[3] + 2);        // header magic
+    const ReadBack back = read_recording(fixture.path);
+    REQUIRE(back.damages.size() == 2);
+    CHECK(back.damages[0].offset == chunks[1]);
+    CHECK(back.damages[1].offset == chunks[3]);
+    CHECK_FALSE(back.damages[1].lost_events.has_value());   // its header is the damaged part
+    CHECK(back.damages[1].resumed_at == chunks[4]);
+    CHECK(back.events.size() ==
+          fixture.intact.events.size() - fixture.events_in_chunk(1) - fixture.events_in_chunk(3));
+    CHECK(back.chunk_offsets.front() == chunks[0]);
+    CHECK(back.chunk_offsets.back() == chunks.back());
+}
+
+TEST_CASE("damage in the last chunk ends the read there") {
+    DamageFixture fixture;
+    const uint64_t last = fixture.intact.chunk_offsets.back();
+    flip_byte(fixture.path, last + 1);
+    const ReadBack back = read_recording(fixture.path);
+    REQUIRE(back.damages.size() == 1);
+    CHECK(back.damage->offset == last);
+    CHECK_FALSE(back.damage->resumed_at.has_value());
+    CHECK(back.damage->lost_bytes == file_size(fixture.path) - last);
+    CHECK(back.events == fixture.events_except_chunk(fixture.intact.chunk_offsets.size() - 1));
 }
 
 TEST_CASE("a flipped byte in a chunk header is reported at that chunk") {
@@ -219,7 +270,10 @@ TEST_CASE("a flipped byte in a chunk header is reported at that chunk") {
         REQUIRE(back.damage.has_value());
         CHECK(back.damage->offset == second);
         CHECK(contains(back.damage->error.message, "bad chunk header checksum at offset " + std::to_string(second)));
-        CHECK(back.events == fixture.events_before_chunk(1));
+        // The length is not to be trusted: the next intact header is found by its checksum.
+        CHECK(back.damage->resumed_at == fixture.intact.chunk_offsets[2]);
+        CHECK_FALSE(back.damage->lost_events.has_value());
+        CHECK(back.events == fixture.events_except_chunk(1));
     }
     SECTION("in the magic") {
         flip_byte(fixture.path, second);
@@ -227,7 +281,8 @@ TEST_CASE("a flipped byte in a chunk header is reported at that chunk") {
         REQUIRE(back.damage.has_value());
         CHECK(back.damage->offset == second);
         CHECK(contains(back.damage->error.message, "bad chunk magic at offset " + std::to_string(second)));
-        CHECK(back.events == fixture.events_before_chunk(1));
+        CHECK(back.damage->resumed_at == fixture.intact.chunk_offsets[2]);
+        CHECK(back.events == fixture.events_except_chunk(1));
     }
 }
 
@@ -436,7 +491,7 @@ TEST_CASE("writer throughput on 16 KB samples", "[.bench]") {
     }
 }
 
-TEST_CASE("any single damaged byte or cut yields exactly the chunks before it") {
+TEST_CASE("any single damaged byte loses exactly its chunk; any cut yields exactly the chunks before it") {
     ScratchDir dir;
     const std::string path = dir.file("sweep.sfr");
     const auto events = EventFactory(13).every_kind(3, 600);
@@ -495,7 +550,11 @@ TEST_CASE("any single damaged byte or cut yields exactly the chunks before it") 
         REQUIRE(reader.ok());
         REQUIRE(damage.has_value());
         CHECK(damage->offset == chunk_containing(at));
-        CHECK(delivered == events_before[index_of(chunk_containing(at))]);
+        const size_t index = index_of(chunk_containing(at));
+        const size_t lost = events_before[index + 1] - events_before[index];
+        CHECK(delivered == events.size() - lost);
+        if (index + 1 < intact.chunk_offsets.size()) CHECK(damage->resumed_at == intact.chunk_offsets[index + 1]);
+        else CHECK_FALSE(damage->resumed_at.has_value());
     }
 
     // Every cut in turn, from the end backwards so that each cut only shortens the file.

@@ -62,6 +62,7 @@ enum class FailReason : uint8_t {
     kTooDeep,              // more frames than the decoder's limit
     kBadInterpreterFrame,  // an interpreted frame whose fixed slots are inconsistent (fp, locals, initial_sp)
     kBadReturnAddress,     // a Java frame's caller pc is in no Java code, stub or call stub
+    kLostEvents,           // after a damaged part of a recording: the walk met code or methods the lost events may have announced
     kCount
 };
 

@@ -62,6 +62,9 @@ struct DecodeStats {
     uint64_t returns_rejected_no_call = 0;
     uint64_t returns_rejected_bad_target = 0;
     uint64_t returns_rejected_vm_stub = 0;
+    // Callers a scan passed over that looked interpreted in every way but had a Method* no event
+    // announced: after a gap in a recording, the caller the lost events would have confirmed.
+    uint64_t unknown_methods_passed = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;

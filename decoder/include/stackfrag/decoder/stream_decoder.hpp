@@ -16,6 +16,7 @@
 #include "stackfrag/decoder/code_map.hpp"
 #include "stackfrag/decoder/decoder.hpp"
 #include "stackfrag/events/events.hpp"
+#include "stackfrag/events/recording.hpp"
 
 namespace sf {
 
@@ -91,6 +92,17 @@ public:
     // How long the decode behind the current on_trace call took (for speed reports).
     uint64_t last_decode_ns() const { return last_decode_ns_; }
 
+    // Events are missing from the stream here (a damaged part of a recording); `from_ns` is the
+    // earliest time they may have had (the damaged chunk's smallest time when its header said so,
+    // else the latest time the stream had reached). From then on, a sample at or after from_ns,
+    // less the retry and defer windows, whose walk fails for want of something an event announces
+    // (code, a stub, a method, the VM itself), goes through code no event announced, passes over a
+    // caller whose Method* is unknown, or ends with a Java frame whose method is unknown fails with FailReason::kLostEvents rather than be counted
+    // under an ordinary reason or be added with frames that may be wrong.
+    void note_gap(uint64_t from_ns);
+    // Gaps noted so far.
+    uint64_t gaps() const { return gaps_; }
+
 private:
     // The bytes of a thread's stack as its last complete or stitched snapshot saw them.
     struct StackImage {
@@ -138,6 +150,17 @@ private:
     // thread's end, for its samples still waiting for a second decode; a new thread of the tid
     // replaces it.
     std::unordered_map<uint32_t, std::string> roots_;
+    uint64_t gaps_ = 0;
+    std::optional<uint64_t> gap_from_ns_;   // samples from then on may miss the lost events
+    // Whether the trace just decoded may be wrong or failed for want of events a gap lost.
+    bool needs_lost_events(const Event& event, uint64_t unannounced_before, uint64_t passed_before) const;
 };
+
+// Feeds every event of a recording to `stream` in file order and flushes it at the end. Before
+// the first event after each damaged region the reader skipped, the stream is told of the gap
+// (note_gap, from the damaged chunk's time range when known). `observe`, when set, sees each event
+// before the stream takes it.
+void decode_recording(RecordingReader& reader, StreamDecoder& stream,
+                      const std::function<void(const Event&)>& observe = {});
 
 }  // namespace sf

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "stackfrag/base/result.hpp"
 #include "stackfrag/events/events.hpp"
@@ -54,25 +55,42 @@ public:
     virtual uint64_t bytes_written() const = 0;
 };
 
-// Where a read stopped early: the byte offset of the damaged chunk and why.
+// A damaged or truncated region of a recording: where it starts, why, and what was lost.
 struct RecordingDamage {
-    uint64_t offset = 0;
+    uint64_t offset = 0;   // the first byte of the damaged chunk
     Error error;
+    // The offset of the next intact chunk, where reading went on; nullopt when reading stopped
+    // here (a truncated or unreadable file, or no intact chunk after the damage).
+    std::optional<uint64_t> resumed_at;
+    uint64_t lost_bytes = 0;   // from `offset` to `resumed_at`, or to the end of the file
+    // When the damaged chunk's own header was intact (its checksum matched): how many events it
+    // held and their time range. A damaged header leaves these unknown (nullopt).
+    std::optional<uint32_t> lost_events;
+    uint64_t lost_min_time_ns = 0;
+    uint64_t lost_max_time_ns = 0;
+    // "1 chunk of 4,096 events (t 1234..5678 ns), 200,017 bytes at offset N: <error>; resumed at M".
+    std::string describe() const;
 };
 
 // Yields events in file order, a chunk at a time: a chunk is verified and decoded whole before any
-// of its events is delivered. After a damaged or truncated chunk, next() returns nullopt and
-// damage() says where and why; every event before that chunk has been delivered. Damage in the
-// file header makes open() fail instead. Events of kinds newer than this reader are skipped.
+// of its events is delivered. A damaged chunk is skipped whole: the reader notes it (damages()),
+// finds the next intact chunk (by the damaged chunk's length when its header is intact, else by
+// scanning for the next chunk header whose checksum matches) and goes on. A truncated file ends
+// at its last complete chunk. Damage in the file header makes open() fail instead. Events of
+// kinds newer than this reader are skipped.
 class RecordingReader {
 public:
     static Result<std::unique_ptr<RecordingReader>> open(const std::string& path);
     virtual ~RecordingReader() = default;
 
     virtual const RecordingHeader& header() const = 0;
-    // The next event, or nullopt at the end of the file or at damage.
+    // The next event, or nullopt at the end of the file or where reading cannot go on.
     virtual std::optional<Event> next() = 0;
+    // The first damaged region, if any (the file is not intact).
     virtual const std::optional<RecordingDamage>& damage() const = 0;
+    // Every damaged region met so far, in file order. When next() returns an event after a damaged
+    // region, the region is already listed: a consumer can tell that events were lost before it.
+    virtual const std::vector<RecordingDamage>& damages() const = 0;
     // Byte offset of the chunk that yielded the last event.
     virtual uint64_t offset() const = 0;
     // Events of kinds this reader does not know, skipped so far (written by a newer writer).
