@@ -38,7 +38,10 @@ Result<profile::Cct> decode_recording(const std::string& path) {
     };
     // The names are only looked up inside add(), which ends with the decoding below.
     auto names = std::make_unique<Names>();
-    profile::Cct cct(names.get(), profile::CctOptions{});
+    // Samples kept one by one (time, thread) for outputs that list them (JFR).
+    profile::CctOptions cct_options;
+    cct_options.keep_samples = true;
+    profile::Cct cct(names.get(), cct_options);
     StreamDecoder* decoder = nullptr;
     StreamDecoder stream(StreamDecoderOptions{}, [&](const Event& e, const CallTrace& trace) {
         if (is_profile_sample(e)) (void)cct.add(trace, decoder->period_ns());
@@ -46,8 +49,9 @@ Result<profile::Cct> decode_recording(const std::string& path) {
     decoder = &stream;
     names->map = &stream.code_map();
     uint64_t lost = 0;   // the kernel's Lost counts, which the outputs show as the live profile's do
-    decode_recording(**reader, stream, [&lost](const Event& event) {
+    decode_recording(**reader, stream, [&lost, &cct](const Event& event) {
         if (const auto* l = std::get_if<Lost>(&event)) lost += l->count;
+        if (const auto* t = std::get_if<ThreadInfo>(&event); t && !t->name.empty()) cct.set_thread_name(t->tid, t->name);
     });
     for (const RecordingDamage& damage : (*reader)->damages()) {
         fmt::print(stderr, "stackfrag report: {} is damaged; the profile covers the intact chunks: {}\n", path,
@@ -58,6 +62,8 @@ Result<profile::Cct> decode_recording(const std::string& path) {
     }
     cct.info().period_ns = stream.period_ns();
     cct.info().start_unix_ns = (*reader)->header().created_unix_ns;
+    cct.info().monotonic_to_unix_ns = static_cast<int64_t>((*reader)->header().created_unix_ns) -
+                                      static_cast<int64_t>((*reader)->header().created_monotonic_ns);
     cct.info().lost_samples = lost;
     return cct;
 }

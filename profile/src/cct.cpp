@@ -164,6 +164,23 @@ std::vector<NodeId> Cct::find(std::span<const std::string_view> names) const {
 
 void Cct::set_thread_name(uint32_t tid, std::string name) { thread_names_[tid] = std::move(name); }
 
+const std::string* Cct::thread_name(uint32_t tid) const {
+    auto found = thread_names_.find(tid);
+    return found == thread_names_.end() ? nullptr : &found->second;
+}
+
+void Cct::record_sample(const CallTrace& trace, NodeId leaf) {
+    SampleRecord record{trace.time_ns, trace.tid, leaf, -1, 0};
+    if (!trace.frames.empty() && is_java(frame_type_of(trace.frames.front().kind))) {
+        const Frame& top = trace.frames.front();
+        record.bci = top.bci;
+        if (top.bci >= 0 && names_ != nullptr) {
+            if (const MethodInfo* method = names_->find(top.method_id)) record.line = line_for_bci(*method, top.bci);
+        }
+    }
+    samples_.push_back(record);
+}
+
 FrameId Cct::java_frame(FrameType type, uint64_t method_id) {
     uint64_t cache_key = method_id * 16 + static_cast<uint64_t>(type);
     if (auto cached = method_frames_.find(cache_key); cached != method_frames_.end()) return cached->second;
@@ -244,6 +261,7 @@ std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
         caller_bci = java && f.bci >= 0 ? f.bci : -1;
     }
     add_samples(at, 1, weight);
+    if (options_.keep_samples) record_sample(trace, at);
     return at;
 }
 

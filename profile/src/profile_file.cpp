@@ -20,13 +20,14 @@ bool ends_with(std::string_view text, std::string_view suffix) {
 
 }  // namespace
 
-const char* accepted_profile_extensions() { return ".collapsed, .folded, .html, .pb.gz, .json"; }
+const char* accepted_profile_extensions() { return ".collapsed, .folded, .html, .pb.gz, .json, .jfr"; }
 
 Result<ProfileFormat> format_for_path(std::string_view path) {
     if (ends_with(path, ".collapsed") || ends_with(path, ".folded")) return ProfileFormat::kCollapsed;
     if (ends_with(path, ".html")) return ProfileFormat::kHtml;
     if (ends_with(path, ".pb.gz")) return ProfileFormat::kPprof;
     if (ends_with(path, ".json")) return ProfileFormat::kJson;
+    if (ends_with(path, ".jfr")) return ProfileFormat::kJfr;
     size_t slash = path.rfind('/');
     std::string_view base = path.substr(slash == std::string_view::npos ? 0 : slash + 1);
     size_t dot = base.find('.');
@@ -129,6 +130,7 @@ Status write_profile(const Cct& cct, const std::string& path, const HtmlOptions&
             case ProfileFormat::kHtml: return write_html(cct, out, html);
             case ProfileFormat::kPprof: return write_pprof(cct, out);
             case ProfileFormat::kJson: return write_json(cct, out);
+            case ProfileFormat::kJfr: return write_jfr(cct, out);
         }
         return make_error(Errc::kInternal, "unhandled profile format");
     }, mode);

@@ -44,6 +44,15 @@ size_t stack_bytes_of(const Event& event) {
 
 double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
 
+// The offset from the samples' CLOCK_MONOTONIC times to Unix time, for outputs with timestamps.
+int64_t monotonic_to_unix_ns() {
+    timespec real{}, mono{};
+    clock_gettime(CLOCK_REALTIME, &real);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    return (static_cast<int64_t>(real.tv_sec) - static_cast<int64_t>(mono.tv_sec)) * 1'000'000'000 +
+           (static_cast<int64_t>(real.tv_nsec) - static_cast<int64_t>(mono.tv_nsec));
+}
+
 bool is_switch_sample(const Event& event) {
     const auto* sample = std::get_if<Sample>(&event);
     return sample != nullptr && sample->source == SampleSource::kPerfSwitch;
@@ -153,8 +162,16 @@ LiveProfile::~LiveProfile() {
 }
 
 void LiveProfile::new_cct() {
-    cct_ = std::make_unique<profile::Cct>(names_.get(), profile::CctOptions{});
-    off_cpu_cct_ = std::make_unique<profile::Cct>(names_.get(), profile::CctOptions{});
+    // A JFR file lists samples one by one, with time and thread: the trees keep them (24 bytes a
+    // sample, until the file is written).
+    profile::CctOptions options;
+    options.keep_samples = settings_.file.ends_with(".jfr");
+    cct_ = std::make_unique<profile::Cct>(names_.get(), options);
+    off_cpu_cct_ = std::make_unique<profile::Cct>(names_.get(), options);
+    for (const auto& [tid, name] : thread_names_) {
+        cct_->set_thread_name(tid, name);
+        off_cpu_cct_->set_thread_name(tid, name);
+    }
 }
 
 bool LiveProfile::push(Event* event) {
@@ -301,6 +318,11 @@ void LiveProfile::consume(Event&& event) {
         if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && thread->ended && settings_.on_thread_end) {
             settings_.on_thread_end(thread->tid);
         }
+        if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && !thread->name.empty()) {
+            thread_names_[thread->tid] = thread->name;
+            cct_->set_thread_name(thread->tid, thread->name);
+            off_cpu_cct_->set_thread_name(thread->tid, thread->name);
+        }
         stream_->consume(std::move(event));
     } catch (const std::bad_alloc&) {
         // The decoder's map and the tree are not to be trusted after a failed allocation midway.
@@ -373,6 +395,7 @@ void LiveProfile::fill_info() {
     info.start_unix_ns = static_cast<uint64_t>(interval_start_unix_) * 1'000'000'000u;
     info.duration_ns = clock_.monotonic_ns() - interval_start_ns_;
     info.lost_samples = lost_since_start() - lost_at_interval_start_;
+    info.monotonic_to_unix_ns = monotonic_to_unix_ns();
 }
 
 void LiveProfile::publish_period() {
@@ -392,6 +415,8 @@ void LiveProfile::write_off_cpu(const std::string& on_cpu_path) {
         profile::ProfileInfo& info = off_cpu_cct_->info();
         info.title = (settings_.title.empty() ? std::string("stackfrag") : settings_.title) + " (off-CPU)";
         info.period_ns = 0;   // a switch counts once, whatever time the thread then spent waiting
+        info.off_cpu = true;
+        info.monotonic_to_unix_ns = monotonic_to_unix_ns();
         info.start_unix_ns = static_cast<uint64_t>(interval_start_unix_) * 1'000'000'000u;
         info.duration_ns = clock_.monotonic_ns() - interval_start_ns_;
         profile::HtmlOptions html;

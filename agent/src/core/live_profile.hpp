@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/lockfree/spsc_queue.hpp>
@@ -212,6 +213,7 @@ private:
     bool broken_ = false;   // out of memory once: events are drained and discarded
     bool full_fragment_seen_ = false;   // reader thread: see LiveSettings::wake_on_fragment_bytes
     profile::TraceCounts past_counts_;
+    std::unordered_map<uint32_t, std::string> thread_names_;   // from ThreadInfo, for every new tree
     std::map<std::string, uint64_t> past_self_;
     uint64_t files_written_ = 0;
     uint64_t write_errors_ = 0;

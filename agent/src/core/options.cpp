@@ -236,7 +236,7 @@ constexpr OptionSpec kOptions[] = {
     {"log", false, false, "a file name or stderr", apply_log},
     {"loglevel", false, false, "error, warn, info or debug", apply_log_level},
     {"breadcrumbs", false, false, "on or off", apply_breadcrumbs},
-    {"file", false, false, "a file name ending in .collapsed, .folded, .html, .pb.gz or .json (%p pid, %t time)", apply_file},
+    {"file", false, false, "a file name ending in .collapsed, .folded, .html, .pb.gz, .json or .jfr (%p pid, %t time)", apply_file},
     {"loop", false, false, "a duration of at least 100ms, like 500ms, 30s, 5m, 1h", apply_loop},
     {"push", false, false, "an http:// or https:// URL of a Pyroscope-compatible server, like http://pyroscope:4040 (with loop=)", apply_push},
     {"push_name", false, false, "an application name: letters, digits, '.', '_', '-'", apply_push_name},

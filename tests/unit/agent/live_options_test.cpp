@@ -21,12 +21,12 @@ using sf::test::parse_ok;
 
 TEST_CASE("file takes a profile name whose ending picks the format") {
     CHECK(parse_ok("").file.empty());
-    for (const char* name : {"/tmp/p.html", "p.collapsed", "p.folded", "/x/p-%p-%t.pb.gz", "p.json"}) {
+    for (const char* name : {"/tmp/p.html", "p.collapsed", "p.folded", "/x/p-%p-%t.pb.gz", "p.json", "p.jfr"}) {
         CHECK(parse_ok(std::string("file=") + name).file == name);
     }
     CHECK(parse_error("file=/tmp/p.txt").find("bad value '/tmp/p.txt' for file: expected a file name ending in .collapsed") == 0);
     CHECK(parse_error("file=") == "missing value for file: expected a file name ending in .collapsed, .folded, .html, "
-                                  ".pb.gz or .json (%p pid, %t time)");
+                                  ".pb.gz, .json or .jfr (%p pid, %t time)");
 }
 
 TEST_CASE("loop takes a duration of at least 100 ms") {

@@ -80,6 +80,20 @@ struct CctOptions {
     // Put a "[name tid=N]" frame (FrameType::kThread) under the root for every thread, so each
     // thread has its own subtree; off merges all threads.
     bool per_thread = false;
+    // Keep every added sample's time, thread and innermost node (SampleRecord, 24 bytes each) for
+    // outputs that list samples one by one (JFR). Off: only the counts are kept.
+    bool keep_samples = false;
+};
+
+// One sample as added, with keep_samples: when and on which thread it was taken, the node of its
+// innermost frame, and that frame's bci and line (the tree keeps call sites only, not where the
+// innermost frame was).
+struct SampleRecord {
+    uint64_t time_ns = 0;    // CLOCK_MONOTONIC, as the trace's
+    uint32_t tid = 0;
+    NodeId node = 0;
+    int32_t bci = -1;        // -1 unknown or not Java
+    int32_t line = 0;        // 0 unknown
 };
 
 // Counts of the traces offered to add(), including those that were not added.
@@ -99,6 +113,10 @@ struct ProfileInfo {
     // Samples taken but in no tree: the kernel's ring was full, or the live decoder's queue. The
     // outputs say so, as a profile with holes must not pass for a whole one.
     uint64_t lost_samples = 0;
+    // Add to a sample's CLOCK_MONOTONIC time to get its Unix time (ns); 0 unknown.
+    int64_t monotonic_to_unix_ns = 0;
+    // The samples are context switches (events=switch: where threads left the CPU), not CPU time.
+    bool off_cpu = false;
 };
 
 // Not thread-safe: one thread adds, or the caller locks. Node and frame ids are dense, start at 0
@@ -119,6 +137,11 @@ public:
     // The name thread frames get from now on; set it before the thread's first trace (a thread
     // frame keeps the name it was created with).
     void set_thread_name(uint32_t tid, std::string name);
+    // The name set for `tid`, or null.
+    const std::string* thread_name(uint32_t tid) const;
+    // With keep_samples: every sample added, in the order added (empty otherwise; merge() and
+    // the readers do not keep samples).
+    const std::vector<SampleRecord>& samples() const { return samples_; }
 
     const CctOptions& options() const { return options_; }
     ProfileInfo& info() { return info_; }
@@ -207,6 +230,8 @@ private:
     // JVM's whole life and HotSpot never reuses one, so an id once resolved needs no new lookup.
     std::unordered_map<uint64_t, FrameId> method_frames_;
     std::unordered_map<uint32_t, std::string> thread_names_;
+    std::vector<SampleRecord> samples_;
+    void record_sample(const CallTrace& trace, NodeId leaf);
     std::unordered_map<uint32_t, NodeId> thread_nodes_;
 };
 

@@ -1,5 +1,5 @@
 // Writing a Cct in the formats profiler users already have tools for (collapsed stacks, an html
-// flame graph, pprof, the CCT as json) and reading collapsed and json back into a Cct.
+// flame graph, pprof, the CCT as json, JFR) and reading collapsed and json back into a Cct.
 #pragma once
 
 #include <sys/types.h>
@@ -59,6 +59,14 @@ Status write_html(const Cct& cct, std::ostream& out, const HtmlOptions& options 
 // known period (samples x period). Thread frames become a "thread" label instead of a frame.
 Status write_pprof(const Cct& cct, std::ostream& out);
 
+// A JDK Flight Recorder recording (docs/jfr-format.md) that `jfr print`, JDK Mission Control and
+// IntelliJ open: one jdk.ExecutionSample event per sample (stackfrag.OffCpuSample when
+// info().off_cpu) with its stack trace, thread and time when the tree kept its samples
+// (CctOptions::keep_samples: replay, report of a recording, the agent with file=*.jfr); else one
+// event per count of each node, at synthetic times one period apart. "[truncated]" sets the stack
+// trace's truncated flag; a per-thread tree's thread frames become the events' threads.
+Status write_jfr(const Cct& cct, std::ostream& out);
+
 // The Cct as json, keeping node ids, call sites, counts, trace counts and ProfileInfo:
 // {"format":"stackfrag-cct","version":1, "info":{...}, "traces":{...}, "root":NODE} where NODE is
 // {"id","name","type","signature","file","first_line","call_bci","call_line","self","total",
@@ -70,10 +78,10 @@ Status write_json(const Cct& cct, std::ostream& out);
 Result<Cct> read_json(std::istream& in);
 
 // The formats write_profile and read_profile know, by file name ending.
-enum class ProfileFormat : uint8_t { kCollapsed, kHtml, kPprof, kJson };
-// ".collapsed", ".folded", ".html", ".pb.gz", ".json"; an error naming the accepted ones otherwise.
+enum class ProfileFormat : uint8_t { kCollapsed, kHtml, kPprof, kJson, kJfr };
+// ".collapsed", ".folded", ".html", ".pb.gz", ".json", ".jfr"; an error naming the accepted ones otherwise.
 Result<ProfileFormat> format_for_path(std::string_view path);
-// The accepted endings, for messages and --help: ".collapsed, .folded, .html, .pb.gz, .json".
+// The accepted endings, for messages and --help: ".collapsed, .folded, .html, .pb.gz, .json, .jfr".
 const char* accepted_profile_extensions();
 
 // Writes the format `path` ends with to a temporary file in the same directory, then renames it
