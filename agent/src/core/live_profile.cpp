@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "log.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "stackfrag/profile/export.hpp"
 
 namespace sf::agent {
@@ -45,13 +46,7 @@ size_t stack_bytes_of(const Event& event) {
 double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
 
 // The offset from the samples' CLOCK_MONOTONIC times to Unix time, for outputs with timestamps.
-int64_t monotonic_to_unix_ns() {
-    timespec real{}, mono{};
-    clock_gettime(CLOCK_REALTIME, &real);
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    return (static_cast<int64_t>(real.tv_sec) - static_cast<int64_t>(mono.tv_sec)) * 1'000'000'000 +
-           (static_cast<int64_t>(real.tv_nsec) - static_cast<int64_t>(mono.tv_nsec));
-}
+int64_t monotonic_to_unix_ns() { return static_cast<int64_t>(realtime_ns()) - static_cast<int64_t>(monotonic_ns()); }
 
 bool is_switch_sample(const Event& event) {
     const auto* sample = std::get_if<Sample>(&event);
