@@ -35,6 +35,9 @@ struct RecordingSummary {
     uint64_t samples = 0;
     uint64_t lost = 0;
     uint64_t samples_with_stack = 0;
+    // Kernel-mode ticks whose user stack the kernel could not copy from interrupt context
+    // (the page was not resident): they keep their registers and decode as empty_stack.
+    uint64_t kernel_samples_without_stack = 0;
     uint64_t oracles = 0;
     uint64_t oracles_ok = 0;                      // agct_status > 0
     std::map<int32_t, uint64_t> oracle_status;    // agct_status <= 0 -> count
@@ -91,7 +94,11 @@ inline RecordingSummary summarize_recording(const std::string& path) {
         if (const auto* sample = std::get_if<Sample>(&*event)) {
             sample_seen = true;
             ++summary.samples;
-            if (!sample->stack.empty()) ++summary.samples_with_stack;
+            if (!sample->stack.empty()) {
+                ++summary.samples_with_stack;
+            } else if (sample->source == SampleSource::kPerfKernel) {
+                ++summary.kernel_samples_without_stack;
+            }
             ++summary.threads[sample->tid].samples;
             check_order(*sample, "sample");
         } else if (const auto* oracle = std::get_if<Oracle>(&*event)) {
