@@ -15,6 +15,7 @@
 
 #include "stackfrag/base/result.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
+#include "stackfrag/profile/export.hpp"
 
 namespace sf::cli {
 
@@ -33,8 +34,8 @@ struct AgentFlags {
 inline void add_agent_flags(CLI::App* cmd, AgentFlags& flags) {
     cmd->add_option("-i,--interval", flags.interval, "sampling interval per thread: 10ms, 1ms, 100us (agent default 1ms)");
     cmd->add_option("-f,--file", flags.file,
-                    "write the profile here; the ending picks the format (.html .pb.gz .collapsed .folded "
-                    ".json .jfr); %p is the pid, %t a timestamp");
+                    std::string("write the profile here; the ending picks the format (") +
+                        profile::accepted_profile_extensions() + "); %p is the pid, %t a timestamp");
     cmd->add_option("--record", flags.record, "also record the raw event stream to this file (.sfr) for replay");
     cmd->add_option("--loop", flags.loop, "with --file: write a new profile every DURATION (e.g. 60s), then start over");
     cmd->add_option("--title", flags.title, "title of the html page");

@@ -105,6 +105,150 @@ std::string frames_text(const CodeMap& map, const std::vector<MethodBci>& frames
     return s;
 }
 
+// What a replay found, computed once and then printed as text or as json.
+struct ReplaySummary {
+    Tally all, profile, oracle;   // all = profile + oracle samples
+    uint32_t stack_bytes = 0;     // the fragment size the VM was sampled with (0 unknown)
+    std::map<std::string, uint64_t> top_kinds;
+    DecodeStats stats;
+    RetryStats retried;
+    uint64_t pairs = 0, both_ok = 0, identical = 0, differs_beyond_top_bci = 0;
+    // ASGCT failed where the decoder did not; ASGCT's answer went through a frame whose code had moved
+    // rsp, where it read a stale return slot (not counted in both_ok: there is nothing to match).
+    uint64_t oracle_failed_we_decoded = 0, oracle_stale = 0;
+    uint64_t stitched_pairs = 0, stitched_agree = 0;   // oracle pairs whose trace was stitched; of those, like ASGCT's
+    std::map<std::string, uint64_t> disagreements;
+    StitchStats stitching;
+    const profile::TraceFilter* filter = nullptr;   // null or empty: no filter
+    std::vector<std::string> focus, exclude;
+    profile::FilterCounts filtered;
+    std::optional<std::string> damage;
+    std::vector<RecordingDamage> damages;
+
+    bool filtering() const { return filter != nullptr && !filter->empty(); }
+    double frames_per_trace() const { return all.decoded() ? double(all.frames) / double(all.decoded()) : 0.0; }
+};
+
+Tally sum(const Tally& a, const Tally& b) {
+    Tally all = a;
+    all.samples += b.samples;
+    all.complete += b.complete;
+    all.stitched += b.stitched;
+    all.incomplete += b.incomplete;
+    all.fragment_bytes += b.fragment_bytes;
+    all.frames += b.frames;
+    for (const auto& [k, v] : b.failed) all.failed[k] += v;
+    all.decode_ns.insert(all.decode_ns.end(), b.decode_ns.begin(), b.decode_ns.end());
+    return all;
+}
+
+nlohmann::json summary_json(const ReplaySummary& r) {
+    nlohmann::json j;
+    j["samples"] = r.all.samples;
+    j["perf_samples"] = r.profile.samples;
+    j["oracle_samples"] = r.oracle.samples;
+    j["decoded"] = r.all.decoded();
+    j["complete"] = r.all.complete;
+    j["stitched"] = r.all.stitched;
+    j["incomplete"] = r.all.incomplete;
+    j["decoded_pct"] = percent(r.all.decoded(), r.all.samples);
+    j["stitched_pct"] = percent(r.all.stitched, r.all.samples);
+    j["incomplete_pct"] = percent(r.all.incomplete, r.all.samples);
+    j["stitching"] = {{"stitched", r.stitching.stitched}, {"no_snapshot", r.stitching.no_snapshot},
+                      {"mismatched", r.stitching.mismatched}, {"walk_failed", r.stitching.walk_failed}};
+    // The profile's samples alone (the figures above include the validator's).
+    const Tally& p = r.profile;
+    j["profile"] = {{"samples", p.samples}, {"complete", p.complete}, {"stitched", p.stitched}, {"incomplete", p.incomplete},
+                    {"fragment_bytes_mean", p.samples ? double(p.fragment_bytes) / double(p.samples) : 0.0}};
+    // Stitched validator samples whose trace equals ASGCT's (apart from an interpreted top frame's bci).
+    j["oracle_stitched_pairs"] = r.stitched_pairs;
+    j["oracle_stitched_agree"] = r.stitched_agree;
+    j["failed"] = r.all.failed;
+    j["frames_per_trace"] = r.frames_per_trace();
+    j["decode_ns_median"] = percentile(r.all.decode_ns, 0.5);
+    j["decode_ns_p99"] = percentile(r.all.decode_ns, 0.99);
+    j["oracle_pairs"] = r.pairs;
+    j["oracle_both_ok"] = r.both_ok;
+    j["oracle_identical"] = r.identical;
+    j["oracle_identical_pct"] = percent(r.identical, r.both_ok);
+    // The top interpreted frame's bci: the decoder reads r13 (live), ASGCT the bcp slot (saved
+    // only at calls), so they differ by design; this counts the pairs that agree apart from it.
+    j["oracle_identical_except_top_bci"] = r.both_ok - r.differs_beyond_top_bci;
+    j["oracle_disagreements"] = r.disagreements;
+    j["oracle_failed_we_decoded"] = r.oracle_failed_we_decoded;
+    j["oracle_stale"] = r.oracle_stale;
+    j["top_frame_kinds"] = r.top_kinds;
+    for (const DecodeStatField& f : kDecodeStatFields) j[f.group][f.key] = r.stats.*f.field;
+    j["retried"] = {{"samples", r.retried.retried}, {"resolved", r.retried.resolved}};
+    if (r.filtering()) {
+        j["filter"] = {{"focus", r.focus}, {"exclude", r.exclude}, {"kept", r.profile.decoded() - r.filtered.dropped()},
+                       {"not_in_focus", r.filtered.not_in_focus}, {"excluded", r.filtered.excluded}};
+    }
+    if (r.damage) j["damage"] = *r.damage;
+    if (!r.damages.empty()) {
+        // Per damaged region: where, why, and what it lost; samples that needed the lost
+        // events are in failed.lost_events.
+        nlohmann::json list = nlohmann::json::array();
+        for (const RecordingDamage& d : r.damages) {
+            nlohmann::json one = {{"offset", d.offset}, {"reason", d.error.describe()}, {"lost_bytes", d.lost_bytes}};
+            one["resumed_at"] = d.resumed_at ? nlohmann::json(*d.resumed_at) : nlohmann::json();
+            one["lost_events"] = d.lost_events ? nlohmann::json(*d.lost_events) : nlohmann::json();
+            list.push_back(one);
+        }
+        j["damages"] = list;
+    }
+    return j;
+}
+
+void print_summary_text(const ReplaySummary& r) {
+    const Tally& all = r.all;
+    fmt::print("samples              {} ({} profile, {} oracle)\n", all.samples, r.profile.samples, r.oracle.samples);
+    fmt::print("decoded              {:.2f}% ({} complete, {} stitched, {} incomplete)\n",
+               percent(all.decoded(), all.samples), all.complete, all.stitched, all.incomplete);
+    fmt::print("incomplete           {:.2f}%\n", percent(all.incomplete, all.samples));
+    if (const StitchStats& st = r.stitching; st.stitched + st.no_snapshot + st.mismatched + st.walk_failed) {
+        fmt::print("stitched             {:.2f}% ({}); not stitched: {} without an earlier snapshot, {} with other "
+                   "bytes at the fragment's top, {} whose longer walk did not complete\n",
+                   percent(all.stitched, all.samples), st.stitched, st.no_snapshot, st.mismatched, st.walk_failed);
+    }
+    if (const std::string hint = incomplete_hint(all.incomplete, all.samples, r.stack_bytes); !hint.empty()) {
+        fmt::print("                     ({})\n", hint);
+    }
+    if (r.filtering()) {
+        fmt::print("filter               {}\n",
+                   profile::filter_sentence(*r.filter, r.profile.decoded() - r.filtered.dropped(), r.profile.decoded(),
+                                            r.filtered));
+    }
+    for (const auto& [reason, n] : all.failed) {
+        fmt::print("failed {:<20} {} ({:.2f}%)\n", reason, n, percent(n, all.samples));
+    }
+    fmt::print("frames per trace     {:.1f}\n", r.frames_per_trace());
+    fmt::print("decode ns/sample     median {}  p99 {}\n", percentile(all.decode_ns, 0.5), percentile(all.decode_ns, 0.99));
+    fmt::print("top frames          ");
+    for (const auto& [k, n] : r.top_kinds) fmt::print(" {} {}", k, n);
+    // Every step counter by its word (kDecodeStatFields); the incremental ones have their own line.
+    fmt::print("\nwalk                ");
+    for (const DecodeStatField& f : kDecodeStatFields) {
+        if (std::string_view(f.group) != "incremental") fmt::print(" {} {}", f.label, r.stats.*f.field);
+    }
+    fmt::print("\nincremental          {} samples took over {} steps, {} frames of their thread's last walk\n",
+               r.stats.incremental_samples, r.stats.steps_reused, r.stats.frames_reused);
+    fmt::print("decoded again        {} samples that failed or met unannounced code; {} resolved by then\n",
+               r.retried.retried, r.retried.resolved);
+    if (r.pairs) {
+        fmt::print("oracle pairs         {} (both ok {}; ASGCT failed where we decoded {}; ASGCT stale {})\n", r.pairs,
+                   r.both_ok, r.oracle_failed_we_decoded, r.oracle_stale);
+        fmt::print("identical to ASGCT   {} ({:.2f}% of both ok); apart from the top bci {} ({:.2f}%)\n", r.identical,
+                   percent(r.identical, r.both_ok), r.both_ok - r.differs_beyond_top_bci,
+                   percent(r.both_ok - r.differs_beyond_top_bci, r.both_ok));
+        std::vector<std::pair<uint64_t, std::string>> sorted;
+        for (const auto& [k, n] : r.disagreements) sorted.emplace_back(n, k);
+        std::sort(sorted.rbegin(), sorted.rend());
+        for (const auto& [n, k] : sorted) fmt::print("  {:<22} {}\n", k, n);
+    }
+    for (const RecordingDamage& d : r.damages) fmt::print("damage: {}\n", d.describe());
+}
+
 int run_replay(const ReplayOptions& options) {
     auto opened = RecordingReader::open(options.path);
     if (!opened) {
@@ -132,7 +276,6 @@ int run_replay(const ReplayOptions& options) {
         return 2;
     }
     profile::TraceFilter& filter = *parsed_filter;
-    profile::FilterCounts filtered;
     const bool builds_cct =
         !options.collapsed.empty() || !options.cct.empty() || !options.ids.empty() || !filter.empty();
     if (!options.cct.empty() && !options.cct.ends_with(".json")) {
@@ -150,16 +293,12 @@ int run_replay(const ReplayOptions& options) {
     }
     std::string id_line;
 
-    Tally samples, oracle_samples;
+    ReplaySummary summary;
+    Tally& samples = summary.profile;
+    Tally& oracle_samples = summary.oracle;
+    profile::FilterCounts& filtered = summary.filtered;
     profile::Cct off_cpu_cct(&names, profile::CctOptions{});
-    uint64_t pairs = 0, both_ok = 0, identical = 0, differs_beyond_top_bci = 0;
-    // ASGCT failed where the decoder did not; ASGCT's answer went through a frame whose code had moved
-    // rsp, where it read a stale return slot (not counted in both_ok: there is nothing to match).
-    uint64_t oracle_failed_we_decoded = 0, oracle_stale = 0;
-    uint64_t stitched_pairs = 0, stitched_agree = 0;   // oracle pairs whose trace was stitched; of those, like ASGCT's
-    std::map<std::string, uint64_t> disagreements;
     std::map<std::string, int> shown;   // examples printed per kind of disagreement
-    std::map<std::string, uint64_t> top_kinds;
 
     on_trace = [&](const Event& e, const CallTrace& trace) {
         // Context-switch samples make the off-CPU profile, one count per switch, as in the agent.
@@ -171,7 +310,7 @@ int run_replay(const ReplayOptions& options) {
         }
         if (is_profile_sample(e)) {
             samples.add(trace, stream.last_decode_ns(), std::get_if<Sample>(&e));
-            if (!trace.frames.empty()) ++top_kinds[frame_kind_name(trace.frames[0].kind)];
+            if (!trace.frames.empty()) ++summary.top_kinds[frame_kind_name(trace.frames[0].kind)];
             if (!builds_cct) return;
             // The filter judges before the tree sees the trace, as the agent's live profile does.
             const profile::FilterVerdict verdict = filter.judge(trace, &names);
@@ -195,35 +334,35 @@ int run_replay(const ReplayOptions& options) {
         const auto* o = std::get_if<Oracle>(&e);
         if (!o) return;
         oracle_samples.add(trace, stream.last_decode_ns());
-        ++pairs;
+        ++summary.pairs;
         const Agreement a = compare_with_oracle(trace, *o);
         if (trace.status == TraceStatus::kStitched && a != Agreement::kOracleFailed) {
-            ++stitched_pairs;
+            ++summary.stitched_pairs;
             // Identical once the top frame's bci is ASGCT's (the decoder reads it live, ASGCT from a slot).
             Oracle same_top = *o;
             const std::vector<MethodBci> ours = java_frames_of(trace);
             if (!ours.empty() && !same_top.frames.empty() && same_top.frames[0].method_id == ours[0].method_id) {
                 same_top.frames[0].bci = ours[0].bci;
             }
-            if (compare_with_oracle(trace, same_top) == Agreement::kIdentical) ++stitched_agree;
+            if (compare_with_oracle(trace, same_top) == Agreement::kIdentical) ++summary.stitched_agree;
         }
-        if (a == Agreement::kOracleFailed && trace.status != TraceStatus::kFailed) ++oracle_failed_we_decoded;
+        if (a == Agreement::kOracleFailed && trace.status != TraceStatus::kFailed) ++summary.oracle_failed_we_decoded;
         const bool both = a != Agreement::kOracleFailed && a != Agreement::kDecoderFailed;
         const bool stale = both && a != Agreement::kIdentical &&
                            std::any_of(trace.frames.begin(), trace.frames.end(), [](const Frame& f) { return f.sp_moved; });
-        if (stale) ++oracle_stale;
-        else if (both) ++both_ok;
+        if (stale) ++summary.oracle_stale;
+        else if (both) ++summary.both_ok;
         if (a == Agreement::kIdentical) {
-            ++identical;
+            ++summary.identical;
             return;
         }
         if (!stale && a != Agreement::kTopBciDiffers && a != Agreement::kOracleFailed && a != Agreement::kDecoderFailed) {
-            ++differs_beyond_top_bci;
+            ++summary.differs_beyond_top_bci;
         }
         std::string kind = stale ? "oracle_stale" : agreement_name(a);
         if (a == Agreement::kDecoderFailed) kind += fmt::format(" {}", fail_reason_name(trace.failure));
         if (a == Agreement::kOracleFailed && trace.status != TraceStatus::kFailed) kind = "oracle_failed_we_decoded";
-        if (!stale) ++disagreements[agreement_name(a)];
+        if (!stale) ++summary.disagreements[agreement_name(a)];
         if (shown[kind] < options.show && (a != Agreement::kOracleFailed || trace.status != TraceStatus::kFailed)) {
             ++shown[kind];
             fmt::print("[{}] t={} tid={} status={} {}\n  ours:  {}\n  asgct: {}\n", kind,
@@ -238,138 +377,18 @@ int run_replay(const ReplayOptions& options) {
     };
     decode_recording(*reader, stream);
 
-    Tally all = samples;
-    all.samples += oracle_samples.samples;
-    all.complete += oracle_samples.complete;
-    all.stitched += oracle_samples.stitched;
-    all.incomplete += oracle_samples.incomplete;
-    all.frames += oracle_samples.frames;
-    for (const auto& [k, v] : oracle_samples.failed) all.failed[k] += v;
-    all.decode_ns.insert(all.decode_ns.end(), oracle_samples.decode_ns.begin(), oracle_samples.decode_ns.end());
-
-    const DecodeStats& st = decoder.stats();
-    if (options.json) {
-        nlohmann::json j;
-        j["samples"] = all.samples;
-        j["perf_samples"] = samples.samples;
-        j["oracle_samples"] = oracle_samples.samples;
-        j["decoded"] = all.decoded();
-        j["complete"] = all.complete;
-        j["stitched"] = all.stitched;
-        j["incomplete"] = all.incomplete;
-        j["decoded_pct"] = percent(all.decoded(), all.samples);
-        j["stitched_pct"] = percent(all.stitched, all.samples);
-        j["incomplete_pct"] = percent(all.incomplete, all.samples);
-        const StitchStats& stitching = stream.stitch_stats();
-        j["stitching"] = {{"stitched", stitching.stitched}, {"no_snapshot", stitching.no_snapshot},
-                          {"mismatched", stitching.mismatched}, {"walk_failed", stitching.walk_failed}};
-        // The profile's samples alone (the figures above include the validator's).
-        j["profile"] = {{"samples", samples.samples}, {"complete", samples.complete}, {"stitched", samples.stitched},
-                        {"incomplete", samples.incomplete},
-                        {"fragment_bytes_mean", samples.samples ? double(samples.fragment_bytes) / double(samples.samples) : 0.0}};
-        // Stitched validator samples whose trace equals ASGCT's (apart from an interpreted top frame's bci).
-        j["oracle_stitched_pairs"] = stitched_pairs;
-        j["oracle_stitched_agree"] = stitched_agree;
-        j["failed"] = all.failed;
-        j["frames_per_trace"] = all.decoded() ? double(all.frames) / double(all.decoded()) : 0.0;
-        j["decode_ns_median"] = percentile(all.decode_ns, 0.5);
-        j["decode_ns_p99"] = percentile(all.decode_ns, 0.99);
-        j["oracle_pairs"] = pairs;
-        j["oracle_both_ok"] = both_ok;
-        j["oracle_identical"] = identical;
-        j["oracle_identical_pct"] = percent(identical, both_ok);
-        // The top interpreted frame's bci: the decoder reads r13 (live), ASGCT the bcp slot (saved
-        // only at calls), so they differ by design; this counts the pairs that agree apart from it.
-        j["oracle_identical_except_top_bci"] = both_ok - differs_beyond_top_bci;
-        j["oracle_disagreements"] = disagreements;
-        j["oracle_failed_we_decoded"] = oracle_failed_we_decoded;
-        j["oracle_stale"] = oracle_stale;
-        j["top_frame_kinds"] = top_kinds;
-        j["stats"] = {{"prologue_tops", st.prologue_tops},   {"epilogue_tops", st.epilogue_tops},
-                      {"partial_interpreter_tops", st.partial_interpreter_tops},
-                      {"entry_frames_crossed", st.entry_frames_crossed}, {"stub_scans", st.stub_scans},
-                      {"native_frames", st.native_frames},   {"libunwind_steps", st.libunwind_steps},
-                      {"rbp_steps", st.rbp_steps},           {"breadcrumbs_used", st.breadcrumbs_used}, {"native_rescans", st.native_rescans},
-                      {"deopt_frames", st.deopt_frames},     {"unannounced_code_steps", st.unannounced_code_steps},
-                      {"sp_moved_frames", st.sp_moved_frames}};
-        j["returns_rejected"] = {{"no_call", st.returns_rejected_no_call},
-                                 {"bad_target", st.returns_rejected_bad_target},
-                                 {"vm_stub", st.returns_rejected_vm_stub}};
-        j["retried"] = {{"samples", stream.retry_stats().retried}, {"resolved", stream.retry_stats().resolved}};
-        j["incremental"] = {{"samples", st.incremental_samples}, {"steps_reused", st.steps_reused},
-                            {"frames_reused", st.frames_reused}};
-        if (!filter.empty()) {
-            j["filter"] = {{"focus", options.focus}, {"exclude", options.exclude},
-                           {"kept", samples.decoded() - filtered.dropped()}, {"not_in_focus", filtered.not_in_focus},
-                           {"excluded", filtered.excluded}};
-        }
-        if (reader->damage()) j["damage"] = reader->damage()->describe();
-        if (!reader->damages().empty()) {
-            // Per damaged region: where, why, and what it lost; samples that needed the lost
-            // events are in failed.lost_events.
-            nlohmann::json list = nlohmann::json::array();
-            for (const RecordingDamage& d : reader->damages()) {
-                nlohmann::json one = {{"offset", d.offset}, {"reason", d.error.describe()}, {"lost_bytes", d.lost_bytes}};
-                one["resumed_at"] = d.resumed_at ? nlohmann::json(*d.resumed_at) : nlohmann::json();
-                one["lost_events"] = d.lost_events ? nlohmann::json(*d.lost_events) : nlohmann::json();
-                list.push_back(one);
-            }
-            j["damages"] = list;
-        }
-        fmt::print("{}\n", j.dump(2));
-    } else {
-        fmt::print("samples              {} ({} profile, {} oracle)\n", all.samples, samples.samples,
-                   oracle_samples.samples);
-        fmt::print("decoded              {:.2f}% ({} complete, {} stitched, {} incomplete)\n",
-                   percent(all.decoded(), all.samples), all.complete, all.stitched, all.incomplete);
-        fmt::print("incomplete           {:.2f}%\n", percent(all.incomplete, all.samples));
-        if (const StitchStats& st = stream.stitch_stats(); st.stitched + st.no_snapshot + st.mismatched + st.walk_failed) {
-            fmt::print("stitched             {:.2f}% ({}); not stitched: {} without an earlier snapshot, {} with other "
-                       "bytes at the fragment's top, {} whose longer walk did not complete\n",
-                       percent(all.stitched, all.samples), st.stitched, st.no_snapshot, st.mismatched, st.walk_failed);
-        }
-        const uint32_t stack_bytes = map.has_vm() ? map.vm().sample_stack_bytes : 0;
-        if (const std::string hint = incomplete_hint(all.incomplete, all.samples, stack_bytes); !hint.empty()) {
-            fmt::print("                     ({})\n", hint);
-        }
-        if (!filter.empty()) {
-            fmt::print("filter               {}: kept {} of {} decoded samples; dropped {} ({} not in focus, {} excluded)\n",
-                       filter.describe(), samples.decoded() - filtered.dropped(), samples.decoded(), filtered.dropped(),
-                       filtered.not_in_focus, filtered.excluded);
-        }
-        for (const auto& [reason, n] : all.failed) {
-            fmt::print("failed {:<20} {} ({:.2f}%)\n", reason, n, percent(n, all.samples));
-        }
-        fmt::print("frames per trace     {:.1f}\n", all.decoded() ? double(all.frames) / double(all.decoded()) : 0.0);
-        fmt::print("decode ns/sample     median {}  p99 {}\n", percentile(all.decode_ns, 0.5),
-                   percentile(all.decode_ns, 0.99));
-        fmt::print("top frames          ");
-        for (const auto& [k, n] : top_kinds) fmt::print(" {} {}", k, n);
-        fmt::print("\nwalk                 prologue {} epilogue {} partial-interp {} entry {} stub-scan {} "
-                   "native {} (libunwind {}, rbp {}, rescans {}) deopt {}\n",
-                   st.prologue_tops, st.epilogue_tops, st.partial_interpreter_tops, st.entry_frames_crossed,
-                   st.stub_scans, st.native_frames, st.libunwind_steps, st.rbp_steps, st.native_rescans, st.deopt_frames);
-        fmt::print("moved sp             {} frames; return addresses rejected: no call {}, bad target {}, vm stub {}\n",
-                   st.sp_moved_frames, st.returns_rejected_no_call, st.returns_rejected_bad_target,
-                   st.returns_rejected_vm_stub);
-        fmt::print("incremental          {} samples took over {} steps, {} frames of their thread's last walk\n",
-                   st.incremental_samples, st.steps_reused, st.frames_reused);
-        fmt::print("decoded again        {} samples that failed or met unannounced code; {} resolved by then "
-                   "(unannounced-code steps in all walks: {})\n",
-                   stream.retry_stats().retried, stream.retry_stats().resolved, st.unannounced_code_steps);
-        if (pairs) {
-            fmt::print("oracle pairs         {} (both ok {}; ASGCT failed where we decoded {}; ASGCT stale {})\n", pairs,
-                       both_ok, oracle_failed_we_decoded, oracle_stale);
-            fmt::print("identical to ASGCT   {} ({:.2f}% of both ok); apart from the top bci {} ({:.2f}%)\n", identical,
-                       percent(identical, both_ok), both_ok - differs_beyond_top_bci,
-                       percent(both_ok - differs_beyond_top_bci, both_ok));
-            std::vector<std::pair<uint64_t, std::string>> sorted;
-            for (const auto& [k, n] : disagreements) sorted.emplace_back(n, k);
-            std::sort(sorted.rbegin(), sorted.rend());
-            for (const auto& [n, k] : sorted) fmt::print("  {:<22} {}\n", k, n);
-        }
-        for (const RecordingDamage& d : reader->damages()) fmt::print("damage: {}\n", d.describe());
-    }
+    summary.all = sum(samples, oracle_samples);
+    summary.stack_bytes = map.has_vm() ? map.vm().sample_stack_bytes : 0;
+    summary.stats = decoder.stats();
+    summary.retried = stream.retry_stats();
+    summary.filter = &filter;
+    summary.focus = options.focus;
+    summary.exclude = options.exclude;
+    summary.stitching = stream.stitch_stats();
+    if (reader->damage()) summary.damage = reader->damage()->describe();
+    summary.damages = reader->damages();
+    if (options.json) fmt::print("{}\n", summary_json(summary).dump(2));
+    else print_summary_text(summary);
 
     if (ids.is_open()) {
         ids.close();

@@ -68,21 +68,24 @@ Result<profile::Cct> decode_recording(const std::string& path) {
     return cct;
 }
 
-// One row per input kind.
+// One row per input kind: the output formats stackfrag reads back (profile/export.hpp's table),
+// then recordings and async-profiler's .txt.
 const std::vector<InputLoader>& input_loaders() {
-    static const std::vector<InputLoader> loaders{
-        {".json", "a CCT written by stackfrag (report -o X.json)", profile::read_profile},
-        {".collapsed", "collapsed stacks (async-profiler, perf script | stackcollapse, stackfrag)",
-         profile::read_profile},
-        {".folded", "collapsed stacks, like .collapsed", profile::read_profile},
-        {".sfr", "a recording (agent record=FILE), decoded as replay does", decode_recording},
-        {".txt", "collapsed stacks, as async-profiler names them with -o collapsed",
-         [](const std::string& path) -> Result<profile::Cct> {
-             std::ifstream in(path, std::ios::binary);
-             if (!in) return sys_error(Errc::kIo, errno, fmt::format("cannot open {}", path));
-             return profile::read_collapsed(in);
-         }},
-    };
+    static const std::vector<InputLoader> loaders = [] {
+        std::vector<InputLoader> out;
+        for (const profile::OutputFormat& format : profile::output_formats()) {
+            if (format.read == nullptr) continue;
+            for (std::string_view ending : format.endings) out.push_back({ending, format.description, profile::read_profile});
+        }
+        out.push_back({".sfr", "a recording (agent record=FILE), decoded as replay does", decode_recording});
+        out.push_back({".txt", "collapsed stacks, as async-profiler names them with -o collapsed",
+                       [](const std::string& path) -> Result<profile::Cct> {
+                           std::ifstream in(path, std::ios::binary);
+                           if (!in) return sys_error(Errc::kIo, errno, fmt::format("cannot open {}", path));
+                           return profile::read_collapsed(in);
+                       }});
+        return out;
+    }();
     return loaders;
 }
 
@@ -124,9 +127,8 @@ int run_report(const ReportArgs& args) {
         // profile the agent writes with the same focus=/exclude= options.
         profile::FilterCounts dropped;
         profile::Cct kept = profile::filter_cct(*cct, *filter, &dropped);
-        fmt::print(stderr, "stackfrag report: {}: kept {} of {} samples; dropped {} ({} not in focus, {} excluded)\n",
-                   filter->describe(), kept.total_samples(), cct->total_samples(), dropped.dropped(),
-                   dropped.not_in_focus, dropped.excluded);
+        fmt::print(stderr, "stackfrag report: {}\n",
+                   profile::filter_sentence(*filter, kept.total_samples(), cct->total_samples(), dropped, "samples"));
         *cct = std::move(kept);
     }
     profile::HtmlOptions options;

@@ -1,5 +1,6 @@
 #include "stackfrag/decoder/decoder.hpp"
 
+#include <array>
 #include <cstring>
 #include <string_view>
 
@@ -123,13 +124,17 @@ enum Counter : uint8_t {
     kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kCounterCount
 };
 static_assert(kCounterCount <= 32, "a journal keeps the counters of a step in 32 bits");
-constexpr uint64_t DecodeStats::* kCounterFields[kCounterCount] = {
-    &DecodeStats::prologue_tops,   &DecodeStats::epilogue_tops,    &DecodeStats::partial_interpreter_tops,
-    &DecodeStats::entry_frames_crossed, &DecodeStats::stub_scans,  &DecodeStats::native_frames,
-    &DecodeStats::libunwind_steps, &DecodeStats::rbp_steps,        &DecodeStats::breadcrumbs_used,
-    &DecodeStats::native_rescans,  &DecodeStats::deopt_frames,     &DecodeStats::unannounced_code_steps,
-    &DecodeStats::sp_moved_frames, &DecodeStats::returns_rejected_no_call, &DecodeStats::returns_rejected_bad_target,
-    &DecodeStats::returns_rejected_vm_stub, &DecodeStats::unknown_methods_passed};
+// The step counters are the first kCounterCount rows of kDecodeStatFields, in this enum's order.
+constexpr auto kCounterFields = [] {
+    std::array<uint64_t DecodeStats::*, kCounterCount> fields{};
+    for (size_t c = 0; c < kCounterCount; ++c) fields[c] = kDecodeStatFields[c].field;
+    return fields;
+}();
+static_assert(kCounterFields[kPrologueTops] == &DecodeStats::prologue_tops &&
+                  kCounterFields[kUnannouncedCode] == &DecodeStats::unannounced_code_steps &&
+                  kCounterFields[kRejectVmStub] == &DecodeStats::returns_rejected_vm_stub &&
+                  kCounterFields[kUnknownMethodPassed] == &DecodeStats::unknown_methods_passed,
+              "kDecodeStatFields starts with the step counters, in Counter's order");
 
 // WalkState::flags
 enum : uint8_t {

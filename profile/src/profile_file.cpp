@@ -20,14 +20,69 @@ bool ends_with(std::string_view text, std::string_view suffix) {
 
 }  // namespace
 
-const char* accepted_profile_extensions() { return ".collapsed, .folded, .html, .pb.gz, .json, .jfr"; }
+const std::vector<OutputFormat>& output_formats() {
+    static const std::vector<OutputFormat> formats{
+        {ProfileFormat::kCollapsed, {".collapsed", ".folded"},
+         "collapsed stacks, one line per stack (flamegraph.pl, speedscope, diffs)",
+         [](const Cct& cct, std::ostream& out, const HtmlOptions& o) { return write_collapsed(cct, out, o.counter); },
+         read_collapsed},
+        {ProfileFormat::kHtml, {".html"}, "an interactive flame graph, one self-contained page",
+         [](const Cct& cct, std::ostream& out, const HtmlOptions& o) { return write_html(cct, out, o); }, nullptr},
+        {ProfileFormat::kPprof, {".pb.gz"}, "pprof's profile.proto, gzipped (go tool pprof)",
+         [](const Cct& cct, std::ostream& out, const HtmlOptions&) { return write_pprof(cct, out); }, nullptr},
+        {ProfileFormat::kJson, {".json"}, "the calling context tree as json, node ids kept (stackfrag's own)",
+         [](const Cct& cct, std::ostream& out, const HtmlOptions&) { return write_json(cct, out); }, read_json},
+        {ProfileFormat::kJfr, {".jfr"}, "a JDK Flight Recorder recording (jfr print, JDK Mission Control, IntelliJ)",
+         [](const Cct& cct, std::ostream& out, const HtmlOptions&) { return write_jfr(cct, out); }, nullptr},
+    };
+    return formats;
+}
+
+const OutputFormat* output_format_of(std::string_view path) {
+    for (const OutputFormat& format : output_formats()) {
+        for (std::string_view ending : format.endings) {
+            if (ends_with(path, ending)) return &format;
+        }
+    }
+    return nullptr;
+}
+
+size_t format_ending_size(std::string_view path) {
+    for (const OutputFormat& format : output_formats()) {
+        for (std::string_view ending : format.endings) {
+            if (ends_with(path, ending)) return ending.size();
+        }
+    }
+    return 0;
+}
+
+namespace {
+
+std::string endings_text(std::string_view last_separator) {
+    std::vector<std::string_view> all;
+    for (const OutputFormat& format : output_formats()) all.insert(all.end(), format.endings.begin(), format.endings.end());
+    std::string text;
+    for (size_t i = 0; i < all.size(); ++i) {
+        if (i != 0) text += i + 1 == all.size() ? last_separator : std::string_view(", ");
+        text += all[i];
+    }
+    return text;
+}
+
+}  // namespace
+
+const char* accepted_profile_extensions() {
+    static const std::string text = endings_text(", ");
+    return text.c_str();
+}
+
+const char* accepted_profile_extensions_phrase() {
+    static const std::string text = endings_text(" or ");
+    return text.c_str();
+}
 
 Result<ProfileFormat> format_for_path(std::string_view path) {
-    if (ends_with(path, ".collapsed") || ends_with(path, ".folded")) return ProfileFormat::kCollapsed;
-    if (ends_with(path, ".html")) return ProfileFormat::kHtml;
-    if (ends_with(path, ".pb.gz")) return ProfileFormat::kPprof;
-    if (ends_with(path, ".json")) return ProfileFormat::kJson;
-    if (ends_with(path, ".jfr")) return ProfileFormat::kJfr;
+    if (const OutputFormat* format = output_format_of(path)) return format->format;
     size_t slash = path.rfind('/');
     std::string_view base = path.substr(slash == std::string_view::npos ? 0 : slash + 1);
     size_t dot = base.find('.');
@@ -122,29 +177,26 @@ Status write_file_atomically(const std::string& path, const std::function<Status
 }
 
 Status write_profile(const Cct& cct, const std::string& path, const HtmlOptions& html, std::optional<mode_t> mode) {
-    auto format = format_for_path(path);
-    if (!format.ok()) return std::move(format).take_error();
-    return write_file_atomically(path, [&](std::ostream& out) -> Status {
-        switch (*format) {
-            case ProfileFormat::kCollapsed: return write_collapsed(cct, out, html.counter);
-            case ProfileFormat::kHtml: return write_html(cct, out, html);
-            case ProfileFormat::kPprof: return write_pprof(cct, out);
-            case ProfileFormat::kJson: return write_json(cct, out);
-            case ProfileFormat::kJfr: return write_jfr(cct, out);
-        }
-        return make_error(Errc::kInternal, "unhandled profile format");
-    }, mode);
+    if (Result<ProfileFormat> known = format_for_path(path); !known.ok()) return std::move(known).take_error();
+    const OutputFormat& format = *output_format_of(path);
+    return write_file_atomically(path, [&](std::ostream& out) -> Status { return format.write(cct, out, html); }, mode);
 }
 
 Result<Cct> read_profile(const std::string& path) {
-    auto format = format_for_path(path);
-    if (!format.ok()) return std::move(format).take_error();
-    if (*format != ProfileFormat::kCollapsed && *format != ProfileFormat::kJson) {
-        return make_error(Errc::kUnsupported, fmt::format("{}: profiles are read from .json or collapsed files", path));
+    if (Result<ProfileFormat> known = format_for_path(path); !known.ok()) return std::move(known).take_error();
+    const OutputFormat& format = *output_format_of(path);
+    if (format.read == nullptr) {
+        std::string readable;
+        for (const OutputFormat& f : output_formats()) {
+            if (f.read != nullptr) {
+                for (std::string_view ending : f.endings) readable += fmt::format("{}{}", readable.empty() ? "" : ", ", ending);
+            }
+        }
+        return make_error(Errc::kUnsupported, fmt::format("{}: profiles are read from {} files", path, readable));
     }
     std::ifstream in(path, std::ios::binary);
     if (!in) return sys_error(Errc::kIo, errno, fmt::format("cannot open {}", path));
-    auto cct = *format == ProfileFormat::kJson ? read_json(in) : read_collapsed(in);
+    auto cct = format.read(in);
     if (!cct.ok()) {
         Error e = std::move(cct).take_error();
         e.message = path + ": " + e.message;

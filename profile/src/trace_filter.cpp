@@ -224,4 +224,10 @@ Cct filter_cct(const Cct& cct, const TraceFilter& filter, FilterCounts* counts) 
     return out;
 }
 
+std::string filter_sentence(const TraceFilter& filter, uint64_t kept, uint64_t judged, const FilterCounts& counts,
+                            std::string_view what) {
+    return fmt::format("{}: kept {} of {} {}; dropped {} ({} not in focus, {} excluded)", filter.describe(), kept,
+                       judged, what, counts.dropped(), counts.not_in_focus, counts.excluded);
+}
+
 }  // namespace sf::profile

@@ -30,11 +30,7 @@ constexpr auto kIdleWait = std::chrono::milliseconds(1000);
 
 class SystemClock final : public LiveClock {
 public:
-    uint64_t monotonic_ns() const override {
-        timespec ts{};
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-    }
+    uint64_t monotonic_ns() const override { return sf::monotonic_ns(); }
     int64_t unix_seconds() const override { return static_cast<int64_t>(::time(nullptr)); }
 };
 
@@ -64,7 +60,9 @@ void add_self_samples(const profile::Cct& cct, std::map<std::string, uint64_t>& 
 
 std::string off_cpu_path(std::string_view path) {
     const size_t base = path.find_last_of('/') == std::string_view::npos ? 0 : path.find_last_of('/') + 1;
-    size_t dot = path.size() >= 6 && path.substr(path.size() - 6) == ".pb.gz" ? path.size() - 6 : path.rfind('.');
+    // Before the whole format ending (".pb.gz"), else before the last dot.
+    const size_t ending = profile::format_ending_size(path);
+    size_t dot = ending != 0 ? path.size() - ending : path.rfind('.');
     if (dot == std::string_view::npos || dot <= base) dot = path.size();
     return std::string(path.substr(0, dot)) + ".offcpu" + std::string(path.substr(dot));
 }
@@ -529,9 +527,7 @@ void LiveProfile::finish() {
     if (!file.empty() && !broken_) (void)write_current(file, interval_start_unix_, nullptr);
     publish_period();
     if (started_.load()) {   // on the decoder thread: its whole CPU time, the final write included
-        timespec cpu{};
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-        decoder_cpu_ns_.store(static_cast<uint64_t>(cpu.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(cpu.tv_nsec));
+        decoder_cpu_ns_.store(thread_cpu_ns());
     }
     std::lock_guard<std::mutex> lock(mutex_);
     finished_ = true;
@@ -662,12 +658,7 @@ std::string LiveProfile::summary_text(size_t top) const {
     }
     if (c.metadata_dropped != 0) out += "\n  code events dropped by the live queue: " + std::to_string(c.metadata_dropped);
     if (!filter_.empty()) {
-        snprintf(line, sizeof line, "\n  %s: kept %llu of %llu decoded samples; dropped %llu (%llu not in focus, %llu excluded)",
-                 filter_.describe().c_str(), static_cast<unsigned long long>(c.decoded - c.filtered.dropped()),
-                 static_cast<unsigned long long>(c.decoded), static_cast<unsigned long long>(c.filtered.dropped()),
-                 static_cast<unsigned long long>(c.filtered.not_in_focus),
-                 static_cast<unsigned long long>(c.filtered.excluded));
-        out += line;
+        out += "\n  " + profile::filter_sentence(filter_, c.decoded - c.filtered.dropped(), c.decoded, c.filtered);
     }
     if (!c.top_self.empty()) {
         out += "\n  top methods by self samples:";

@@ -221,7 +221,14 @@ bool apply_action(std::string_view value, AgentOptions& options) {
     return true;
 }
 
-constexpr OptionSpec kOptions[] = {
+// The file endings come from the output-format table.
+std::string_view file_expected() {
+    static const std::string text = std::string("a file name ending in ") + profile::accepted_profile_extensions_phrase() +
+                                    " (%p pid, %t time)";
+    return text;
+}
+
+const OptionSpec kOptions[] = {
     {"interval", false, false, "a duration like 100us, 1ms, 10ms, or auto", apply_interval},
     {"budget", false, false, "a percentage from 0.01% to 50% (default 1%)", apply_budget},
     {"stack", false, false, "auto (the default: 16384, up to 65528 for deep threads) or a number of bytes, a multiple of 8 from 8 to 65528", apply_stack},
@@ -236,7 +243,7 @@ constexpr OptionSpec kOptions[] = {
     {"log", false, false, "a file name or stderr", apply_log},
     {"loglevel", false, false, "error, warn, info or debug", apply_log_level},
     {"breadcrumbs", false, false, "on or off", apply_breadcrumbs},
-    {"file", false, false, "a file name ending in .collapsed, .folded, .html, .pb.gz, .json or .jfr (%p pid, %t time)", apply_file},
+    {"file", false, false, file_expected(), apply_file},
     {"loop", false, false, "a duration of at least 100ms, like 500ms, 30s, 5m, 1h", apply_loop},
     {"push", false, false, "an http:// or https:// URL of a Pyroscope-compatible server, like http://pyroscope:4040 (with loop=)", apply_push},
     {"push_name", false, false, "an application name: letters, digits, '.', '_', '-'", apply_push_name},

@@ -72,6 +72,38 @@ struct DecodeStats {
     uint64_t frames_reused = 0;
 };
 
+// Every DecodeStats counter, in declaration order, with its key in `group` of replay's --json
+// ("stats", "returns_rejected" or "incremental") and its word in replay's text: the one list the
+// outputs go by. All but the incremental ones are the counters a walk step bumps, in decoder.cpp's order.
+struct DecodeStatField {
+    const char* key;
+    const char* group;
+    const char* label;
+    uint64_t DecodeStats::* field;
+};
+inline constexpr DecodeStatField kDecodeStatFields[] = {
+    {"prologue_tops", "stats", "prologue", &DecodeStats::prologue_tops},
+    {"epilogue_tops", "stats", "epilogue", &DecodeStats::epilogue_tops},
+    {"partial_interpreter_tops", "stats", "partial-interp", &DecodeStats::partial_interpreter_tops},
+    {"entry_frames_crossed", "stats", "entry", &DecodeStats::entry_frames_crossed},
+    {"stub_scans", "stats", "stub-scan", &DecodeStats::stub_scans},
+    {"native_frames", "stats", "native", &DecodeStats::native_frames},
+    {"libunwind_steps", "stats", "libunwind", &DecodeStats::libunwind_steps},
+    {"rbp_steps", "stats", "rbp", &DecodeStats::rbp_steps},
+    {"breadcrumbs_used", "stats", "breadcrumbs", &DecodeStats::breadcrumbs_used},
+    {"native_rescans", "stats", "rescans", &DecodeStats::native_rescans},
+    {"deopt_frames", "stats", "deopt", &DecodeStats::deopt_frames},
+    {"unannounced_code_steps", "stats", "unannounced", &DecodeStats::unannounced_code_steps},
+    {"sp_moved_frames", "stats", "sp-moved", &DecodeStats::sp_moved_frames},
+    {"no_call", "returns_rejected", "rejected-no-call", &DecodeStats::returns_rejected_no_call},
+    {"bad_target", "returns_rejected", "rejected-bad-target", &DecodeStats::returns_rejected_bad_target},
+    {"vm_stub", "returns_rejected", "rejected-vm-stub", &DecodeStats::returns_rejected_vm_stub},
+    {"unknown_methods_passed", "stats", "unknown-passed", &DecodeStats::unknown_methods_passed},
+    {"samples", "incremental", "samples", &DecodeStats::incremental_samples},
+    {"steps_reused", "incremental", "steps", &DecodeStats::steps_reused},
+    {"frames_reused", "incremental", "frames", &DecodeStats::frames_reused},
+};
+
 class NativeUnwinder;
 namespace detail {
 struct ThreadJournals;

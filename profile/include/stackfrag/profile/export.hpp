@@ -10,6 +10,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "stackfrag/base/result.hpp"
 #include "stackfrag/profile/cct.hpp"
@@ -79,10 +80,30 @@ Result<Cct> read_json(std::istream& in);
 
 // The formats write_profile and read_profile know, by file name ending.
 enum class ProfileFormat : uint8_t { kCollapsed, kHtml, kPprof, kJson, kJfr };
+
+// One row per output format: the file endings that pick it, what it is (for help texts), how it is
+// written, and how it is read back (null when stackfrag does not read it). format_for_path, the
+// agent's file= option, the CLI's help, the off-CPU file name and `report` all go by this table, so
+// a new format is one new row in profile_file.cpp.
+struct OutputFormat {
+    ProfileFormat format;
+    std::vector<std::string_view> endings;   // ".collapsed", ".folded"; matched at the path's end
+    std::string_view description;
+    Status (*write)(const Cct& cct, std::ostream& out, const HtmlOptions& options);
+    Result<Cct> (*read)(std::istream& in);
+};
+const std::vector<OutputFormat>& output_formats();
+
+// The row whose ending `path` has, or null.
+const OutputFormat* output_format_of(std::string_view path);
+// The length of the format ending `path` has (".pb.gz": 6), 0 when none.
+size_t format_ending_size(std::string_view path);
 // ".collapsed", ".folded", ".html", ".pb.gz", ".json", ".jfr"; an error naming the accepted ones otherwise.
 Result<ProfileFormat> format_for_path(std::string_view path);
 // The accepted endings, for messages and --help: ".collapsed, .folded, .html, .pb.gz, .json, .jfr".
 const char* accepted_profile_extensions();
+// The same as a phrase: ".collapsed, .folded, .html, .pb.gz or .json".
+const char* accepted_profile_extensions_phrase();
 
 // Writes the format `path` ends with to a temporary file in the same directory, then renames it
 // over `path`, so readers never see a half-written profile. The file gets `mode` (the agent: 0600),

@@ -97,6 +97,11 @@ struct FilterCounts {
     uint64_t dropped() const { return not_in_focus + excluded; }
 };
 
+// The summaries' sentence: "focus=a.B.c: kept K of N decoded samples; dropped D (x not in focus,
+// y excluded)", of `judged` samples the filter saw (`what` they were), `kept` of them kept.
+std::string filter_sentence(const TraceFilter& filter, uint64_t kept, uint64_t judged, const FilterCounts& counts,
+                            std::string_view what = "decoded samples");
+
 // A new tree with only the samples of `cct` the filter keeps: every node's self samples are one
 // stack (the path from the root), judged by its frames; kept stacks are copied with their frames,
 // call sites and weights. Info, options and failed counts stay; added and incomplete count the
