@@ -18,6 +18,7 @@
 #include <string>
 
 #include "agent_process.hpp"
+#include "test_env.hpp"
 
 namespace {
 
@@ -39,8 +40,7 @@ void check_httpserver(const std::string& jdk) {
         WARN("no httpserver workload at " << kWorkloads << ": skipped");
         return;
     }
-    std::string dir = "/tmp/sf-accuracy-it-XXXXXX";
-    REQUIRE(mkdtemp(dir.data()) != nullptr);
+    const std::string dir = sf::test::temp_dir("accuracy-it");
     const std::string rec = dir + "/run.sfr", live = dir + "/live.collapsed", replayed = dir + "/replay.collapsed";
     const auto run = sf::test::run_process(
         {kWorkloads + "/httpserver/run.sh"},
@@ -77,9 +77,9 @@ void check_httpserver(const std::string& jdk) {
 }  // namespace
 
 TEST_CASE("httpserver decodes completely and like ASGCT, JDK 17", "[accuracy]") {
-    check_httpserver("/usr/lib/jvm/java-17-openjdk-amd64");
+    check_httpserver(sf::test::kJdk17);
 }
 
 TEST_CASE("httpserver decodes completely and like ASGCT, JDK 25", "[accuracy]") {
-    check_httpserver("/usr/lib/jvm/temurin-25-jdk-amd64");
+    check_httpserver(sf::test::kJdk25);
 }
