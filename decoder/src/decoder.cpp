@@ -191,9 +191,12 @@ private:
     }
 
     // --- outcome ---
+    // The frames the steps before this one found stay (the profile shows them under a marker);
+    // what this step pushed before it failed is dropped.
     Step fail(FailReason reason) {
         out_.status = TraceStatus::kFailed;
         out_.failure = reason;
+        count_ = std::min(count_, step_first_frame_);
         return Step::kStop;
     }
     Step complete() {
@@ -280,6 +283,7 @@ private:
     CallTrace& out_;
     detail::StackView view_;
     size_t count_ = 0;
+    size_t step_first_frame_ = 0;   // count_ when the current step began
     size_t native_frames_ = 0;
     uint64_t time_ = 0;
     bool fragment_full_ = true;
@@ -337,6 +341,7 @@ void Walk::run() {
             while (true) {
                 if (previous_ && !top_ && reuse_previous() == Reuse::kFinished) break;
                 if (journal_) begin_step();
+                step_first_frame_ = count_;
                 const Step s = step();
                 if (journal_) end_step(s);
                 if (s == Step::kStop) break;

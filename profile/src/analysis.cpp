@@ -230,8 +230,7 @@ Cct normalize_contexts(const Cct& cct, const ContextOptions& options) {
         const FrameDesc& desc = cct.frame(f);
         FrameDesc normal;
         normal.name = without_hidden_class_address(options.merge_frame_kinds ? strip_kind_suffix(desc.name) : desc.name);
-        const bool keeps_type = !options.merge_frame_kinds || desc.type == FrameType::kThread ||
-                                desc.type == FrameType::kTruncated;
+        const bool keeps_type = !options.merge_frame_kinds || is_marker(desc.type);
         normal.type = keeps_type ? desc.type : FrameType::kNative;
         frame_map[f] = out.intern_frame(normal);
     }

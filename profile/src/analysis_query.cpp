@@ -22,7 +22,7 @@ uint64_t total_of(const Node& node, Counter counter) {
 }
 
 bool is_method(FrameType type) {
-    return type != FrameType::kRoot && type != FrameType::kThread && type != FrameType::kTruncated;
+    return type != FrameType::kRoot && !is_marker(type);
 }
 
 // Every frame of the tree keyed by the name it is matched by, so frames that differ only in how

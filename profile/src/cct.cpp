@@ -21,12 +21,13 @@ const char* frame_type_name(FrameType type) {
         case FrameType::kThread: return "thread";
         case FrameType::kTruncated: return "truncated";
         case FrameType::kJava: return "java";
+        case FrameType::kFailed: return "failed";
     }
     return "unknown";
 }
 
 std::optional<FrameType> frame_type_from_name(std::string_view name) {
-    for (uint8_t v = 0; v <= static_cast<uint8_t>(FrameType::kJava); ++v) {
+    for (uint8_t v = 0; v <= static_cast<uint8_t>(FrameType::kFailed); ++v) {
         auto type = static_cast<FrameType>(v);
         if (name == frame_type_name(type)) {
             return type;
@@ -38,6 +39,22 @@ std::optional<FrameType> frame_type_from_name(std::string_view name) {
 bool is_java(FrameType type) {
     return type == FrameType::kInterpreted || type == FrameType::kCompiled || type == FrameType::kInlined ||
            type == FrameType::kNativeWrapper || type == FrameType::kJava;
+}
+
+bool is_marker(FrameType type) {
+    return type == FrameType::kThread || type == FrameType::kTruncated || type == FrameType::kFailed;
+}
+
+std::string failed_frame_name(FailReason reason) { return fmt::format("[failed: {}]", fail_reason_name(reason)); }
+
+std::optional<FailReason> failed_frame_reason(std::string_view name) {
+    constexpr std::string_view kPrefix = "[failed: ";
+    if (!name.starts_with(kPrefix) || !name.ends_with(']')) return std::nullopt;
+    const std::string_view reason = name.substr(kPrefix.size(), name.size() - kPrefix.size() - 1);
+    for (size_t r = 0; r < static_cast<size_t>(FailReason::kCount); ++r) {
+        if (reason == fail_reason_name(static_cast<FailReason>(r))) return static_cast<FailReason>(r);
+    }
+    return std::nullopt;
 }
 
 std::string frame_identity(FrameType type, std::string_view name, std::string_view signature) {
@@ -227,20 +244,26 @@ NodeId Cct::thread_node(uint32_t tid) {
 }
 
 std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
+    NodeId at = options_.per_thread ? thread_node(trace.tid) : kRootNode;
+    // A non-Java thread's kind ("[GC Thread]"): its stacks sit beside the application's.
+    if (!trace.root.empty()) at = child_or_create(at, symbol_frame(FrameType::kNative, trace.root), -1, 0);
     if (trace.status == TraceStatus::kFailed) {
         counts_.failed++;
         size_t reason = static_cast<size_t>(trace.failure);
         if (reason < counts_.failed_by_reason.size()) counts_.failed_by_reason[reason]++;
-        return std::nullopt;
-    }
-    counts_.added++;
-    NodeId at = options_.per_thread ? thread_node(trace.tid) : kRootNode;
-    // A non-Java thread's kind ("[GC Thread]"): its stacks sit beside the application's.
-    if (!trace.root.empty()) at = child_or_create(at, symbol_frame(FrameType::kNative, trace.root), -1, 0);
-    if (trace.status == TraceStatus::kIncomplete) {
-        counts_.incomplete++;
-        FrameDesc marker{FrameType::kTruncated, std::string(kTruncatedFrameName), {}, {}, 0};
-        at = child_or_create(at, intern_frame(marker), -1, 0);
+        if (reason >= failed_markers_.size()) reason = 0;
+        if (failed_markers_[reason] == kRootFrame) {
+            const FailReason why = reason == 0 ? FailReason::kNone : static_cast<FailReason>(reason);
+            failed_markers_[reason] = intern_frame(FrameDesc{FrameType::kFailed, failed_frame_name(why), {}, {}, 0});
+        }
+        at = child_or_create(at, failed_markers_[reason], -1, 0);
+    } else {
+        counts_.added++;
+        if (trace.status == TraceStatus::kIncomplete) {
+            counts_.incomplete++;
+            FrameDesc marker{FrameType::kTruncated, std::string(kTruncatedFrameName), {}, {}, 0};
+            at = child_or_create(at, intern_frame(marker), -1, 0);
+        }
     }
 
     // Resolve outermost first: a frame's call site is the bci of the frame after it in the list.

@@ -92,6 +92,8 @@ FrameDesc parse_collapsed_frame(std::string_view text, bool first) {
     bool bracketed = text.size() >= 2 && text.front() == '[' && text.back() == ']';
     if (bracketed && text == kTruncatedFrameName) {
         desc.type = FrameType::kTruncated;
+    } else if (bracketed && failed_frame_reason(text)) {
+        desc.type = FrameType::kFailed;
     } else if (bracketed && first && (text.starts_with("[tid=") || text.find(" tid=") != std::string_view::npos)) {
         desc.type = FrameType::kThread;
     } else {
@@ -124,12 +126,14 @@ Result<Cct> read_collapsed(std::istream& in) {
         NodeId at = kRootNode;
         bool first = true;
         bool truncated = false;
+        std::optional<FailReason> failed;
         while (!stack.empty()) {
             size_t end = stack.find(';');
             std::string_view text = stack.substr(0, end);
             if (!text.empty()) {
                 FrameDesc desc = parse_collapsed_frame(text, first);
                 truncated = truncated || desc.type == FrameType::kTruncated;
+                if (desc.type == FrameType::kFailed) failed = failed_frame_reason(desc.name);
                 at = cct.child_or_create(at, cct.intern_frame(desc), -1, 0);
                 first = false;
             }
@@ -140,8 +144,14 @@ Result<Cct> read_collapsed(std::istream& in) {
             return make_error(Errc::kCorrupt, fmt::format("collapsed stacks line {}: no frames", line_number));
         }
         cct.add_samples(at, count, 0);
-        cct.mutable_trace_counts().added += count;
-        if (truncated) cct.mutable_trace_counts().incomplete += count;
+        TraceCounts& counts = cct.mutable_trace_counts();
+        if (failed) {
+            counts.failed += count;
+            counts.failed_by_reason[static_cast<size_t>(*failed)] += count;
+        } else {
+            counts.added += count;
+            if (truncated) counts.incomplete += count;
+        }
     }
     if (in.bad()) return make_error(Errc::kIo, "reading collapsed stacks failed");
     return cct;

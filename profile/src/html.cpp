@@ -58,9 +58,9 @@ const PROFILE = )HTML";
 // depth-first pre-order [frame, total, child count, call line], children right after their parent.
 constexpr std::string_view kScript = R"HTML(;
 (function () {
-  const TYPE_NAMES = ["root", "interpreted", "compiled", "inlined", "native wrapper", "native", "stub", "thread", "truncated", "java"];
+  const TYPE_NAMES = ["root", "interpreted", "compiled", "inlined", "native wrapper", "native", "stub", "thread", "truncated", "java", "failed"];
   // hue, saturation: one family per frame type so they stay apart whatever the shade.
-  const TYPE_COLOURS = [[0, 0], [48, 85], [110, 55], [185, 60], [280, 45], [12, 75], [0, 0], [215, 60], [0, 0], [140, 40]];
+  const TYPE_COLOURS = [[0, 0], [48, 85], [110, 55], [185, 60], [280, 45], [12, 75], [0, 0], [215, 60], [0, 0], [140, 40], [330, 85]];
   const ROW = 16, FONT = "12px monospace", MIN_WIDTH = 0.5, LABEL_MIN = 24, TEXT_LIST_MAX = 400;
 
   const S = PROFILE.S, F = PROFILE.F, N = PROFILE.N;
@@ -107,7 +107,7 @@ constexpr std::string_view kScript = R"HTML(;
     // A stable per-name shade so neighbours with the same type are still told apart.
     let h = 0; const name = nameOf(i);
     for (let k = 0; k < name.length; k += 3) h = (h * 31 + name.charCodeAt(k)) & 0xffff;
-    const light = (type === 6 || type === 8 || type === 0 ? 72 : 58) + (h % 18);
+    const light = (type === 6 || type === 8 || type === 0 ? 72 : type === 10 ? 45 : 58) + (h % 18);
     return "hsl(" + (hs[0] + (h % 12) - 6) + "," + hs[1] + "%," + light + "%)";
   }
 

@@ -335,6 +335,8 @@ public:
                 stack.truncated = true;
                 continue;
             }
+            // A failed walk's marker stays as the stack's outermost frame, so the reason is seen.
+            if (frame.type == FrameType::kFailed) stack.truncated = true;
             if (frame.type == FrameType::kThread) {
                 if (thread_tid != nullptr) *thread_tid = tid_of_thread_frame(frame.name);
                 continue;

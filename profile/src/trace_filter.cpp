@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+
 namespace sf::profile {
 
 namespace {
@@ -74,9 +77,7 @@ bool MethodPattern::matches(std::string_view class_name, std::string_view method
 }
 
 bool MethodPattern::matches(const FrameDesc& frame) const {
-    if (frame.type == FrameType::kRoot || frame.type == FrameType::kThread || frame.type == FrameType::kTruncated) {
-        return false;
-    }
+    if (frame.type == FrameType::kRoot || is_marker(frame.type)) return false;
     const std::string_view name = frame.name;
     const size_t dot = name.rfind('.');
     if (dot == std::string_view::npos || dot == 0) return false;
@@ -142,7 +143,8 @@ FilterVerdict TraceFilter::verdict(uint8_t stack_hits) const {
 }
 
 FilterVerdict TraceFilter::judge(const CallTrace& trace, const MethodNames* names) {
-    if (empty() || trace.status == TraceStatus::kFailed) return FilterVerdict::kKeep;
+    // A failed trace is judged by the frames it kept, like a truncated one: its marker names no method.
+    if (empty()) return FilterVerdict::kKeep;
     uint8_t hits = 0;
     for (const Frame& f : trace.frames) {
         if (is_java_kind(f.kind)) {
@@ -174,8 +176,23 @@ Cct filter_cct(const Cct& cct, const TraceFilter& filter, FilterCounts* counts) 
     out.info() = cct.info();
     TraceCounts& kept_counts = out.mutable_trace_counts();
     const TraceCounts& in_counts = cct.trace_counts();
-    kept_counts.failed = in_counts.failed;
-    kept_counts.failed_by_reason = in_counts.failed_by_reason;
+    // Failures counted but not in the tree (profiles written before failed stacks were kept) cannot be
+    // judged and stay counted; those in the tree count as their marker's stacks are kept.
+    uint64_t failed_in_tree = 0;
+    std::array<uint64_t, static_cast<size_t>(FailReason::kCount)> failed_in_tree_by_reason{};
+    for (NodeId id = 0; id < cct.node_count(); ++id) {
+        const FrameDesc& frame = cct.frame_of(id);
+        if (frame.type != FrameType::kFailed) continue;
+        failed_in_tree += cct.node(id).total_samples;
+        if (const std::optional<FailReason> why = failed_frame_reason(frame.name)) {
+            failed_in_tree_by_reason[static_cast<size_t>(*why)] += cct.node(id).total_samples;
+        }
+    }
+    kept_counts.failed = in_counts.failed - std::min(in_counts.failed, failed_in_tree);
+    for (size_t r = 0; r < kept_counts.failed_by_reason.size(); ++r) {
+        kept_counts.failed_by_reason[r] =
+            in_counts.failed_by_reason[r] - std::min(in_counts.failed_by_reason[r], failed_in_tree_by_reason[r]);
+    }
 
     std::vector<uint8_t> hits_of_frame(cct.frame_count());
     for (FrameId f = 0; f < cct.frame_count(); ++f) hits_of_frame[f] = filter.frame_hits(cct.frame(f));
@@ -186,10 +203,11 @@ Cct filter_cct(const Cct& cct, const TraceFilter& filter, FilterCounts* counts) 
         NodeId node;
         uint8_t hits;
         bool truncated;
+        std::optional<FailReason> failed;   // under "[failed: reason]"
     };
     std::vector<Pending> pending;
     for (auto it = cct.node(kRootNode).children.rbegin(); it != cct.node(kRootNode).children.rend(); ++it) {
-        pending.push_back({*it, 0, false});
+        pending.push_back({*it, 0, false, std::nullopt});
     }
     std::vector<NodeId> copy_of(cct.node_count(), kRootNode);
     std::vector<bool> copied(cct.node_count(), false);
@@ -201,6 +219,10 @@ Cct filter_cct(const Cct& cct, const TraceFilter& filter, FilterCounts* counts) 
         const Node& n = cct.node(p.node);
         const uint8_t hits = p.hits | hits_of_frame[n.frame];
         const bool truncated = p.truncated || cct.frame(n.frame).type == FrameType::kTruncated;
+        std::optional<FailReason> failed = p.failed;
+        if (cct.frame(n.frame).type == FrameType::kFailed) {
+            failed = failed_frame_reason(cct.frame(n.frame).name).value_or(FailReason::kNone);
+        }
         if (n.self_samples != 0 || n.self_weight != 0) {
             const FilterVerdict v = filter.verdict(hits);
             if (v == FilterVerdict::kKeep) {
@@ -213,13 +235,18 @@ Cct filter_cct(const Cct& cct, const TraceFilter& filter, FilterCounts* counts) 
                     copied[*id] = true;
                 }
                 out.add_samples(copy_of[p.node], n.self_samples, n.self_weight);
-                kept_counts.added += n.self_samples;
-                if (truncated) kept_counts.incomplete += n.self_samples;
+                if (failed) {
+                    kept_counts.failed += n.self_samples;
+                    kept_counts.failed_by_reason[static_cast<size_t>(*failed)] += n.self_samples;
+                } else {
+                    kept_counts.added += n.self_samples;
+                    if (truncated) kept_counts.incomplete += n.self_samples;
+                }
             } else if (counts != nullptr) {
                 (v == FilterVerdict::kExcluded ? counts->excluded : counts->not_in_focus) += n.self_samples;
             }
         }
-        for (auto it = n.children.rbegin(); it != n.children.rend(); ++it) pending.push_back({*it, hits, truncated});
+        for (auto it = n.children.rbegin(); it != n.children.rend(); ++it) pending.push_back({*it, hits, truncated, failed});
     }
     return out;
 }

@@ -128,17 +128,20 @@ TEST_CASE("the live profile turns an ordered stream into the CCT replay builds f
     }
 
     const profile::Cct& cct = live.cct();
-    CHECK(collapsed(cct) == "T.m2_[0];T.m1_[0] 3\n");
+    // The failed sample stays in the profile, under the marker naming its reason.
+    CHECK(collapsed(cct) == "T.m2_[0];T.m1_[0] 3\n[failed: no_code_map] 1\n");
     CHECK(collapsed(cct) == collapsed(expected));
-    CHECK(cct.total_weight() == 3 * kPeriod);
+    CHECK(cct.total_samples() == 4);
+    CHECK(cct.total_weight() == 3 * kPeriod);   // the failed one came before the period was known
     const agent::LiveCounts counts = live.counts();
     CHECK(counts.samples == 4);
     CHECK(counts.decoded == 3);
     CHECK(counts.failed == 1);
     CHECK(counts.failed_by_reason == std::map<std::string, uint64_t>{{"no_code_map", 1}});
     CHECK(counts.lost == 5);
-    REQUIRE(counts.top_self.size() == 1);
+    REQUIRE(counts.top_self.size() == 2);
     CHECK(counts.top_self[0] == std::pair<std::string, uint64_t>("T.m1", 3));
+    CHECK(counts.top_self[1] == std::pair<std::string, uint64_t>("[failed: no_code_map]", 1));
     const std::string summary = live.summary_text();
     CHECK(summary.find("4 samples taken; decoded 75.0% (3)") != std::string::npos);
     CHECK(summary.find("no_code_map=1") != std::string::npos);

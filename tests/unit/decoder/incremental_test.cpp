@@ -121,6 +121,10 @@ TEST_CASE("incremental: an unchanged lower part is taken over from the last walk
         CHECK(t.status == TraceStatus::kFailed);
         CHECK(t.failure == FailReason::kBadReturnAddress);
         CHECK(p.reused() == 4);   // frames 1..4
+        // The frames found before the failing step stay (the top six: frame 5's own step checked
+        // what it read; its caller's step failed), identical to the first walk's.
+        REQUIRE(t.frames.size() == 6);
+        for (size_t i = 0; i < t.frames.size(); ++i) CHECK(t.frames[i] == first.frames[i]);
     }
     SECTION("a new CodeMap epoch: nothing is taken over") {
         MethodInfo m;

@@ -138,18 +138,22 @@ TEST_CASE("native frames are kept by symbol, whatever their pc") {
     CHECK(cct.frame_of(*d).type == FrameType::kStub);
 }
 
-TEST_CASE("failed traces are only counted; incomplete ones go under [truncated]") {
+TEST_CASE("failed traces go under [failed: reason], incomplete ones under [truncated]") {
     MethodTable names = main_work_leaf();
     Cct cct(&names, CctOptions{.per_thread = true});
     CallTrace failed = trace({compiled(2)}, TraceStatus::kFailed);
     failed.failure = FailReason::kUnknownPc;
-    CHECK_FALSE(cct.add(failed));
-    CHECK_FALSE(cct.add(failed));
+    const auto f1 = cct.add(failed);
+    const auto f2 = cct.add(failed);
+    REQUIRE(f1);
+    CHECK(f1 == f2);
+    CHECK(path_names(cct, *f1) == std::vector<std::string>{"[tid=1]", "[failed: unknown_pc]", "app/Main.work"});
+    CHECK(cct.frame_of(cct.path(*f1)[1]).type == FrameType::kFailed);
     auto cut = cct.add(trace({compiled(3, 0), compiled(2, 3)}, TraceStatus::kIncomplete, 5));
     REQUIRE(cut);
     CHECK(path_names(cct, *cut) == std::vector<std::string>{"[tid=5]", "[truncated]", "app/Main.work", "app/Main.leaf"});
     CHECK(cct.frame_of(cct.path(*cut)[1]).type == FrameType::kTruncated);
-    CHECK(cct.total_samples() == 1);
+    CHECK(cct.total_samples() == 3);
     CHECK(cct.trace_counts().added == 1);
     CHECK(cct.trace_counts().incomplete == 1);
     CHECK(cct.trace_counts().failed == 2);

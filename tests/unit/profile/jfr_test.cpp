@@ -105,24 +105,24 @@ TEST_CASE("jfr: one ExecutionSample per sample, with its thread, time and frames
     REQUIRE(cct.add(Fixture::trace(base + 3'000'000, 101, TraceStatus::kIncomplete, false)));
     CallTrace failed = Fixture::trace(base + 4'000'000, 101, TraceStatus::kFailed, false);
     failed.failure = FailReason::kUnknownPc;
-    (void)cct.add(failed);
-    REQUIRE(cct.samples().size() == 3);
+    REQUIRE(cct.add(failed));   // kept, under its marker
+    REQUIRE(cct.samples().size() == 4);
 
     TempFile file("profile.jfr");
     REQUIRE(write_profile(cct, file.path).ok());
     for (const char* tool : jfr_tools()) {
         INFO(tool);
-        CHECK(summary_count(jfr_summary(tool, file.path), "jdk.ExecutionSample") == 3);
+        CHECK(summary_count(jfr_summary(tool, file.path), "jdk.ExecutionSample") == 4);
         const nlohmann::json doc = jfr_json(tool, file.path, "jdk.ExecutionSample");
         const auto& events = doc.at("recording").at("events");
-        REQUIRE(events.size() == 3);
+        REQUIRE(events.size() == 4);
         std::map<std::string, int> per_thread;
         for (const auto& event : events) {
             const auto& values = event.at("values");
             per_thread[values.at("sampledThread").at("osName").get<std::string>()]++;
             CHECK(values.at("state").get<std::string>() == "STATE_RUNNABLE");
         }
-        CHECK(per_thread == std::map<std::string, int>{{"main", 2}, {"worker-1", 1}});
+        CHECK(per_thread == std::map<std::string, int>{{"main", 3}, {"worker-1", 1}});
 
         // Events in the file's order are the samples' order; times are the samples' own.
         const auto& first = events.at(0).at("values");
@@ -168,6 +168,15 @@ TEST_CASE("jfr: one ExecutionSample per sample, with its thread, time and frames
         const auto& cut = events.at(2).at("values").at("stackTrace");
         CHECK(cut.at("truncated").get<bool>() == true);
         CHECK(cut.at("frames").size() == 4);
+
+        // A failed walk: its frames, then the marker naming the reason as the outermost frame.
+        const auto& failed_stack = events.at(3).at("values").at("stackTrace");
+        CHECK(failed_stack.at("truncated").get<bool>() == true);
+        const auto& failed_frames = failed_stack.at("frames");
+        REQUIRE(failed_frames.size() == 5);
+        CHECK(failed_frames.at(0).at("method").at("name").get<std::string>() == "abs");
+        CHECK(failed_frames.at(4).at("method").at("name").get<std::string>().find("failed: unknown_pc") !=
+              std::string::npos);
     }
 }
 

@@ -164,9 +164,10 @@ TEST_CASE("focus keeps the samples inside a method's dynamic extent, with their 
     Cct cct = add_filtered(app_traces(), filter({"app.Parser.parse"}), names, counts);
     // The three full lexer stacks, parse's own sample, <init> under parse, and the incomplete one.
     CHECK(cct.total_samples() == 6);
-    CHECK(counts.not_in_focus == 3);   // the two Io.read samples and thread 2's run
+    // The two Io.read samples, thread 2's run, and the failed walk, judged by its (no) frames.
+    CHECK(counts.not_in_focus == 4);
     CHECK(counts.excluded == 0);
-    CHECK(cct.trace_counts().failed == 1);   // failed traces are counted, not judged
+    CHECK(cct.trace_counts().failed == 0);
     CHECK(collapsed(cct) ==
           "[truncated];app/Parser.parse_[j];app/Parser$Lexer.next_[i] 1\n"
           "app/Main.main_[0];app/Main.run_[j];app/Parser.parse_[j] 1\n"
@@ -178,7 +179,7 @@ TEST_CASE("exclude drops the samples inside a method's extent, and wins over foc
     MethodTable names = app_methods();
     FilterCounts counts;
     Cct cct = add_filtered(app_traces(), filter({}, {"app/Parser$Lexer"}), names, counts);
-    CHECK(cct.total_samples() == 4);
+    CHECK(cct.total_samples() == 5);   // the failed walk's marker among them
     CHECK(counts.excluded == 5);   // next (4) and <init> (1): the class's every method
     CHECK(cct.find({"app/Main.main", "app/Main.run", "app/Io.read", "read"}).size() == 1);
 
@@ -186,7 +187,7 @@ TEST_CASE("exclude drops the samples inside a method's extent, and wins over foc
     Cct focused = add_filtered(app_traces(), filter({"app.Main"}, {"app.Io.read"}), names, both);
     CHECK(focused.total_samples() == 6);   // the incomplete trace has no app/Main frame left
     CHECK(both.excluded == 2);
-    CHECK(both.not_in_focus == 1);
+    CHECK(both.not_in_focus == 2);   // and neither has the failed one
 }
 
 TEST_CASE("focus and exclude of the same pattern partition the samples") {
@@ -234,7 +235,8 @@ TEST_CASE("filtering a finished tree equals filtering each trace before it is ad
         CHECK(tree_counts.not_in_focus == live_counts.not_in_focus);
         CHECK(filtered.trace_counts().added == live.trace_counts().added);
         CHECK(filtered.trace_counts().incomplete == live.trace_counts().incomplete);
-        CHECK(filtered.trace_counts().failed == 1);
+        CHECK(filtered.trace_counts().failed == live.trace_counts().failed);
+        CHECK(filtered.trace_counts().failed_by_reason == live.trace_counts().failed_by_reason);
         CHECK(filtered.info().title == "app");
         CHECK(filtered.options().per_thread);
     }

@@ -65,6 +65,9 @@ std::map<std::string, uint64_t> collapsed_counts(const std::string& path, bool j
         if (space == std::string::npos) continue;
         std::string stack = line.substr(0, space);
         if (java_only) {
+            // A failed walk's top frames, under its marker, are what it found before it stopped:
+            // not a decoded stack to compare.
+            if (stack.starts_with("[failed: ")) continue;
             std::string kept, frame;
             std::istringstream frames(stack);
             while (std::getline(frames, frame, ';')) {
@@ -178,7 +181,7 @@ TEST_CASE("replay, dump and report of a recording with bytes flipped in the midd
     CHECK(report.exit_code == 0);
     CHECK(report.output.find("is damaged") != std::string::npos);
     CHECK(report.output.find("read on from offset") != std::string::npos);
-    CHECK(total(collapsed_counts(reported)) == total(after));
+    CHECK(total(collapsed_counts(reported)) == total(collapsed_counts(damaged_collapsed)));
 }
 
 TEST_CASE("samples that needed the events of a lost first chunk fail with lost_events") {

@@ -37,7 +37,9 @@ struct Frame {
 enum class TraceStatus : uint8_t {
     kComplete = 1,     // reached the thread's first entry frame
     kIncomplete = 2,   // the fragment ended before the first entry frame; frames are the top part
-    kFailed = 3,       // could not be decoded; `failure` says why, frames are not to be trusted
+    // Could not be decoded to the end; `failure` says why. The frames are those the steps before the
+    // failing one found (top first, maybe none); nothing the failing step looked at is among them.
+    kFailed = 3,
     // The fragment ended before the first entry frame, and the walk went on through the bytes an
     // earlier snapshot of the same thread saw above it, to the first entry frame: the outer frames
     // are the earlier snapshot's (StreamDecoder's stitching, docs/decoding.md §2.7).

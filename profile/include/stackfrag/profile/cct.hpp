@@ -31,6 +31,7 @@ enum class FrameType : uint8_t {
     kThread = 7,          // "[name tid=N]", the first frame of every stack in a per-thread tree
     kTruncated = 8,       // "[truncated]": the stacks below it lost their outer (root-side) frames
     kJava = 9,            // Java, how it ran not known (mode=jvmti): written without a kind suffix
+    kFailed = 10,         // "[failed: reason]": the stacks below it are the top frames of a walk that failed
 };
 
 FrameType frame_type_of(FrameKind kind);
@@ -38,10 +39,16 @@ const char* frame_type_name(FrameType type);   // "root", "interpreted", ..., "t
 std::optional<FrameType> frame_type_from_name(std::string_view name);
 // Java frames have a method, a signature and bcis; the others are named by a symbol.
 bool is_java(FrameType type);
+// Frames the profile adds itself (thread, "[truncated]", "[failed: ...]"): no method, no symbol.
+bool is_marker(FrameType type);
 
 // The synthetic frame that incomplete traces hang under. async-profiler appends a frame of the
 // same name at the outer end of stacks it cut at its depth limit, so users know the convention.
 inline constexpr std::string_view kTruncatedFrameName = "[truncated]";
+// The marker that failed traces hang under: "[failed: bad_return_address]".
+std::string failed_frame_name(FailReason reason);
+// The reason a failed marker's name gives, if it is one.
+std::optional<FailReason> failed_frame_reason(std::string_view name);
 
 using FrameId = uint32_t;
 using NodeId = uint32_t;
@@ -100,7 +107,7 @@ struct SampleRecord {
 struct TraceCounts {
     uint64_t added = 0;        // complete + incomplete
     uint64_t incomplete = 0;   // added under "[truncated]"
-    uint64_t failed = 0;       // counted only, never in the tree
+    uint64_t failed = 0;       // in the tree too, under "[failed: reason]"
     std::array<uint64_t, static_cast<size_t>(FailReason::kCount)> failed_by_reason{};
 };
 
@@ -128,10 +135,11 @@ public:
     // builder calls below are used (readers) or traces carry only native frames.
     explicit Cct(const MethodNames* names = nullptr, CctOptions options = {});
 
-    // Adds one sample of `weight` ns (0 when only counting) for the trace. Failed traces are
-    // counted and not added (returns nullopt); incomplete ones go under the frame "[truncated]"
-    // (inside the thread's subtree when per_thread, and under the trace's root, a non-Java
-    // thread's kind, when it has one). Returns the node of the innermost frame.
+    // Adds one sample of `weight` ns (0 when only counting) for the trace: incomplete ones go under
+    // the frame "[truncated]", failed ones (the frames found before the failure) under
+    // "[failed: reason]" (inside the thread's subtree when per_thread, and under the trace's root,
+    // a non-Java thread's kind, when it has one), so every sample is in the tree. Returns the node
+    // of the innermost frame (the marker's when a failed trace has none).
     std::optional<NodeId> add(const CallTrace& trace, uint64_t weight = 0);
 
     // The name thread frames get from now on; set it before the thread's first trace (a thread
@@ -232,6 +240,7 @@ private:
     std::unordered_map<uint32_t, std::string> thread_names_;
     std::vector<SampleRecord> samples_;
     void record_sample(const CallTrace& trace, NodeId leaf);
+    std::array<FrameId, static_cast<size_t>(FailReason::kCount)> failed_markers_{};   // by reason, once interned
     std::unordered_map<uint32_t, NodeId> thread_nodes_;
 };
 
