@@ -226,6 +226,7 @@ private:
         f.bci = bci;
         f.comp_level = level;
         f.pc = pc;
+        f.sp_moved = false;
         f.symbol.clear();
         return true;
     }

@@ -115,6 +115,24 @@ TEST_CASE("string_indexof: rsp saved, a short string copied below, four register
         CHECK(java_frames(t).size() == 2);
         CHECK_FALSE(t.frames[0].sp_moved);
     }
+    SECTION("a trace buffer reused after a moved frame keeps no stale sp_moved") {
+        // replay, the live profile and stitching decode into one CallTrace after another.
+        DecoderOptions o = test_options();
+        o.incremental = GENERATE(false, true);
+        Decoder reused(mw.w.map, o);
+        const uint64_t rsp = mw.sp_c - 32;
+        mw.s.put(rsp, mw.sp_c);
+        CallTrace t;
+        reused.decode(sample_of(mw.s, mw.c_begin + 0x36, rsp, 0x2222), t);
+        REQUIRE(t.frames.size() >= 2);
+        REQUIRE(t.frames[1].sp_moved);
+        // The same stack seen after `pop rsp`: frame 1 is now the caller, whose sp did not move.
+        const Sample whole = sample_of(mw.s, mw.c_begin + 0x3a, mw.sp_c, 0x2222);
+        reused.decode(whole, t);
+        REQUIRE(t.status == TraceStatus::kComplete);
+        for (const Frame& f : t.frames) CHECK_FALSE(f.sp_moved);
+        CHECK(t == Decoder(mw.w.map, o).decode(whole));
+    }
 }
 
 TEST_CASE("string_compare and char_array_compress: push rcx, and an out-of-line add rsp", "[decoder][moved_sp]") {
