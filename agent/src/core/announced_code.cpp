@@ -1,13 +1,23 @@
 #include "announced_code.hpp"
 
+#include <algorithm>
+
 namespace sf::agent {
+
+namespace {
+// Methods looked at per hold of the lock in redefined().
+constexpr size_t kMethodSlice = 4096;
+}  // namespace
 
 bool AnnouncedCode::claim_method(uint64_t method_id, uint64_t method_ptr) {
     std::lock_guard lock(mutex_);
-    auto [it, inserted] = method_ptr_of_id_.try_emplace(method_id, method_ptr);
-    if (!inserted) {
-        if (it->second == method_ptr) return false;
-        it->second = method_ptr;
+    auto [it, inserted] = method_index_.try_emplace(method_id, methods_.size());
+    if (inserted) {
+        methods_.emplace_back(method_id, method_ptr);
+    } else {
+        uint64_t& announced_ptr = methods_[it->second].second;
+        if (announced_ptr == method_ptr) return false;
+        announced_ptr = method_ptr;
     }
     id_of_method_ptr_[method_ptr] = method_id;
     return true;
@@ -15,7 +25,20 @@ bool AnnouncedCode::claim_method(uint64_t method_id, uint64_t method_ptr) {
 
 void AnnouncedCode::unclaim_method(uint64_t method_id) {
     std::lock_guard lock(mutex_);
-    method_ptr_of_id_.erase(method_id);
+    auto it = method_index_.find(method_id);
+    if (it == method_index_.end()) return;
+    const size_t index = it->second;
+    method_index_.erase(it);
+    if (index + 1 != methods_.size()) {
+        methods_[index] = methods_.back();
+        method_index_[methods_[index].first] = index;
+    }
+    methods_.pop_back();
+}
+
+size_t AnnouncedCode::method_count() const {
+    std::lock_guard lock(mutex_);
+    return methods_.size();
 }
 
 uint64_t AnnouncedCode::method_id_of(uint64_t method_ptr) const {
@@ -24,9 +47,22 @@ uint64_t AnnouncedCode::method_id_of(uint64_t method_ptr) const {
     return it == id_of_method_ptr_.end() ? 0 : it->second;
 }
 
-std::vector<std::pair<uint64_t, uint64_t>> AnnouncedCode::methods() const {
-    std::lock_guard lock(mutex_);
-    return {method_ptr_of_id_.begin(), method_ptr_of_id_.end()};
+std::vector<uint64_t> AnnouncedCode::redefined(
+    const std::function<std::optional<uint64_t>(uint64_t method_id)>& current) const {
+    std::vector<uint64_t> changed;
+    // A method unclaimed between two slices may move one from the end into the part already looked
+    // at: that one waits for the next poll.
+    for (size_t next = 0;;) {
+        std::lock_guard lock(mutex_);
+        const size_t end = std::min(methods_.size(), next + kMethodSlice);
+        if (next >= end) break;
+        for (; next < end; ++next) {
+            const auto& [id, announced_ptr] = methods_[next];
+            const std::optional<uint64_t> now = current(id);
+            if (now && *now != announced_ptr) changed.push_back(id);
+        }
+    }
+    return changed;
 }
 
 bool AnnouncedCode::claim_code(uint64_t code_begin, uint64_t method_id, bool with_scopes) {

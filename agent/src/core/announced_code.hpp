@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -25,8 +26,13 @@ public:
     void unclaim_method(uint64_t method_id);
     // The jmethodID last announced with this Method*, or 0.
     uint64_t method_id_of(uint64_t method_ptr) const;
-    // Every announced (jmethodID, Method*), for the poll's check for redefinitions.
-    std::vector<std::pair<uint64_t, uint64_t>> methods() const;
+    // The poll's check for redefinitions: the announced jmethodIDs whose Method* is now another
+    // than the one announced, as `current` reads it (nullopt: unreadable, skipped). Goes through a
+    // flat list in announcement order (a class's jmethodIDs are neighbours in the VM), holding the
+    // lock for a slice of it at a time, so that callbacks wait at most for a slice. `current` must
+    // not call back into this object.
+    std::vector<uint64_t> redefined(const std::function<std::optional<uint64_t>(uint64_t method_id)>& current) const;
+    size_t method_count() const;
 
     // Compiled code. True when a CodeLoad at code_begin adds something the decoder does not have:
     // new code, another method's code at a reused address, or inline scopes the first load lacked.
@@ -49,7 +55,9 @@ private:
         bool with_scopes = false;
     };
     mutable std::mutex mutex_;
-    std::unordered_map<uint64_t, uint64_t> method_ptr_of_id_;   // jmethodID -> Method* last announced
+    // Every announced (jmethodID, Method* last announced), and where each jmethodID is in it.
+    std::vector<std::pair<uint64_t, uint64_t>> methods_;
+    std::unordered_map<uint64_t, size_t> method_index_;
     std::unordered_map<uint64_t, uint64_t> id_of_method_ptr_;   // Method* -> jmethodID
     std::unordered_map<uint64_t, LiveCode> live_code_;          // code_begin -> what was announced
     std::set<std::tuple<uint64_t, uint64_t, std::string>> stubs_;

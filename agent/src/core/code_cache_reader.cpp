@@ -135,21 +135,22 @@ std::string CodeCacheReader::blob_name(uint64_t address) const {
     return name;
 }
 
-std::optional<BlobInfo> CodeCacheReader::read_blob(uint64_t blob,
+std::optional<BlobInfo> CodeCacheReader::read_blob(const vm::VmMemory& source, uint64_t blob,
                                                    const std::function<bool(uint64_t)>& nmethod_details) const {
     if (blob < code_cache_low_ || blob >= code_cache_high_) return std::nullopt;
-    size_t blob_header = layout_.size_of(TypeSize::kCodeBlob);
-    std::vector<uint8_t> bytes(blob_header);
-    if (blob_header == 0 || blob_header > kMaxHeaderBytes || !memory_.read(blob, bytes.data(), bytes.size())) {
+    const size_t size_of_header = layout_.size_of(TypeSize::kCodeBlob);
+    uint8_t header[kMaxHeaderBytes];
+    if (size_of_header == 0 || size_of_header > kMaxHeaderBytes || !source.read(blob, header, size_of_header)) {
         note_bad_read(__LINE__);
         return std::nullopt;
     }
+    auto field = [&](Field which) { return vm::header_int(header, size_of_header, f(which)); };
     BlobInfo b;
     b.blob = blob;
-    auto size = vm::header_int(bytes, f(Field::kCodeBlobSize));
-    auto frame_size = vm::header_int(bytes, f(Field::kCodeBlobFrameSize));
-    auto frame_complete = vm::header_int(bytes, f(Field::kCodeBlobFrameCompleteOffset));
-    auto name = vm::header_int(bytes, f(Field::kCodeBlobName));
+    auto size = field(Field::kCodeBlobSize);
+    auto frame_size = field(Field::kCodeBlobFrameSize);
+    auto frame_complete = field(Field::kCodeBlobFrameCompleteOffset);
+    auto name = field(Field::kCodeBlobName);
     if (!size || *size <= 0 || static_cast<uint64_t>(*size) > kMaxBlobBytes || !frame_size || !frame_complete ||
         !name) {
         note_bad_read(__LINE__);
@@ -159,14 +160,14 @@ std::optional<BlobInfo> CodeCacheReader::read_blob(uint64_t blob,
     b.frame_size = static_cast<int32_t>(*frame_size);
     b.frame_complete = static_cast<int32_t>(*frame_complete);
     if (layout_.absolute_header()) {
-        auto begin = vm::header_int(bytes, f(Field::kCodeBlobCodeBegin));
-        auto end = vm::header_int(bytes, f(Field::kCodeBlobCodeEnd));
+        auto begin = field(Field::kCodeBlobCodeBegin);
+        auto end = field(Field::kCodeBlobCodeEnd);
         if (!begin || !end) return std::nullopt;
         b.code_begin = static_cast<uint64_t>(*begin);
         b.code_end = static_cast<uint64_t>(*end);
     } else {
-        auto code_offset = vm::header_int(bytes, f(Field::kCodeBlobCodeOffset));
-        auto data_offset = vm::header_int(bytes, f(Field::kCodeBlobDataOffset));
+        auto code_offset = field(Field::kCodeBlobCodeOffset);
+        auto data_offset = field(Field::kCodeBlobDataOffset);
         if (!code_offset || !data_offset) return std::nullopt;
         b.code_begin = blob + static_cast<uint64_t>(*code_offset);
         b.code_end = blob + static_cast<uint64_t>(*data_offset);
@@ -178,46 +179,47 @@ std::optional<BlobInfo> CodeCacheReader::read_blob(uint64_t blob,
     }
     b.name = blob_name(static_cast<uint64_t>(*name));
     if (layout_.facts->blob_has_kind) {
-        auto kind = vm::header_int(bytes, f(Field::kCodeBlobKind));
+        auto kind = field(Field::kCodeBlobKind);
         b.is_nmethod = kind && *kind == layout_.code_blob_kind_nmethod;
     } else {
         b.is_nmethod = is_nmethod_blob_name(b.name);
     }
     b.is_native = is_native_nmethod_blob_name(b.name);
-    if (b.is_nmethod && nmethod_details(b.code_begin) && !read_nmethod_fields(b)) {
+    if (b.is_nmethod && nmethod_details(b.code_begin) && !read_nmethod_fields(source, b)) {
         note_bad_read(__LINE__);
         return std::nullopt;
     }
     return b;
 }
 
-bool CodeCacheReader::read_nmethod_fields(BlobInfo& b) const {
-    size_t header = layout_.size_of(TypeSize::kNmethod);
-    if (header == 0 || header > kMaxHeaderBytes || header > b.size) return false;
-    std::vector<uint8_t> bytes(header);
-    if (!memory_.read(b.blob, bytes.data(), bytes.size())) return false;
+bool CodeCacheReader::read_nmethod_fields(const vm::VmMemory& source, BlobInfo& b) const {
+    const size_t size_of_header = layout_.size_of(TypeSize::kNmethod);
+    if (size_of_header == 0 || size_of_header > kMaxHeaderBytes || size_of_header > b.size) return false;
+    uint8_t header[kMaxHeaderBytes];
+    if (!source.read(b.blob, header, size_of_header)) return false;
+    auto field = [&](Field which) { return vm::header_int(header, size_of_header, f(which)); };
     const bool absolute = layout_.absolute_header();
-    auto method = vm::header_int(bytes, f(absolute ? Field::kCompiledMethodMethod : Field::kNmethodMethod));
-    auto entry_bci = vm::header_int(bytes, f(Field::kNmethodEntryBci));
-    auto orig_pc = vm::header_int(bytes, f(Field::kNmethodOrigPcOffset));
-    auto level = vm::header_int(bytes, f(Field::kNmethodCompLevel));
+    auto method = field(absolute ? Field::kCompiledMethodMethod : Field::kNmethodMethod);
+    auto entry_bci = field(Field::kNmethodEntryBci);
+    auto orig_pc = field(Field::kNmethodOrigPcOffset);
+    auto level = field(Field::kNmethodCompLevel);
     if (!method || !entry_bci || !orig_pc || !level) return false;
     b.method_ptr = static_cast<uint64_t>(*method);
     b.entry_bci = static_cast<int32_t>(*entry_bci);
     b.orig_pc_offset = static_cast<int32_t>(*orig_pc);
     b.comp_level = static_cast<int32_t>(*level);
     if (absolute) {
-        auto entry = vm::header_int(bytes, f(Field::kNmethodEntryPoint));
-        auto verified = vm::header_int(bytes, f(Field::kNmethodVerifiedEntryPoint));
-        auto deopt = vm::header_int(bytes, f(Field::kCompiledMethodDeoptHandlerBegin));
+        auto entry = field(Field::kNmethodEntryPoint);
+        auto verified = field(Field::kNmethodVerifiedEntryPoint);
+        auto deopt = field(Field::kCompiledMethodDeoptHandlerBegin);
         if (!entry || !verified || !deopt) return false;
         b.entry = static_cast<uint64_t>(*entry);
         b.verified_entry = static_cast<uint64_t>(*verified);
         b.deopt_handler = static_cast<uint64_t>(*deopt);
     } else {
-        auto entry = vm::header_int(bytes, f(Field::kNmethodEntryOffset));
-        auto verified = vm::header_int(bytes, f(Field::kNmethodVerifiedEntryOffset));
-        auto deopt = vm::header_int(bytes, f(Field::kNmethodDeoptHandlerOffset));
+        auto entry = field(Field::kNmethodEntryOffset);
+        auto verified = field(Field::kNmethodVerifiedEntryOffset);
+        auto deopt = field(Field::kNmethodDeoptHandlerOffset);
         if (!entry || !verified || !deopt) return false;
         b.entry = b.code_begin + static_cast<uint64_t>(*entry);
         b.verified_entry = b.code_begin + static_cast<uint64_t>(*verified);
@@ -258,7 +260,7 @@ std::optional<BlobInfo> CodeCacheReader::find_blob(uint64_t pc) const {
         uint64_t block = range->low + (static_cast<uint64_t>(index) << range->shift);
         auto used = memory_.int_field(block, f(Field::kHeapBlockUsed));
         if (!used || *used == 0) return std::nullopt;
-        auto blob = read_blob(block + header, always);
+        auto blob = read_blob(memory_, block + header, always);
         if (!blob || pc < blob->blob || pc >= blob->blob + blob->size) return std::nullopt;
         return blob;
     }
@@ -267,24 +269,28 @@ std::optional<BlobInfo> CodeCacheReader::find_blob(uint64_t pc) const {
 
 void CodeCacheReader::walk(const std::function<void(const BlobInfo&)>& visit,
                            const std::function<bool(uint64_t)>& nmethod_details) const {
-    size_t header = layout_.size_of(TypeSize::kHeapBlock);
+    const size_t header = layout_.size_of(TypeSize::kHeapBlock);
+    if (header == 0 || header > kMaxHeaderBytes) return;
     const auto& length_field = f(Field::kHeapBlockLength);
     const auto& used_field = f(Field::kHeapBlockUsed);
-    std::vector<uint8_t> block_header(header);
+    uint8_t block_header[kMaxHeaderBytes];
+    std::lock_guard lock(walk_mutex_);
+    vm::WindowedMemory window(memory_, walk_buffer_, kWalkWindow);
     for (uint64_t heap : heaps_) {
         auto range = heap_range(heap);
         if (!range) {
             note_bad_read(__LINE__);
             continue;
         }
+        window.set_limit(range->high);
         uint64_t block = range->low;
         while (block + header <= range->high) {
-            if (!memory_.read(block, block_header.data(), header)) {
+            if (!window.read(block, block_header, header)) {
                 note_bad_read(__LINE__);
                 break;
             }
-            auto length = vm::header_int(block_header, length_field);
-            auto used = vm::header_int(block_header, used_field);
+            auto length = vm::header_int(block_header, header, length_field);
+            auto used = vm::header_int(block_header, header, used_field);
             if (!length || !used || *length < 0) {
                 note_bad_read(__LINE__);
                 break;
@@ -293,11 +299,13 @@ void CodeCacheReader::walk(const std::function<void(const BlobInfo&)>& visit,
             // zero: a zero length is the end of the heap's blocks.
             if (*length == 0) break;
             if (*used != 0) {
-                if (auto blob = read_blob(block + header, nmethod_details)) visit(*blob);
+                if (auto blob = read_blob(window, block + header, nmethod_details)) visit(*blob);
             }
             block += static_cast<uint64_t>(*length) << range->shift;
         }
     }
+    last_walk_reads_.store(window.underlying_reads());
+    walks_++;
 }
 
 std::optional<CodeCacheReader::Bytecodes> CodeCacheReader::bytecodes(uint64_t method_ptr) const {

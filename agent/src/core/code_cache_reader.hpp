@@ -52,7 +52,10 @@ public:
     // The blob containing pc, with its nmethod details.
     std::optional<BlobInfo> find_blob(uint64_t pc) const;
     // Every used block of every heap, in address order. An nmethod's own fields are read only where
-    // `nmethod_details(code_begin)` asks for them (saves a read per blob).
+    // `nmethod_details(code_begin)` asks for them. The headers are read a window of kWalkWindow
+    // bytes at a time (one read per window, not one per block), into a buffer kept for the next
+    // walk; walks run one at a time.
+    static constexpr size_t kWalkWindow = 256 * 1024;
     void walk(const std::function<void(const BlobInfo&)>& visit,
               const std::function<bool(uint64_t code_begin)>& nmethod_details) const;
 
@@ -67,6 +70,9 @@ public:
     size_t heap_count() const { return heaps_.size(); }
     // Reads that failed or gave implausible values, skipped. SF_VM_DEBUG=1 logs where each was.
     uint64_t bad_reads() const { return bad_reads_.load(); }
+    // Reads of VM memory the last walk made, and how many walks there were.
+    uint64_t last_walk_reads() const { return last_walk_reads_.load(); }
+    uint64_t walks() const { return walks_.load(); }
     void note_bad_read(int line) const;
 
 private:
@@ -80,8 +86,10 @@ private:
     Status read_interpreter(VmInfo& info);
     std::optional<HeapRange> heap_range(uint64_t heap) const;
     std::string blob_name(uint64_t address) const;
-    std::optional<BlobInfo> read_blob(uint64_t blob, const std::function<bool(uint64_t)>& nmethod_details) const;
-    bool read_nmethod_fields(BlobInfo& b) const;
+    // The blob's headers come from `source`: the memory itself, or a walk's window onto it.
+    std::optional<BlobInfo> read_blob(const vm::VmMemory& source, uint64_t blob,
+                                      const std::function<bool(uint64_t)>& nmethod_details) const;
+    bool read_nmethod_fields(const vm::VmMemory& source, BlobInfo& b) const;
 
     const vm::VmMemory& memory_;
     const vm::VmLayoutOffsets layout_;
@@ -90,6 +98,10 @@ private:
     mutable std::mutex names_mutex_;
     mutable std::unordered_map<uint64_t, std::string> names_;   // blob name address -> text
     mutable std::atomic<uint64_t> bad_reads_{0};
+    mutable std::mutex walk_mutex_;
+    mutable std::vector<uint8_t> walk_buffer_;   // under walk_mutex_
+    mutable std::atomic<uint64_t> last_walk_reads_{0};
+    mutable std::atomic<uint64_t> walks_{0};
 };
 
 }  // namespace sf::agent

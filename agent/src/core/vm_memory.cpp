@@ -63,11 +63,39 @@ std::optional<uint64_t> VmMemory::pointer_field(uint64_t base, const ResolvedFie
     return value<uint64_t>(field.is_static ? field.address : base + field.offset);
 }
 
-std::optional<int64_t> header_int(const std::vector<uint8_t>& bytes, const ResolvedField& field) {
-    if (!field.present || field.is_static || field.width == 0 || field.offset + field.width > bytes.size()) {
+std::optional<int64_t> header_int(const uint8_t* bytes, size_t size, const ResolvedField& field) {
+    if (!field.present || field.is_static || field.width == 0 || field.offset + field.width > size) {
         return std::nullopt;
     }
-    return decode_int(bytes.data() + field.offset, field.width, field.is_unsigned);
+    return decode_int(bytes + field.offset, field.width, field.is_unsigned);
+}
+
+WindowedMemory::WindowedMemory(const VmMemory& memory, std::vector<uint8_t>& buffer, size_t window)
+    : memory_(memory), buffer_(buffer), window_(window) {}
+
+void WindowedMemory::set_limit(uint64_t limit) {
+    limit_ = limit;
+    begin_ = end_ = 0;
+}
+
+bool WindowedMemory::read(uint64_t address, void* out, size_t size) const {
+    if (address >= begin_ && address + size >= address && address + size <= end_) {
+        std::memcpy(out, buffer_.data() + (address - begin_), size);
+        return true;
+    }
+    ++underlying_reads_;
+    if (size > window_ || address >= limit_ || limit_ - address < size) return memory_.read(address, out, size);
+    const size_t length = static_cast<size_t>(std::min<uint64_t>(window_, limit_ - address));
+    if (buffer_.size() < length) buffer_.resize(window_);
+    if (!memory_.read(address, buffer_.data(), length)) {
+        begin_ = end_ = 0;
+        ++underlying_reads_;
+        return memory_.read(address, out, size);
+    }
+    begin_ = address;
+    end_ = address + length;
+    std::memcpy(out, buffer_.data(), size);
+    return true;
 }
 
 }  // namespace sf::agent::vm

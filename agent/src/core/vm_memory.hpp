@@ -33,7 +33,35 @@ public:
     std::optional<uint64_t> pointer_field(uint64_t base, const ResolvedField& field) const;
 };
 
+// Reads of `memory` served from a window of up to `window` bytes, read in one piece from the first
+// address asked for outside it (never past the limit): a walk over many small neighbouring
+// structures (the CodeCache's block and blob headers) costs one read per window instead of one or
+// two per structure, which matters when each read is a system call. A window that cannot be read
+// whole (an unreadable page in it) falls back to reading just the bytes asked for. One thread at a
+// time; `buffer` is the caller's, reused from walk to walk.
+class WindowedMemory final : public VmMemory {
+public:
+    WindowedMemory(const VmMemory& memory, std::vector<uint8_t>& buffer, size_t window);
+    // Reads end before `limit` (e.g. the end of a CodeHeap's committed memory): a request that
+    // reaches past it goes to the memory directly. Drops the current window.
+    void set_limit(uint64_t limit);
+    bool read(uint64_t address, void* out, size_t size) const override;
+    // Reads that went to the underlying memory: whole windows, and requests read directly.
+    uint64_t underlying_reads() const { return underlying_reads_; }
+
+private:
+    const VmMemory& memory_;
+    std::vector<uint8_t>& buffer_;
+    const size_t window_;
+    uint64_t limit_ = 0;
+    mutable uint64_t begin_ = 0, end_ = 0;   // the window's bytes are buffer_[0, end_ - begin_)
+    mutable uint64_t underlying_reads_ = 0;
+};
+
 // An integer field of a structure already copied into `bytes` (offsets from the structure's start).
-std::optional<int64_t> header_int(const std::vector<uint8_t>& bytes, const ResolvedField& field);
+std::optional<int64_t> header_int(const uint8_t* bytes, size_t size, const ResolvedField& field);
+inline std::optional<int64_t> header_int(const std::vector<uint8_t>& bytes, const ResolvedField& field) {
+    return header_int(bytes.data(), bytes.size(), field);
+}
 
 }  // namespace sf::agent::vm

@@ -369,11 +369,10 @@ struct VmCapture::Impl {
     }
 
     void recheck_redefined_methods(JNIEnv* jni) {
-        const std::vector<std::pair<uint64_t, uint64_t>> known = announced.methods();
+        const std::vector<uint64_t> changed =
+            announced.redefined([this](uint64_t id) { return method_ptr_of(reinterpret_cast<jmethodID>(id)); });
         uint64_t now = monotonic_ns();
-        for (auto [id, ptr] : known) {
-            auto current = method_ptr_of(reinterpret_cast<jmethodID>(id));
-            if (!current || *current == ptr) continue;
+        for (uint64_t id : changed) {
             counters.redefined_methods++;
             announce_method(jni, reinterpret_cast<jmethodID>(id), now);
         }

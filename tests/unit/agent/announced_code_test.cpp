@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
+#include <optional>
 
 #include "announced_code.hpp"
 
@@ -15,12 +17,53 @@ TEST_CASE("a method is announced once per Method*, again after a redefinition or
     // RedefineClasses: the jmethodID now leads to a new Method*.
     CHECK(announced.claim_method(1, 0x200));
     CHECK(announced.method_id_of(0x200) == 1);
-    CHECK(announced.methods() == std::vector<std::pair<uint64_t, uint64_t>>{{1, 0x200}});
+    CHECK(announced.method_count() == 1);
     // Building the MethodInfo failed: the next claim tries again.
     CHECK(announced.claim_method(2, 0x300));
     announced.unclaim_method(2);
+    CHECK(announced.method_count() == 1);
     CHECK(announced.claim_method(2, 0x300));
     CHECK(announced.method_id_of(0x999) == 0);
+}
+
+TEST_CASE("the poll finds the methods whose jmethodID leads to another Method* than announced") {
+    AnnouncedCode announced;
+    // More methods than one slice of the lock, some unclaimed (each moves the last one into its place).
+    std::map<uint64_t, uint64_t> vm;   // jmethodID -> the Method* it leads to now
+    for (uint64_t id = 1; id <= 10000; ++id) {
+        REQUIRE(announced.claim_method(id, id * 16));
+        vm[id] = id * 16;
+    }
+    for (uint64_t id = 2; id <= 10000; id += 1000) {
+        announced.unclaim_method(id);
+        vm.erase(id);
+    }
+    CHECK(announced.method_count() == 9990);
+    auto current = [&](uint64_t id) -> std::optional<uint64_t> {
+        auto it = vm.find(id);
+        if (it == vm.end()) return std::nullopt;
+        return it->second;
+    };
+    CHECK(announced.redefined(current).empty());
+    vm[1] = 0x77;        // redefined
+    vm[5000] = 0x88;     // redefined
+    vm[10000] = 0x99;    // redefined, and the last of the list (moved by the first unclaim)
+    vm.erase(7);         // unreadable: skipped
+    std::vector<uint64_t> changed = announced.redefined(current);
+    std::sort(changed.begin(), changed.end());
+    CHECK(changed == std::vector<uint64_t>{1, 5000, 10000});
+    // Announced again with the new Method*: no longer a finding.
+    CHECK(announced.claim_method(5000, 0x88));
+    changed = announced.redefined(current);
+    std::sort(changed.begin(), changed.end());
+    CHECK(changed == std::vector<uint64_t>{1, 10000});
+    // An unclaimed method is not looked at; claimed again, it is.
+    announced.unclaim_method(1);
+    CHECK(announced.redefined(current) == std::vector<uint64_t>{10000});
+    CHECK(announced.claim_method(1, 16));
+    changed = announced.redefined(current);
+    std::sort(changed.begin(), changed.end());
+    CHECK(changed == std::vector<uint64_t>{1, 10000});
 }
 
 TEST_CASE("a CodeLoad goes out when it adds something: new code, scopes, or other code at the address") {

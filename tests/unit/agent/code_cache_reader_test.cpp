@@ -26,6 +26,7 @@ namespace {
 class FakeMemory final : public vm::VmMemory {
 public:
     bool read(uint64_t address, void* out, size_t size) const override {
+        ++reads;
         auto* dst = static_cast<uint8_t*>(out);
         for (size_t i = 0; i < size; ++i) {
             auto page = pages_.find((address + i) >> 12);
@@ -43,6 +44,7 @@ public:
     }
     void put64(uint64_t address, uint64_t value) { write(address, &value, 8); }
     void unmap_page(uint64_t address) { pages_.erase(address >> 12); }
+    mutable uint64_t reads = 0;   // read() calls: each would be a system call in the agent
 
 private:
     std::array<uint8_t, 4096>& page(uint64_t number) {
@@ -277,6 +279,17 @@ TEST_CASE("the CodeCache reader on a fake VM image, in both blob header layouts"
         CHECK(seen[2].name == "Interpreter");
         CHECK(seen[3].blob == stub);
         CHECK(reader.bad_reads() == 0);
+        // The block and blob headers came from one window per heap (both heaps' blocks fit in one).
+        CHECK(reader.last_walk_reads() == 2);
+        CHECK(reader.walks() == 1);
+    }
+    SECTION("an unreadable page inside a blob's code costs the walk its windows there, not a blob") {
+        image.mem.unmap_page(b + 0x4000);
+        std::vector<uint64_t> seen;
+        reader.walk([&](const BlobInfo& blob) { seen.push_back(blob.blob); }, [](uint64_t) { return true; });
+        CHECK(seen == std::vector<uint64_t>{a, b, interp, stub});
+        CHECK(reader.last_walk_reads() > 2);
+        CHECK(reader.bad_reads() == 0);
     }
     SECTION("unreadable and implausible headers are skipped and counted") {
         image.put(a, Field::kCodeBlobSize, 0);
@@ -311,5 +324,40 @@ TEST_CASE("the CodeCache reader refuses a VM whose code facts do not add up", "[
         auto status = reader.read_vm(info);
         REQUIRE_FALSE(status.ok());
         CHECK(status.error().message.find("call stub") != std::string::npos);
+    }
+}
+
+TEST_CASE("a memory window serves neighbouring reads from one read of the memory below it", "[vm_capture]") {
+    FakeMemory memory;
+    std::vector<uint8_t> bytes(3 * 4096);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7);
+    const uint64_t base = 0x10'0000;
+    memory.write(base, bytes.data(), bytes.size());
+    std::vector<uint8_t> buffer;
+    vm::WindowedMemory window(memory, buffer, 4096);
+    window.set_limit(base + bytes.size());
+    auto read_matches = [&](uint64_t address, size_t size) {
+        std::vector<uint8_t> out(size);
+        if (!window.read(address, out.data(), size)) return false;
+        return std::equal(out.begin(), out.end(), bytes.begin() + static_cast<std::ptrdiff_t>(address - base));
+    };
+    CHECK(read_matches(base + 16, 100));
+    CHECK(read_matches(base + 200, 8));
+    CHECK(read_matches(base + 16 + 4096 - 8, 8));   // the window's last bytes
+    CHECK(window.underlying_reads() == 1);
+    CHECK(memory.reads == 1);
+    CHECK(read_matches(base + 16 + 4096 - 4, 8));   // straddles the window's end: a new window
+    CHECK(window.underlying_reads() == 2);
+    SECTION("a window never reaches past the limit; a request that does is read as it is") {
+        CHECK(read_matches(base + 3 * 4096 - 16, 16));
+        CHECK(memory.reads == 3);
+        std::vector<uint8_t> out(32);
+        CHECK_FALSE(window.read(base + 3 * 4096 - 16, out.data(), out.size()));
+    }
+    SECTION("a window over an unreadable page falls back to the bytes asked for") {
+        memory.unmap_page(base + 2 * 4096);
+        CHECK(read_matches(base + 4096 + 100, 8));   // the window [+4196, +8292) is not readable whole
+        std::vector<uint8_t> out(8);
+        CHECK_FALSE(window.read(base + 2 * 4096 + 8, out.data(), out.size()));
     }
 }
