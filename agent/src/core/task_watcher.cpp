@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -67,12 +68,42 @@ std::string ring_memory_limit() {
            std::to_string(memlock.rlim_cur / 1024) + " KB) and goes to the Java threads";
 }
 
-TaskWatcher::TaskWatcher(EventQueue& queue, Sampler* sampler, std::function<bool(pid_t)> is_java)
-    : queue_(queue), sampler_(sampler), is_java_(std::move(is_java)) {}
+TaskWatcher::TaskWatcher(EventQueue& queue, Sampler* sampler, std::function<bool(pid_t)> is_java, int full_scan_ms)
+    : queue_(queue), sampler_(sampler), is_java_(std::move(is_java)),
+      full_scan_ns_(static_cast<uint64_t>(full_scan_ms) * 1'000'000) {}
 
-TaskWatcher::~TaskWatcher() { stop(); }
+bool task_scan_due(uint64_t links, uint64_t links_at_last_scan, bool sightings_pending, uint64_t since_last_scan_ns,
+                   uint64_t full_every_ns) {
+    return links == 0 || links != links_at_last_scan || sightings_pending || since_last_scan_ns >= full_every_ns;
+}
+
+TaskWatcher::~TaskWatcher() {
+    stop();
+    if (task_dir_ >= 0) ::close(task_dir_);
+}
+
+bool TaskWatcher::tick() {
+    ticks_.fetch_add(1, std::memory_order_relaxed);
+    if (task_dir_ < 0) task_dir_ = ::open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    // The link count of /proc/PID/task is 2 + the number of threads (0 here: not known).
+    struct stat status {};
+    const uint64_t links = task_dir_ >= 0 && ::fstat(task_dir_, &status) == 0 ? status.st_nlink : 0;
+    const uint64_t now = monotonic_ns();
+    bool pending = false;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        pending = !sightings_.empty();
+    }
+    if (!task_scan_due(links, links_at_scan_, pending, now - last_scan_ns_, full_scan_ns_)) return false;
+    // The count before the listing: a thread that starts during it changes the count after it.
+    links_at_scan_ = links;
+    last_scan_ns_ = now;
+    scan();
+    return true;
+}
 
 void TaskWatcher::scan() {
+    scans_.fetch_add(1, std::memory_order_relaxed);
     std::vector<TaskEntry> tasks = list_tasks();
     if (tasks.empty()) return;
     EventQueue::InFlight in_flight(queue_);
@@ -152,7 +183,8 @@ void* TaskWatcher::main(void* self) {
                                       [watcher] { return watcher->stop_; });
             if (watcher->stop_) break;
         }
-        watcher->scan();
+        watcher->tick();
+        watcher->cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
     }
     return nullptr;
 }
@@ -168,6 +200,9 @@ void TaskWatcher::stop() {
     wakeup_.notify_all();
     if (join) pthread_join(thread_, nullptr);
 }
+
+uint64_t TaskWatcher::scans() const { return scans_.load(std::memory_order_relaxed); }
+uint64_t TaskWatcher::ticks() const { return ticks_.load(std::memory_order_relaxed); }
 
 size_t TaskWatcher::native_threads() const {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -1,12 +1,15 @@
 // threads=all: finds the process's threads that are not Java threads (GC workers, compiler threads,
-// the VM thread, native threads) in /proc/self/task, at start and every 100 ms after; announces each
-// with a ThreadInfo of its kind and, when given a sampler (mode=thread), opens its perf event.
+// the VM thread, native threads) in /proc/self/task, at start and after (every 100 ms, it looks
+// whether the thread count changed); announces each with a ThreadInfo of its kind and, when given a
+// sampler (mode=thread), opens its perf event.
 #pragma once
 
 #include <pthread.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -33,11 +36,19 @@ std::vector<TaskEntry> list_tasks();
 // of the user. Empty when it can; else why not, for the log.
 std::string ring_memory_limit();
 
+// Whether a tick of the watcher reads /proc/self/task (a directory read and a lookup per thread):
+// only when the thread count (the directory's link count, from one fstat) changed since the last
+// scan, a thread awaits its second sighting, or `full_every_ns` passed since the last scan (a
+// thread that ended while another started leaves the count as it was).
+bool task_scan_due(uint64_t links, uint64_t links_at_last_scan, bool sightings_pending, uint64_t since_last_scan_ns,
+                   uint64_t full_every_ns);
+
 class TaskWatcher {
 public:
     // `is_java`: whether a tid is a registered Java thread (any thread may call it). `sampler` null:
     // announce only (mode=cpu, whose inheriting events already sample every thread).
-    TaskWatcher(EventQueue& queue, Sampler* sampler, std::function<bool(pid_t)> is_java);
+    // `full_scan_ms`: the longest time between two scans (see task_scan_due).
+    TaskWatcher(EventQueue& queue, Sampler* sampler, std::function<bool(pid_t)> is_java, int full_scan_ms = 1000);
     ~TaskWatcher();
     TaskWatcher(const TaskWatcher&) = delete;
     TaskWatcher& operator=(const TaskWatcher&) = delete;
@@ -46,11 +57,18 @@ public:
     // first sight, any other at its second (a Java thread exists for a moment before its
     // ThreadStart registers it, and every new thread is named "java" until it names itself).
     void scan();
-    // Scans every `interval_ms` from a thread of its own (every signal blocked) until stop().
+    // What the watcher's thread does every interval: a scan when task_scan_due says so (always
+    // when the thread count cannot be had). Returns whether it scanned.
+    bool tick();
+    // Ticks every `interval_ms` from a thread of its own (every signal blocked) until stop().
     Status start(int interval_ms = 100);
     void stop();
 
     size_t native_threads() const;   // announced and not seen ending
+    uint64_t scans() const;          // full scans of /proc/self/task so far
+    uint64_t ticks() const;
+    // The watcher thread's CPU time after its last tick (0 before it ran).
+    uint64_t cpu_ns() const { return cpu_ns_.load(std::memory_order_relaxed); }
 
 private:
     static void* main(void* self);
@@ -63,7 +81,16 @@ private:
     bool stop_ = false;
     bool started_ = false;
     int interval_ms_ = 100;
+    const uint64_t full_scan_ns_;
     pthread_t thread_{};
+    // tick() state (one thread): /proc/self/task, open for its link count; the count and the time
+    // at the last scan.
+    int task_dir_ = -1;
+    uint64_t links_at_scan_ = 0;
+    uint64_t last_scan_ns_ = 0;
+    std::atomic<uint64_t> scans_{0};
+    std::atomic<uint64_t> ticks_{0};
+    std::atomic<uint64_t> cpu_ns_{0};
     // Under mutex_ (scan() runs on one thread at a time, but native_threads() may ask meanwhile).
     std::unordered_map<pid_t, std::string> announced_;   // native threads: tid -> name
     std::unordered_map<pid_t, int> sightings_;           // seen, not yet announced

@@ -284,7 +284,7 @@ private:
             }
         }
         task_watcher_ = std::make_unique<TaskWatcher>(queue_, sampler, [this](pid_t tid) { return threads_.contains(tid); });
-        task_watcher_->scan();
+        task_watcher_->tick();
         SF_LOG_DEBUG("%zu native threads at start", task_watcher_->native_threads());
         if (Status started = task_watcher_->start(); !started.ok()) {
             SF_LOG_WARN("native threads that start from now on are not sampled: %s", started.error().describe().c_str());
@@ -603,11 +603,19 @@ private:
         const uint64_t reader = sampler_->stats().reader_cpu_ns;
         const uint64_t decoder = live_profile_ ? live_profile_->counts(0).decoder_cpu_ns : 0;
         const uint64_t poll = code_poll_.cpu_ns();
+        const uint64_t tasks = task_watcher_ ? task_watcher_->cpu_ns() : 0;
         const double process_ms = static_cast<double>(process_cpu_ns()) / 1e6;
-        const double agent_ms = static_cast<double>(reader + decoder + poll) / 1e6;
-        SF_LOG_INFO("agent threads CPU: %.1f ms (reader %.1f, decoder %.1f, code poll %.1f) = %.2f%% of the process's %.0f ms",
+        const double agent_ms = static_cast<double>(reader + decoder + poll + tasks) / 1e6;
+        SF_LOG_INFO("agent threads CPU: %.1f ms (reader %.1f, decoder %.1f, code poll %.1f, thread watcher %.1f) = "
+                    "%.2f%% of the process's %.0f ms",
                     agent_ms, static_cast<double>(reader) / 1e6, static_cast<double>(decoder) / 1e6,
-                    static_cast<double>(poll) / 1e6, process_ms > 0 ? 100.0 * agent_ms / process_ms : 0.0, process_ms);
+                    static_cast<double>(poll) / 1e6, static_cast<double>(tasks) / 1e6,
+                    process_ms > 0 ? 100.0 * agent_ms / process_ms : 0.0, process_ms);
+        if (task_watcher_) {
+            SF_LOG_DEBUG("thread watcher: %llu scans of /proc/self/task in %llu ticks",
+                         static_cast<unsigned long long>(task_watcher_->scans()),
+                         static_cast<unsigned long long>(task_watcher_->ticks()));
+        }
         const SamplerStats stats = sampler_->stats();
         if (stats.cycles != 0) {
             SF_LOG_INFO("reader: %llu cycles every %.1f ms (%llu early: a ring's watermark or a wake-up), "
