@@ -183,7 +183,7 @@ std::string human_bytes(uint64_t bytes) {
 
 std::vector<EventKind> all_kinds() {
     std::vector<EventKind> kinds;
-    for (int kind = static_cast<int>(EventKind::kSample); kind <= static_cast<int>(EventKind::kJvmtiTrace); ++kind) {
+    for (int kind = static_cast<int>(EventKind::kSample); kind <= static_cast<int>(EventKind::kProcessCpu); ++kind) {
         kinds.push_back(static_cast<EventKind>(kind));
     }
     return kinds;

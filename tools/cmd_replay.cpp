@@ -22,6 +22,7 @@
 #include "stackfrag/decoder/stream_decoder.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "stackfrag/profile/cct.hpp"
+#include "stackfrag/profile/coverage.hpp"
 #include "stackfrag/profile/export.hpp"
 #include "stackfrag/profile/trace_filter.hpp"
 
@@ -124,6 +125,7 @@ struct ReplaySummary {
     profile::FilterCounts filtered;
     std::optional<std::string> damage;
     std::vector<RecordingDamage> damages;
+    profile::Coverage coverage;
 
     bool filtering() const { return filter != nullptr && !filter->empty(); }
     double frames_per_trace() const { return all.decoded() ? double(all.frames) / double(all.decoded()) : 0.0; }
@@ -183,6 +185,20 @@ nlohmann::json summary_json(const ReplaySummary& r) {
     if (r.filtering()) {
         j["filter"] = {{"focus", r.focus}, {"exclude", r.exclude}, {"kept", r.profile.decoded() - r.filtered.dropped()},
                        {"not_in_focus", r.filtered.not_in_focus}, {"excluded", r.filtered.excluded}};
+    }
+    const profile::Coverage& c = r.coverage;
+    nlohmann::json& cov = j["coverage"];
+    cov["samples"] = c.samples;
+    cov["sampled_cpu_ns"] = c.sampled_ns;
+    cov["process_cpu_ns"] = c.process ? nlohmann::json(c.process_ns()) : nlohmann::json(nullptr);
+    cov["process_user_ns"] = c.process ? nlohmann::json(c.process->user_ns) : nlohmann::json(nullptr);
+    cov["process_sys_ns"] = c.process ? nlohmann::json(c.process->system_ns) : nlohmann::json(nullptr);
+    cov["kernel_samples"] = c.kernel_samples;
+    cov["ratio"] = c.ratio() ? nlohmann::json(*c.ratio()) : nlohmann::json(nullptr);
+    for (size_t k = 0; k < profile::Coverage::kKinds; ++k) {
+        const auto kind = static_cast<ThreadKind>(k);
+        cov["threads"][thread_kind_name(kind)] = {
+            {"samples", c.samples_by_kind[k]}, {"cpu_ns", c.sampled_ns_by_kind[k]}, {"share", c.share(kind)}};
     }
     if (r.damage) j["damage"] = *r.damage;
     if (!r.damages.empty()) {
@@ -246,6 +262,7 @@ void print_summary_text(const ReplaySummary& r) {
         std::sort(sorted.rbegin(), sorted.rend());
         for (const auto& [n, k] : sorted) fmt::print("  {:<22} {}\n", k, n);
     }
+    fmt::print("{}\n", profile::coverage_text(r.coverage));
     for (const RecordingDamage& d : r.damages) fmt::print("damage: {}\n", d.describe());
 }
 
@@ -375,9 +392,11 @@ int run_replay(const ReplayOptions& options) {
             }
         }
     };
-    decode_recording(*reader, stream);
+    profile::CoverageTally coverage;
+    decode_recording(*reader, stream, [&coverage](const Event& event) { coverage.observe(event); });
 
     summary.all = sum(samples, oracle_samples);
+    summary.coverage = coverage.coverage();
     summary.stack_bytes = map.has_vm() ? map.vm().sample_stack_bytes : 0;
     summary.stats = decoder.stats();
     summary.retried = stream.retry_stats();
@@ -450,7 +469,7 @@ void add_replay(CLI::App& app, int& exit_code) {
     cmd->add_flag("--no-libunwind", options->no_libunwind, "unwind native code by the rbp chain only");
     cmd->add_option("--ids", options->ids,
                     "write one line per sample to FILE: \"time_ns tid id\", id the sample's node in the --cct tree "
-                    "(or failed:REASON, or filtered)");
+                    "(or filtered; a failed walk's id is under its [failed: REASON] node)");
     cmd->add_option("--cct", options->cct, "write the calling context tree the --ids refer to (FILE.json)");
     cmd->add_option("--focus", options->focus,
                     "keep only samples with this method (pkg.Class.method) or class (pkg.Class) on the stack; repeatable")

@@ -14,6 +14,7 @@
 #include "commands.hpp"
 #include "stackfrag/decoder/stream_decoder.hpp"
 #include "stackfrag/events/recording.hpp"
+#include "stackfrag/profile/coverage.hpp"
 #include "stackfrag/profile/export.hpp"
 #include "stackfrag/profile/trace_filter.hpp"
 
@@ -49,7 +50,9 @@ Result<profile::Cct> decode_recording(const std::string& path) {
     decoder = &stream;
     names->map = &stream.code_map();
     uint64_t lost = 0;   // the kernel's Lost counts, which the outputs show as the live profile's do
-    decode_recording(**reader, stream, [&lost, &cct](const Event& event) {
+    profile::CoverageTally coverage;
+    decode_recording(**reader, stream, [&lost, &cct, &coverage](const Event& event) {
+        coverage.observe(event);
         if (const auto* l = std::get_if<Lost>(&event)) lost += l->count;
         if (const auto* t = std::get_if<ThreadInfo>(&event); t && !t->name.empty()) cct.set_thread_name(t->tid, t->name);
     });
@@ -65,6 +68,7 @@ Result<profile::Cct> decode_recording(const std::string& path) {
     cct.info().monotonic_to_unix_ns = static_cast<int64_t>((*reader)->header().created_unix_ns) -
                                       static_cast<int64_t>((*reader)->header().created_monotonic_ns);
     cct.info().lost_samples = lost;
+    fmt::print(stderr, "stackfrag report: {}: {}\n", path, profile::coverage_text(coverage.coverage()));
     return cct;
 }
 
@@ -145,7 +149,7 @@ int run_report(const ReportArgs& args) {
     const auto& counts = cct->trace_counts();
     fmt::print(stderr, "stackfrag report: wrote {} ({} samples, {} nodes, {} frames{})\n", args.output,
                cct->total_samples(), cct->node_count() - 1, cct->frame_count() - 1,
-               counts.failed > 0 ? fmt::format(", {} failed traces not in the tree", counts.failed) : "");
+               counts.failed > 0 ? fmt::format(", {} of them failed walks under [failed: ...] frames", counts.failed) : "");
     return 0;
 }
 

@@ -96,6 +96,11 @@ void fields(V& v, T& t) {
     v(t.time_ns), v(t.tid), v(t.truncated), v(t.frames);
 }
 
+template <class V, Is<ProcessCpu> T>
+void fields(V& v, T& p) {
+    v(p.time_ns), v(p.user_ns), v(p.system_ns);
+}
+
 template <class T>
 concept Scalar = std::is_integral_v<T> || std::is_enum_v<T>;
 
@@ -283,9 +288,10 @@ template size_t field_count<ThreadInfo>();
 template size_t field_count<Lost>();
 template size_t field_count<ModuleMap>();
 template size_t field_count<JvmtiTrace>();
+template size_t field_count<ProcessCpu>();
 
 bool is_known_kind(uint8_t kind) {
-    return kind >= static_cast<uint8_t>(EventKind::kSample) && kind <= static_cast<uint8_t>(EventKind::kJvmtiTrace);
+    return kind >= static_cast<uint8_t>(EventKind::kSample) && kind <= static_cast<uint8_t>(EventKind::kProcessCpu);
 }
 
 size_t body_size(const Event& event) {
@@ -320,6 +326,7 @@ const char* decode_body(EventKind kind, const uint8_t* body, size_t size, Event&
         case EventKind::kLost: return decode_as<Lost>(body, size, out);
         case EventKind::kModule: return decode_as<ModuleMap>(body, size, out);
         case EventKind::kJvmtiTrace: return decode_as<JvmtiTrace>(body, size, out);
+        case EventKind::kProcessCpu: return decode_as<ProcessCpu>(body, size, out);
     }
     return "unknown event kind";
 }

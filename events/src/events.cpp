@@ -17,6 +17,7 @@ constexpr EventKind kind_for() {
     else if constexpr (std::is_same_v<T, ThreadInfo>) return EventKind::kThread;
     else if constexpr (std::is_same_v<T, Lost>) return EventKind::kLost;
     else if constexpr (std::is_same_v<T, ModuleMap>) return EventKind::kModule;
+    else if constexpr (std::is_same_v<T, ProcessCpu>) return EventKind::kProcessCpu;
     else {
         static_assert(std::is_same_v<T, JvmtiTrace>, "every Event alternative needs a kind");
         return EventKind::kJvmtiTrace;
@@ -26,6 +27,17 @@ constexpr EventKind kind_for() {
 
 EventKind kind_of(const Event& event) {
     return std::visit([](const auto& e) { return kind_for<std::decay_t<decltype(e)>>(); }, event);
+}
+
+const char* thread_kind_name(ThreadKind kind) {
+    switch (kind) {
+        case ThreadKind::kJava: return "java";
+        case ThreadKind::kGc: return "gc";
+        case ThreadKind::kCompiler: return "compiler";
+        case ThreadKind::kVm: return "vm";
+        case ThreadKind::kOther: return "other";
+    }
+    return "other";
 }
 
 const char* kind_name(EventKind kind) {
@@ -41,6 +53,7 @@ const char* kind_name(EventKind kind) {
         case EventKind::kLost: return "lost";
         case EventKind::kModule: return "module";
         case EventKind::kJvmtiTrace: return "jvmti_trace";
+        case EventKind::kProcessCpu: return "process_cpu";
     }
     return "unknown";
 }

@@ -98,6 +98,12 @@ TEST_CASE("the live profile equals stackfrag replay of the same run's recording"
     }
     // Not only equal but meaningful: the demo's own methods are in it.
     CHECK(contains(live_text, "demo/Demo."));
+    // Coverage comes from the stream: the stop summary's line is replay's, and has a ratio.
+    std::smatch coverage;
+    REQUIRE(std::regex_search(r.err, coverage, std::regex("coverage [^\n]*")));
+    CHECK(contains(replay.out, coverage.str() + "\n"));
+    CHECK(coverage.str().starts_with("coverage "));
+    CHECK_FALSE(contains(coverage.str(), "unknown"));
     std::filesystem::remove_all(dir);
 }
 

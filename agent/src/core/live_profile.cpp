@@ -228,6 +228,7 @@ void LiveProfile::observe(Event&& event) {
     if (std::holds_alternative<JvmtiTrace>(event)) jvmti_traces_.fetch_add(1, std::memory_order_relaxed);
     if (const auto* lost = std::get_if<Lost>(&event)) lost_total_.fetch_add(lost->count, std::memory_order_relaxed);
     try {
+        coverage_.observe(event);
         flush_backlog();
         if (is_sample) {
             // A sample may be dropped (the profile is a statistic); it must not overtake the
@@ -580,6 +581,7 @@ LiveCounts LiveProfile::counts(size_t top) const {
         std::lock_guard<std::mutex> lock(mutex_);
         out.decoder_running = !finished_;
     }
+    out.coverage = coverage_.coverage();
     if (out.decoder_running) return out;
     out.stack_bytes = stream_ && stream_->code_map().has_vm() ? stream_->code_map().vm().sample_stack_bytes : 0;
     if (stream_) out.retried = stream_->retry_stats();
@@ -657,13 +659,16 @@ std::string LiveProfile::summary_text(size_t top) const {
         out += "\n  stitched (completed with the thread's earlier snapshot): " + std::to_string(c.stitching.stitched);
     }
     if (c.metadata_dropped != 0) out += "\n  code events dropped by the live queue: " + std::to_string(c.metadata_dropped);
+    out += "\n  " + profile::coverage_text(c.coverage);
     if (!filter_.empty()) {
         out += "\n  " + profile::filter_sentence(filter_, c.decoded - c.filtered.dropped(), c.decoded, c.filtered);
     }
     if (!c.top_self.empty()) {
         out += "\n  top methods by self samples:";
         for (const auto& [name, n] : c.top_self) {
-            snprintf(line, sizeof line, "\n  %6.2f%% %8llu  %s", percent(n, c.decoded - c.filtered.dropped()), static_cast<unsigned long long>(n),
+            // Of the samples in the tree: the decoded ones the filter kept, and the failed ones.
+            snprintf(line, sizeof line, "\n  %6.2f%% %8llu  %s", percent(n, c.decoded - c.filtered.dropped() + c.failed),
+                     static_cast<unsigned long long>(n),
                      name.c_str());
             out += line;
         }
@@ -676,7 +681,7 @@ std::string LiveProfile::summary_text(size_t top) const {
         out += line;
         if (!c.off_cpu_top_self.empty()) out += "\n  top frames where threads left the CPU:";
         for (const auto& [name, n] : c.off_cpu_top_self) {
-            snprintf(line, sizeof line, "\n  %6.2f%% %8llu  %s", percent(n, c.off_cpu_decoded),
+            snprintf(line, sizeof line, "\n  %6.2f%% %8llu  %s", percent(n, c.off_cpu_decoded + c.off_cpu_failed),
                      static_cast<unsigned long long>(n), name.c_str());
             out += line;
         }

@@ -28,6 +28,7 @@
 #include "stackfrag/decoder/stream_decoder.hpp"
 #include "stackfrag/events/events.hpp"
 #include "stackfrag/profile/cct.hpp"
+#include "stackfrag/profile/coverage.hpp"
 #include "stackfrag/profile/trace_filter.hpp"
 #include "options.hpp"
 #include "stream_writer.hpp"
@@ -103,6 +104,7 @@ struct LiveCounts {
     uint64_t incomplete = 0;
     uint64_t failed = 0;
     profile::FilterCounts filtered;   // decoded samples the filter dropped (in decoded, not in the tree)
+    profile::Coverage coverage;       // every sample offered (dropped ones too) against the process's CPU time
     std::map<std::string, uint64_t> failed_by_reason;
     RetryStats retried;            // samples decoded a second time, after late code announcements
     StitchStats stitching;         // incomplete walks completed with an earlier snapshot (in decoded)
@@ -193,6 +195,7 @@ private:
     std::atomic<uint64_t> metadata_dropped_{0};
     std::atomic<uint64_t> decoded_total_{0};
     std::atomic<uint64_t> lost_total_{0};
+    profile::CoverageTally coverage_;   // the producer's (reader thread); read after stop()
 
     // Decoder-thread state.
     class Names;

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "process_cpu.hpp"
 #include "stackfrag/base/clock.hpp"
 #include "event_queue.hpp"
 #include "jvmti_sampler.hpp"
@@ -209,6 +210,7 @@ public:
         if (task_watcher_) task_watcher_->stop();
         stop_jvmti_sampler();
         if (OracleSampler* timer_sampler = timer()) timer_sampler->stop();
+        queue_.emit(process_cpu_now());   // coverage's denominator, through the stream like every fact
         const bool stopped = sampler_->stop(kShutdownTimeoutMs);
         queue_.close();
         if (stopped) log_summary();

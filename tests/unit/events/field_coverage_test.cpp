@@ -50,6 +50,7 @@ TEST_CASE("the recording encodes every member of every event type") {
     check_covered<Lost>("Lost");
     check_covered<ModuleMap>("ModuleMap");
     check_covered<JvmtiTrace>("JvmtiTrace");
+    check_covered<ProcessCpu>("ProcessCpu");
     // Every Event alternative is one of the types above.
-    STATIC_REQUIRE(std::variant_size_v<Event> == 11);
+    STATIC_REQUIRE(std::variant_size_v<Event> == 12);
 }

@@ -2,6 +2,7 @@
 // the CPU time of a thread or of the whole process. All async-signal-safe (clock_gettime is).
 #pragma once
 
+#include <sys/time.h>
 #include <time.h>
 
 #include <cstdint>
@@ -10,6 +11,10 @@ namespace sf {
 
 inline uint64_t timespec_ns(const timespec& ts) {
     return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+inline uint64_t timeval_ns(const timeval& tv) {
+    return static_cast<uint64_t>(tv.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(tv.tv_usec) * 1000u;
 }
 
 // The clock's reading, 0 when it cannot be read.

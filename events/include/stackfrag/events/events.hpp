@@ -179,6 +179,9 @@ struct Oracle {
 // What a thread does for the JVM: a Java thread (JVMTI ThreadStart), or one of the VM's own threads
 // (found in /proc/self/task), whose samples decode as native frames under a root naming the kind.
 enum class ThreadKind : uint8_t { kJava = 0, kGc = 1, kCompiler = 2, kVm = 3, kOther = 4 };
+inline constexpr size_t kThreadKinds = 5;
+// "java", "gc", "compiler", "vm", "other": for reports and json keys.
+const char* thread_kind_name(ThreadKind kind);
 
 // A thread was started or ended (names the tid in reports). Recordings made before `kind` existed
 // announced Java threads only: their ThreadInfo reads back as kJava.
@@ -220,8 +223,17 @@ struct JvmtiTrace {
     bool operator==(const JvmtiTrace&) const = default;
 };
 
+// The process's CPU time so far (getrusage), emitted when the agent stops: what the samples' CPU
+// time is compared with (coverage). A recording may hold several; the last one counts.
+struct ProcessCpu {
+    uint64_t time_ns = 0;
+    uint64_t user_ns = 0;
+    uint64_t system_ns = 0;
+    bool operator==(const ProcessCpu&) const = default;
+};
+
 using Event = std::variant<Sample, CodeLoad, CodeUnload, Stub, MethodInfo, VmInfo, Oracle, ThreadInfo,
-                           Lost, ModuleMap, JvmtiTrace>;
+                           Lost, ModuleMap, JvmtiTrace, ProcessCpu>;
 
 // Stable names, used by `stackfrag dump --json` and the recording format's kind numbers.
 enum class EventKind : uint8_t {
@@ -236,6 +248,7 @@ enum class EventKind : uint8_t {
     kLost = 9,
     kModule = 10,
     kJvmtiTrace = 11,
+    kProcessCpu = 12,
 };
 
 EventKind kind_of(const Event& event);

@@ -1,0 +1,55 @@
+// Coverage: how much of the process's CPU time the samples account for. The samples' CPU time
+// (each on-CPU sample weighs the period then in force) over the process's user + system time at
+// stop (the ProcessCpu event), with the shares of Java, GC, compiler, VM and other threads and of
+// the ticks that came in kernel mode. Computed
+// from the event stream alone, so the live profile and replay of its recording give the same numbers.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "stackfrag/events/events.hpp"
+
+namespace sf::profile {
+
+struct Coverage {
+    static constexpr size_t kKinds = kThreadKinds;
+    uint64_t samples = 0;      // on-CPU samples (clock or signal; JVMTI traces in mode=jvmti)
+    uint64_t sampled_ns = 0;   // their CPU time: each weighs the sampling period then in force
+    std::array<uint64_t, kKinds> samples_by_kind{};
+    std::array<uint64_t, kKinds> sampled_ns_by_kind{};
+    uint64_t kernel_samples = 0;   // ticks in kernel mode (SampleSource::kPerfKernel): time in syscalls
+    std::optional<ProcessCpu> process;   // the last ProcessCpu event; none in older recordings
+
+    uint64_t process_ns() const { return process ? process->user_ns + process->system_ns : 0; }
+    // sampled_ns / process_ns; nullopt without a ProcessCpu event or with no process time.
+    std::optional<double> ratio() const;
+    // The kind's share of the sampled CPU time (0 when nothing was sampled).
+    double share(ThreadKind kind) const;
+};
+
+// Feed every event of the stream in order. A sample weighs the sample_period_ns of the last VmInfo
+// before it (as the profile weighs it); threads by the kind their ThreadInfo gave (Java threads
+// from JVMTI, the VM's own from their names); a sample of a thread no ThreadInfo named is "other". Cheap enough for the
+// agent's reader thread: one hash lookup per sample.
+class CoverageTally {
+public:
+    void observe(const Event& event);
+    const Coverage& coverage() const { return coverage_; }
+
+private:
+    Coverage coverage_;
+    uint64_t period_ns_ = 0;
+    std::unordered_map<uint32_t, ThreadKind> kinds_;
+};
+
+// "coverage 93.2% of the process's CPU time: samples 1234.5 ms of 1324.6 ms (user 1200.1 ms,
+// sys 124.5 ms); threads: java 90.1%, gc 5.2%, compiler 4.0%, vm 0.2%, other 0.5%; in the kernel 9.4%"
+// — or, without a
+// ProcessCpu event, the samples' time and why there is no ratio.
+std::string coverage_text(const Coverage& coverage);
+
+}  // namespace sf::profile

@@ -1,0 +1,66 @@
+// Coverage from the event stream: samples' CPU time (count x period) against the process's CPU time
+// of the ProcessCpu event, split by thread kind.
+#include <catch2/catch.hpp>
+
+#include "stackfrag/profile/coverage.hpp"
+
+using namespace sf;
+using namespace sf::profile;
+
+namespace {
+
+Sample on_cpu(uint32_t tid, SampleSource source = SampleSource::kPerf) {
+    Sample s;
+    s.tid = tid;
+    s.source = source;
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("coverage: samples x period over user + sys, shares by thread kind", "[coverage]") {
+    CoverageTally tally;
+    VmInfo vm;
+    vm.sample_period_ns = 1'000'000;
+    tally.observe(vm);
+    tally.observe(ThreadInfo{0, 10, false, "main"});
+    tally.observe(ThreadInfo{0, 11, false, "GC Thread#0", ThreadKind::kGc});
+    tally.observe(ThreadInfo{0, 12, false, "C2 CompilerThread0", ThreadKind::kCompiler});
+    tally.observe(ThreadInfo{0, 13, false, "VM Thread", ThreadKind::kVm});
+    for (int i = 0; i < 6; ++i) tally.observe(on_cpu(10));
+    tally.observe(on_cpu(11));
+    tally.observe(on_cpu(11, SampleSource::kSignal));
+    tally.observe(on_cpu(12));
+    tally.observe(on_cpu(13, SampleSource::kPerfKernel));   // a tick in a syscall
+    tally.observe(on_cpu(99));                               // no ThreadInfo: other
+    tally.observe(on_cpu(10, SampleSource::kPerfSwitch));   // a blocking, not CPU time
+    Oracle oracle;
+    oracle.sample = on_cpu(10);
+    tally.observe(oracle);                                   // the validator's sample
+    vm.sample_period_ns = 2'000'000;                         // interval=auto changed the period
+    tally.observe(vm);
+    tally.observe(on_cpu(10));
+
+    Coverage c = tally.coverage();
+    CHECK(c.samples == 12);
+    CHECK(c.kernel_samples == 1);
+    CHECK(c.sampled_ns == 13'000'000);
+    CHECK(c.samples_by_kind[size_t(ThreadKind::kJava)] == 7);
+    CHECK(c.sampled_ns_by_kind[size_t(ThreadKind::kJava)] == 8'000'000);
+    CHECK(c.samples_by_kind[size_t(ThreadKind::kGc)] == 2);
+    CHECK(c.samples_by_kind[size_t(ThreadKind::kCompiler)] == 1);
+    CHECK(c.samples_by_kind[size_t(ThreadKind::kOther)] == 1);
+    CHECK(c.samples_by_kind[size_t(ThreadKind::kVm)] == 1);
+    CHECK(c.share(ThreadKind::kGc) == Approx(2.0 / 13));
+    CHECK(!c.ratio());
+    CHECK(coverage_text(c).starts_with("coverage unknown"));
+
+    tally.observe(ProcessCpu{5, 13'000'000, 3'000'000});
+    c = tally.coverage();
+    REQUIRE(c.ratio());
+    CHECK(*c.ratio() == Approx(13.0 / 16));
+    const std::string text = coverage_text(c);
+    INFO(text);
+    CHECK(text.starts_with("coverage 81.2% of the process's CPU time: samples 13.0 ms of 16.0 ms (user 13.0 ms, sys 3.0 ms)"));
+    CHECK(text.find("java 61.5%, gc 15.4%, compiler 7.7%, vm 7.7%, other 7.7%; in the kernel 8.3%") != std::string::npos);
+}
