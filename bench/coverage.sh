@@ -39,6 +39,9 @@ AP="${ASYNC_PROFILER:-}"
 [ -z "$AP" ] || [ -r "$AP" ] || { echo "coverage: ASYNC_PROFILER=$AP is not readable" >&2; exit 2; }
 SCRATCH="$(mktemp -d /dev/shm/sf-coverage.XXXXXX)"
 trap 'rm -rf "$SCRATCH"' EXIT
+REAL_JAVA="$(command -v "$JAVA")"
+printf '#!/bin/sh\nexec /usr/bin/time -a -f "%%U %%S" -o "%s/time" "%s" "$@"\n' "$SCRATCH" "$REAL_JAVA" >"$SCRATCH/java-timed"
+chmod +x "$SCRATCH/java-timed"
 
 ns_of() { case "$1" in *us) echo $(( ${1%us} * 1000 )) ;; *ms) echo $(( ${1%ms} * 1000000 )) ;; *) echo "$1" ;; esac; }
 
@@ -74,7 +77,10 @@ run_once() {
   local workload="$1" opts="$2" tag="$3" profiler="$4"
   local out="$SCRATCH/$tag.collapsed"
   opts="${opts//OUTFILE/$out}"
-  if ! /usr/bin/time -f "%U %S" -o "$SCRATCH/time" env ITER="$ITER" JAVA_OPTS="$opts" \
+  rm -f "$SCRATCH/time"
+  # The JVM's own CPU time: /usr/bin/time wraps the java command only (run.sh takes JAVA), not the
+  # workload's load generator (httpserver's wrk) or its shell.
+  if ! env ITER="$ITER" JAVA_OPTS="$opts" JAVA="$SCRATCH/java-timed" \
       "$WORKLOADS_DIR/$workload/run.sh" >"$SCRATCH/out" 2>"$SCRATCH/err"; then
     echo "coverage: $workload failed with '$opts':" >&2
     tail -20 "$SCRATCH/err" >&2
@@ -90,7 +96,8 @@ run_once() {
     read -r samples java gc compiler vm other kernel < <(kinds "$out" 1)
     agent_pct=-
   fi
-  read -r user sys <"$SCRATCH/time"
+  [ -s "$SCRATCH/time" ] || { echo "coverage: no CPU time of the JVM from $workload" >&2; exit 1; }
+  read -r user sys < <(tail -1 "$SCRATCH/time")
   echo "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }') $user $sys ${samples:-0} $java $gc $compiler $vm $other $kernel ${agent_pct:--}"
   rm -f "$out"
 }
@@ -124,8 +131,8 @@ for w in "${selected[@]}"; do
         BEGIN {
           decoded = java + gc + comp + vm + other
           cov = 100 * samples * p / 1e9 / cpu
-          # mode=cpu samples the agent threads too (under [stackfrag-...] roots, in other).
-          excl = a != "-" && n !~ /mode=cpu/ ? sprintf("%.1f %%", 100 * samples * p / 1e9 / (cpu * (1 - a / 100))) : "-"
+          # The agent threads are sampled too (under [stackfrag-...] roots, in other); their exact share:
+          excl = a != "-" ? sprintf("%.1f %%", a) : "-"
           printf "| %s | %s | %s | %.2f (%.0f %% sys) | %d | **%.1f %%** | %s | %s / %s / %s / %s / %s | %s |\n",
             w, i, n, cpu, 100 * s / (u + s), samples, cov, excl,
             pct(java, decoded), pct(gc, decoded), pct(comp, decoded), pct(vm, decoded), pct(other, decoded), pct(kernel, decoded)
@@ -142,9 +149,9 @@ java_version="$("$JAVA" -version 2>&1 | head -1)"
 {
   echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/coverage.sh -i $ITER -w \"${selected[*]}\" -t \"$INTERVALS\" -m \"$MODES\"\`${AP:+ and ASYNC_PROFILER set}, as $(id -un) (kernel.perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid)): $(nproc) CPUs ($cpu_model), kernel $(uname -r), $java_version. Load average (1/5/15 min) $uptime_before before, $uptime_after after: the machine was shared with other work, which changes the CPU times but not what a run's samples explain of its own."
   echo
-  echo "One run per cell. coverage = samples taken × interval ÷ the process's CPU time (user + sys, /usr/bin/time over the workload's run.sh, so JVM start and exit count). \"w/o agent\": the same ÷ the CPU time less what stackfrag's own threads used (its stop summary's \"agent threads CPU\"), which mode=thread does not sample (mode=cpu's per-CPU events do: their samples are in \"other\"). Kind shares are of the decoded samples in the collapsed profile (stackfrag: by the root frame its non-Java threads get; async-profiler: by the thread frame of its \`threads\` option); kernel: samples whose leaf is \`[kernel]\` (stackfrag) or a kernel frame (async-profiler \`_[k]\`)."
+  echo "One run per cell. coverage = samples taken × interval ÷ the process's CPU time (user + sys, /usr/bin/time around the java command alone, so JVM start and exit count and the load generator does not). \"agent threads\": stackfrag's own threads' share of that CPU time (its stop summary's \"agent threads CPU\"); they are sampled too, under \`[stackfrag-...]\` roots (in \"other\"). Kind shares are of the decoded samples in the collapsed profile (stackfrag: by the root frame its non-Java threads get; async-profiler: by the thread frame of its \`threads\` option); kernel: samples whose leaf is \`[kernel]\` (stackfrag) or a kernel frame (async-profiler \`_[k]\`)."
   echo
-  echo "| workload | interval | profiler | process CPU s (sys) | samples | coverage | w/o agent | Java / GC / compiler / VM / other % | kernel % |"
+  echo "| workload | interval | profiler | process CPU s (sys) | samples | coverage | agent threads | Java / GC / compiler / VM / other % | kernel % |"
   echo "|---|---|---|---:|---:|---:|---:|---|---:|"
   printf '%s\n' "${rows[@]}"
 } >"$SCRATCH/table.md"

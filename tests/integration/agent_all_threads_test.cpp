@@ -107,6 +107,12 @@ void check_all_threads(const std::string& jdk, const std::string& mode) {
     // measured; user-only sampling shows none).
     CHECK(kernel >= 10);
     CHECK(kernel * 10 >= writer);
+    // The agent's own threads are sampled too, under their names: the profile shows what it cost.
+    uint64_t agent_samples = 0;
+    for (const Stack& s : stacks) {
+        if (!s.frames.empty() && s.frames[0].rfind("[stackfrag-", 0) == 0) agent_samples += s.count;
+    }
+    CHECK(agent_samples >= 1);
     // Java threads keep their Java roots: no Java frame under a native root.
     for (const Stack& s : stacks) {
         if (s.frames.empty() || (s.frames[0] != "[GC Thread]" && s.frames[0] != "[C2 CompilerThread]")) continue;

@@ -33,10 +33,6 @@ std::string read_comm(pid_t tid) {
     return name;
 }
 
-// The agent's own threads (reader, live decoder, code poll, jvmti sampler, this watcher) are not
-// the application's: their cost is in the stop summary's "agent threads CPU" line instead.
-bool is_agent_thread(const std::string& name) { return name.rfind("stackfrag", 0) == 0; }
-
 }  // namespace
 
 std::vector<TaskEntry> list_tasks() {
@@ -126,9 +122,10 @@ void TaskWatcher::scan() {
         // (GC, compiler, VM) are taken at first sight, the others at the next scan.
         if (kind == ThreadKind::kOther && ++sightings_[task.tid] < 2) continue;
         sightings_.erase(task.tid);
-        // The agent's own threads: not sampled in mode=thread; in mode=cpu the per-CPU events
-        // sample them anyway, and they are announced so that their cost shows under their names.
-        if (task.name.empty() || (is_agent_thread(task.name) && sampler_ != nullptr)) {
+        // The agent's own threads are sampled like the VM's (mode=cpu samples them anyway): a
+        // profile that explains all of the process's CPU shows the profiler's share under their
+        // names, beside the stop summary's exact "agent threads CPU" line.
+        if (task.name.empty()) {
             announced_.emplace(task.tid, std::string());   // remembered, never announced
             continue;
         }
