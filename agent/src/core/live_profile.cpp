@@ -118,7 +118,7 @@ struct LiveProfile::DumpRequest {
 
 LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
     : settings_(std::move(settings)), clock_(clock), queue_(std::max<size_t>(settings_.queue_slots, 2)),
-      filter_(settings_.filter) {
+      spare_events_(kSpareEvents), filter_(settings_.filter) {
     stream_ = std::make_unique<StreamDecoder>(settings_.decoder, [this](const Event& event, const CallTrace& trace) {
         if (settings_.on_trace) settings_.on_trace(event, trace, stream_->last_decode_ns());
         if (settings_.watch_trace) settings_.watch_trace(event, trace);
@@ -151,7 +151,21 @@ LiveProfile::~LiveProfile() {
     if (!finished_) return;   // the thread may still use the queue: leave it alone
     Event* event = nullptr;
     while (queue_.pop(event)) delete event;
+    while (spare_events_.pop(event)) delete event;
     for (Event* held : backlog_) delete held;
+}
+
+Event* LiveProfile::owned_event(Event&& event) {
+    Event* spare = nullptr;
+    if (!spare_events_.pop(spare)) return new Event(std::move(event));
+    *spare = std::move(event);
+    return spare;
+}
+
+void LiveProfile::recycle(Event* event) {
+    // Whatever the decoder left in it (a moved-from event holds nothing of note) goes now.
+    *event = Event{};
+    if (!spare_events_.push(event)) delete event;
 }
 
 void LiveProfile::new_cct() {
@@ -239,7 +253,7 @@ void LiveProfile::observe(Event&& event) {
                 dropped_.fetch_add(1, std::memory_order_relaxed);
                 return;
             }
-            auto* owned = new Event(std::move(event));
+            Event* owned = owned_event(std::move(event));
             if (!push(owned)) {
                 delete owned;
                 dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -248,7 +262,7 @@ void LiveProfile::observe(Event&& event) {
         }
         // Code and method events are never dropped for a full queue: a missing CodeLoad would
         // misattribute every later sample in that code.
-        auto* owned = new Event(std::move(event));
+        Event* owned = owned_event(std::move(event));
         if (backlog_.empty() && push(owned)) return;
         if (backlog_.size() >= settings_.backlog_limit) {
             delete owned;
@@ -329,9 +343,9 @@ bool LiveProfile::drain_batch() {
     bool any = false;
     Event* event = nullptr;
     for (size_t n = 0; n < kBatch && queue_.pop(event); ++n) {
-        std::unique_ptr<Event> owned(event);
-        const size_t bytes = stack_bytes_of(*owned);
-        consume(std::move(*owned));
+        const size_t bytes = stack_bytes_of(*event);
+        consume(std::move(*event));
+        recycle(event);
         queued_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
         any = true;
     }

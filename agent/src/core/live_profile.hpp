@@ -151,6 +151,9 @@ public:
     const LiveSettings& settings() const { return settings_; }
     uint64_t samples_offered() const { return samples_.load(std::memory_order_relaxed); }
     uint64_t samples_decoded() const { return decoded_total_.load(std::memory_order_relaxed); }
+    // Decoded events waiting to be filled again by observe() (tests).
+    size_t spare_events() const { return spare_events_.read_available(); }
+    static constexpr size_t kSpareEvents = 1024;   // at most (about a batch's worth, kWakeBytes)
     // After stop() (or from the thread calling poll_once): the whole run, over all rotations.
     // Safe from any thread once stop() returned; if the decoder thread did not finish in time, says
     // so (decoder_running) rather than read what it still writes.
@@ -185,6 +188,13 @@ private:
     const LiveClock& clock_;
 
     boost::lockfree::spsc_queue<Event*> queue_;
+    // Events the decoder thread is done with go back to the reader to be filled again, so that an
+    // event costs no allocation on the reader and no free on the decoder thread (each of which,
+    // crossing threads, costs more than a same-thread pair). The decoder thread pushes, the reader
+    // pops; beyond its capacity they are freed.
+    boost::lockfree::spsc_queue<Event*> spare_events_;
+    Event* owned_event(Event&& event);
+    void recycle(Event* event);
     std::atomic<size_t> queued_bytes_{0};
     std::deque<Event*> backlog_;   // producer side only
 

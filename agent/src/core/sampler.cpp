@@ -126,6 +126,10 @@ public:
             sample.stack = std::move(sampler_.spare_stacks_.back());
             sampler_.spare_stacks_.pop_back();
         }
+        // Only the bytes the kernel wrote (dyn_size), into a buffer of a whole number of pages:
+        // fragments mostly come in a few sizes then, and the allocator finds a freed one that fits
+        // exactly instead of sorting its bins for every sample of its own size.
+        sample.stack.reserve((view.stack_size + 4095) & ~size_t{4095});
         sample.stack.assign(view.stack, view.stack + view.stack_size);
         sampler_.reorder_.add(std::move(sample), now_ns_);
     }

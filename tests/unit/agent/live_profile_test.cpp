@@ -182,6 +182,27 @@ TEST_CASE("the sample byte budget bounds what waits in the queue") {
     CHECK(live.counts().decoded == 3);
 }
 
+TEST_CASE("events the decoder is done with are filled again by later samples, up to a bound") {
+    World w;
+    FakeClock clock;
+    LiveProfile live(settings_for_tests(), clock);
+    for (const Event& e : metadata(w)) live.observe(e);
+    for (uint64_t t = 1000; t < 1003; ++t) live.observe(chain_sample(w, t));
+    CHECK(live.spare_events() == 0);
+    drain(live);
+    CHECK(live.spare_events() == 20);   // the 17 metadata events and 3 samples
+    // A method event decoded before now carries a sample: what it held must not leak into it.
+    for (uint64_t t = 2000; t < 2005; ++t) live.observe(chain_sample(w, t, t % 2 == 0 ? 2 : 3));
+    CHECK(live.spare_events() == 15);
+    drain(live);
+    CHECK(live.spare_events() == 20);
+    CHECK(collapsed(live.cct()) == "T.m2_[0];T.m1_[0] 6\nT.m3_[0];T.m1_[0] 2\n");
+    for (uint64_t t = 3000; t < 3000 + 2 * LiveProfile::kSpareEvents; ++t) live.observe(chain_sample(w, t));
+    drain(live);
+    CHECK(live.spare_events() == LiveProfile::kSpareEvents);
+    CHECK(live.counts().decoded == 8 + 2 * LiveProfile::kSpareEvents);
+}
+
 TEST_CASE("loop rotation writes one file per interval, named by its start time") {
     setenv("TZ", "UTC", 1);
     tzset();
