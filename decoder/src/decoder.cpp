@@ -171,9 +171,9 @@ private:
     detail::WalkState state() const;
     void restore(const detail::WalkState& at, int64_t delta, int64_t native_delta);
     Reuse reuse_previous();
-    bool take_over_rest(size_t from, int64_t delta, int64_t native_delta, uint8_t loose_diff);
+    bool take_over_rest(size_t from, int64_t delta, int64_t native_delta, uint8_t loose_diff, bool run_diff);
     bool replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next,
-                    uint8_t loose_diff) const;
+                    uint8_t loose_diff, bool run_diff) const;
     void keep(const detail::StepRecord& r, const uint8_t* bytes);
     void keep_bytes(detail::StepRecord& kept, const uint8_t* bytes);
     void begin_step();
@@ -313,6 +313,7 @@ private:
     bool step_recorded_ = false;
     bool step_edge_ = false;
     bool step_consults_flags_ = false;
+    bool step_consults_run_ = false;   // the step read where the current run of native frames began
     bool journal_reset_ = false;    // a rescan dropped frames found earlier: the journal starts over
     uint32_t step_counters_ = 0;
     size_t step_peak_ = 0;
@@ -403,15 +404,21 @@ void Walk::restore(const detail::WalkState& at, int64_t delta, int64_t native_de
 // `loose_diff`: the kLoose flags in which this walk differs from the record's; after the first step
 // taken over only the sticky ones can still differ.
 bool Walk::replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next,
-                      uint8_t loose_diff) const {
+                      uint8_t loose_diff, bool run_diff) const {
     if (!r.reusable) return false;
     if (r.consults_flags && loose_diff != 0) return false;
+    if (r.consults_run && run_diff) return false;
     if (!r.stopped && !has_next) return false;   // the state after it is not known
     if (delta != 0 && ((r.stopped && r.failure == FailReason::kTooDeep) ||
                        int64_t{r.peak_count} + delta >= static_cast<int64_t>(d_.options_.max_frames))) {
         return false;
     }
-    if (native_delta != 0 && r.native_frames_after != r.at.native_frames) return false;
+    // A native step compared the count with max_native_frames: it must stay on the same side.
+    if (native_delta != 0 && r.native_frames_after != r.at.native_frames &&
+        (r.native_frames_after > d_.options_.max_native_frames ||
+         int64_t{r.native_frames_after} + native_delta > static_cast<int64_t>(d_.options_.max_native_frames))) {
+        return false;
+    }
     const detail::ViewAccess& a = r.access;
     if (std::min(a.need_lo, a.read_lo) < view_.begin() || std::max(a.need_hi, a.read_hi) > view_.end()) {
         return false;   // a range found inside is not
@@ -438,16 +445,19 @@ Walk::Reuse Walk::reuse_previous() {
     const int64_t native_delta = int64_t{now.native_frames} - int64_t{then.native_frames};
     const uint8_t loose_diff = static_cast<uint8_t>((now.flags ^ then.flags) & kLoose);
     const uint8_t sticky_diff = static_cast<uint8_t>(loose_diff & kSticky);   // what still differs after a step
-    if (now.pc != then.pc || now.fp != then.fp || ((now.flags ^ then.flags) & ~kLoose) != 0 ||
-        now.native_run_sp != then.native_run_sp ||
-        int64_t{now.native_run_first} - int64_t{then.native_run_first} != (in_native_run_ ? delta : 0)) {
-        return Reuse::kNone;
-    }
-    if (journal_ && take_over_rest(previous_pos_, delta, native_delta, loose_diff)) return Reuse::kFinished;
+    if (now.pc != then.pc || now.fp != then.fp || ((now.flags ^ then.flags) & ~kLoose) != 0) return Reuse::kNone;
+    // Inside a run of native frames, where the run began (the top frame's sp, for a thread in native
+    // code) may differ: only a step that rescans from there reads it. The difference lasts while the
+    // steps taken over stay in that run; a later run begins at the same sp in both walks.
+    bool run_diff = in_native_run_ && (now.native_run_sp != then.native_run_sp ||
+                                       int64_t{now.native_run_first} - int64_t{then.native_run_first} != delta);
+    if (journal_ && take_over_rest(previous_pos_, delta, native_delta, loose_diff, run_diff)) return Reuse::kFinished;
     size_t j = previous_pos_;
     for (; j < steps.size(); ++j) {
         const detail::StepRecord& r = steps[j];
-        if (!replayable(r, delta, native_delta, j + 1 < steps.size(), j == previous_pos_ ? loose_diff : sticky_diff)) {
+        run_diff = run_diff && (r.at.flags & kInNativeRun);
+        if (!replayable(r, delta, native_delta, j + 1 < steps.size(), j == previous_pos_ ? loose_diff : sticky_diff,
+                        run_diff)) {
             break;
         }
         // The step's frames, counters and journal entry, as walking it would have produced them.
@@ -467,6 +477,10 @@ Walk::Reuse Walk::reuse_previous() {
             moved.at.count = static_cast<uint32_t>(int64_t{r.at.count} + delta);
             if (moved.at.flags & kInNativeRun) {
                 moved.at.native_run_first = static_cast<uint32_t>(int64_t{r.at.native_run_first} + delta);
+            }
+            if (run_diff) {   // this walk's run
+                moved.at.native_run_sp = native_run_sp_;
+                moved.at.native_run_first = static_cast<uint32_t>(native_run_first_frame_);
             }
             moved.at.native_frames = static_cast<uint32_t>(int64_t{r.at.native_frames} + native_delta);
             if (j != previous_pos_) moved.at.flags ^= sticky_diff;
@@ -488,6 +502,10 @@ Walk::Reuse Walk::reuse_previous() {
     // Step j must be walked: continue from the state it started from (this walk's sticky flags).
     detail::WalkState at = steps[j].at;
     at.flags ^= sticky_diff;
+    if (run_diff) {   // still in the run this walk began itself
+        at.native_run_sp = native_run_sp_;
+        at.native_run_first = static_cast<uint32_t>(static_cast<int64_t>(native_run_first_frame_) - delta);
+    }
     restore(at, delta, native_delta);
     previous_pos_ = j;
     return Reuse::kAdvanced;
@@ -495,13 +513,17 @@ Walk::Reuse Walk::reuse_previous() {
 
 // The common case, the whole rest of the last walk unchanged: checked first, and then taken over
 // without copying its records (the caller splices them into the journal in place).
-bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta, uint8_t loose_diff) {
+bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta, uint8_t loose_diff, bool run_diff) {
     const std::vector<detail::StepRecord>& steps = previous_->steps;
     const size_t n = steps.size();
     if (journal_->steps.size() + (n - from) > detail::WalkJournal::kMaxSteps) return false;
     const uint8_t sticky_diff = static_cast<uint8_t>(loose_diff & kSticky);
+    bool diff = run_diff;
     for (size_t k = from; k < n; ++k) {
-        if (!replayable(steps[k], delta, native_delta, k + 1 < n, k == from ? loose_diff : sticky_diff)) return false;
+        diff = diff && (steps[k].at.flags & kInNativeRun);
+        if (!replayable(steps[k], delta, native_delta, k + 1 < n, k == from ? loose_diff : sticky_diff, diff)) {
+            return false;
+        }
     }
     const detail::StepRecord& last = steps[n - 1];   // stopped: replayable() wants that of the last
     const uint32_t first_frame = steps[from].at.count;
@@ -522,7 +544,8 @@ bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta, uint
     native_frames_ = static_cast<size_t>(int64_t{last.native_frames_after} + native_delta);
     out_.status = last.status;
     out_.failure = last.failure;
-    splice_ = {from, delta, native_delta, sticky_diff, state().flags};
+    splice_ = {from, delta, native_delta, sticky_diff, state().flags, run_diff, native_run_sp_,
+               static_cast<uint32_t>(native_run_first_frame_)};
     splice_valid_ = true;
     return true;
 }
@@ -554,6 +577,7 @@ void Walk::begin_step() {
     access_ = {};
     step_edge_ = false;
     step_consults_flags_ = false;
+    step_consults_run_ = false;
     step_counters_ = 0;
     step_peak_ = count_;
 }
@@ -575,6 +599,7 @@ void Walk::end_step(Step s) {
     r.counters = step_counters_;
     r.reusable = !step_edge_;
     r.consults_flags = step_consults_flags_;
+    r.consults_run = step_consults_run_;
     r.stopped = s == Step::kStop;
     r.status = out_.status;
     r.failure = out_.failure;
@@ -1146,6 +1171,7 @@ bool Walk::plausible_native_pc(uint64_t pc) const {
 // into Java code above where the run started, and verify the frame it implies.
 bool Walk::rescan_native_run() {
     if (native_rescanned_ || !in_native_run_) return false;
+    step_consults_run_ = true;
     native_rescanned_ = true;
     uint64_t pc = 0, sp = 0, fp = 0;
     if (!scan_for_caller(native_run_sp_, d_.options_.native_scan_words, pc, sp, fp)) return false;
@@ -1307,6 +1333,11 @@ void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, c
             r.peak_count = shift(r.peak_count, splice.delta);
             r.native_frames_after = shift(r.native_frames_after, splice.native_delta);
         }
+    }
+    // The steps of the run this walk began itself start from its run.
+    for (size_t i = new_top; splice.run_diff && i < steps.size() && (steps[i].at.flags & kInNativeRunFlag); ++i) {
+        steps[i].at.native_run_sp = splice.run_sp;
+        steps[i].at.native_run_first = splice.run_first;
     }
     // The new top's steps, with their bytes appended to the pool.
     const size_t base = last.bytes.size();

@@ -39,6 +39,7 @@ struct StepRecord {
     uint32_t counters = 0;              // the DecodeStats counters the step bumped, once each, one bit each
     bool reusable = false;              // false: it also asked where the fragment ends, or was not kept whole
     bool consults_flags = false;        // it read the flags that say how the walk got here (see decoder.cpp)
+    bool consults_run = false;          // it read where the current run of native frames began (a rescan)
     bool stopped = false;               // the walk ended with this step, with status and failure:
     TraceStatus status = TraceStatus::kFailed;
     FailReason failure = FailReason::kNone;
@@ -95,6 +96,11 @@ struct Splice {
     int64_t native_delta = 0;
     uint8_t sticky_diff = 0;   // flags that last the walk and differ between the two walks
     uint8_t first_flags = 0;   // this walk's flags where it took over
+    // Where the run of native frames the walk was in when it took over began, when that differs from
+    // the last walk's: the steps taken over that stay in the run start from this one.
+    bool run_diff = false;
+    uint64_t run_sp = 0;
+    uint32_t run_first = 0;
 };
 
 // Makes `last` the journal of a walk that consists of the steps in `top` followed by last's own steps

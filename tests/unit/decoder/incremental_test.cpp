@@ -209,6 +209,96 @@ TEST_CASE("incremental: the frame limit is reached at the same frame", "[decoder
     CHECK(b.stats().steps_reused > 0);
 }
 
+namespace {
+
+// A thread in native code: up to ten frames on an rbp chain (the lowest returns into a native
+// wrapper, called from compiled D, called from the first entry frame), the top one's sp and pc
+// given per sample. Frame k (1 = lowest) has its rbp at fp_of(k). The fragment ends soon after the
+// entry frame, so that even a step that scans for breadcrumbs up to its end is kept in the journal.
+struct NativeStack {
+    World w;
+    FakeStack s;
+    uint64_t wrapper_begin = kCodeCacheLow + 0x70000;
+    uint64_t d_begin = kCodeCacheLow + 0x20000;
+    uint64_t sp_w = 0;
+    NativeStack() {
+        w.add_code(nmethod(wrapper_begin, 9, 10, CodeKind::kNativeWrapper));
+        CodeLoad d = nmethod(d_begin, 5, 6);
+        add_scope(d, 0x30, {{method_id(5), 21}});
+        w.add_code(d);
+        sp_w = s.at(0x300);
+        const uint64_t fp_w = sp_w + 64, sp_d = sp_w + 80, fp_stub = s.at(0x400);
+        s.put(fp_w + 8, d_begin + 0x30);
+        s.put(fp_w, 0x4444);
+        s.put(sp_d + 40, kCallStubReturn);
+        s.put(sp_d + 32, fp_stub);
+        w.entry_frame(s, fp_stub);
+        for (int k = 1; k <= 10; ++k) {
+            s.put(fp_of(k) + 8, k == 1 ? wrapper_begin + 0x60 : kNativePc + 0x100 * uint64_t(k));
+            s.put(fp_of(k), k == 1 ? fp_w : fp_of(k - 1));
+        }
+    }
+    uint64_t fp_of(int k) const { return sp_w - 16 - 0x40 * uint64_t(k - 1); }
+    // The top in frame `k`, `below` bytes under its rbp.
+    Sample sample(int k, uint64_t below, uint64_t time) const {
+        Sample out = sample_of(s, kNativePc + 0x10 * below, fp_of(k) - below, fp_of(k), time);
+        out.stack.resize(0x500);
+        return out;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("incremental: native frames below a top whose run began elsewhere are taken over", "[decoder][incremental]") {
+    NativeStack n;
+    Pair p(n.w.map);
+    const CallTrace first = p.decode(n.sample(6, 0x20, 1000));
+    INFO(fail_reason_name(first.failure));
+    REQUIRE(first.status == TraceStatus::kComplete);
+    REQUIRE(first.frames.size() == 8);   // 6 native, the wrapper, D
+
+    SECTION("the top at another sp: the run of native frames begins there, the steps below are the same") {
+        p.decode(n.sample(6, 0x30, 2000));
+        // Frames 5..1, the wrapper, D and the entry frame.
+        CHECK(p.reused() == 8);
+    }
+    SECTION("one native frame more at the top: frame and native frame counts shift by one") {
+        const CallTrace t = p.decode(n.sample(7, 0x20, 2000));
+        CHECK(t.frames.size() == 9);
+        CHECK(p.reused() == 8);
+    }
+    SECTION("past max_native_frames the walk rescans from where the run began: that step is walked again") {
+        // Four native frames at most: frame 2's step is the fifth and rescans from the top's sp.
+        // Nothing above the first run start returns into Java code or the call stub (the wrapper, D
+        // and the entry frame are cut out).
+        n.s.put(n.fp_of(1) + 8, 0x42);
+        n.s.put(n.sp_w + 64 + 8, 0x42);
+        n.s.put(n.sp_w + 80 + 40, 0x42);
+        // Below it, where only a run that begins lower looks: a return into D whose frame returns
+        // into the call stub.
+        const uint64_t x = n.fp_of(6) - 0x60;
+        n.s.put(x, n.d_begin + 0x30);
+        n.s.put(x + 48, kCallStubReturn);
+        DecoderOptions o = options_with(false);
+        o.max_native_frames = 4;
+        Decoder full(n.w.map, o);
+        o.incremental = true;
+        Decoder incremental(n.w.map, o);
+        FailReason failures[2] = {};
+        int i = 0;
+        for (const Sample& smp : {n.sample(6, 0x20, 2000), n.sample(6, 0x60, 3000)}) {
+            const CallTrace a = full.decode(smp), b = incremental.decode(smp);
+            INFO(fail_reason_name(a.failure) << " / " << fail_reason_name(b.failure));
+            CHECK(a == b);
+            failures[i++] = a.failure;
+        }
+        CHECK(failures[0] == FailReason::kNativeUnwindFailed);
+        CHECK(failures[1] == FailReason::kBadEntryFrame);   // D's caller: no entry frame was put there
+        // The first walk fails at frame 2's step, the second finds D from its lower start.
+        CHECK(incremental.stats().steps_reused == 3);   // frames 5, 4, 3; frame 2's step is walked
+    }
+}
+
 TEST_CASE("incremental: small changes to random stacks never make it differ", "[decoder][incremental][hostile]") {
     // Stacks of words that point into every region, changed a little between samples, so that
     // walks get somewhere and the next snapshot shares most of the last one.
