@@ -301,11 +301,20 @@ void CodeMap::apply_module(const ModuleMap& module) {
 }
 
 const ModuleMap* CodeMap::module_at(uint64_t address) const {
+    for (const ModuleAnswer* a : {&module_hit_, &module_miss_}) {
+        if (a->generation == modules_generation_ && address >= a->lo && address < a->hi) return a->module;
+    }
     auto it = std::upper_bound(modules_.begin(), modules_.end(), address,
                                [](uint64_t a, const ModuleMap& m) { return a < m.begin; });
-    if (it == modules_.begin()) return nullptr;
-    --it;
-    return address < it->end ? &*it : nullptr;
+    if (it != modules_.begin() && address < std::prev(it)->end) {
+        const ModuleMap& m = *std::prev(it);
+        module_hit_ = {m.begin, m.end, modules_generation_, &m};
+        return &m;
+    }
+    // Between the module before (or the bottom) and the one after (or the top).
+    module_miss_ = {it == modules_.begin() ? 0 : std::prev(it)->end, it == modules_.end() ? kForever : it->begin,
+                    modules_generation_, nullptr};
+    return nullptr;
 }
 
 const PcScope* CodeMap::scope_at(const CodeLoad& code, uint32_t pc_offset) {

@@ -157,22 +157,31 @@ NativeUnwinder::~NativeUnwinder() {
 void NativeUnwinder::refresh() {
     if (generation_ == map_.modules_generation()) return;
     generation_ = map_.modules_generation();
+    by_mapping_.assign(map_.modules().size(), MappingAnswer{});
+    symbol_cache_.assign(kSymbolCacheSize, SymbolAnswer{});
     if (address_space_) unw_flush_cache(static_cast<unw_addr_space_t>(address_space_), 0, 0);
 }
 
 NativeUnwinder::Module* NativeUnwinder::module_for(uint64_t pc, uint64_t& load_bias) {
     refresh();
     const ModuleMap* mapping = map_.module_at(pc);
-    if (!mapping || mapping->path.empty() || mapping->path[0] != '/') return nullptr;
-    auto it = modules_.find(mapping->path);
-    if (it == modules_.end()) {
-        auto m = std::make_unique<Module>();
-        m->elf = ElfFile(mapping->path);
-        it = modules_.emplace(mapping->path, std::move(m)).first;
+    if (!mapping) return nullptr;
+    MappingAnswer& answer = by_mapping_[static_cast<size_t>(mapping - map_.modules().data())];
+    if (!answer.known) {
+        answer.known = true;
+        if (mapping->path.empty() || mapping->path[0] != '/') return nullptr;
+        auto it = modules_.find(mapping->path);
+        if (it == modules_.end()) {
+            auto m = std::make_unique<Module>();
+            m->elf = ElfFile(mapping->path);
+            it = modules_.emplace(mapping->path, std::move(m)).first;
+        }
+        Module* m = it->second.get();
+        if (!m->elf.valid() || !m->elf.bias_for(mapping->begin, mapping->file_offset, answer.bias)) return nullptr;
+        answer.module = m;
     }
-    Module* m = it->second.get();
-    if (!m->elf.valid() || !m->elf.bias_for(mapping->begin, mapping->file_offset, load_bias)) return nullptr;
-    return m;
+    load_bias = answer.bias;
+    return answer.module;
 }
 
 NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp, bool top,
@@ -223,11 +232,14 @@ bool NativeUnwinder::read_module_data(uint64_t address, uint64_t& out) {
 
 const std::string& NativeUnwinder::symbol(uint64_t pc) {
     if (!symbolize_) return empty_;
+    refresh();
+    SymbolAnswer& cached = symbol_cache_[(pc ^ (pc >> 12)) & (kSymbolCacheSize - 1)];
+    if (cached.name && cached.pc == pc) return *cached.name;
     uint64_t bias = 0;
     Module* m = module_for(pc, bias);
-    if (!m) return empty_;
-    const std::string* s = m->symbol_at(pc - bias);
-    return s ? *s : empty_;
+    const std::string* s = m ? m->symbol_at(pc - bias) : nullptr;
+    cached = {pc, s ? s : &empty_};
+    return *cached.name;
 }
 
 }  // namespace sf::detail

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "stackfrag/decoder/code_map.hpp"
 #include "stack_view.hpp"
@@ -46,6 +47,23 @@ private:
     bool symbolize_;
     uint64_t generation_ = ~0ull;
     std::unordered_map<std::string, std::unique_ptr<Module>> modules_;   // by path
+    // module_for's answer per mapping (an index into CodeMap::modules()), while the modules are
+    // those of generation_: every stack word libunwind reads asks, and the path's hash cost more
+    // than the rest of the lookup.
+    struct MappingAnswer {
+        bool known = false;
+        Module* module = nullptr;
+        uint64_t bias = 0;
+    };
+    std::vector<MappingAnswer> by_mapping_;
+    // symbol()'s answers by pc (native frames' return addresses recur sample after sample), while
+    // the modules are those of generation_. The strings live in the modules, which are never dropped.
+    struct SymbolAnswer {
+        uint64_t pc = 0;
+        const std::string* name = nullptr;
+    };
+    static constexpr size_t kSymbolCacheSize = 1024;
+    std::vector<SymbolAnswer> symbol_cache_;
     void* address_space_ = nullptr;                                      // unw_addr_space_t
     std::string empty_;
 };

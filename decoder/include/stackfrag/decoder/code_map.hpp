@@ -190,6 +190,15 @@ private:
 
     std::vector<ModuleMap> modules_;   // sorted by begin, non-overlapping
     uint64_t modules_generation_ = 0;
+    // module_at's last answer inside a module and last one between modules, each with the address
+    // range that gets it (libunwind asks about every word it reads outside the stack: its unwind
+    // tables, in a module's read-only segment, lie between the executable mappings).
+    struct ModuleAnswer {
+        uint64_t lo = 0, hi = 0;   // [lo, hi): empty until set
+        uint64_t generation = 0;
+        const ModuleMap* module = nullptr;
+    };
+    mutable ModuleAnswer module_hit_, module_miss_;
 
     uint64_t epoch_ = 0;
     uint64_t time_horizon_ = 0;
