@@ -22,7 +22,8 @@ constexpr uint64_t kMaxInFlightHoldNs = 1'000'000'000;
 // One wake-up policy for every ring: the reader runs on its own cadence and drains all rings with
 // news in one batch, whatever their number; a ring's watermark (three quarters of it) is only the
 // safety valve for a ring that fills faster than the cadence drains it (context-switch samples, a
-// reader held up). Before, each ring woke the reader at half full, so a service with many busy
+// reader held up), and a watermark wake-up from a ring that the cadence drains in time anyway is
+// waited on without a cycle (quiet_wake). Before, each ring woke the reader at half full, so a service with many busy
 // threads woke it per ring, and every wake-up looked at every ring. The cadence is half the time a
 // continuously running thread takes to fill its ring (15 ms at 1 kHz with the default ring, 6 ms
 // at 10 kHz), so the valve stays shut, and at most 100 ms, which bounds how long the callbacks'
@@ -200,13 +201,14 @@ void Sampler::run() {
         const uint64_t now = monotonic_ns();
         if (now >= due) due = now + cadence;
         const int timeout_ms = static_cast<int>((due - now + 999'999) / 1'000'000);
-        if (!run_cycle(timeout_ms)) break;
+        if (!run_cycle(timeout_ms, due)) break;
         ++cycles_;
         // A cycle that a watermark or wake() brought early leaves the schedule as it was.
         if (monotonic_ns() < due) ++early_cycles_;
     }
     published_cycles_.store(cycles_, std::memory_order_relaxed);
     published_early_cycles_.store(early_cycles_, std::memory_order_relaxed);
+    published_quiet_wakes_.store(quiet_wakes_, std::memory_order_relaxed);
     published_ring_looks_.store(ring_looks_, std::memory_order_relaxed);
     published_ring_drains_.store(ring_drains_, std::memory_order_relaxed);
     reader_cpu_ns_.store(thread_cpu_ns());
@@ -560,18 +562,58 @@ void Sampler::collect() {
     scratch_.clear();
 }
 
-bool Sampler::run_cycle(int timeout_ms) {
+// Whether an early wake-up can be answered by waiting on until the cycle is due: it came from
+// watermarks only (no hang-up, no wake(), no request), of rings that only a clock event writes at
+// no shorter a period than the cadence was made for, each less than half full. The kernel wakes
+// a ring's poller each time another watermark's worth (three quarters of the ring) has been
+// written, drained or not, so every busy ring woke the reader every one and a half cadences or
+// so; yet such a ring fills at most at one sample per period of its thread's (or CPU's) time, and
+// the cadence is half the time that takes to fill it: half full now, it is drained before it is
+// full. Switch-event rings (no such bound) and rings found fuller still get the cycle at once.
+bool ring_can_wait(bool clock, bool takes_switches, uint64_t period_ns, uint64_t configured_period_ns,
+                   size_t pending_bytes, size_t ring_bytes) {
+    if (!clock || takes_switches || (period_ns != 0 && period_ns < configured_period_ns)) return false;
+    return 2 * pending_bytes < ring_bytes;
+}
+
+bool Sampler::quiet_wake(const std::vector<kernel::RingReady>& ready) const {
+    if (ready.empty() || !requests_.empty()) return false;
+    for (const kernel::RingReady& entry : ready) {
+        if (entry.hung_up) return false;
+        const auto found = rings_.find(entry.key);
+        if (found == rings_.end()) return false;
+        const Ring& ring = *found->second;
+        const kernel::RingReader& reader = ring.event->ring();
+        if (!ring_can_wait(ring.clock, ring.takes_switches, ring.period_ns, config_.period_ns, reader.pending_bytes(),
+                           reader.data_size())) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
     if (stop_requested_.load(std::memory_order_acquire)) {
         final_drain();
         return false;
     }
     std::vector<kernel::RingReady> ready;
     if (poller_) {
-        Result<size_t> waited = poller_->wait(timeout_ms, ready);
-        if (!waited.ok()) {
-            // Never spin: an epoll failure degrades to polling every cycle.
-            timespec pause{0, static_cast<long>(timeout_ms) * 1'000'000};
-            nanosleep(&pause, nullptr);
+        // A few quiet wake-ups at most per cycle: epoll reports a perf ring's wake-up once.
+        for (int quiet = 0;; ++quiet) {
+            Result<size_t> waited = poller_->wait(timeout_ms, ready);
+            if (!waited.ok()) {
+                // Never spin: an epoll failure degrades to polling every cycle.
+                timespec pause{0, static_cast<long>(timeout_ms) * 1'000'000};
+                nanosleep(&pause, nullptr);
+                break;
+            }
+            if (quiet >= 16 || !quiet_wake(ready) || stop_requested_.load(std::memory_order_acquire)) break;
+            const uint64_t now = monotonic_ns();
+            if (now >= due_ns) break;
+            ++quiet_wakes_;
+            ready.clear();
+            timeout_ms = static_cast<int>((due_ns - now + 999'999) / 1'000'000);
         }
     }
     apply_requests();
@@ -651,6 +693,7 @@ SamplerStats Sampler::stats() const {
     stats.reader_cpu_ns = reader_cpu_ns_.load(std::memory_order_relaxed);
     stats.cycles = published_cycles_.load(std::memory_order_relaxed);
     stats.early_cycles = published_early_cycles_.load(std::memory_order_relaxed);
+    stats.quiet_wakes = published_quiet_wakes_.load(std::memory_order_relaxed);
     stats.ring_looks = published_ring_looks_.load(std::memory_order_relaxed);
     stats.ring_drains = published_ring_drains_.load(std::memory_order_relaxed);
     stats.cadence_ns = cadence_ns_.load(std::memory_order_relaxed);

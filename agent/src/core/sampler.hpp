@@ -36,10 +36,17 @@ struct SamplerStats {
     // ring looks found news (the rest cost one cache line each).
     uint64_t cycles = 0;
     uint64_t early_cycles = 0;
+    uint64_t quiet_wakes = 0;       // watermark wake-ups answered by waiting on (see quiet_wake)
     uint64_t ring_looks = 0;
     uint64_t ring_drains = 0;
     uint64_t cadence_ns = 0;        // the reader's cycle period
 };
+
+// Whether a ring that woke the reader early (its watermark) can wait for the reader's next cycle:
+// it is written by a clock event alone (no switch event), at no shorter a period than the
+// configured one, and less than half full. See Sampler::quiet_wake.
+bool ring_can_wait(bool clock, bool takes_switches, uint64_t period_ns, uint64_t configured_period_ns,
+                   size_t pending_bytes, size_t ring_bytes);
 
 class Sampler {
 public:
@@ -109,7 +116,8 @@ private:
     void post(RequestKind kind, pid_t tid, uint64_t period_ns, uint32_t stack_bytes);
     static void* reader_main(void* self);
     void run();
-    bool run_cycle(int timeout_ms);   // returns false once a stop was requested and done
+    bool run_cycle(int timeout_ms, uint64_t due_ns);   // returns false once a stop was requested and done
+    bool quiet_wake(const std::vector<kernel::RingReady>& ready) const;
     Status enable_or_defer(Request& request);
     void apply_requests();
     void open_ring(Request& request);
@@ -160,10 +168,12 @@ private:
     std::vector<Watched> watched_;
     uint64_t cycles_ = 0;
     uint64_t early_cycles_ = 0;
+    uint64_t quiet_wakes_ = 0;
     uint64_t ring_looks_ = 0;
     uint64_t ring_drains_ = 0;
     std::atomic<uint64_t> published_cycles_{0};
     std::atomic<uint64_t> published_early_cycles_{0};
+    std::atomic<uint64_t> published_quiet_wakes_{0};
     std::atomic<uint64_t> published_ring_looks_{0};
     std::atomic<uint64_t> published_ring_drains_{0};
     std::atomic<uint64_t> cadence_ns_{0};

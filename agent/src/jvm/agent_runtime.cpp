@@ -620,10 +620,11 @@ private:
         }
         const SamplerStats stats = sampler_->stats();
         if (stats.cycles != 0) {
-            SF_LOG_INFO("reader: %llu cycles every %.1f ms (%llu early: a ring's watermark or a wake-up), "
-                        "%llu of %llu ring looks found news",
+            SF_LOG_INFO("reader: %llu cycles every %.1f ms (%llu early: a ring's watermark or a wake-up; %llu "
+                        "watermark wake-ups waited on), %llu of %llu ring looks found news",
                         static_cast<unsigned long long>(stats.cycles), static_cast<double>(stats.cadence_ns) / 1e6,
                         static_cast<unsigned long long>(stats.early_cycles),
+                        static_cast<unsigned long long>(stats.quiet_wakes),
                         static_cast<unsigned long long>(stats.ring_drains),
                         static_cast<unsigned long long>(stats.ring_looks));
         }

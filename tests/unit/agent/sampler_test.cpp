@@ -275,3 +275,14 @@ TEST_CASE("idle threads' rings cost the reader a look per cycle, never a drain o
     // reader held up on a loaded machine, and the idle threads' exits (each ring hangs up).
     CHECK(stats.early_cycles <= stats.cycles / 4 + kIdle);
 }
+
+TEST_CASE("a watermark wake-up waits for the cycle only from a clock ring at its period, less than half full") {
+    constexpr size_t kRing = 512 * 1024;
+    constexpr uint64_t kPeriod = 1'000'000;
+    CHECK(sf::agent::ring_can_wait(true, false, 0, kPeriod, kRing / 2 - 8, kRing));         // the configured period
+    CHECK(sf::agent::ring_can_wait(true, false, 2 * kPeriod, kPeriod, 0, kRing));           // interval=auto: slower
+    CHECK_FALSE(sf::agent::ring_can_wait(true, false, 0, kPeriod, kRing / 2, kRing));       // half full: drain now
+    CHECK_FALSE(sf::agent::ring_can_wait(true, false, kPeriod / 4, kPeriod, 0, kRing));     // interval=auto: faster
+    CHECK_FALSE(sf::agent::ring_can_wait(true, true, 0, kPeriod, 0, kRing));                // switch samples: no bound
+    CHECK_FALSE(sf::agent::ring_can_wait(false, true, 0, kPeriod, 0, kRing));               // switch event alone
+}

@@ -157,6 +157,7 @@ public:
     size_t drain(RingHandler& handler);
     // Bytes published by the kernel and not yet consumed.
     size_t pending_bytes() const;
+    size_t data_size() const { return data_size_; }
     RingPositions positions() const { return RingPositions(base_); }
     const RingStats& stats() const { return stats_; }
 
