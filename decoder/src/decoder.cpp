@@ -1283,6 +1283,8 @@ void Decoder::decode(const Sample& sample, CallTrace& out) {
 
 void Decoder::forget_thread(uint32_t tid) { journals_.erase(tid); }
 
+uint64_t Decoder::native_rule_steps() const { return native_ ? native_->rule_steps() : 0; }
+
 // A clock tick in kernel mode: the walk was of the user state at kernel entry; one leaf says where
 // the time went. Added after the walk, so the incremental decoder's journal never holds it.
 void Decoder::mark_kernel(const Sample& sample, CallTrace& out) {

@@ -159,6 +159,7 @@ void NativeUnwinder::refresh() {
     generation_ = map_.modules_generation();
     by_mapping_.assign(map_.modules().size(), MappingAnswer{});
     symbol_cache_.assign(kSymbolCacheSize, SymbolAnswer{});
+    rules_.assign(kRuleCacheSize, Rule{});
     if (address_space_) unw_flush_cache(static_cast<unw_addr_space_t>(address_space_), 0, 0);
 }
 
@@ -184,9 +185,82 @@ NativeUnwinder::Module* NativeUnwinder::module_for(uint64_t pc, uint64_t& load_b
     return answer.module;
 }
 
+// Most native steps leave a frame through a return address seen before: the same ip, so the same
+// DWARF rule (CFA = rsp or rbp + offset, the return address and the saved rbp at fixed offsets
+// from the CFA), which libunwind finds again each time, locks and all. A rule is used without
+// libunwind once an ip's second step confirmed what its first one showed, with a second libunwind
+// step from an rbp 8 bytes higher telling which register the CFA is computed from; an ip whose
+// steps do not fit such a rule (expressions, signal frames, another register) always goes to
+// libunwind, and so does any step whose slots lie outside the fragment, whose return address is 0,
+// or that would not move (libunwind's own end and loop checks).
 NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp, bool top,
                                 NativeStep& out) {
     if (!use_dwarf_) return Outcome::kFailed;
+    refresh();
+    // A return address may be the first byte after a call to a noreturn function: look up the
+    // unwind row of the call instruction itself.
+    const uint64_t ip = top ? pc : pc - 1;
+    Rule& rule = rules_[(ip ^ (ip >> 13)) & (kRuleCacheSize - 1)];
+    if (rule.ip == ip && rule.state == Rule::kKnown) {
+        const uint64_t cfa = (rule.cfa_from_fp ? fp : sp) + static_cast<uint64_t>(rule.cfa_offset);
+        uint64_t ra = 0, caller_fp = fp;
+        if (view.read(cfa + static_cast<uint64_t>(rule.ra_offset), ra) && ra != 0 && !(ra == ip && cfa == sp) &&
+            (!rule.fp_saved || view.read(cfa + static_cast<uint64_t>(rule.fp_offset), caller_fp))) {
+            out = {ra, cfa, caller_fp};
+            ++rule_steps_;
+            return Outcome::kStepped;
+        }
+    }
+    Observed seen;
+    const Outcome outcome = libunwind_step(view, ip, sp, fp, out, &seen);
+    const bool settled = rule.ip == ip && (rule.state == Rule::kNone || rule.state == Rule::kKnown);
+    if (outcome != Outcome::kStepped || settled) return outcome;
+    // What the rule would say: the slots must hold what libunwind read from them. Slots outside the
+    // fragment (libunwind then reads module files) say nothing either way.
+    uint64_t ra = 0, caller_fp = fp;
+    if (seen.ra_slot == 0 || !view.read(seen.ra_slot, ra) || (seen.fp_slot != 0 && !view.read(seen.fp_slot, caller_fp))) {
+        return outcome;
+    }
+    const bool fits = ra == out.pc && out.sp == seen.cfa && caller_fp == out.fp;
+    const int64_t ra_offset = static_cast<int64_t>(seen.ra_slot - seen.cfa);
+    const int64_t fp_offset = static_cast<int64_t>(seen.fp_slot - seen.cfa);
+    if (rule.ip != ip || rule.state == Rule::kEmpty) {   // first seen (or the slot held another ip)
+        rule = Rule{};
+        rule.ip = ip;
+        rule.state = fits ? Rule::kSeenOnce : Rule::kNone;
+        rule.ra_offset = ra_offset;
+        rule.fp_saved = seen.fp_slot != 0;
+        rule.fp_offset = fp_offset;
+        rule.sp_offset = static_cast<int64_t>(seen.cfa - sp);
+        rule.fp_distance = static_cast<int64_t>(seen.cfa - fp);
+        return outcome;
+    }
+    // Seen once before: the same offsets, and the probe says which register the CFA follows.
+    bool known = fits && rule.ra_offset == ra_offset && rule.fp_saved == (seen.fp_slot != 0) &&
+                 (!rule.fp_saved || rule.fp_offset == fp_offset);
+    if (known) {
+        NativeStep probe;
+        Observed probed;
+        known = libunwind_step(view, ip, sp, fp + 8, probe, &probed) == Outcome::kStepped &&
+                probed.ra_slot - probed.cfa == seen.ra_slot - seen.cfa &&
+                (probed.fp_slot != 0) == (seen.fp_slot != 0) &&
+                (probed.fp_slot == 0 || probed.fp_slot - probed.cfa == seen.fp_slot - seen.cfa);
+        if (known && probed.cfa == seen.cfa + 8 && rule.fp_distance == static_cast<int64_t>(seen.cfa - fp)) {
+            rule.cfa_from_fp = true;
+            rule.cfa_offset = rule.fp_distance;
+        } else if (known && probed.cfa == seen.cfa && rule.sp_offset == static_cast<int64_t>(seen.cfa - sp)) {
+            rule.cfa_from_fp = false;
+            rule.cfa_offset = rule.sp_offset;
+        } else {
+            known = false;
+        }
+    }
+    rule.state = known ? Rule::kKnown : Rule::kNone;
+    return outcome;
+}
+
+NativeUnwinder::Outcome NativeUnwinder::libunwind_step(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp,
+                                                       NativeStep& out, Observed* observed) {
     if (!address_space_) {
         unw_addr_space_t as = unw_create_addr_space(&accessors, 0);
         if (!as) {
@@ -198,9 +272,7 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
         unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
         address_space_ = as;
     }
-    // A return address may be the first byte after a call to a noreturn function: look up the
-    // unwind row of the call instruction itself.
-    UnwindAccess access{this, &view, top ? pc : pc - 1, sp, fp,
+    UnwindAccess access{this, &view, ip, sp, fp,
                         [](NativeUnwinder* self, uint64_t addr, uint64_t& bias) { return self->module_for(addr, bias); },
                         [](NativeUnwinder* self, uint64_t addr, uint64_t& out) { return self->read_module_data(addr, out); }};
     unw_cursor_t cursor;
@@ -210,8 +282,20 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     if (stepped < 0) return Outcome::kFailed;
     unw_word_t npc = 0, nsp = 0, nfp = 0;
     if (unw_get_reg(&cursor, UNW_REG_IP, &npc) != 0 || unw_get_reg(&cursor, UNW_REG_SP, &nsp) != 0) return Outcome::kFailed;
-    if (unw_get_reg(&cursor, UNW_X86_64_RBP, &nfp) != 0) nfp = fp;
+    const bool fp_read = unw_get_reg(&cursor, UNW_X86_64_RBP, &nfp) == 0;
+    if (!fp_read) nfp = fp;
     out = {npc, nsp, nfp};
+    if (observed) {
+        *observed = Observed{nsp, 0, 0};
+        unw_save_loc_t ra{}, saved_fp{};
+        const bool ra_in_memory = unw_get_save_loc(&cursor, UNW_X86_64_RIP, &ra) == 0 && ra.type == UNW_SLT_MEMORY;
+        const bool fp_known = fp_read && unw_get_save_loc(&cursor, UNW_X86_64_RBP, &saved_fp) == 0;
+        if (ra_in_memory && fp_known && saved_fp.type == UNW_SLT_MEMORY && saved_fp.u.addr != 0) {
+            *observed = Observed{nsp, ra.u.addr, saved_fp.u.addr};
+        } else if (ra_in_memory && fp_known && saved_fp.type == UNW_SLT_REG && saved_fp.u.regnum == UNW_X86_64_RBP) {
+            *observed = Observed{nsp, ra.u.addr, 0};
+        }
+    }
     return Outcome::kStepped;
 }
 

@@ -31,12 +31,38 @@ public:
     enum class Outcome : uint8_t { kStepped, kEnd, kFailed };
     Outcome step_dwarf(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp, bool top, NativeStep& out);
 
+    // Steps step_dwarf took by an ip's confirmed rule, without libunwind.
+    uint64_t rule_steps() const { return rule_steps_; }
+
     // The symbol containing pc ("" when unknown); stable until the next call.
     const std::string& symbol(uint64_t pc);
 
     struct Module;   // an mmapped ELF file with its unwind table and symbols
 
 private:
+    // What one libunwind step found: the caller's sp (the CFA), where the return address and the
+    // caller's rbp were read (rbp: 0 when it stayed in the register).
+    struct Observed {
+        uint64_t cfa = 0, ra_slot = 0, fp_slot = 0;
+    };
+    Outcome libunwind_step(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp, NativeStep& out,
+                           Observed* observed);
+    // The unwind rule of one ip as far as two libunwind steps showed it (see step_dwarf).
+    struct Rule {
+        enum State : uint8_t { kEmpty, kSeenOnce, kKnown, kNone };
+        uint64_t ip = 0;
+        State state = kEmpty;
+        bool cfa_from_fp = false;   // kKnown: CFA = (fp or sp) + cfa_offset
+        int64_t cfa_offset = 0;
+        int64_t ra_offset = 0;      // return address slot - CFA
+        bool fp_saved = false;      // the caller's rbp at CFA + fp_offset, else still in rbp
+        int64_t fp_offset = 0;
+        int64_t sp_offset = 0;      // kSeenOnce: CFA - sp and CFA - fp when seen
+        int64_t fp_distance = 0;
+    };
+    static constexpr size_t kRuleCacheSize = 4096;
+    std::vector<Rule> rules_;
+    uint64_t rule_steps_ = 0;
     Module* module_for(uint64_t pc, uint64_t& load_bias);
     // A word of a module file outside its executable mapping, by address alone.
     bool read_module_data(uint64_t address, uint64_t& out);

@@ -138,6 +138,45 @@ TEST_CASE("a signal frame is crossed the same way whether or not libunwind has i
 }
 
 namespace {
+// The same three levels, 256 bytes further down the stack (their frames at other sp and rbp).
+__attribute__((noinline)) void unwind_level1_deeper() {
+    volatile char pad[256];
+    pad[0] = 1;
+    unwind_level1();
+    asm volatile("" ::: "memory");
+    (void)pad[0];
+}
+}  // namespace
+
+TEST_CASE("a native frame's unwind rule, once confirmed, answers as libunwind does", "[decoder][native]") {
+    // From its second step through an ip on, the decoder knows the ip's rule (the CFA from rsp or
+    // rbp, the return address and the saved rbp at fixed offsets from it) and steps without
+    // libunwind: every walk must equal a new decoder's, which has only libunwind.
+    test::World w;
+    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    prepare_snapshot();
+    unwind_level1();
+    const Sample shallow = g_snapshot;
+    prepare_snapshot();
+    unwind_level1_deeper();
+    const Sample deeper = g_snapshot;
+    REQUIRE(deeper.regs.sp < shallow.regs.sp);
+    DecoderOptions options;
+    options.incremental = false;   // every walk steps through every frame
+    Decoder d(w.map, options);
+    for (const Sample* s : {&shallow, &shallow, &shallow, &deeper, &shallow, &deeper}) {
+        const CallTrace t = d.decode(*s);
+        const CallTrace fresh = Decoder(w.map, options).decode(*s);
+        INFO("cached:\n" << symbols_of(t) << "libunwind only:\n" << symbols_of(fresh));
+        CHECK(t == fresh);
+        CHECK(symbols_of(t).find("unwind_level1") != std::string::npos);
+    }
+    // The first walk saw each ip once, the second confirmed the rules: later walks used them,
+    // the deeper stack's frames at their own sp and rbp too.
+    CHECK(d.native_rule_steps() >= 3 * 3);
+}
+
+namespace {
 void* snapshot_on_new_thread(void*) {
     prepare_snapshot();
     unwind_level1();

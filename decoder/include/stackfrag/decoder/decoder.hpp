@@ -125,6 +125,9 @@ public:
 
     const DecodeStats& stats() const { return stats_; }
     const DecoderOptions& options() const { return options_; }
+    // Native steps taken by an unwind rule two libunwind steps had confirmed, without libunwind (not
+    // in DecodeStats: it depends on what was unwound before, and a walk's journal replays those).
+    uint64_t native_rule_steps() const;
     // After an incomplete decode: the sp of the frame whose caller lay beyond the fragment (0 after
     // any other outcome). What stitching compares (StreamDecoder).
     uint64_t boundary_sp() const { return boundary_sp_; }
