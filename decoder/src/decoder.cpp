@@ -1115,6 +1115,19 @@ Walk::Step Walk::step_stub(const Stub* stub) {
         const uint64_t ret_slot = candidates[0] + words(fs - 1);
         if (!view_.contains(ret_slot) && beyond_end(ret_slot)) return off_fragment(ret_slot);
     }
+    // A leaf stub that the VM's own C++ code calls (ICache::invalidate_range's flush stub, SafeFetch)
+    // builds no frame: at the sample's own pc [sp] is the return address into the VM's code. Java
+    // code's calls return into the code cache, which this never takes; a stub's data that happens to
+    // look like native code is caught by the native step that follows (libunwind, then a rescan).
+    if (top_ && (stub == nullptr || fs < 0)) {
+        uint64_t ret = 0;
+        if (view_.read(sp_, ret) && map_.find_code(ret, time_).region == CodeRegion::kUnknown &&
+            !map_.modules().empty() && map_.module_at(ret) != nullptr) {
+            Step s = go_to(ret, sp_ + kWord, fp_);
+            after_java_ = false;
+            return s;
+        }
+    }
     uint64_t pc = 0, sp = 0, fp = 0;
     bump(kStubScans);
     if (!scan_for_caller(sp_, d_.options_.stub_scan_words, pc, sp, fp, stub)) return fail(FailReason::kStubUnwindFailed);

@@ -213,3 +213,44 @@ TEST_CASE("a thread that never ran Java decodes completely down to its first fra
     // The leaf is not kept in the incremental decoder's journal: the next user sample has none.
     CHECK(d.decode(g_snapshot) == user);
 }
+
+TEST_CASE("a leaf stub called from the VM's C++ code (the icache flush stub) returns to the native caller at [sp]",
+          "[decoder][native]") {
+    // A compiler or VM thread that installs code flushes the icache through a frameless stub in the
+    // code cache: its sample's pc is in the stub and [sp] holds the return address into libjvm. Built
+    // from a real native snapshot: one more word pushed, the old pc as the return address.
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, nullptr, &snapshot_on_new_thread, nullptr) == 0);
+    pthread_join(thread, nullptr);
+    test::World w;
+    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    const uint64_t stub_begin = test::kCodeCacheLow + 0x70000;
+    w.map.apply(Event{Stub{1, "flush_icache_stub", stub_begin, stub_begin + 0x40, -1}});
+    Decoder d(w.map, DecoderOptions{});
+    const CallTrace native = d.decode(g_snapshot);
+    REQUIRE(native.status == TraceStatus::kComplete);
+
+    Sample in_stub = g_snapshot;
+    const uint64_t ret = g_snapshot.regs.ip;
+    in_stub.regs.ip = stub_begin + 0x10;
+    in_stub.regs.sp -= 8;
+    in_stub.stack_sp -= 8;
+    in_stub.stack.insert(in_stub.stack.begin(), reinterpret_cast<const uint8_t*>(&ret),
+                         reinterpret_cast<const uint8_t*>(&ret) + 8);
+    Decoder fresh(w.map, DecoderOptions{});
+    const CallTrace t = fresh.decode(in_stub);
+    INFO(symbols_of(t) << fail_reason_name(t.failure));
+    CHECK(t.status == TraceStatus::kComplete);
+    REQUIRE(t.frames.size() == native.frames.size() + 1);
+    CHECK(t.frames[0].kind == FrameKind::kStub);
+    CHECK(t.frames[0].symbol == "flush_icache_stub");
+    CHECK(t.frames[1].symbol.find("take_snapshot") != std::string::npos);
+    CHECK(symbols_of(t).find("snapshot_on_new_thread") != std::string::npos);
+
+    // Not when [sp] is no native code: a stub's data word does not send the walk into a module.
+    Sample garbage = in_stub;
+    const uint64_t data = 0x1234;
+    std::memcpy(garbage.stack.data(), &data, 8);
+    const CallTrace g = Decoder(w.map, DecoderOptions{}).decode(garbage);
+    CHECK(g.status != TraceStatus::kComplete);
+}
