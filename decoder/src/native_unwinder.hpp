@@ -51,16 +51,16 @@ private:
     struct Rule {
         enum State : uint8_t { kEmpty, kSeenOnce, kKnown, kNone };
         uint64_t ip = 0;
-        State state = kEmpty;
-        bool cfa_from_fp = false;   // kKnown: CFA = (fp or sp) + cfa_offset
-        int64_t cfa_offset = 0;
+        int64_t cfa_offset = 0;     // kKnown: CFA = (fp or sp) + cfa_offset
         int64_t ra_offset = 0;      // return address slot - CFA
-        bool fp_saved = false;      // the caller's rbp at CFA + fp_offset, else still in rbp
-        int64_t fp_offset = 0;
+        int64_t fp_offset = 0;      // the caller's rbp's slot - CFA, when fp_saved
         int64_t sp_offset = 0;      // kSeenOnce: CFA - sp and CFA - fp when seen
         int64_t fp_distance = 0;
+        State state = kEmpty;
+        bool cfa_from_fp = false;
+        bool fp_saved = false;      // else the caller's rbp is still in rbp
     };
-    static constexpr size_t kRuleCacheSize = 4096;
+    static constexpr size_t kRuleCacheSize = 2048;   // 112 KB
     std::vector<Rule> rules_;
     uint64_t rule_steps_ = 0;
     Module* module_for(uint64_t pc, uint64_t& load_bias);
