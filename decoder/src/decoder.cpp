@@ -1215,8 +1215,10 @@ Walk::Step Walk::step_native() {
 
     detail::NativeStep next;
     bool stepped = false;
+    bool needs_more_stack = false;   // libunwind needed the words above the fragment's end
     if (known_module && d_.native_ && d_.options_.use_libunwind) {
         const auto outcome = d_.native_->step_dwarf(view_, pc_, sp_, fp_, top_, next);
+        needs_more_stack = outcome == detail::NativeUnwinder::Outcome::kBeyondFragment;
         // The thread's first frame (clone3, _start): a thread that never ran Java code (GC,
         // compiler, VM threads), or a Java thread sampled before its first Java call.
         if (outcome == detail::NativeUnwinder::Outcome::kEnd && !after_java_) return complete();
@@ -1250,6 +1252,7 @@ Walk::Step Walk::step_native() {
         bump(kNativeRescans);
         return Step::kContinue;
     }
+    if (!stepped && needs_more_stack) return off_fragment(view_.end(), reason);
     if (!stepped && beyond_end(fp_)) return off_fragment(fp_, reason);
     return fail(reason);
 }

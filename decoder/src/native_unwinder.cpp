@@ -57,6 +57,7 @@ struct UnwindAccess {
     // in a read-only segment that no (executable-only) ModuleMap covers.
     NativeUnwinder::Module* table_module = nullptr;
     uint64_t table_bias = 0;
+    bool missed_beyond_end = false;   // a read above the fragment's end failed
 };
 
 namespace {
@@ -124,6 +125,7 @@ int access_mem(unw_addr_space_t, unw_word_t addr, unw_word_t* val, int write, vo
         *val = v;
         return 0;
     }
+    if (addr >= a->view->end()) a->missed_beyond_end = true;
     return -UNW_EINVAL;
 }
 
@@ -279,7 +281,7 @@ NativeUnwinder::Outcome NativeUnwinder::libunwind_step(const StackView& view, ui
     if (unw_init_remote(&cursor, static_cast<unw_addr_space_t>(address_space_), &access) != 0) return Outcome::kFailed;
     const int stepped = unw_step(&cursor);
     if (stepped == 0) return Outcome::kEnd;
-    if (stepped < 0) return Outcome::kFailed;
+    if (stepped < 0) return access.missed_beyond_end ? Outcome::kBeyondFragment : Outcome::kFailed;
     unw_word_t npc = 0, nsp = 0, nfp = 0;
     if (unw_get_reg(&cursor, UNW_REG_IP, &npc) != 0 || unw_get_reg(&cursor, UNW_REG_SP, &nsp) != 0) return Outcome::kFailed;
     const bool fp_read = unw_get_reg(&cursor, UNW_X86_64_RBP, &nfp) == 0;

@@ -28,7 +28,9 @@ public:
     // One step from the native frame (pc, sp, fp) using the module's unwind tables. `top` says the
     // pc is the interrupted instruction (not a return address). kEnd: the tables say this frame is
     // the thread's first (glibc's clone3 and _start mark their return address undefined).
-    enum class Outcome : uint8_t { kStepped, kEnd, kFailed };
+    // kBeyondFragment: the step needed stack words above the fragment's end (the stack is deeper
+    // than the copy: an incomplete trace, not a failure).
+    enum class Outcome : uint8_t { kStepped, kEnd, kFailed, kBeyondFragment };
     Outcome step_dwarf(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp, bool top, NativeStep& out);
 
     // Steps step_dwarf took by an ip's confirmed rule, without libunwind.

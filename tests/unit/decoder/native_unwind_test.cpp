@@ -177,6 +177,24 @@ TEST_CASE("a native frame's unwind rule, once confirmed, answers as libunwind do
 }
 
 namespace {
+// Deeper than the 16 KB copied: each level keeps a buffer the compiler cannot drop.
+__attribute__((noinline)) int deep_native(int depth) {
+    volatile char pad[512];
+    pad[0] = static_cast<char>(depth);
+    if (depth == 0) {
+        take_snapshot();
+        return pad[0];
+    }
+    const int r = deep_native(depth - 1);
+    asm volatile("" ::: "memory");
+    return r + pad[0];
+}
+void* deep_snapshot_on_new_thread(void*) {
+    prepare_snapshot();
+    deep_native(64);
+    return nullptr;
+}
+
 void* snapshot_on_new_thread(void*) {
     prepare_snapshot();
     unwind_level1();
@@ -253,4 +271,22 @@ TEST_CASE("a leaf stub called from the VM's C++ code (the icache flush stub) ret
     std::memcpy(garbage.stack.data(), &data, 8);
     const CallTrace g = Decoder(w.map, DecoderOptions{}).decode(garbage);
     CHECK(g.status != TraceStatus::kComplete);
+}
+
+TEST_CASE("a native stack deeper than the fragment is incomplete, not failed, where libunwind needs the words above it",
+          "[decoder][native]") {
+    // 64 levels of 512+ bytes: the 16 KB copy ends inside deep_native's frames, so the step that
+    // needs the next frame's return address reads above the fragment's end.
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, nullptr, &deep_snapshot_on_new_thread, nullptr) == 0);
+    pthread_join(thread, nullptr);
+    REQUIRE(g_snapshot.stack.size() == test::kStackBytes);   // full: the stack goes on above it
+    test::World w;
+    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    const CallTrace t = Decoder(w.map, DecoderOptions{}).decode(g_snapshot);
+    INFO(symbols_of(t) << fail_reason_name(t.failure));
+    CHECK(t.status == TraceStatus::kIncomplete);
+    REQUIRE(t.frames.size() >= 10);
+    CHECK(t.frames[0].symbol.find("take_snapshot") != std::string::npos);
+    CHECK(t.frames.back().symbol.find("deep_native") != std::string::npos);
 }
