@@ -1,5 +1,8 @@
 #include "auto_stack.hpp"
 
+#include <pthread.h>
+
+#include <algorithm>
 #include <variant>
 
 #include "log.hpp"
@@ -7,17 +10,90 @@
 
 namespace sf::agent {
 
+uint64_t current_thread_stack_top() {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
+    void* low = nullptr;
+    size_t size = 0;
+    const bool got = pthread_attr_getstack(&attr, &low, &size) == 0;
+    pthread_attr_destroy(&attr);
+    return got && low != nullptr ? reinterpret_cast<uint64_t>(low) + size : 0;
+}
+
 AutoStack::AutoStack(StackControllerSettings settings, Sampler& sampler) : controller_(settings), sampler_(sampler) {}
 
-void AutoStack::on_trace(const Event& event, const CallTrace& trace) {
-    const auto* sample = std::get_if<Sample>(&event);
-    if (sample == nullptr || sample->source == SampleSource::kSignal) return;
-    const std::optional<StackChange> change = controller_.on_sample(sample->tid, trace.status, sample->stack.size());
+void AutoStack::set_stack_top(uint32_t tid, uint64_t top, uint64_t now_ns) {
+    if (top == 0) return;
+    std::lock_guard<std::mutex> lock(tops_mutex_);
+    constexpr size_t kMaxThreads = 65536;   // bounded even if no end is ever announced
+    if (tops_.size() >= kMaxThreads) tops_.clear();
+    tops_[tid] = Top{top, now_ns};
+}
+
+uint64_t AutoStack::top_of(uint32_t tid) const {
+    std::lock_guard<std::mutex> lock(tops_mutex_);
+    auto found = tops_.find(tid);
+    return found == tops_.end() ? 0 : found->second.top;
+}
+
+void AutoStack::forget(uint32_t tid, uint64_t ended_ns) {
+    controller_.forget(tid);
+    std::lock_guard<std::mutex> lock(tops_mutex_);
+    auto found = tops_.find(tid);
+    if (found != tops_.end() && found->second.since_ns <= ended_ns) tops_.erase(found);
+}
+
+void AutoStack::on_thread_end(uint32_t tid) { forget(tid, UINT64_MAX); }
+
+void AutoStack::apply(uint32_t tid, TraceStatus status, size_t fragment_bytes) {
+    const std::optional<StackChange> change = controller_.on_sample(tid, status, fragment_bytes);
     if (!change) return;
     (change->new_bytes > change->old_bytes ? grown_ : shrunk_)++;
     sampler_.request_stack(static_cast<pid_t>(change->tid), change->new_bytes);
     SF_LOG_DEBUG("stack=auto: thread %u fragment %u -> %u bytes (%s)", change->tid, change->old_bytes,
                  change->new_bytes, change->why);
+}
+
+void AutoStack::on_trace(const Event& event, const CallTrace& trace) {
+    const auto* sample = std::get_if<Sample>(&event);
+    if (sample == nullptr || sample->source == SampleSource::kSignal) return;
+    if (const uint64_t top = top_of(sample->tid); top != 0 && trace.status != TraceStatus::kFailed) {
+        const bool decoder = trace.status == TraceStatus::kIncomplete || trace.status == TraceStatus::kStitched;
+        const bool check = fragment_short_of_outermost(sample->stack_sp, sample->stack.size(), top,
+                                                       controller_.settings().entry_margin_bytes);
+        const uint64_t end = sample->stack_sp + sample->stack.size();
+        std::lock_guard<std::mutex> lock(agreement_mutex_);
+        (decoder ? (check ? agreement_.both_ran_off : agreement_.only_decoder_ran_off)
+                 : (check ? agreement_.only_check_ran_off : agreement_.both_reached))++;
+        const StackControllerSettings& settings = controller_.settings();
+        const bool full = sample->stack.size() >= std::min(controller_.bytes_of(sample->tid), settings.largest_fragment);
+        if (end <= top && full) {
+            if (decoder) {
+                agreement_.min_gap_ran_off = std::min(agreement_.min_gap_ran_off, top - end);
+            } else {
+                agreement_.max_gap_reached = std::max(agreement_.max_gap_reached, top - end);
+            }
+        }
+    }
+    apply(sample->tid, trace.status, sample->stack.size());
+}
+
+void AutoStack::observe(Event&& event) {
+    if (const auto* sample = std::get_if<Sample>(&event)) {
+        if (sample->source == SampleSource::kSignal) return;
+        const uint64_t top = top_of(sample->tid);
+        if (top == 0) return;
+        const bool ran_off = fragment_short_of_outermost(sample->stack_sp, sample->stack.size(), top,
+                                                         controller_.settings().entry_margin_bytes);
+        apply(sample->tid, ran_off ? TraceStatus::kIncomplete : TraceStatus::kComplete, sample->stack.size());
+    } else if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && thread->ended) {
+        forget(thread->tid, thread->time_ns);
+    }
+}
+
+AutoStack::Agreement AutoStack::agreement() const {
+    std::lock_guard<std::mutex> lock(agreement_mutex_);
+    return agreement_;
 }
 
 }  // namespace sf::agent

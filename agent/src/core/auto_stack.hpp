@@ -1,36 +1,81 @@
-// stack=auto in the agent: the live profile's decoder thread shows it every decoded sample; it asks
-// the StackController for each thread's fragment size, has the reader reopen the thread's events
-// with it, and logs each change.
+// stack=auto in the agent: one policy (StackController) per run, fed by the live profile's decoded
+// traces when there is a live profile, else by where each perf sample's fragment ends below its
+// thread's stack top (a tap on the recorded stream); it has the reader reopen a thread's events.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <unordered_map>
 
 #include "stack_controller.hpp"
 #include "stackfrag/decoder/call_trace.hpp"
 #include "stackfrag/events/events.hpp"
+#include "stream_writer.hpp"
 
 namespace sf::agent {
 
 class Sampler;
 
-class AutoStack {
+// The highest address of the calling thread's stack (pthread_getattr_np), 0 if unknown.
+uint64_t current_thread_stack_top();
+
+class AutoStack final : public EventTap {
 public:
     // `sampler` outlives this object.
     AutoStack(StackControllerSettings settings, Sampler& sampler);
 
-    // The decoder thread, for every decoded trace; acts on the profile's Samples (on- and off-CPU).
+    // Any thread (registration, at monotonic time `now_ns`): `tid`'s stack ends below `top`.
+    // Threads without one are left to the live signal, or keep their size with only a recording.
+    void set_stack_top(uint32_t tid, uint64_t top, uint64_t now_ns);
+
+    // Live signal. The decoder thread, for every decoded trace; acts on the profile's Samples (on-
+    // and off-CPU). Also tallies how the decode-free signal would have judged the sample.
     void on_trace(const Event& event, const CallTrace& trace);
     // The decoder thread, when the stream says a thread ended (its tid may come back).
-    void on_thread_end(uint32_t tid) { controller_.forget(tid); }
+    void on_thread_end(uint32_t tid);
+
+    // Decode-free signal (record= only): the reader thread, every event it writes. Perf samples
+    // of a thread whose stack top is known count as incomplete when their fragment ends further
+    // below the top than the entry margin (fragment_short_of_outermost), else as complete; a
+    // thread's end forgets it. The event is left as it is.
+    void observe(Event&& event) override;
 
     uint64_t grown() const { return grown_; }
     uint64_t shrunk() const { return shrunk_; }
 
+    // Live signal only: how the decode-free signal agreed with the decoder on samples of threads
+    // with a known top (incomplete and stitched both count as "ran off").
+    struct Agreement {
+        uint64_t both_ran_off = 0;
+        uint64_t both_reached = 0;
+        uint64_t only_decoder_ran_off = 0;   // the margin was too large for these
+        uint64_t only_check_ran_off = 0;     // too small for these
+        // top - (sp + fragment) over full fragments: its largest value on samples that decoded
+        // complete, its smallest on ones that ran off; the thread's entry frame lies in between.
+        uint64_t max_gap_reached = 0;
+        uint64_t min_gap_ran_off = UINT64_MAX;
+    };
+    Agreement agreement() const;
+
 private:
+    uint64_t top_of(uint32_t tid) const;
+    // Forgets the thread; its top only if it was set before `ended_ns` (a new thread with the
+    // same tid may have registered before the old one's end reached the stream).
+    void forget(uint32_t tid, uint64_t ended_ns);
+    void apply(uint32_t tid, TraceStatus status, size_t fragment_bytes);
+
     StackController controller_;
     Sampler& sampler_;
     uint64_t grown_ = 0;
     uint64_t shrunk_ = 0;
+    mutable std::mutex tops_mutex_;
+    struct Top {
+        uint64_t top = 0;
+        uint64_t since_ns = 0;
+    };
+    std::unordered_map<uint32_t, Top> tops_;
+    mutable std::mutex agreement_mutex_;
+    Agreement agreement_;
 };
 
 }  // namespace sf::agent

@@ -6,6 +6,12 @@ namespace sf::agent {
 
 StackController::StackController(StackControllerSettings settings) : settings_(settings) {}
 
+bool fragment_short_of_outermost(uint64_t sp, size_t fragment_bytes, uint64_t stack_top, uint32_t entry_margin) {
+    if (stack_top == 0 || sp >= stack_top) return false;
+    const uint64_t below_top = stack_top - sp;   // no overflow: sp < stack_top
+    return below_top > fragment_bytes && below_top - fragment_bytes > entry_margin;
+}
+
 uint32_t StackController::bytes_of(uint32_t tid) const {
     auto found = threads_.find(tid);
     return found == threads_.end() ? settings_.base_bytes : found->second.bytes;

@@ -232,7 +232,21 @@ public:
         if (!auto_stack_) return "";
         return "\n  stack=auto: fragments grew " + std::to_string(auto_stack_->grown()) + " times, shrank " +
                std::to_string(auto_stack_->shrunk()) + " times (" + std::to_string(sampler_->stats().stack_reopens) +
-               " reopens)";
+               " reopens" + (live_profile_ ? "" : "; judged by where fragments end below the stack tops, no live decoder") +
+               ")" + stack_agreement_text();
+    }
+
+    // Debug: how the decode-free signal of stack=auto agreed with the live decoder.
+    std::string stack_agreement_text() const {
+        const AutoStack::Agreement a = auto_stack_->agreement();
+        const uint64_t judged = a.both_ran_off + a.both_reached + a.only_decoder_ran_off + a.only_check_ran_off;
+        if (judged == 0 || !log_enabled(LogLevel::kDebug)) return "";
+        return "\n  stack=auto check vs decoder: both ran off " + std::to_string(a.both_ran_off) + ", both reached " +
+               std::to_string(a.both_reached) + ", only the decoder ran off " + std::to_string(a.only_decoder_ran_off) +
+               ", only the check ran off " + std::to_string(a.only_check_ran_off) + "; full fragments end at most " +
+               std::to_string(a.max_gap_reached) + " bytes below the top when complete, at least " +
+               (a.min_gap_ran_off == UINT64_MAX ? std::string("-") : std::to_string(a.min_gap_ran_off)) +
+               " when they ran off";
     }
 
     std::string status_text() const {
@@ -296,10 +310,19 @@ private:
     // The live profile live_settings_from asks for, with interval=auto's, stack=auto's and push='s callbacks.
     void create_live_profile() {
         std::optional<LiveSettings> wanted = live_settings_from(options_, static_cast<uint32_t>(getpid()));
+        const bool stack_auto = options_.stack_auto && options_.mode == SamplingMode::kThread;
+        StackControllerSettings deep;
+        deep.base_bytes = options_.stack_bytes;
         if (!wanted) {
             if (!options_.focus.empty() || !options_.exclude.empty()) {
                 SF_LOG_WARN("focus/exclude filter the live profile (file=); the recording keeps every sample "
                             "(filter it with stackfrag report/replay --focus/--exclude)");
+            }
+            if (stack_auto) {
+                // No decoder: the reader judges each sample by where its fragment ends below the
+                // thread's stack top (AutoStack::observe), on the stream it writes.
+                auto_stack_ = std::make_unique<AutoStack>(deep, *sampler_);
+                writer_.set_tap(auto_stack_.get());
             }
             return;
         }
@@ -314,10 +337,9 @@ private:
                 auto_interval_->on_trace(event, trace, decode_ns);
             };
         }
-        if (options_.stack_auto && options_.mode == SamplingMode::kThread) {
-            // Which samples ran off their fragment only the decoder knows: stack=auto needs live decoding.
-            StackControllerSettings deep;
-            deep.base_bytes = options_.stack_bytes;
+        if (stack_auto) {
+            // With a live profile the decoder says which samples ran off their fragment (stitched
+            // ones did not need more): the better signal.
             auto_stack_ = std::make_unique<AutoStack>(deep, *sampler_);
             settings.watch_trace = [this](const Event& event, const CallTrace& trace) { auto_stack_->on_trace(event, trace); };
             settings.on_thread_end = [this](uint32_t tid) { auto_stack_->on_thread_end(tid); };
@@ -476,6 +498,9 @@ private:
     // `on_thread`: called by the thread itself (it knows its JNIEnv and stack).
     void register_thread(pid_t tid, std::string name, JNIEnv* jni, bool on_thread) {
         if (!threads_.add(tid, name)) return;
+        // stack=auto: the stack's top, known to the thread itself (the others are judged by the
+        // live decoder only).
+        if (auto_stack_ && on_thread) auto_stack_->set_stack_top(static_cast<uint32_t>(tid), current_thread_stack_top(), monotonic_ns());
         SF_LOG_DEBUG("thread %d '%s'", tid, name.c_str());
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), false, std::move(name)});
         bool on_perf = false;
@@ -648,6 +673,7 @@ private:
                     static_cast<unsigned long long>(counts.lost_samples), oracle_text.c_str(),
                     static_cast<unsigned long long>(stats.threads_opened), static_cast<double>(stats.reader_cpu_ns) / 1e6,
                     static_cast<unsigned long long>(queue_.dropped()), counts.describe().c_str());
+        if (auto_stack_ && !live_profile_) SF_LOG_INFO("%s", stack_text().substr(3).c_str());
         if (!kernel_unsampled_.empty()) {
             rusage usage{};
             getrusage(RUSAGE_SELF, &usage);

@@ -1,0 +1,95 @@
+// stack=auto with only record= (no live decoder), on a real JVM (JDK 17): DeepStack.java's
+// "deep-worker" spins about 40 KB deep in its stack, "shallow-worker" near its stack's top. With a
+// fixed 16 KB fragment about half the samples (the deep thread's) decode incomplete; with stack=auto
+// the agent sees from where the deep thread's fragments end below its stack top that they cannot
+// reach its outermost frame, grows that thread's fragment (the shallow thread's stays), and the
+// replayed recording's incomplete share drops far below (48.5 % -> 0.1-0.5 % when measured).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <string>
+
+#include "agent_process.hpp"
+#include "stackfrag/events/recording.hpp"
+#include "test_env.hpp"
+
+namespace {
+
+const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
+const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
+using sf::test::kJdk17;
+
+struct DeepRun {
+    double incomplete_share = 0;
+    std::map<std::string, std::set<size_t>> fragment_sizes;   // by thread name
+    std::string log;
+};
+
+DeepRun run_deep(const std::string& dir, const std::string& name, const std::string& stack) {
+    const std::string rec = dir + "/" + name + ".sfr";
+    const auto r = sf::test::run_process({kJdk17 + "/bin/java", "-agentpath:" + kAgent + "=interval=1ms,stack=" + stack +
+                                                                    ",record=" + rec + ",loglevel=debug",
+                                          "-cp", dir, "DeepStack", "1500", "300"},
+                                         {}, dir + "/" + name, 180);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    DeepRun run;
+    run.log = r.err;
+    const auto replay = sf::test::run_process({kCli, "replay", "--json", rec}, {}, dir + "/" + name + "-replay", 180);
+    REQUIRE(replay.exit_code == 0);
+    const nlohmann::json j = nlohmann::json::parse(replay.out);
+    const double samples = j["profile"]["samples"].get<double>();
+    REQUIRE(samples > 1000);
+    run.incomplete_share = j["profile"]["incomplete"].get<double>() / samples;
+
+    sf::Result<std::unique_ptr<sf::RecordingReader>> reader = sf::RecordingReader::open(rec);
+    REQUIRE(reader.ok());
+    std::map<uint32_t, std::string> names;
+    std::map<uint32_t, std::set<size_t>> sizes;
+    while (std::optional<sf::Event> event = (*reader)->next()) {
+        if (const auto* thread = std::get_if<sf::ThreadInfo>(&*event); thread && !thread->ended) {
+            names[thread->tid] = thread->name;
+        } else if (const auto* sample = std::get_if<sf::Sample>(&*event);
+                   sample && sample->source == sf::SampleSource::kPerf && !sample->stack.empty()) {
+            sizes[sample->tid].insert(sample->stack.size());
+        }
+    }
+    for (const auto& [tid, set] : sizes) run.fragment_sizes[names[tid]].insert(set.begin(), set.end());
+    return run;
+}
+
+}  // namespace
+
+TEST_CASE("stack=auto with only a recording grows a deep thread's fragment and completes its traces", "[stack]") {
+    const std::string dir = sf::test::temp_dir("deep-it");
+    const auto compiled = sf::test::run_process(
+        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/DeepStack.java"}, {},
+        dir + "/javac", 120);
+    INFO(compiled.err);
+    REQUIRE(compiled.exit_code == 0);
+
+    DeepRun fixed = run_deep(dir, "fixed", "16384");
+    DeepRun grown = run_deep(dir, "auto", "auto");
+    INFO("incomplete: 16 KB " << 100 * fixed.incomplete_share << " %, stack=auto " << 100 * grown.incomplete_share
+                              << " %\n" << grown.log);
+    // The deep thread's samples (about half) cannot complete in 16 KB.
+    REQUIRE(fixed.incomplete_share > 0.2);
+    CHECK(fixed.fragment_sizes["deep-worker"] == std::set<size_t>{16384});
+    // Without a live decoder the agent says how it judged, and grew the deep thread's fragment to
+    // the largest perf copies (65528 asked, 65416 copied); the shallow thread's never changed.
+    CHECK(sf::test::contains(grown.log, "judged by where fragments end below the stack tops"));
+    std::smatch m;
+    REQUIRE(std::regex_search(grown.log, m, std::regex("stack=auto: fragments grew (\\d+) times")));
+    CHECK(std::stoi(m[1]) >= 1);
+    CHECK(grown.fragment_sizes["deep-worker"].count(65416) == 1);
+    // (The kernel copies a shallow thread's stack only up to its end: fragments of 6-7 KB here.)
+    REQUIRE(!grown.fragment_sizes["shallow-worker"].empty());
+    CHECK(*grown.fragment_sizes["shallow-worker"].rbegin() <= 16384);
+    // Only the samples before the first reopen (and any after a failed shrink trial) stay incomplete.
+    CHECK(grown.incomplete_share < fixed.incomplete_share / 10);
+    std::filesystem::remove_all(dir);
+}

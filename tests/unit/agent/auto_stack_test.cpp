@@ -1,0 +1,107 @@
+// stack=auto without a decoder (record= only): a sample counts as having run off its fragment when
+// the fragment ends further below the thread's stack top than the entry margin; AutoStack feeds that
+// to the same StackController the live decoder feeds, and has the reader reopen the thread's events.
+#include <catch2/catch.hpp>
+
+#include "auto_stack.hpp"
+#include "sampler.hpp"
+
+using namespace sf;
+using namespace sf::agent;
+
+namespace {
+
+constexpr uint64_t kTop = 0x7f0000100000;
+constexpr uint32_t kMargin = 8192;
+
+Event sample_at(uint32_t tid, uint64_t below_top, size_t fragment, SampleSource source = SampleSource::kPerf) {
+    Sample sample;
+    sample.tid = tid;
+    sample.source = source;
+    sample.stack_sp = kTop - below_top;
+    sample.regs.sp = sample.stack_sp;
+    sample.stack.assign(fragment, 0);
+    return sample;
+}
+
+// A sampler that never starts: request_stack only queues the request.
+struct Fixture {
+    EventQueue queue;
+    StreamWriter writer{nullptr};
+    Sampler sampler{kernel::SamplingConfig{}, queue, writer, nullptr};
+};
+
+}  // namespace
+
+TEST_CASE("a fragment ending further below the stack top than the entry margin cannot reach the outermost frame",
+          "[agent][stack]") {
+    // 16384 bytes from sp: ends 100 bytes below the top, within the margin.
+    CHECK(!fragment_short_of_outermost(kTop - 16484, 16384, kTop, kMargin));
+    // Ends exactly the margin below the top: may still reach the entry frame.
+    CHECK(!fragment_short_of_outermost(kTop - 16384 - kMargin, 16384, kTop, kMargin));
+    CHECK(fragment_short_of_outermost(kTop - 16384 - kMargin - 8, 16384, kTop, kMargin));
+    CHECK(fragment_short_of_outermost(kTop - 200'000, 65416, kTop, kMargin));
+    // A fragment reaching past the top, an unknown top, an sp above the top: nothing known.
+    CHECK(!fragment_short_of_outermost(kTop - 1000, 16384, kTop, kMargin));
+    CHECK(!fragment_short_of_outermost(kTop - 200'000, 16384, 0, kMargin));
+    CHECK(!fragment_short_of_outermost(kTop + 64, 16384, kTop, kMargin));
+    // A fragment the kernel could not copy (kernel-mode tick) is short of everything; the controller
+    // ignores it as not full (below).
+    CHECK(fragment_short_of_outermost(kTop - 200'000, 0, kTop, kMargin));
+}
+
+TEST_CASE("stack=auto with only a recording grows a deep thread's fragment from its samples' position in the stack",
+          "[agent][stack]") {
+    Fixture f;
+    StackControllerSettings settings;
+    settings.entry_margin_bytes = kMargin;
+    settings.quiet_samples = 10;
+    AutoStack autostack(settings, f.sampler);
+    autostack.set_stack_top(7, kTop, 100);
+
+    // Shallow samples (the fragment reaches within the margin of the top) change nothing.
+    for (int i = 0; i < 50; ++i) autostack.observe(sample_at(7, 20'000, 16384));
+    CHECK(autostack.grown() == 0);
+    // Deep samples of a thread whose top is unknown, signal samples and uncopied stacks neither.
+    for (int i = 0; i < 5; ++i) {
+        autostack.observe(sample_at(8, 100'000, 16384));
+        autostack.observe(sample_at(7, 100'000, 16384, SampleSource::kSignal));
+        autostack.observe(sample_at(7, 100'000, 0, SampleSource::kPerfKernel));
+    }
+    CHECK(autostack.grown() == 0);
+
+    // One deep sample with a full fragment: the largest fragment at once.
+    autostack.observe(sample_at(7, 30'000, 16384));
+    CHECK(autostack.grown() == 1);
+    // Samples from before the reopen (16384-byte fragments) are not counted again.
+    for (int i = 0; i < 5; ++i) autostack.observe(sample_at(7, 30'000, 16384));
+    CHECK(autostack.grown() == 1);
+    // 65416 bytes from 30000 below the top reach it: quiet samples, then the shrink trial (the same
+    // policy as with a decoder).
+    for (int i = 0; i < 10; ++i) autostack.observe(sample_at(7, 30'000, 65416));
+    CHECK(autostack.shrunk() == 1);
+    // The trial's 32760 bytes reach too; a deeper phase grows it back to the size that held.
+    for (int i = 0; i < 5; ++i) autostack.observe(sample_at(7, 30'000, 32760));
+    CHECK(autostack.shrunk() == 1);
+    autostack.observe(sample_at(7, 60'000, 32760));
+    CHECK(autostack.grown() == 2);
+
+    // The thread ends: its top and its state are forgotten; the tid's next thread starts unknown.
+    ThreadInfo end;
+    end.time_ns = 200;
+    end.tid = 7;
+    end.ended = true;
+    autostack.observe(end);
+    autostack.observe(sample_at(7, 100'000, 16384));
+    CHECK(autostack.grown() == 2);
+    autostack.set_stack_top(7, kTop, 300);
+    autostack.observe(sample_at(7, 100'000, 16384));
+    CHECK(autostack.grown() == 3);
+    // A thread that reuses the tid and registers before the old one's end reaches the stream keeps
+    // its top.
+    autostack.set_stack_top(7, kTop, 500);
+    end.time_ns = 400;
+    autostack.observe(end);
+    autostack.observe(sample_at(7, 100'000, 16384));
+    CHECK(autostack.grown() == 4);
+}
