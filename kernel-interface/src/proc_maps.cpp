@@ -34,11 +34,28 @@ std::vector<ExecutableMapping> parse_executable_maps(std::string_view maps_text)
     return maps;
 }
 
-std::vector<ExecutableMapping> read_executable_maps(pid_t pid) {
+namespace {
+std::string read_maps(pid_t pid) {
     std::ifstream in(pid == 0 ? std::string("/proc/self/maps") : "/proc/" + std::to_string(pid) + "/maps");
     if (!in) return {};
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return parse_executable_maps(text);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
+}  // namespace
+
+std::vector<ExecutableMapping> read_executable_maps(pid_t pid) { return parse_executable_maps(read_maps(pid)); }
+
+uint64_t mapping_end_at(std::string_view maps_text, uint64_t address) {
+    while (!maps_text.empty()) {
+        const size_t newline = maps_text.find('\n');
+        const std::string line(maps_text.substr(0, newline));
+        maps_text = newline == std::string_view::npos ? std::string_view() : maps_text.substr(newline + 1);
+        unsigned long long begin = 0, end = 0;
+        if (std::sscanf(line.c_str(), "%llx-%llx", &begin, &end) < 2) continue;
+        if (begin <= address && address < end) return end;
+    }
+    return 0;
+}
+
+uint64_t read_mapping_end_at(uint64_t address, pid_t pid) { return mapping_end_at(read_maps(pid), address); }
 
 }  // namespace sf::kernel

@@ -7,6 +7,7 @@
 
 #include "log.hpp"
 #include "sampler.hpp"
+#include "stackfrag/kernel/proc_maps.hpp"
 
 namespace sf::agent {
 
@@ -23,18 +24,23 @@ uint64_t current_thread_stack_top() {
 AutoStack::AutoStack(StackControllerSettings settings, Sampler& sampler) : controller_(settings), sampler_(sampler) {}
 
 void AutoStack::set_stack_top(uint32_t tid, uint64_t top, uint64_t now_ns) {
-    if (top == 0) return;
+    if (top != 0) remember_top(tid, top, now_ns);   // else the reader may still find it
+}
+
+void AutoStack::remember_top(uint32_t tid, uint64_t top, uint64_t since_ns) {
     std::lock_guard<std::mutex> lock(tops_mutex_);
     constexpr size_t kMaxThreads = 65536;   // bounded even if no end is ever announced
     if (tops_.size() >= kMaxThreads) tops_.clear();
-    tops_[tid] = Top{top, now_ns};
+    tops_[tid] = Top{top, since_ns};
 }
 
-uint64_t AutoStack::top_of(uint32_t tid) const {
+std::optional<uint64_t> AutoStack::lookup_top(uint32_t tid) const {
     std::lock_guard<std::mutex> lock(tops_mutex_);
     auto found = tops_.find(tid);
-    return found == tops_.end() ? 0 : found->second.top;
+    return found == tops_.end() ? std::nullopt : std::optional<uint64_t>(found->second.top);
 }
+
+uint64_t AutoStack::top_of(uint32_t tid) const { return lookup_top(tid).value_or(0); }
 
 void AutoStack::forget(uint32_t tid, uint64_t ended_ns) {
     controller_.forget(tid);
@@ -81,9 +87,19 @@ void AutoStack::on_trace(const Event& event, const CallTrace& trace) {
 void AutoStack::observe(Event&& event) {
     if (const auto* sample = std::get_if<Sample>(&event)) {
         if (sample->source == SampleSource::kSignal) return;
-        const uint64_t top = top_of(sample->tid);
-        if (top == 0) return;
-        const bool ran_off = fragment_short_of_outermost(sample->stack_sp, sample->stack.size(), top,
+        std::optional<uint64_t> top = lookup_top(sample->tid);
+        if (!top) {
+            // A thread the agent did not see start (the JVM's own, those running before an attach).
+            // Only a full fragment may be short of the top: a shallow thread's copy stops at its
+            // stack's end, so it is never looked up. Once per thread: /proc/self/maps, which names
+            // the mapping that holds its sp (no VM memory is read).
+            const StackControllerSettings& settings = controller_.settings();
+            if (sample->stack.size() < std::min(controller_.bytes_of(sample->tid), settings.largest_fragment)) return;
+            top = kernel::read_mapping_end_at(sample->stack_sp);
+            remember_top(sample->tid, *top, sample->time_ns);
+        }
+        if (*top == 0) return;
+        const bool ran_off = fragment_short_of_outermost(sample->stack_sp, sample->stack.size(), *top,
                                                          controller_.settings().entry_margin_bytes);
         apply(sample->tid, ran_off ? TraceStatus::kIncomplete : TraceStatus::kComplete, sample->stack.size());
     } else if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && thread->ended) {

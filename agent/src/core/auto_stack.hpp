@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "stack_controller.hpp"
@@ -25,7 +26,7 @@ public:
     AutoStack(StackControllerSettings settings, Sampler& sampler);
 
     // Any thread (registration, at monotonic time `now_ns`): `tid`'s stack ends below `top`.
-    // Threads without one are left to the live signal, or keep their size with only a recording.
+    // The live signal judges threads without one alone; with only a recording see observe().
     void set_stack_top(uint32_t tid, uint64_t top, uint64_t now_ns);
 
     // Live signal. The decoder thread, for every decoded trace; acts on the profile's Samples (on-
@@ -37,7 +38,8 @@ public:
     // Decode-free signal (record= only): the reader thread, every event it writes. Perf samples
     // of a thread whose stack top is known count as incomplete when their fragment ends further
     // below the top than the entry margin (fragment_short_of_outermost), else as complete; a
-    // thread's end forgets it. The event is left as it is.
+    // thread not registered with its top gets it from /proc/self/maps at its first full fragment.
+    // A thread's end forgets it. The event is left as it is.
     void observe(Event&& event) override;
 
     uint64_t grown() const { return grown_; }
@@ -58,7 +60,10 @@ public:
     Agreement agreement() const;
 
 private:
-    uint64_t top_of(uint32_t tid) const;
+    uint64_t top_of(uint32_t tid) const;   // 0: unknown
+    // nullopt: never set nor looked up; 0: looked up, not found.
+    std::optional<uint64_t> lookup_top(uint32_t tid) const;
+    void remember_top(uint32_t tid, uint64_t top, uint64_t since_ns);
     // Forgets the thread; its top only if it was set before `ended_ns` (a new thread with the
     // same tid may have registered before the old one's end reached the stream).
     void forget(uint32_t tid, uint64_t ended_ns);

@@ -3,6 +3,10 @@
 // to the same StackController the live decoder feeds, and has the reader reopen the thread's events.
 #include <catch2/catch.hpp>
 
+#include <pthread.h>
+
+#include <thread>
+
 #include "auto_stack.hpp"
 #include "sampler.hpp"
 
@@ -11,7 +15,8 @@ using namespace sf::agent;
 
 namespace {
 
-constexpr uint64_t kTop = 0x7f0000100000;
+// Far below any mapping of this process, so that /proc/self/maps knows none of these addresses.
+constexpr uint64_t kTop = 0x100000100000;
 constexpr uint32_t kMargin = 8192;
 
 Event sample_at(uint32_t tid, uint64_t below_top, size_t fragment, SampleSource source = SampleSource::kPerf) {
@@ -62,7 +67,8 @@ TEST_CASE("stack=auto with only a recording grows a deep thread's fragment from 
     // Shallow samples (the fragment reaches within the margin of the top) change nothing.
     for (int i = 0; i < 50; ++i) autostack.observe(sample_at(7, 20'000, 16384));
     CHECK(autostack.grown() == 0);
-    // Deep samples of a thread whose top is unknown, signal samples and uncopied stacks neither.
+    // Deep samples of a thread whose top is unknown (and no mapping holds its sp), signal samples
+    // and uncopied stacks neither.
     for (int i = 0; i < 5; ++i) {
         autostack.observe(sample_at(8, 100'000, 16384));
         autostack.observe(sample_at(7, 100'000, 16384, SampleSource::kSignal));
@@ -104,4 +110,30 @@ TEST_CASE("stack=auto with only a recording grows a deep thread's fragment from 
     autostack.observe(end);
     autostack.observe(sample_at(7, 100'000, 16384));
     CHECK(autostack.grown() == 4);
+}
+
+TEST_CASE("stack=auto with only a recording finds an unregistered thread's stack top in /proc/self/maps",
+          "[agent][stack]") {
+    Fixture f;
+    AutoStack autostack(StackControllerSettings{}, f.sampler);
+    uint64_t grown = 0, grown_after_shallow = 0;
+    std::thread thread([&] {
+        // A std::thread's whole stack is mapped at once: an address 100 KB below its top is in it.
+        const uint64_t top = current_thread_stack_top();
+        REQUIRE(top != 0);
+        auto at = [&](uint64_t below_top, size_t fragment) {
+            Sample sample;
+            sample.tid = 9;
+            sample.stack_sp = top - below_top;
+            sample.stack.assign(fragment, 0);
+            return Event(std::move(sample));
+        };
+        autostack.observe(at(8'000, 6'000));   // not full: a shallow stack's copy; not looked up
+        grown_after_shallow = autostack.grown();
+        autostack.observe(at(100'000, 16384));
+        grown = autostack.grown();
+    });
+    thread.join();
+    CHECK(grown_after_shallow == 0);
+    CHECK(grown == 1);
 }

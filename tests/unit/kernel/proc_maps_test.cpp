@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include "stackfrag/kernel/proc_maps.hpp"
 
@@ -44,4 +45,29 @@ TEST_CASE("this process's maps contain the code of this test") {
     }
     CHECK(found);
     CHECK(read_executable_maps(-1).empty());   // no such process: empty, no error thrown
+}
+
+TEST_CASE("the mapping holding an address bounds a thread's stack") {
+    const std::string text =
+        "7f0000000000-7f0000001000 ---p 00000000 00:00 0 \n"
+        "7f0000001000-7f0000081000 rw-p 00000000 00:00 0 \n"
+        "garbage line\n"
+        "7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0                          [stack]";
+    CHECK(sf::kernel::mapping_end_at(text, 0x7f0000050000) == 0x7f0000081000);
+    CHECK(sf::kernel::mapping_end_at(text, 0x7f0000001000) == 0x7f0000081000);
+    CHECK(sf::kernel::mapping_end_at(text, 0x7f0000081000) == 0);   // the end is exclusive
+    CHECK(sf::kernel::mapping_end_at(text, 0x7ffc00020ff8) == 0x7ffc00021000);
+    CHECK(sf::kernel::mapping_end_at(text, 0x1000) == 0);
+    // This thread's own stack: the mapping holding a local ends at or above the top glibc reports.
+    int local = 0;
+    pthread_attr_t attr;
+    REQUIRE(pthread_getattr_np(pthread_self(), &attr) == 0);
+    void* low = nullptr;
+    size_t size = 0;
+    REQUIRE(pthread_attr_getstack(&attr, &low, &size) == 0);
+    pthread_attr_destroy(&attr);
+    const uint64_t top = reinterpret_cast<uint64_t>(low) + size;
+    const uint64_t end = sf::kernel::read_mapping_end_at(reinterpret_cast<uint64_t>(&local));
+    CHECK(end >= top);
+    CHECK(sf::kernel::read_mapping_end_at(reinterpret_cast<uint64_t>(&local), -1) == 0);
 }

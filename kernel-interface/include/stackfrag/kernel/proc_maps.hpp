@@ -1,5 +1,5 @@
-// The executable mappings of a process as /proc/PID/maps lists them: what the agent and
-// `stackfrag capture` announce as ModuleMap events so that native frames can be unwound and named.
+// The mappings of a process as /proc/PID/maps lists them: the executable ones are what the agent and
+// `stackfrag capture` announce as ModuleMap events; the one holding a thread's sp bounds its stack.
 #pragma once
 
 #include <sys/types.h>
@@ -26,5 +26,12 @@ struct ExecutableMapping {
 std::vector<ExecutableMapping> parse_executable_maps(std::string_view maps_text);
 // Reads /proc/PID/maps (pid 0: this process); empty when it cannot be read.
 std::vector<ExecutableMapping> read_executable_maps(pid_t pid = 0);
+
+// The end (exclusive) of the mapping in `maps_text` that holds `address`, 0 if none does. For a
+// thread's stack pointer: the top of its stack (or higher, where the kernel merged the stack with a
+// mapping of the same permissions right above it).
+uint64_t mapping_end_at(std::string_view maps_text, uint64_t address);
+// The same from /proc/PID/maps (pid 0: this process); 0 when it cannot be read.
+uint64_t read_mapping_end_at(uint64_t address, pid_t pid = 0);
 
 }  // namespace sf::kernel
