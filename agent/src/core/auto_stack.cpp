@@ -84,25 +84,27 @@ void AutoStack::on_trace(const Event& event, const CallTrace& trace) {
     apply(sample->tid, trace.status, sample->stack.size());
 }
 
+void AutoStack::on_perf_sample(const Sample& sample) {
+    if (sample.source == SampleSource::kSignal) return;
+    std::optional<uint64_t> top = lookup_top(sample.tid);
+    if (!top) {
+        // A thread the agent did not see start (the JVM's own, those running before an attach).
+        // Only a full fragment may be short of the top: a shallow thread's copy stops at its
+        // stack's end, so it is never looked up. Once per thread: /proc/self/maps, which names
+        // the mapping that holds its sp (no VM memory is read).
+        const StackControllerSettings& settings = controller_.settings();
+        if (sample.stack.size() < std::min(controller_.bytes_of(sample.tid), settings.largest_fragment)) return;
+        top = kernel::read_mapping_end_at(sample.stack_sp);
+        remember_top(sample.tid, *top, sample.time_ns);
+    }
+    if (*top == 0) return;
+    const bool ran_off = fragment_short_of_outermost(sample.stack_sp, sample.stack.size(), *top,
+                                                     controller_.settings().entry_margin_bytes);
+    apply(sample.tid, ran_off ? TraceStatus::kIncomplete : TraceStatus::kComplete, sample.stack.size());
+}
+
 void AutoStack::observe(Event&& event) {
-    if (const auto* sample = std::get_if<Sample>(&event)) {
-        if (sample->source == SampleSource::kSignal) return;
-        std::optional<uint64_t> top = lookup_top(sample->tid);
-        if (!top) {
-            // A thread the agent did not see start (the JVM's own, those running before an attach).
-            // Only a full fragment may be short of the top: a shallow thread's copy stops at its
-            // stack's end, so it is never looked up. Once per thread: /proc/self/maps, which names
-            // the mapping that holds its sp (no VM memory is read).
-            const StackControllerSettings& settings = controller_.settings();
-            if (sample->stack.size() < std::min(controller_.bytes_of(sample->tid), settings.largest_fragment)) return;
-            top = kernel::read_mapping_end_at(sample->stack_sp);
-            remember_top(sample->tid, *top, sample->time_ns);
-        }
-        if (*top == 0) return;
-        const bool ran_off = fragment_short_of_outermost(sample->stack_sp, sample->stack.size(), *top,
-                                                         controller_.settings().entry_margin_bytes);
-        apply(sample->tid, ran_off ? TraceStatus::kIncomplete : TraceStatus::kComplete, sample->stack.size());
-    } else if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && thread->ended) {
+    if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && thread->ended) {
         forget(thread->tid, thread->time_ns);
     }
 }

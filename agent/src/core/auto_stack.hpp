@@ -1,6 +1,6 @@
 // stack=auto in the agent: one policy (StackController) per run, fed by the live profile's decoded
 // traces when there is a live profile, else by where each perf sample's fragment ends below its
-// thread's stack top (a tap on the recorded stream); it has the reader reopen a thread's events.
+// thread's stack top, as the reader reads the sample; it has the reader reopen a thread's events.
 #pragma once
 
 #include <cstdint>
@@ -35,11 +35,14 @@ public:
     // The decoder thread, when the stream says a thread ended (its tid may come back).
     void on_thread_end(uint32_t tid);
 
-    // Decode-free signal (record= only): the reader thread, every event it writes. Perf samples
-    // of a thread whose stack top is known count as incomplete when their fragment ends further
-    // below the top than the entry margin (fragment_short_of_outermost), else as complete; a
-    // thread not registered with its top gets it from /proc/self/maps at its first full fragment.
-    // A thread's end forgets it. The event is left as it is.
+    // Decode-free signal (record= only): the reader thread, every perf sample as it is read from
+    // its ring (Sampler::set_sample_watch; a thread's samples in time order). Samples of a thread
+    // whose stack top is known count as incomplete when their fragment ends further below the top
+    // than the entry margin (fragment_short_of_outermost), else as complete; a thread not
+    // registered with its top gets it from /proc/self/maps at its first full fragment.
+    void on_perf_sample(const Sample& sample);
+    // With on_perf_sample: the reader thread, every event it writes; a thread's end forgets it.
+    // The event is left as it is.
     void observe(Event&& event) override;
 
     uint64_t grown() const { return grown_; }

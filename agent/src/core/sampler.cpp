@@ -132,6 +132,7 @@ public:
         // exactly instead of sorting its bins for every sample of its own size.
         sample.stack.reserve((view.stack_size + 4095) & ~size_t{4095});
         sample.stack.assign(view.stack, view.stack + view.stack_size);
+        if (sampler_.sample_watch_) sampler_.sample_watch_(sample);
         sampler_.reorder_.add(std::move(sample), now_ns_);
     }
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -105,6 +106,9 @@ public:
     // The timer sampler whose samples the reader merges in (validate, or the signal backend once
     // perf was denied); may be set while the reader runs. `timer` outlives the sampler.
     void set_timer_sampler(OracleSampler* timer) { oracle_.store(timer, std::memory_order_release); }
+    // Before start(): shown every perf sample on the reader thread as it is read from its ring,
+    // before the time-ordering hold-back (stack=auto without a live decoder reacts sooner so).
+    void set_sample_watch(std::function<void(const Sample&)> watch) { sample_watch_ = std::move(watch); }
 
 private:
     enum class RequestKind : uint8_t;
@@ -184,6 +188,7 @@ private:
     std::vector<std::vector<uint8_t>> spare_stacks_;
     uint64_t in_flight_since_ = 0;   // reader: the oldest in-flight producer at the last collect()
     std::unique_ptr<Converter> converter_;
+    std::function<void(const Sample&)> sample_watch_;
 };
 
 }  // namespace sf::agent

@@ -320,8 +320,10 @@ private:
             }
             if (stack_auto) {
                 // No decoder: the reader judges each sample by where its fragment ends below the
-                // thread's stack top (AutoStack::observe), on the stream it writes.
+                // thread's stack top as it reads it (AutoStack::on_perf_sample); the stream it
+                // writes says when a thread ended.
                 auto_stack_ = std::make_unique<AutoStack>(deep, *sampler_);
+                sampler_->set_sample_watch([this](const Sample& sample) { auto_stack_->on_perf_sample(sample); });
                 writer_.set_tap(auto_stack_.get());
             }
             return;

@@ -19,7 +19,7 @@ namespace {
 constexpr uint64_t kTop = 0x100000100000;
 constexpr uint32_t kMargin = 8192;
 
-Event sample_at(uint32_t tid, uint64_t below_top, size_t fragment, SampleSource source = SampleSource::kPerf) {
+Sample sample_at(uint32_t tid, uint64_t below_top, size_t fragment, SampleSource source = SampleSource::kPerf) {
     Sample sample;
     sample.tid = tid;
     sample.source = source;
@@ -65,31 +65,31 @@ TEST_CASE("stack=auto with only a recording grows a deep thread's fragment from 
     autostack.set_stack_top(7, kTop, 100);
 
     // Shallow samples (the fragment reaches within the margin of the top) change nothing.
-    for (int i = 0; i < 50; ++i) autostack.observe(sample_at(7, 20'000, 16384));
+    for (int i = 0; i < 50; ++i) autostack.on_perf_sample(sample_at(7, 20'000, 16384));
     CHECK(autostack.grown() == 0);
     // Deep samples of a thread whose top is unknown (and no mapping holds its sp), signal samples
     // and uncopied stacks neither.
     for (int i = 0; i < 5; ++i) {
-        autostack.observe(sample_at(8, 100'000, 16384));
-        autostack.observe(sample_at(7, 100'000, 16384, SampleSource::kSignal));
-        autostack.observe(sample_at(7, 100'000, 0, SampleSource::kPerfKernel));
+        autostack.on_perf_sample(sample_at(8, 100'000, 16384));
+        autostack.on_perf_sample(sample_at(7, 100'000, 16384, SampleSource::kSignal));
+        autostack.on_perf_sample(sample_at(7, 100'000, 0, SampleSource::kPerfKernel));
     }
     CHECK(autostack.grown() == 0);
 
     // One deep sample with a full fragment: the largest fragment at once.
-    autostack.observe(sample_at(7, 30'000, 16384));
+    autostack.on_perf_sample(sample_at(7, 30'000, 16384));
     CHECK(autostack.grown() == 1);
     // Samples from before the reopen (16384-byte fragments) are not counted again.
-    for (int i = 0; i < 5; ++i) autostack.observe(sample_at(7, 30'000, 16384));
+    for (int i = 0; i < 5; ++i) autostack.on_perf_sample(sample_at(7, 30'000, 16384));
     CHECK(autostack.grown() == 1);
     // 65416 bytes from 30000 below the top reach it: quiet samples, then the shrink trial (the same
     // policy as with a decoder).
-    for (int i = 0; i < 10; ++i) autostack.observe(sample_at(7, 30'000, 65416));
+    for (int i = 0; i < 10; ++i) autostack.on_perf_sample(sample_at(7, 30'000, 65416));
     CHECK(autostack.shrunk() == 1);
     // The trial's 32760 bytes reach too; a deeper phase grows it back to the size that held.
-    for (int i = 0; i < 5; ++i) autostack.observe(sample_at(7, 30'000, 32760));
+    for (int i = 0; i < 5; ++i) autostack.on_perf_sample(sample_at(7, 30'000, 32760));
     CHECK(autostack.shrunk() == 1);
-    autostack.observe(sample_at(7, 60'000, 32760));
+    autostack.on_perf_sample(sample_at(7, 60'000, 32760));
     CHECK(autostack.grown() == 2);
 
     // The thread ends: its top and its state are forgotten; the tid's next thread starts unknown.
@@ -98,17 +98,17 @@ TEST_CASE("stack=auto with only a recording grows a deep thread's fragment from 
     end.tid = 7;
     end.ended = true;
     autostack.observe(end);
-    autostack.observe(sample_at(7, 100'000, 16384));
+    autostack.on_perf_sample(sample_at(7, 100'000, 16384));
     CHECK(autostack.grown() == 2);
     autostack.set_stack_top(7, kTop, 300);
-    autostack.observe(sample_at(7, 100'000, 16384));
+    autostack.on_perf_sample(sample_at(7, 100'000, 16384));
     CHECK(autostack.grown() == 3);
     // A thread that reuses the tid and registers before the old one's end reaches the stream keeps
     // its top.
     autostack.set_stack_top(7, kTop, 500);
     end.time_ns = 400;
     autostack.observe(end);
-    autostack.observe(sample_at(7, 100'000, 16384));
+    autostack.on_perf_sample(sample_at(7, 100'000, 16384));
     CHECK(autostack.grown() == 4);
 }
 
@@ -126,11 +126,11 @@ TEST_CASE("stack=auto with only a recording finds an unregistered thread's stack
             sample.tid = 9;
             sample.stack_sp = top - below_top;
             sample.stack.assign(fragment, 0);
-            return Event(std::move(sample));
+            return sample;
         };
-        autostack.observe(at(8'000, 6'000));   // not full: a shallow stack's copy; not looked up
+        autostack.on_perf_sample(at(8'000, 6'000));   // not full: a shallow stack's copy; not looked up
         grown_after_shallow = autostack.grown();
-        autostack.observe(at(100'000, 16384));
+        autostack.on_perf_sample(at(100'000, 16384));
         grown = autostack.grown();
     });
     thread.join();
