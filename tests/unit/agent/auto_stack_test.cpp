@@ -5,8 +5,6 @@
 
 #include <pthread.h>
 
-#include <thread>
-
 #include "auto_stack.hpp"
 #include "sampler.hpp"
 
@@ -114,26 +112,41 @@ TEST_CASE("stack=auto with only a recording grows a deep thread's fragment from 
 
 TEST_CASE("stack=auto with only a recording finds an unregistered thread's stack top in /proc/self/maps",
           "[agent][stack]") {
+    struct Run {
+        AutoStack* autostack = nullptr;
+        uint64_t top = 0;
+        uint64_t grown_after_shallow = 0;
+        uint64_t grown = 0;
+    };
     Fixture f;
     AutoStack autostack(StackControllerSettings{}, f.sampler);
-    uint64_t grown = 0, grown_after_shallow = 0;
-    std::thread thread([&] {
-        // A std::thread's whole stack is mapped at once: an address 100 KB below its top is in it.
-        const uint64_t top = current_thread_stack_top();
-        REQUIRE(top != 0);
+    Run run{&autostack};
+    // A thread with a 1 MB stack, mapped whole by glibc: an address 100 KB below its top is in it.
+    pthread_attr_t attr;
+    REQUIRE(pthread_attr_init(&attr) == 0);
+    REQUIRE(pthread_attr_setstacksize(&attr, 1 << 20) == 0);
+    pthread_t thread{};
+    auto body = [](void* arg) -> void* {
+        Run& r = *static_cast<Run*>(arg);
+        r.top = current_thread_stack_top();
+        if (r.top == 0) return nullptr;
         auto at = [&](uint64_t below_top, size_t fragment) {
             Sample sample;
             sample.tid = 9;
-            sample.stack_sp = top - below_top;
+            sample.stack_sp = r.top - below_top;
             sample.stack.assign(fragment, 0);
             return sample;
         };
-        autostack.on_perf_sample(at(8'000, 6'000));   // not full: a shallow stack's copy; not looked up
-        grown_after_shallow = autostack.grown();
-        autostack.on_perf_sample(at(100'000, 16384));
-        grown = autostack.grown();
-    });
-    thread.join();
-    CHECK(grown_after_shallow == 0);
-    CHECK(grown == 1);
+        r.autostack->on_perf_sample(at(8'000, 6'000));   // not full: a shallow stack's copy; not looked up
+        r.grown_after_shallow = r.autostack->grown();
+        r.autostack->on_perf_sample(at(100'000, 16384));
+        r.grown = r.autostack->grown();
+        return nullptr;
+    };
+    REQUIRE(pthread_create(&thread, &attr, body, &run) == 0);
+    pthread_join(thread, nullptr);
+    pthread_attr_destroy(&attr);
+    REQUIRE(run.top != 0);
+    CHECK(run.grown_after_shallow == 0);
+    CHECK(run.grown == 1);
 }
