@@ -450,7 +450,8 @@ private:
         if (maps.empty()) return;
         for (const Mapping& mapping : maps) {
             if (announced_maps_.insert({mapping.begin, mapping.end, mapping.path}).second) {
-                sink_->write(ModuleMap{monotonic_ns(), mapping.begin, mapping.end, mapping.offset, mapping.path});
+                sink_->write(ModuleMap{monotonic_ns(), mapping.begin, mapping.end, mapping.offset, mapping.path,
+                                       ElfFile(mapping.path).build_id()});
             }
         }
         symbolizer_.set_maps(std::move(maps));

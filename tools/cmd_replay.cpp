@@ -126,6 +126,7 @@ struct ReplaySummary {
     std::optional<std::string> damage;
     std::vector<RecordingDamage> damages;
     profile::Coverage coverage;
+    std::vector<std::string> changed_modules;   // files here of another build than the recording's
 
     bool filtering() const { return filter != nullptr && !filter->empty(); }
     double frames_per_trace() const { return all.decoded() ? double(all.frames) / double(all.decoded()) : 0.0; }
@@ -200,6 +201,7 @@ nlohmann::json summary_json(const ReplaySummary& r) {
         cov["threads"][thread_kind_name(kind)] = {
             {"samples", c.samples_by_kind[k]}, {"cpu_ns", c.sampled_ns_by_kind[k]}, {"share", c.share(kind)}};
     }
+    j["changed_modules"] = r.changed_modules;
     if (r.damage) j["damage"] = *r.damage;
     if (!r.damages.empty()) {
         // Per damaged region: where, why, and what it lost; samples that needed the lost
@@ -263,6 +265,13 @@ void print_summary_text(const ReplaySummary& r) {
         for (const auto& [n, k] : sorted) fmt::print("  {:<22} {}\n", k, n);
     }
     fmt::print("{}\n", profile::coverage_text(r.coverage));
+    if (!r.changed_modules.empty()) {
+        fmt::print("changed modules      {} file(s) here are another build than the recorded one; their native "
+                   "frames are walked by the rbp chain only and left unnamed:",
+                   r.changed_modules.size());
+        for (const std::string& path : r.changed_modules) fmt::print(" {}", path);
+        fmt::print("\n");
+    }
     for (const RecordingDamage& d : r.damages) fmt::print("damage: {}\n", d.describe());
 }
 
@@ -399,6 +408,7 @@ int run_replay(const ReplayOptions& options) {
     summary.coverage = coverage.coverage();
     summary.stack_bytes = map.has_vm() ? map.vm().sample_stack_bytes : 0;
     summary.stats = decoder.stats();
+    summary.changed_modules = decoder.changed_modules();
     summary.retried = stream.retry_stats();
     summary.filter = &filter;
     summary.focus = options.focus;

@@ -69,6 +69,12 @@ Result<profile::Cct> decode_recording(const std::string& path) {
                                       static_cast<int64_t>((*reader)->header().created_monotonic_ns);
     cct.info().lost_samples = lost;
     fmt::print(stderr, "stackfrag report: {}: {}\n", path, profile::coverage_text(coverage.coverage()));
+    for (const std::string& module : stream.decoder().changed_modules()) {
+        fmt::print(stderr,
+                   "stackfrag report: {} here is another build than the one recorded: its native frames are walked by "
+                   "the rbp chain only and left unnamed\n",
+                   module);
+    }
     return cct;
 }
 

@@ -41,6 +41,7 @@ ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
     loads_ = std::move(other.loads_);
     eh_frame_hdr_vaddr_ = other.eh_frame_hdr_vaddr_;
     eh_frame_hdr_size_ = other.eh_frame_hdr_size_;
+    build_id_ = std::move(other.build_id_);
     symbols_ = std::move(other.symbols_);
     strtab_ = std::exchange(other.strtab_, nullptr);
     strtab_size_ = other.strtab_size_;
@@ -59,8 +60,32 @@ void ElfFile::parse_headers() {
             eh_frame_hdr_vaddr_ = ph.p_vaddr;
             eh_frame_hdr_size_ = ph.p_memsz;
         }
+        if (ph.p_type == PT_NOTE && build_id_.empty()) read_build_id(ph.p_offset, ph.p_filesz);
     }
     valid_ = !loads_.empty();
+}
+
+void ElfFile::read_build_id(uint64_t offset, uint64_t size) {
+    // Notes: namesz, descsz, type, then the name and the descriptor, each padded to 4 bytes.
+    const uint64_t end = offset + std::min<uint64_t>(size, 1 << 16);
+    while (offset + sizeof(Elf64_Nhdr) <= end) {
+        Elf64_Nhdr note;
+        if (!read(offset, note)) return;
+        const uint64_t name_at = offset + sizeof(Elf64_Nhdr);
+        const uint64_t desc_at = name_at + ((uint64_t{note.n_namesz} + 3) & ~uint64_t{3});
+        const uint64_t next = desc_at + ((uint64_t{note.n_descsz} + 3) & ~uint64_t{3});
+        if (next > end || next > size_ || note.n_descsz > 64) return;
+        if (note.n_type == NT_GNU_BUILD_ID && note.n_namesz == 4 && std::memcmp(image_ + name_at, "GNU", 4) == 0) {
+            static constexpr char kHex[] = "0123456789abcdef";
+            for (uint64_t i = 0; i < note.n_descsz; ++i) {
+                const uint8_t byte = image_[desc_at + i];
+                build_id_ += kHex[byte >> 4];
+                build_id_ += kHex[byte & 15];
+            }
+            return;
+        }
+        offset = next;
+    }
 }
 
 bool ElfFile::read_vaddr(uint64_t vaddr, void* out, size_t len) const {

@@ -1301,6 +1301,11 @@ void Decoder::forget_thread(uint32_t tid) { journals_.erase(tid); }
 
 uint64_t Decoder::native_rule_steps() const { return native_ ? native_->rule_steps() : 0; }
 
+const std::vector<std::string>& Decoder::changed_modules() const {
+    static const std::vector<std::string> none;
+    return native_ ? native_->changed_modules() : none;
+}
+
 // A clock tick in kernel mode: the walk was of the user state at kernel entry; one leaf says where
 // the time went. Added after the walk, so the incremental decoder's journal never holds it.
 void Decoder::mark_kernel(const Sample& sample, CallTrace& out) {

@@ -181,6 +181,14 @@ NativeUnwinder::Module* NativeUnwinder::module_for(uint64_t pc, uint64_t& load_b
         }
         Module* m = it->second.get();
         if (!m->elf.valid() || !m->elf.bias_for(mapping->begin, mapping->file_offset, answer.bias)) return nullptr;
+        // Another build at the same path (a replay after an upgrade or on another machine): its
+        // unwind tables and symbols would name and walk the wrong code.
+        if (!mapping->build_id.empty() && m->elf.build_id() != mapping->build_id) {
+            if (std::find(changed_.begin(), changed_.end(), mapping->path) == changed_.end()) {
+                changed_.push_back(mapping->path);
+            }
+            return nullptr;
+        }
         answer.module = m;
     }
     load_bias = answer.bias;

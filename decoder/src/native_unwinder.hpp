@@ -38,6 +38,9 @@ public:
 
     // The symbol containing pc ("" when unknown); stable until the next call.
     const std::string& symbol(uint64_t pc);
+    // The paths whose file here has another build id than the ModuleMap announced: not used to
+    // unwind or name frames (their frames go by the rbp chain, unnamed), in the order found.
+    const std::vector<std::string>& changed_modules() const { return changed_; }
 
     struct Module;   // an mmapped ELF file with its unwind table and symbols
 
@@ -94,6 +97,7 @@ private:
     std::vector<SymbolAnswer> symbol_cache_;
     void* address_space_ = nullptr;                                      // unw_addr_space_t
     std::string empty_;
+    std::vector<std::string> changed_;
 };
 
 }  // namespace sf::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -25,6 +26,7 @@ public:
 
 private:
     std::set<std::tuple<uint64_t, uint64_t, uint64_t, std::string>> announced_;
+    std::map<std::string, std::string> build_ids_;   // per path: read once (a file maps several times)
 };
 
 }  // namespace sf::agent

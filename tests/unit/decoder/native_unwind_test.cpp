@@ -7,10 +7,12 @@
 #include <signal.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "stackfrag/base/elf_file.hpp"
 #include "synthetic.hpp"
 
 using namespace sf;
@@ -289,4 +291,42 @@ TEST_CASE("a native stack deeper than the fragment is incomplete, not failed, wh
     REQUIRE(t.frames.size() >= 10);
     CHECK(t.frames[0].symbol.find("take_snapshot") != std::string::npos);
     CHECK(t.frames.back().symbol.find("deep_native") != std::string::npos);
+}
+
+TEST_CASE("a module file of another build than the recorded one is not used to unwind or name frames",
+          "[decoder][native]") {
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, nullptr, &snapshot_on_new_thread, nullptr) == 0);
+    pthread_join(thread, nullptr);
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    const std::string self_id = ElfFile(self).build_id();
+    if (self_id.empty()) {
+        WARN("the test binary has no build id");
+        return;
+    }
+    auto decode_with = [&](const std::string& recorded_id) {
+        test::World w;
+        for (ModuleMap m : self_modules()) {
+            m.build_id = m.path == self ? recorded_id : ElfFile(m.path).build_id();
+            w.map.apply(Event{m});
+        }
+        Decoder d(w.map, DecoderOptions{});
+        CallTrace t = d.decode(g_snapshot);
+        return std::make_pair(t, d.changed_modules());
+    };
+    const auto [same, none] = decode_with(self_id);
+    INFO(symbols_of(same));
+    CHECK(none == std::vector<std::string>{});
+    CHECK(same.status == TraceStatus::kComplete);
+    REQUIRE_FALSE(same.frames.empty());
+    CHECK(same.frames[0].symbol.find("take_snapshot") != std::string::npos);
+
+    std::string other_id = self_id;
+    other_id[0] = other_id[0] == '0' ? '1' : '0';
+    const auto [other, changed] = decode_with(other_id);
+    CHECK(changed == std::vector<std::string>{self});
+    INFO(symbols_of(other));
+    // The test binary's frames are left unnamed: its symbols would name another build's code.
+    CHECK(symbols_of(other).find("take_snapshot") == std::string::npos);
+    CHECK(symbols_of(other).find("snapshot_on_new_thread") == std::string::npos);
 }

@@ -27,6 +27,24 @@ TEST_CASE("encoded bodies decode to equal events, and trailing bytes are ignored
     }
 }
 
+TEST_CASE("a ModuleMap body from before the build id reads with none; one cut inside the build id is damage") {
+    const ModuleMap libjvm{7, 0x7f0000001000ull, 0x7f0000200000ull, 0x1000, "/usr/lib/jvm/lib/server/libjvm.so",
+                           "2f6c7e0e4d9a1b3c5d7e9f0a1b2c3d4e5f607182"};
+    std::vector<uint8_t> body(event_codec::body_size(libjvm));
+    event_codec::encode_body(libjvm, body.data());
+    // time_ns, begin, end, file_offset u64, path (u32 length + bytes), then build_id (u32 length + bytes).
+    REQUIRE(body.size() == 4 * 8 + 4 + libjvm.path.size() + 4 + libjvm.build_id.size());
+    Event decoded;
+    REQUIRE(event_codec::decode_body(EventKind::kModule, body.data(), body.size(), decoded) == nullptr);
+    CHECK(std::get<ModuleMap>(decoded) == libjvm);
+    const size_t old_size = body.size() - 4 - libjvm.build_id.size();
+    REQUIRE(event_codec::decode_body(EventKind::kModule, body.data(), old_size, decoded) == nullptr);
+    ModuleMap old = libjvm;
+    old.build_id.clear();
+    CHECK(std::get<ModuleMap>(decoded) == old);
+    CHECK(event_codec::decode_body(EventKind::kModule, body.data(), body.size() - 1, decoded) != nullptr);
+}
+
 TEST_CASE("a ThreadInfo body from before the thread kind reads as a Java thread; one cut inside it is damage") {
     const ThreadInfo gc{0x0102030405060708ull, 4321, false, "GC Thread#0", ThreadKind::kGc};
     std::vector<uint8_t> body(event_codec::body_size(gc));
@@ -67,8 +85,11 @@ TEST_CASE("mutated and random bodies never crash the decoder nor make it read pa
             if (failure != nullptr) {
                 ++rejected;
             } else {
-                // A ThreadInfo cut right before its kind is the old layout: re-encoded, it has the byte.
-                const size_t later = kind_of(event) == EventKind::kThread ? 1 : 0;
+                // A ThreadInfo cut right before its kind, a ModuleMap right before its build id, is
+                // the old layout: re-encoded, it has the kind's byte, the empty string's length.
+                const size_t later = kind_of(event) == EventKind::kThread   ? 1
+                                     : kind_of(event) == EventKind::kModule ? 4
+                                                                            : 0;
                 CHECK(event_codec::body_size(decoded) <= mutated.size() + later);
             }
         }

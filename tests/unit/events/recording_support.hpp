@@ -178,7 +178,7 @@ public:
             out.push_back(std::move(oracle));
             out.push_back(ThreadInfo{u64(), u32(), (random_() & 1) != 0, text(30), static_cast<ThreadKind>(random_() % 5)});
             out.push_back(Lost{u64(), u32(), u64()});
-            out.push_back(ModuleMap{u64(), u64(), u64(), u64(), text(80)});
+            out.push_back(ModuleMap{u64(), u64(), u64(), u64(), text(80), text(40)});
             out.push_back(JvmtiTrace{u64(), u32(), (random_() & 1) != 0, frames(64)});
             out.push_back(ProcessCpu{u64(), u64(), u64()});
         }

@@ -31,6 +31,9 @@ public:
     const std::vector<Segment>& loads() const { return loads_; }
     uint64_t eh_frame_hdr_vaddr() const { return eh_frame_hdr_vaddr_; }   // 0 when absent
     uint64_t eh_frame_hdr_size() const { return eh_frame_hdr_size_; }
+    // The GNU build-id note in hex ("" when the file has none): what tells two builds of a library
+    // apart when their paths are the same.
+    const std::string& build_id() const { return build_id_; }
 
     template <typename T>
     bool read(uint64_t offset, T& out) const {
@@ -55,6 +58,7 @@ public:
 
 private:
     void parse_headers();
+    void read_build_id(uint64_t offset, uint64_t size);
     void load_symbols();
 
     const uint8_t* image_ = nullptr;
@@ -63,6 +67,7 @@ private:
     std::vector<Segment> loads_;
     uint64_t eh_frame_hdr_vaddr_ = 0;
     uint64_t eh_frame_hdr_size_ = 0;
+    std::string build_id_;
     struct Symbol {
         uint64_t vaddr, size;
         uint32_t name;   // offset into the string table

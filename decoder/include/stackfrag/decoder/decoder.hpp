@@ -128,6 +128,8 @@ public:
     // Native steps taken by an unwind rule two libunwind steps had confirmed, without libunwind (not
     // in DecodeStats: it depends on what was unwound before, and a walk's journal replays those).
     uint64_t native_rule_steps() const;
+    // Module files whose build id differs from the one recorded: not used (see ModuleMap::build_id).
+    const std::vector<std::string>& changed_modules() const;
     // After an incomplete decode: the sp of the frame whose caller lay beyond the fragment (0 after
     // any other outcome). What stitching compares (StreamDecoder).
     uint64_t boundary_sp() const { return boundary_sp_; }

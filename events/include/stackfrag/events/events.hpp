@@ -209,6 +209,9 @@ struct ModuleMap {
     uint64_t end = 0;
     uint64_t file_offset = 0;
     std::string path;
+    // The file's GNU build id in hex, "" when unknown (no note, or a recording from before
+    // 2026-11-26): a decoder whose file at `path` has another build id does not use that file.
+    std::string build_id;
     bool operator==(const ModuleMap&) const = default;
 };
 
