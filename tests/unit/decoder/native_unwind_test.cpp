@@ -202,6 +202,15 @@ void* snapshot_on_new_thread(void*) {
     unwind_level1();
     return nullptr;
 }
+// g_snapshot taken on a new thread by `body` (its stack is short and whole), and a World that knows
+// this process's modules.
+void snapshot_new_thread(void* (*body)(void*), test::World& w) {
+    pthread_t thread;
+    REQUIRE(pthread_create(&thread, nullptr, body, nullptr) == 0);
+    pthread_join(thread, nullptr);
+    for (const auto& m : self_modules()) w.map.apply(Event{m});
+}
+
 }  // namespace
 
 TEST_CASE("a thread that never ran Java decodes completely down to its first frame; a kernel-mode sample gets a "
@@ -209,11 +218,8 @@ TEST_CASE("a thread that never ran Java decodes completely down to its first fra
           "[decoder][native]") {
     // A new thread's stack is short: the snapshot holds it all, from take_snapshot to glibc's clone3,
     // whose unwind row says it is the thread's first frame (as for a GC or compiler thread).
-    pthread_t thread;
-    REQUIRE(pthread_create(&thread, nullptr, &snapshot_on_new_thread, nullptr) == 0);
-    pthread_join(thread, nullptr);
     test::World w;
-    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    snapshot_new_thread(&snapshot_on_new_thread, w);
     Decoder d(w.map, DecoderOptions{});
     const CallTrace user = d.decode(g_snapshot);
     INFO(symbols_of(user) << fail_reason_name(user.failure));
@@ -239,11 +245,8 @@ TEST_CASE("a leaf stub called from the VM's C++ code (the icache flush stub) ret
     // A compiler or VM thread that installs code flushes the icache through a frameless stub in the
     // code cache: its sample's pc is in the stub and [sp] holds the return address into libjvm. Built
     // from a real native snapshot: one more word pushed, the old pc as the return address.
-    pthread_t thread;
-    REQUIRE(pthread_create(&thread, nullptr, &snapshot_on_new_thread, nullptr) == 0);
-    pthread_join(thread, nullptr);
     test::World w;
-    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    snapshot_new_thread(&snapshot_on_new_thread, w);
     const uint64_t stub_begin = test::kCodeCacheLow + 0x70000;
     w.map.apply(Event{Stub{1, "flush_icache_stub", stub_begin, stub_begin + 0x40, -1}});
     Decoder d(w.map, DecoderOptions{});
@@ -279,12 +282,9 @@ TEST_CASE("a native stack deeper than the fragment is incomplete, not failed, wh
           "[decoder][native]") {
     // 64 levels of 512+ bytes: the 16 KB copy ends inside deep_native's frames, so the step that
     // needs the next frame's return address reads above the fragment's end.
-    pthread_t thread;
-    REQUIRE(pthread_create(&thread, nullptr, &deep_snapshot_on_new_thread, nullptr) == 0);
-    pthread_join(thread, nullptr);
-    REQUIRE(g_snapshot.stack.size() == test::kStackBytes);   // full: the stack goes on above it
     test::World w;
-    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    snapshot_new_thread(&deep_snapshot_on_new_thread, w);
+    REQUIRE(g_snapshot.stack.size() == test::kStackBytes);   // full: the stack goes on above it
     const CallTrace t = Decoder(w.map, DecoderOptions{}).decode(g_snapshot);
     INFO(symbols_of(t) << fail_reason_name(t.failure));
     CHECK(t.status == TraceStatus::kIncomplete);
