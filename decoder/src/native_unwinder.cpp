@@ -22,6 +22,9 @@ namespace sf::detail {
 // A module file (base/elf_file.hpp) with its demangled symbol names.
 struct NativeUnwinder::Module {
     ElfFile elf;
+    // The name of a frame in code no symbol covers (glibc's start_thread and clone3 in a stripped
+    // libc): the file, "[libc.so.6]", as perf shows it, rather than "[unknown]".
+    std::string label;
     std::map<uint64_t, std::string> demangled;   // cache per symbol address
 
     const std::string* symbol_at(uint64_t vaddr) {
@@ -177,6 +180,7 @@ NativeUnwinder::Module* NativeUnwinder::module_for(uint64_t pc, uint64_t& load_b
         if (it == modules_.end()) {
             auto m = std::make_unique<Module>();
             m->elf = ElfFile(mapping->path);
+            m->label.assign(1, '[').append(mapping->path, mapping->path.rfind('/') + 1).push_back(']');
             it = modules_.emplace(mapping->path, std::move(m)).first;
         }
         Module* m = it->second.get();
@@ -332,6 +336,7 @@ const std::string& NativeUnwinder::symbol(uint64_t pc) {
     uint64_t bias = 0;
     Module* m = module_for(pc, bias);
     const std::string* s = m ? m->symbol_at(pc - bias) : nullptr;
+    if (m && !s) s = &m->label;
     cached = {pc, s ? s : &empty_};
     return *cached.name;
 }

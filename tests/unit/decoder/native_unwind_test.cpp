@@ -227,6 +227,13 @@ TEST_CASE("a thread that never ran Java decodes completely down to its first fra
     REQUIRE(user.frames.size() >= 5);
     CHECK(user.frames[0].symbol.find("take_snapshot") != std::string::npos);
     CHECK(symbols_of(user).find("snapshot_on_new_thread") != std::string::npos);
+    // Every frame is named: by its function, or where no symbol covers it (glibc's thread start in
+    // a stripped libc) by its file.
+    for (const Frame& f : user.frames) {
+        INFO(f.symbol);
+        CHECK_FALSE(f.symbol.empty());
+        if (f.symbol.front() == '[') CHECK(f.symbol.find(".so") != std::string::npos);
+    }
 
     Sample in_kernel = g_snapshot;
     in_kernel.source = SampleSource::kPerfKernel;
