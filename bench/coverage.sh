@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How much of the process's CPU time a profile explains: for each shared workload at 1 ms and 100 us,
-# coverage = samples taken x interval / process CPU time (user + sys, /usr/bin/time), and the shares of
+# coverage = samples taken x interval / process CPU time (the JVM's user + sys, bench/common/java-cpu.sh), and the shares of
 # the samples by thread kind (Java, GC, compiler, VM, other) and in the kernel ([kernel] leaves); the
 # same for async-profiler (event=cpu) when ASYNC_PROFILER=/path/libasyncProfiler.so is given. Goes into
 # the section "Coverage (bench/coverage.sh)" of docs/benchmarks.md.
@@ -35,13 +35,10 @@ done
 JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
 AP="${ASYNC_PROFILER:-}"
 [ -r "$AGENT" ] || { echo "coverage: no agent at $AGENT (scripts/build.sh, or set STACKFRAG_AGENT)" >&2; exit 2; }
-[ -x /usr/bin/time ] || { echo "coverage: /usr/bin/time is missing (apt-get install time)" >&2; exit 2; }
 [ -z "$AP" ] || [ -r "$AP" ] || { echo "coverage: ASYNC_PROFILER=$AP is not readable" >&2; exit 2; }
 SCRATCH="$(mktemp -d /dev/shm/sf-coverage.XXXXXX)"
 trap 'rm -rf "$SCRATCH"' EXIT
 REAL_JAVA="$(command -v "$JAVA")"
-printf '#!/bin/sh\nexec /usr/bin/time -a -f "%%U %%S" -o "%s/time" "%s" "$@"\n' "$SCRATCH" "$REAL_JAVA" >"$SCRATCH/java-timed"
-chmod +x "$SCRATCH/java-timed"
 
 ns_of() { case "$1" in *us) echo $(( ${1%us} * 1000 )) ;; *ms) echo $(( ${1%ms} * 1000000 )) ;; *) echo "$1" ;; esac; }
 
@@ -78,9 +75,8 @@ run_once() {
   local out="$SCRATCH/$tag.collapsed"
   opts="${opts//OUTFILE/$out}"
   rm -f "$SCRATCH/time"
-  # The JVM's own CPU time: /usr/bin/time wraps the java command only (run.sh takes JAVA), not the
-  # workload's load generator (httpserver's wrk) or its shell.
-  if ! env ITER="$ITER" JAVA_OPTS="$opts" JAVA="$SCRATCH/java-timed" \
+  # The JVM's own CPU time, not the workload's load generator (bench/common/java-cpu.sh).
+  if ! env ITER="$ITER" JAVA_OPTS="$opts" JAVA="$ROOT/bench/common/java-cpu.sh" SF_REAL_JAVA="$REAL_JAVA" SF_JVM_TIMES="$SCRATCH/time" \
       "$WORKLOADS_DIR/$workload/run.sh" >"$SCRATCH/out" 2>"$SCRATCH/err"; then
     echo "coverage: $workload failed with '$opts':" >&2
     tail -20 "$SCRATCH/err" >&2
@@ -97,7 +93,7 @@ run_once() {
     agent_pct=-
   fi
   [ -s "$SCRATCH/time" ] || { echo "coverage: no CPU time of the JVM from $workload" >&2; exit 1; }
-  read -r user sys < <(tail -1 "$SCRATCH/time")
+  read -r user sys <"$SCRATCH/time"
   echo "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }') $user $sys ${samples:-0} $java $gc $compiler $vm $other $kernel ${agent_pct:--}"
   rm -f "$out"
 }
@@ -149,7 +145,7 @@ java_version="$("$JAVA" -version 2>&1 | head -1)"
 {
   echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/coverage.sh -i $ITER -w \"${selected[*]}\" -t \"$INTERVALS\" -m \"$MODES\"\`${AP:+ and ASYNC_PROFILER set}, as $(id -un) (kernel.perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid)): $(nproc) CPUs ($cpu_model), kernel $(uname -r), $java_version. Load average (1/5/15 min) $uptime_before before, $uptime_after after: the machine was shared with other work, which changes the CPU times but not what a run's samples explain of its own."
   echo
-  echo "One run per cell. coverage = samples taken × interval ÷ the process's CPU time (user + sys, /usr/bin/time around the java command alone, so JVM start and exit count and the load generator does not). \"agent threads\": stackfrag's own threads' share of that CPU time (its stop summary's \"agent threads CPU\"); they are sampled too, under \`[stackfrag-...]\` roots (in \"other\"). Kind shares are of the decoded samples in the collapsed profile (stackfrag: by the root frame its non-Java threads get; async-profiler: by the thread frame of its \`threads\` option); kernel: samples whose leaf is \`[kernel]\` (stackfrag) or a kernel frame (async-profiler \`_[k]\`)."
+  echo "One run per cell. coverage = samples taken × interval ÷ the process's CPU time (user + sys, the java command alone, bench/common/java-cpu.sh, so JVM start and exit count and the load generator does not). \"agent threads\": stackfrag's own threads' share of that CPU time (its stop summary's \"agent threads CPU\"); they are sampled too, under \`[stackfrag-...]\` roots (in \"other\"). Kind shares are of the decoded samples in the collapsed profile (stackfrag: by the root frame its non-Java threads get; async-profiler: by the thread frame of its \`threads\` option); kernel: samples whose leaf is \`[kernel]\` (stackfrag) or a kernel frame (async-profiler \`_[k]\`)."
   echo
   echo "| workload | interval | profiler | process CPU s (sys) | samples | coverage | agent threads | Java / GC / compiler / VM / other % | kernel % |"
   echo "|---|---|---|---:|---:|---:|---:|---|---:|"

@@ -55,23 +55,8 @@ JAVA="$(command -v "$JAVA" || true)"
 SCRATCH="$(mktemp -d /dev/shm/sf-overhead.XXXXXX)"
 trap 'rm -rf "$SCRATCH"' EXIT
 
-# The JVM's own CPU time, without the workload's other processes (httpserver's wrk and curl, a
-# javac): every run.sh starts the JVM as $JAVA, which is this wrapper. It waits for the JVM,
-# passing SIGTERM/SIGINT on, and writes bash's `times` (its children's user and sys) to $SF_JVM_TIMES.
-cat >"$SCRATCH/java" <<EOF
-#!/usr/bin/env bash
-"$JAVA" "\$@" &
-pid=\$!
-trap 'kill -TERM \$pid 2>/dev/null' TERM INT
-while true; do
-  rc=0; wait \$pid || rc=\$?
-  [ \$rc -gt 128 ] && kill -0 \$pid 2>/dev/null && continue
-  break
-done
-[ -n "\${SF_JVM_TIMES:-}" ] && times >"\$SF_JVM_TIMES"
-exit \$rc
-EOF
-chmod +x "$SCRATCH/java"
+# The JVM's own CPU time, without the workload's other processes (bench/common/java-cpu.sh).
+JAVA_CPU="$ROOT/bench/common/java-cpu.sh"
 
 # Whether this agent decodes live (file=). Without it, stackfrag runs sample and build the events
 # but write nothing, which the table then says: that is the capture cost without decoding.
@@ -123,8 +108,8 @@ run_once() {
   opts="${opts//OUTJFR/$SCRATCH/$tag.jfr}"
   opts="${opts//OUTAP/$SCRATCH/$tag.collapsed}"
   rm -f "$SCRATCH/times"
-  if ! /usr/bin/time -f "%e" -o "$SCRATCH/time" env ITER="$ITER" JAVA_OPTS="$opts" JAVA="$SCRATCH/java" \
-      SF_JVM_TIMES="$SCRATCH/times" "$WORKLOADS_DIR/$workload/run.sh" >"$SCRATCH/out" 2>"$SCRATCH/err"; then
+  if ! /usr/bin/time -f "%e" -o "$SCRATCH/time" env ITER="$ITER" JAVA_OPTS="$opts" JAVA="$JAVA_CPU" \
+      SF_REAL_JAVA="$JAVA" SF_JVM_TIMES="$SCRATCH/times" "$WORKLOADS_DIR/$workload/run.sh" >"$SCRATCH/out" 2>"$SCRATCH/err"; then
     echo "overhead: $workload failed with '$opts':" >&2
     tail -20 "$SCRATCH/err" >&2
     exit 1
@@ -147,10 +132,7 @@ run_once() {
   # The agent's own threads, as it measured them ("agent threads CPU: ... = 0.61% of ...").
   local agent_pct
   agent_pct="$(sed -n 's/.*agent threads CPU: .* = \([0-9.]*\)% of.*/\1/p' "$SCRATCH/err" | tail -1)"
-  # `times`: the wrapper's own line, then its children's "XmY.YYYs XmY.YYYs" (user, sys).
-  awk -v a="${agent_pct:--}" -v wall="$(cat "$SCRATCH/time")" '
-    function secs(t,   m) { m = t; sub(/m.*/, "", m); sub(/^[0-9]+m/, "", t); sub(/s$/, "", t); return m * 60 + t }
-    NR == 2 { printf "%.3f %.3f %s\n", secs($1) + secs($2), wall, a }' "$SCRATCH/times"
+  awk -v a="${agent_pct:--}" -v wall="$(cat "$SCRATCH/time")" '{ printf "%.3f %.3f %s\n", $1 + $2, wall, a }' "$SCRATCH/times"
 }
 
 selected=()
