@@ -307,10 +307,7 @@ TEST_CASE("a module file of another build than the recorded one is not used to u
     pthread_join(thread, nullptr);
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
     const std::string self_id = ElfFile(self).build_id();
-    if (self_id.empty()) {
-        WARN("the test binary has no build id");
-        return;
-    }
+    REQUIRE_FALSE(self_id.empty());   // ld --build-id, Debian's default
     auto decode_with = [&](const std::string& recorded_id) {
         test::World w;
         for (ModuleMap m : self_modules()) {
