@@ -408,12 +408,6 @@ void Walk::restore(const detail::WalkState& at, int64_t delta, int64_t native_de
 bool Walk::replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next,
                       uint8_t loose_diff, bool run_diff) const {
     if (!r.reusable) return false;
-    // Moved by delta, every count must still be a count: a step of the last walk that dropped frames
-    // below where this walk took over (a rescan) cannot be replayed here.
-    if (int64_t{r.at.count} + delta < 0 || int64_t{r.count_after} + delta < 0 ||
-        int64_t{r.native_frames_after} + native_delta < 0 || int64_t{r.at.native_frames} + native_delta < 0) {
-        return false;
-    }
     if (r.consults_flags && loose_diff != 0) return false;
     if (r.consults_run && run_diff) return false;
     if (!r.stopped && !has_next) return false;   // the state after it is not known
