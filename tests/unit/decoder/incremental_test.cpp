@@ -299,6 +299,26 @@ TEST_CASE("incremental: native frames below a top whose run began elsewhere are 
     }
 }
 
+TEST_CASE("incremental: a walk resumed inside a native run that began at its own top rescans from there",
+          "[decoder][incremental]") {
+    // The run of native frames of the second walk begins at its top (frame 0) and has one frame more
+    // above the part taken over (delta 1): the state it resumes from keeps the run's first frame as
+    // 0 - 1 in a u32. Restoring it must bring back 0, not 2^32, or the rescan that frame 3's broken
+    // return address forces sets the frame count to 2^32 + 1 (std::bad_alloc in replay before the
+    // fix of 003ef48, 'out of memory while decoding' live).
+    NativeStack n;
+    Pair p(n.w.map);
+    REQUIRE(p.decode(n.sample(6, 0x20, 1000)).status == TraceStatus::kComplete);
+    n.s.put(n.fp_of(3) + 8, 0x42);   // no code there: frame 3's step is walked, fails and rescans
+    const CallTrace t = p.decode(n.sample(7, 0x20, 2000));
+    // Frames 5 and 4, then (after the rescan) the wrapper's and D's steps; frame 3's read other bytes.
+    CHECK(p.reused() == 4);
+    // The rescan from the top's sp drops the native frames above the top one and finds the wrapper's
+    // return address: the top frame, the wrapper and D, complete.
+    CHECK(t.status == TraceStatus::kComplete);
+    CHECK(t.frames.size() == 3);
+}
+
 TEST_CASE("incremental: small changes to random stacks never make it differ", "[decoder][incremental][hostile]") {
     // Stacks of words that point into every region, changed a little between samples, so that
     // walks get somewhere and the next snapshot shares most of the last one.
