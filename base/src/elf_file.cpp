@@ -100,6 +100,18 @@ bool ElfFile::read_vaddr(uint64_t vaddr, void* out, size_t len) const {
     return false;
 }
 
+const uint8_t* ElfFile::bytes_at_vaddr(uint64_t vaddr, uint64_t& available) const {
+    for (const auto& s : loads_) {
+        if (vaddr >= s.vaddr && vaddr - s.vaddr < s.filesz) {
+            const uint64_t off = s.offset + (vaddr - s.vaddr);
+            if (off >= size_) return nullptr;
+            available = std::min<uint64_t>(s.filesz - (vaddr - s.vaddr), size_ - off);
+            return image_ + off;
+        }
+    }
+    return nullptr;
+}
+
 bool ElfFile::bias_for(uint64_t begin, uint64_t file_offset, uint64_t& bias) const {
     for (const auto& s : loads_) {
         const uint64_t seg_page = s.offset & ~uint64_t{0xfff};

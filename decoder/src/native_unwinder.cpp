@@ -1,6 +1,7 @@
 #include "native_unwinder.hpp"
 
 #include "stackfrag/base/elf_file.hpp"
+#include "dwarf_cfi.hpp"
 
 #include <cxxabi.h>
 #include <libunwind.h>
@@ -215,6 +216,9 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     // unwind row of the call instruction itself.
     const uint64_t ip = top ? pc : pc - 1;
     Rule& rule = rules_[(ip ^ (ip >> 13)) & (kRuleCacheSize - 1)];
+    if (cfi_rules_ && !(rule.ip == ip && (rule.state == Rule::kKnown || rule.state == Rule::kNone || rule.cfi_tried))) {
+        learn_from_cfi(ip, rule);
+    }
     if (rule.ip == ip && rule.state == Rule::kKnown) {
         const uint64_t cfa = (rule.cfa_from_fp ? fp : sp) + static_cast<uint64_t>(rule.cfa_offset);
         uint64_t ra = 0, caller_fp = fp;
@@ -239,8 +243,10 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     const int64_t ra_offset = static_cast<int64_t>(seen.ra_slot - seen.cfa);
     const int64_t fp_offset = static_cast<int64_t>(seen.fp_slot - seen.cfa);
     if (rule.ip != ip || rule.state == Rule::kEmpty) {   // first seen (or the slot held another ip)
+        const bool cfi_tried = rule.ip == ip && rule.cfi_tried;
         rule = Rule{};
         rule.ip = ip;
+        rule.cfi_tried = cfi_tried;
         rule.state = fits ? Rule::kSeenOnce : Rule::kNone;
         rule.ra_offset = ra_offset;
         rule.fp_saved = seen.fp_slot != 0;
@@ -271,6 +277,33 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     }
     rule.state = known ? Rule::kKnown : Rule::kNone;
     return outcome;
+}
+
+// The module's CFI row for ip, read directly: most rows are of the form a Rule holds, and so the
+// first step through an ip (a thread's ever-new top pcs in the JIT compilers' C++ code above all)
+// needs no libunwind step either. A row of another form is left to libunwind and to what its steps
+// show (cfi_tried).
+void NativeUnwinder::learn_from_cfi(uint64_t ip, Rule& rule) {
+    uint64_t bias = 0;
+    Module* m = module_for(ip, bias);
+    CfiRule cfi;
+    if (m && cfi_rule_at(m->elf, ip - bias, cfi)) {
+        rule = Rule{};
+        rule.ip = ip;
+        rule.state = Rule::kKnown;
+        rule.cfa_from_fp = cfi.cfa_from_fp;
+        rule.cfa_offset = cfi.cfa_offset;
+        rule.ra_offset = cfi.ra_offset;
+        rule.fp_saved = cfi.fp_saved;
+        rule.fp_offset = cfi.fp_offset;
+        ++cfi_rules_learned_;
+        return;
+    }
+    if (rule.ip != ip) {
+        rule = Rule{};
+        rule.ip = ip;
+    }
+    rule.cfi_tried = true;
 }
 
 NativeUnwinder::Outcome NativeUnwinder::libunwind_step(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp,

@@ -33,8 +33,12 @@ public:
     enum class Outcome : uint8_t { kStepped, kEnd, kFailed, kBeyondFragment };
     Outcome step_dwarf(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp, bool top, NativeStep& out);
 
-    // Steps step_dwarf took by an ip's confirmed rule, without libunwind.
+    // Steps step_dwarf took by an ip's known rule, without libunwind.
     uint64_t rule_steps() const { return rule_steps_; }
+    // Rules read from the modules' CFI (dwarf_cfi.hpp) rather than learnt from libunwind's steps.
+    uint64_t cfi_rules_learned() const { return cfi_rules_learned_; }
+    // Off: rules only from libunwind's steps (tests compare the two).
+    void set_cfi_rules(bool on) { cfi_rules_ = on; }
 
     // The symbol containing pc ("" when unknown); stable until the next call.
     const std::string& symbol(uint64_t pc);
@@ -62,12 +66,16 @@ private:
         int64_t sp_offset = 0;      // kSeenOnce: CFA - sp and CFA - fp when seen
         int64_t fp_distance = 0;
         State state = kEmpty;
+        bool cfi_tried = false;     // the module's CFI row for ip is not of this form
         bool cfa_from_fp = false;
         bool fp_saved = false;      // else the caller's rbp is still in rbp
     };
     static constexpr size_t kRuleCacheSize = 2048;   // 112 KB
     std::vector<Rule> rules_;
     uint64_t rule_steps_ = 0;
+    uint64_t cfi_rules_learned_ = 0;
+    bool cfi_rules_ = true;
+    void learn_from_cfi(uint64_t ip, Rule& rule);
     Module* module_for(uint64_t pc, uint64_t& load_bias);
     // A word of a module file outside its executable mapping, by address alone.
     bool read_module_data(uint64_t address, uint64_t& out);

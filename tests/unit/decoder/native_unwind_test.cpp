@@ -8,8 +8,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "stackfrag/base/elf_file.hpp"
@@ -20,26 +18,6 @@ using namespace sf;
 namespace {
 
 Sample g_snapshot;
-
-std::vector<ModuleMap> self_modules() {
-    std::vector<ModuleMap> out;
-    std::ifstream maps("/proc/self/maps");
-    std::string line;
-    while (std::getline(maps, line)) {
-        std::istringstream in(line);
-        std::string range, perms, offset, dev, inode, path;
-        in >> range >> perms >> offset >> dev >> inode >> path;
-        if (perms.size() < 3 || perms[2] != 'x' || path.empty() || path[0] != '/') continue;
-        ModuleMap m;
-        m.time_ns = 1;
-        m.begin = std::stoull(range.substr(0, range.find('-')), nullptr, 16);
-        m.end = std::stoull(range.substr(range.find('-') + 1), nullptr, 16);
-        m.file_offset = std::stoull(offset, nullptr, 16);
-        m.path = path;
-        out.push_back(m);
-    }
-    return out;
-}
 
 // Copies the live stack as the kernel would: all of it, including what ASan poisons between the
 // callers' locals, so the copy is not instrumented (and a loop, since memcpy would be intercepted).
@@ -95,7 +73,7 @@ TEST_CASE("native frames are unwound with libunwind and named from the ELF symbo
     prepare_snapshot();
     unwind_level1();
     test::World w;
-    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
     DecoderOptions options;   // libunwind and symbols on
     Decoder d(w.map, options);
     CallTrace t = d.decode(g_snapshot);
@@ -126,7 +104,7 @@ TEST_CASE("a signal frame is crossed the same way whether or not libunwind has i
     signal_level1();
     sigaction(SIGUSR2, &previous, nullptr);
     test::World w;
-    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
     DecoderOptions options;
     options.incremental = false;   // the second walk must step again, not take over the first
     Decoder d(w.map, options);
@@ -155,7 +133,7 @@ TEST_CASE("a native frame's unwind rule, once confirmed, answers as libunwind do
     // rbp, the return address and the saved rbp at fixed offsets from it) and steps without
     // libunwind: every walk must equal a new decoder's, which has only libunwind.
     test::World w;
-    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
     prepare_snapshot();
     unwind_level1();
     const Sample shallow = g_snapshot;
@@ -208,7 +186,7 @@ void snapshot_new_thread(void* (*body)(void*), test::World& w) {
     pthread_t thread;
     REQUIRE(pthread_create(&thread, nullptr, body, nullptr) == 0);
     pthread_join(thread, nullptr);
-    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
 }
 
 }  // namespace
@@ -310,7 +288,7 @@ TEST_CASE("a module file of another build than the recorded one is not used to u
     REQUIRE_FALSE(self_id.empty());   // ld --build-id, Debian's default
     auto decode_with = [&](const std::string& recorded_id) {
         test::World w;
-        for (ModuleMap m : self_modules()) {
+        for (ModuleMap m : test::self_modules()) {
             m.build_id = m.path == self ? recorded_id : ElfFile(m.path).build_id();
             w.map.apply(Event{m});
         }

@@ -4,9 +4,10 @@
 
 #include <cstdint>
 #include <cstring>
-#include <vector>
-
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "stackfrag/decoder/breadcrumb.hpp"
 #include "stackfrag/decoder/code_map.hpp"
@@ -36,6 +37,27 @@ inline constexpr uint64_t kBytecodes = 0x8'1000'0000ull;
 inline uint64_t method_ptr(int i) { return kMethodPtr + uint64_t(i) * 0x100; }
 inline uint64_t method_id(int i) { return kMethodId + uint64_t(i) * 8; }
 inline uint64_t bcp(int method, int bci) { return kBytecodes + uint64_t(method) * 0x1000 + uint64_t(bci); }
+
+// This process's executable file mappings, as the agent announces a JVM's.
+inline std::vector<ModuleMap> self_modules() {
+    std::vector<ModuleMap> out;
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+        std::istringstream in(line);
+        std::string range, perms, offset, dev, inode, path;
+        in >> range >> perms >> offset >> dev >> inode >> path;
+        if (perms.size() < 3 || perms[2] != 'x' || path.empty() || path[0] != '/') continue;
+        ModuleMap m;
+        m.time_ns = 1;
+        m.begin = std::stoull(range.substr(0, range.find('-')), nullptr, 16);
+        m.end = std::stoull(range.substr(range.find('-') + 1), nullptr, 16);
+        m.file_offset = std::stoull(offset, nullptr, 16);
+        m.path = path;
+        out.push_back(m);
+    }
+    return out;
+}
 
 struct FakeStack {
     uint64_t base = kStackBase;

@@ -43,6 +43,9 @@ public:
     }
     // The file bytes backing ELF virtual address `vaddr`.
     bool read_vaddr(uint64_t vaddr, void* out, size_t len) const;
+    // The file bytes backing `vaddr` in place, and how many follow it in the same segment
+    // (nullptr when none): for parsers that read many small fields, such as .eh_frame's.
+    const uint8_t* bytes_at_vaddr(uint64_t vaddr, uint64_t& available) const;
     // Load bias for a mapping of this file at `begin` from `file_offset`: runtime = vaddr + bias.
     bool bias_for(uint64_t begin, uint64_t file_offset, uint64_t& bias) const;
     // The virtual address of a file offset inside a loaded segment.

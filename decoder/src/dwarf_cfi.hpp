@@ -1,0 +1,29 @@
+// The DWARF call-frame rule of one instruction of a module, read from its .eh_frame_hdr and
+// .eh_frame without libunwind, for the rows most code has; anything else is left to libunwind.
+#pragma once
+
+#include <cstdint>
+
+#include "stackfrag/base/elf_file.hpp"
+
+namespace sf::detail {
+
+// CFA = (rbp if cfa_from_fp, else rsp) + cfa_offset; the return address at CFA + ra_offset; the
+// caller's rbp at CFA + fp_offset when fp_saved, else still in rbp.
+struct CfiRule {
+    int64_t cfa_offset = 0;
+    int64_t ra_offset = 0;
+    int64_t fp_offset = 0;
+    bool cfa_from_fp = false;
+    bool fp_saved = false;
+};
+
+// The rule in effect at ELF virtual address `vaddr` (the instructions at locations up to and
+// including `vaddr` applied, as libunwind 1.6 does). False when the module has no row for it or the
+// row is not of that form: a CFA from another register or an expression, a return address or rbp
+// in a register, by expression or undefined (a thread's first frame), an expression for any
+// register, a signal frame, an encoding or opcode not handled here. What it answers must be what a
+// libunwind step answers (tests/unit/decoder/dwarf_cfi_test.cpp compares them over whole modules).
+bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out);
+
+}  // namespace sf::detail

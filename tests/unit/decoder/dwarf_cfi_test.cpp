@@ -1,0 +1,144 @@
+// The unwind rules read from a module's CFI without libunwind (decoder/src/dwarf_cfi.hpp) must step
+// exactly as a libunwind step does: compared over the FDEs of this process's own modules (libc,
+// libstdc++, libm, libunwind, this test binary), at many instructions of each, on a stack of known
+// words with rbp inside it.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dwarf_cfi.hpp"
+#include "native_unwinder.hpp"
+#include "stack_view.hpp"
+#include "stackfrag/base/elf_file.hpp"
+#include "synthetic.hpp"
+
+using namespace sf;
+
+namespace {
+
+constexpr uint64_t kSp = 0x7ff0'0000'0000ull;
+constexpr size_t kStackWords = 8192;   // 64 KB: the largest frames' slots lie inside it
+
+// Every word distinct and non-zero, so that a step reading another slot gives another answer.
+std::vector<uint8_t> marked_stack() {
+    std::vector<uint8_t> bytes(kStackWords * 8);
+    for (size_t i = 0; i < kStackWords; ++i) {
+        const uint64_t word = 0x5500'0000'0000ull + i * 0x10 + 1;
+        std::memcpy(bytes.data() + i * 8, &word, 8);
+    }
+    return bytes;
+}
+
+// The start addresses of the FDEs in a module's .eh_frame_hdr table (ELF virtual addresses).
+std::vector<uint64_t> fde_starts(const ElfFile& elf) {
+    std::vector<uint64_t> out;
+    uint8_t hdr[12];
+    if (!elf.read_vaddr(elf.eh_frame_hdr_vaddr(), hdr, sizeof hdr) || hdr[0] != 1 || hdr[3] != 0x3b) return out;
+    uint32_t count = 0;
+    std::memcpy(&count, hdr + 8, 4);
+    for (uint32_t i = 0; i < count; ++i) {
+        int32_t loc = 0;
+        if (!elf.read_vaddr(elf.eh_frame_hdr_vaddr() + 12 + uint64_t{i} * 8, &loc, 4)) break;
+        out.push_back(elf.eh_frame_hdr_vaddr() + static_cast<uint64_t>(int64_t{loc}));
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("an unwind rule read from the CFI steps as libunwind does, over whole modules", "[decoder][native]") {
+    CodeMap map;
+    for (const auto& m : test::self_modules()) map.apply(Event{m});
+    detail::NativeUnwinder with_cfi(map, true, false);
+    detail::NativeUnwinder libunwind_only(map, true, false);
+    libunwind_only.set_cfi_rules(false);
+    const std::vector<uint8_t> stack = marked_stack();
+    const detail::StackView view(kSp, stack.data(), stack.size());
+
+    // Each file once, at its first executable mapping.
+    std::map<std::string, const ModuleMap*> files;
+    for (const ModuleMap& m : map.modules()) files.emplace(m.path, &m);
+    size_t compared = 0, modules = 0;
+    for (const auto& [path, mapping] : files) {
+        ElfFile elf(path);
+        uint64_t bias = 0;
+        if (!elf.valid() || !elf.bias_for(mapping->begin, mapping->file_offset, bias)) continue;
+        std::vector<uint64_t> starts = fde_starts(elf);
+        if (starts.empty()) continue;
+        ++modules;
+        // Up to 1500 FDEs spread over the table; in each, every byte of its first 24 and 8 more
+        // spread up to the next FDE's start (prologues change the rule at every push).
+        const size_t stride = std::max<size_t>(1, starts.size() / 1500);
+        std::set<uint64_t> ips;
+        for (size_t i = 0; i + 1 < starts.size(); i += stride) {
+            const uint64_t begin = starts[i], end = starts[i + 1];
+            if (end <= begin || end - begin > (1u << 20)) continue;
+            for (uint64_t a = begin; a < end && a < begin + 24; ++a) ips.insert(a);
+            for (uint64_t k = 1; k <= 8; ++k) ips.insert(begin + (end - begin) * k / 9);
+            ips.insert(end - 1);
+        }
+        for (uint64_t vaddr : ips) {
+            const uint64_t pc = vaddr + bias;
+            if (!map.module_at(pc)) continue;
+            for (uint64_t fp : {kSp + 1024, kSp + 40}) {
+                detail::NativeStep a, b;
+                const auto got = with_cfi.step_dwarf(view, pc, kSp, fp, true, a);
+                const auto want = libunwind_only.step_dwarf(view, pc, kSp, fp, true, b);
+                INFO(path << " vaddr 0x" << std::hex << vaddr << " fp 0x" << fp);
+                REQUIRE(static_cast<int>(got) == static_cast<int>(want));
+                if (want == detail::NativeUnwinder::Outcome::kStepped) {
+                    REQUIRE(a.pc == b.pc);
+                    REQUIRE(a.sp == b.sp);
+                    REQUIRE(a.fp == b.fp);
+                }
+                ++compared;
+            }
+        }
+    }
+    INFO("compared " << compared << " steps in " << modules << " modules; rules from the CFI "
+                     << with_cfi.cfi_rules_learned() << ", steps by rule " << with_cfi.rule_steps());
+    WARN("compared " << compared << " steps in " << modules << " modules; rules from the CFI "
+                      << with_cfi.cfi_rules_learned() << ", steps by rule " << with_cfi.rule_steps());
+    CHECK(modules >= 3);
+    CHECK(compared >= 20000);
+    // Most rows are of the simple form: most steps came from the CFI's rules, none from libunwind_only's.
+    CHECK(with_cfi.cfi_rules_learned() * 10 >= compared / 2 * 8);
+    CHECK(with_cfi.rule_steps() * 10 >= compared * 8);
+    CHECK(libunwind_only.cfi_rules_learned() == 0);
+}
+
+TEST_CASE("a rule read from the CFI is forgotten when another module is mapped at its ip", "[decoder][native]") {
+    CodeMap map;
+    for (const auto& m : test::self_modules()) map.apply(Event{m});
+    detail::NativeUnwinder unwinder(map, true, false);
+    const std::vector<uint8_t> stack = marked_stack();
+    const detail::StackView view(kSp, stack.data(), stack.size());
+    // This function's first instruction: the CFA is rsp + 8, the return address at [rsp].
+    const uint64_t pc = reinterpret_cast<uint64_t>(&marked_stack);
+    const ModuleMap* mapping = map.module_at(pc);
+    REQUIRE(mapping != nullptr);
+    detail::NativeStep step;
+    REQUIRE(unwinder.step_dwarf(view, pc, kSp, kSp + 1024, true, step) == detail::NativeUnwinder::Outcome::kStepped);
+    CHECK(unwinder.cfi_rules_learned() == 1);
+    CHECK(step.sp == kSp + 8);
+    uint64_t ra = 0;
+    REQUIRE(view.read(kSp, ra));
+    CHECK(step.pc == ra);
+    // The same range now holds a file that does not exist: no unwind table is known there any
+    // more, and the step is libunwind's guess without one, as a new unwinder's is.
+    ModuleMap gone = *mapping;
+    gone.path = "/nonexistent/libgone.so";
+    map.apply(Event{gone});
+    detail::NativeStep fresh;
+    const auto outcome = unwinder.step_dwarf(view, pc, kSp, kSp + 1024, true, step);
+    CHECK(outcome == detail::NativeUnwinder(map, true, false).step_dwarf(view, pc, kSp, kSp + 1024, true, fresh));
+    CHECK((outcome != detail::NativeUnwinder::Outcome::kStepped || (step.sp == fresh.sp && step.pc == fresh.pc)));
+    CHECK((outcome != detail::NativeUnwinder::Outcome::kStepped || step.sp != kSp + 8));
+    CHECK(unwinder.rule_steps() == 1);
+    CHECK(unwinder.cfi_rules_learned() == 1);
+}
