@@ -120,6 +120,7 @@ struct ReplaySummary {
     uint64_t stitched_pairs = 0, stitched_agree = 0;   // oracle pairs whose trace was stitched; of those, like ASGCT's
     std::map<std::string, uint64_t> disagreements;
     StitchStats stitching;
+    uint64_t top_only = 0;   // the profiler's own threads' samples, decoded as their top frame alone
     const profile::TraceFilter* filter = nullptr;   // null or empty: no filter
     std::vector<std::string> focus, exclude;
     profile::FilterCounts filtered;
@@ -159,6 +160,7 @@ nlohmann::json summary_json(const ReplaySummary& r) {
     j["incomplete_pct"] = percent(r.all.incomplete, r.all.samples);
     j["stitching"] = {{"stitched", r.stitching.stitched}, {"no_snapshot", r.stitching.no_snapshot},
                       {"mismatched", r.stitching.mismatched}, {"walk_failed", r.stitching.walk_failed}};
+    j["profiler_top_only"] = r.top_only;
     // The profile's samples alone (the figures above include the validator's).
     const Tally& p = r.profile;
     j["profile"] = {{"samples", p.samples}, {"complete", p.complete}, {"stitched", p.stitched}, {"incomplete", p.incomplete},
@@ -232,6 +234,7 @@ void print_summary_text(const ReplaySummary& r) {
     if (const std::string hint = incomplete_hint(all.incomplete, all.samples, r.stack_bytes); !hint.empty()) {
         fmt::print("                     ({})\n", hint);
     }
+    if (r.top_only != 0) fmt::print("profiler threads     {} samples, each its top frame alone\n", r.top_only);
     if (r.filtering()) {
         fmt::print("filter               {}\n",
                    profile::filter_sentence(*r.filter, r.profile.decoded() - r.filtered.dropped(), r.profile.decoded(),
@@ -414,6 +417,7 @@ int run_replay(const ReplayOptions& options) {
     summary.focus = options.focus;
     summary.exclude = options.exclude;
     summary.stitching = stream.stitch_stats();
+    summary.top_only = stream.top_only_traces();
     if (reader->damage()) summary.damage = reader->damage()->describe();
     summary.damages = reader->damages();
     if (options.json) fmt::print("{}\n", summary_json(summary).dump(2));

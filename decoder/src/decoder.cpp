@@ -1299,6 +1299,20 @@ void Decoder::decode(const Sample& sample, CallTrace& out) {
     mark_kernel(sample, out);
 }
 
+void Decoder::decode_top_only(const Sample& sample, CallTrace& out) {
+    boundary_sp_ = 0;
+    out.time_ns = sample.time_ns;
+    out.tid = sample.tid;
+    out.status = TraceStatus::kComplete;
+    out.failure = FailReason::kNone;
+    out.frames.resize(1);
+    Frame& top = out.frames.front();
+    top = Frame{};
+    top.pc = sample.regs.ip;
+    if (options_.symbolize_native && map_.module_at(top.pc) != nullptr) top.symbol = native_->symbol(top.pc);
+    mark_kernel(sample, out);
+}
+
 void Decoder::forget_thread(uint32_t tid) { journals_.erase(tid); }
 
 uint64_t Decoder::native_rule_steps() const { return native_ ? native_->rule_steps() : 0; }

@@ -58,7 +58,12 @@ bool StreamDecoder::decode(Event& event, bool first_attempt) {
         trace_from_jvmti(*jvmti, trace_);
     } else {
         const Sample& sample = *sample_of(event);
-        decoder_.decode(sample, trace_);
+        if (std::holds_alternative<Sample>(event) && top_only_.count(sample.tid) != 0) {
+            decoder_.decode_top_only(sample, trace_);
+            ++top_only_traces_;
+        } else {
+            decoder_.decode(sample, trace_);
+        }
         if (trace_.status == TraceStatus::kIncomplete && options_.stitch) {
             stitched_ = stitch(sample);
         }
@@ -144,7 +149,8 @@ bool StreamDecoder::stitch(const Sample& sample) {
 // validator's samples never do: the live profile does not decode them (see consume).
 void StreamDecoder::remember_image(Event& event) {
     auto* sample = std::get_if<Sample>(&event);
-    if (sample == nullptr || (trace_.status != TraceStatus::kComplete && trace_.status != TraceStatus::kStitched)) {
+    if (sample == nullptr || (trace_.status != TraceStatus::kComplete && trace_.status != TraceStatus::kStitched) ||
+        top_only_.count(sample->tid) != 0) {
         return;
     }
     auto found = images_.find(sample->tid);
@@ -265,8 +271,14 @@ void StreamDecoder::consume(Event&& event) {
             images_.erase(thread->tid);
         } else if (thread->kind == ThreadKind::kJava) {
             roots_.erase(thread->tid);
+            top_only_.erase(thread->tid);
         } else {
             roots_[thread->tid] = hotspot::native_thread_root(thread->name);
+            if (thread->kind == ThreadKind::kProfiler) {
+                top_only_.insert(thread->tid);
+            } else {
+                top_only_.erase(thread->tid);
+            }
         }
     }
     map_.apply(std::move(event));

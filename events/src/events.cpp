@@ -36,6 +36,7 @@ const char* thread_kind_name(ThreadKind kind) {
         case ThreadKind::kCompiler: return "compiler";
         case ThreadKind::kVm: return "vm";
         case ThreadKind::kOther: return "other";
+        case ThreadKind::kProfiler: return "profiler";
     }
     return "other";
 }

@@ -108,9 +108,14 @@ void check_all_threads(const std::string& jdk, const std::string& mode) {
     CHECK(kernel >= 10);
     CHECK(kernel * 10 >= writer);
     // The agent's own threads are sampled too, under their names: the profile shows what it cost.
+    // Each of their samples is its top frame alone (and [kernel] over it for a tick in a syscall).
     uint64_t agent_samples = 0;
     for (const Stack& s : stacks) {
-        if (!s.frames.empty() && s.frames[0].rfind("[stackfrag-", 0) == 0) agent_samples += s.count;
+        if (s.frames.empty() || s.frames[0].rfind("[stackfrag-", 0) != 0) continue;
+        agent_samples += s.count;
+        INFO(s.frames.back());
+        CHECK(s.frames.size() <= 3);
+        if (s.frames.size() == 3) CHECK(s.frames[2] == "[kernel]");
     }
     CHECK(agent_samples >= 1);
     // Java threads keep their Java roots: no Java frame under a native root.

@@ -600,6 +600,7 @@ LiveCounts LiveProfile::counts(size_t top) const {
     out.stack_bytes = stream_ && stream_->code_map().has_vm() ? stream_->code_map().vm().sample_stack_bytes : 0;
     if (stream_) out.retried = stream_->retry_stats();
     if (stream_) out.stitching = stream_->stitch_stats();
+    if (stream_) out.top_only = stream_->top_only_traces();
     profile::TraceCounts all = past_counts_;
     const profile::TraceCounts& now = cct_->trace_counts();
     all.added += now.added;
@@ -671,6 +672,9 @@ std::string LiveProfile::summary_text(size_t top) const {
     }
     if (c.stitching.stitched != 0) {
         out += "\n  stitched (completed with the thread's earlier snapshot): " + std::to_string(c.stitching.stitched);
+    }
+    if (c.top_only != 0) {
+        out += "\n  the profiler's own threads: " + std::to_string(c.top_only) + " samples, each its top frame alone";
     }
     if (c.metadata_dropped != 0) out += "\n  code events dropped by the live queue: " + std::to_string(c.metadata_dropped);
     out += "\n  " + profile::coverage_text(c.coverage);

@@ -108,6 +108,7 @@ struct LiveCounts {
     std::map<std::string, uint64_t> failed_by_reason;
     RetryStats retried;            // samples decoded a second time, after late code announcements
     StitchStats stitching;         // incomplete walks completed with an earlier snapshot (in decoded)
+    uint64_t top_only = 0;         // the profiler's own threads' samples: their top frame alone (in decoded)
     std::vector<std::pair<std::string, uint64_t>> top_self;   // method/symbol, self samples; most first
     uint64_t files_written = 0;
     uint64_t write_errors = 0;

@@ -50,6 +50,15 @@ uint64_t cadence_ns(const kernel::SamplingConfig& config, uint64_t limit_ns) {
     const uint64_t half_fill_ns = records * config.period_ns / 2;
     return std::max(kMinCadenceNs, std::min(limit_ns, half_fill_ns));
 }
+// Pages for a ring of `stack_bytes` fragments that holds as much time of samples as the configured
+// ring holds at the configured size (a power of two, at most `cap`).
+uint32_t ring_pages_for(const kernel::SamplingConfig& configured, uint32_t stack_bytes, uint32_t cap) {
+    const double scale = static_cast<double>(kernel::sample_record_bytes(stack_bytes)) /
+                         static_cast<double>(kernel::sample_record_bytes(configured.stack_bytes));
+    uint32_t pages = 1;
+    while (pages < cap && pages < scale * configured.ring_pages) pages *= 2;
+    return pages;
+}
 constexpr size_t kMaxSpareStacks = 256;
 // Errors that will not go away for the next thread either: stop trying after the first. A thread
 // that exited before its event was opened (ESRCH) says nothing about the next one.
@@ -71,7 +80,8 @@ struct Sampler::Request {
     bool takes_switches = false;                   // the ring receives switch samples
     bool enable_on_open = false;   // opened before the reader ran: nobody could have read it
     uint64_t period_ns = 0;        // kPeriod
-    uint32_t stack_bytes = 0;      // kStack
+    uint32_t stack_bytes = 0;      // kStack; kOpen: a fixed size (0: the configured one)
+    uint32_t ring_pages = 0;       // kOpen with a fixed size: the ring's pages
     // kOpen: from before the event is enabled until the reader has added its ring, the ring's
     // samples are nowhere the reader looks; this keeps it from releasing past them meanwhile.
     std::unique_ptr<EventQueue::InFlight> not_yet_read;
@@ -85,6 +95,7 @@ struct Sampler::Ring {
     bool takes_switches = false;
     uint32_t stack_bytes = 0;   // 0: the configured size
     uint32_t ring_pages = 0;    // 0: the configured size
+    bool fixed_stack = false;   // opened with its own fragment size, which stack=auto leaves alone
     uint64_t period_ns = 0;     // 0: the configured period (interval=auto changes it)
     Status enable() {
         Status enabled = event->enable();
@@ -266,19 +277,31 @@ Status Sampler::open_switches(pid_t tid, Request& request) {
     return {};
 }
 
-Status Sampler::add_thread(pid_t tid) {
+Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes) {
     if (open_failed_.load(std::memory_order_acquire)) return *open_error();
     auto request = std::make_unique<Request>();
     request->kind = Request::Kind::kOpen;
     request->tid = tid;
     request->not_yet_read = std::make_unique<EventQueue::InFlight>(queue_);
+    kernel::SamplingConfig config = config_;
+    if (fixed_stack_bytes != 0) {
+        if (!clock_events_) return {};   // off-CPU samples only: nothing to take for this thread
+        config.stack_bytes = fixed_stack_bytes;
+        config.ring_pages = ring_pages_for(config_, fixed_stack_bytes, std::max<uint32_t>(config_.ring_pages, 1024));
+        config.wakeup_bytes = 0;
+        config = with_safety_watermark(config);
+        request->stack_bytes = fixed_stack_bytes;
+        request->ring_pages = config.ring_pages;
+    }
     if (clock_events_) {
-        Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread(tid, config_);
+        Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread(tid, config);
         if (!event.ok()) return record_open_failure(std::move(event).take_error());
         request->event = std::make_unique<kernel::PerfEvent>(std::move(event).value());
     }
-    if (Status switches = open_switches(tid, *request); !switches.ok()) {
-        return clock_events_ ? switches : record_open_failure(std::move(switches).take_error());
+    if (fixed_stack_bytes == 0) {
+        if (Status switches = open_switches(tid, *request); !switches.ok()) {
+            return clock_events_ ? switches : record_open_failure(std::move(switches).take_error());
+        }
     }
     if (!request->event) return make_error(Errc::kInvalidArgument, "no event to sample thread " + std::to_string(tid));
     Status enabled = enable_or_defer(*request);
@@ -367,6 +390,9 @@ void Sampler::open_ring(Request& request) {
     ring->switches = std::move(request.switches);
     ring->clock = request.clock;
     ring->takes_switches = request.takes_switches;
+    ring->fixed_stack = request.stack_bytes != 0;
+    ring->stack_bytes = request.stack_bytes;
+    ring->ring_pages = request.ring_pages;
     if (tid != 0) {
         // A tid reused after a missed ThreadEnd: the old event can only be stale.
         auto previous = ring_of_tid_.find(tid);
@@ -444,17 +470,13 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
     Ring& ring = *rings_.at(found->second);
     const uint32_t now_bytes = ring.stack_bytes != 0 ? ring.stack_bytes : config_.stack_bytes;
     const uint32_t now_pages = ring.ring_pages != 0 ? ring.ring_pages : config_.ring_pages;
-    if (bytes == now_bytes || (bytes > now_bytes && stack_growth_failed_)) return;
+    if (ring.fixed_stack || bytes == now_bytes || (bytes > now_bytes && stack_growth_failed_)) return;
     kernel::SamplingConfig config = config_;
     config.stack_bytes = bytes;
     if (ring.period_ns != 0) config.period_ns = ring.period_ns;
     // As much time of samples as the configured ring holds at the configured size: the pages grow
     // with the record, up to 4 MB (or the configured ring, if larger).
-    const double scale = static_cast<double>(kernel::sample_record_bytes(bytes)) /
-                         static_cast<double>(kernel::sample_record_bytes(config_.stack_bytes));
-    const uint32_t cap = std::max<uint32_t>(config_.ring_pages, 1024);
-    config.ring_pages = config_.ring_pages;
-    while (config.ring_pages < cap && config.ring_pages < scale * config_.ring_pages) config.ring_pages *= 2;
+    config.ring_pages = std::max(config_.ring_pages, ring_pages_for(config_, bytes, std::max<uint32_t>(config_.ring_pages, 1024)));
     auto open = [&](kernel::SamplingConfig& c, std::unique_ptr<kernel::PerfEvent>& event,
                     std::unique_ptr<kernel::PerfEvent>& switches) -> Status {
         if (ring.clock) {

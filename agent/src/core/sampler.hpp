@@ -74,7 +74,10 @@ public:
     // Any thread, never waits for the reader: opens a sampling event for `tid` and hands it over.
     // After the first failure (e.g. perf_event_paranoid) every later call fails at once with the
     // same error, so a permission problem costs one failed system call.
-    Status add_thread(pid_t tid);
+    // With `fixed_stack_bytes`, the thread's clock event copies that much stack instead of the
+    // configured size, for good (stack=auto leaves it alone), into a ring sized to match, and it
+    // gets no switch event.
+    Status add_thread(pid_t tid, uint32_t fixed_stack_bytes = 0);
     // mode=cpu: one inheriting event per online CPU for `tid` and the threads it creates later.
     Status add_cpus(pid_t tid);
     // The reader drains the thread's ring one last time, then closes its event.

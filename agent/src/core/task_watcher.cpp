@@ -122,9 +122,12 @@ void TaskWatcher::scan() {
         // (GC, compiler, VM) are taken at first sight, the others at the next scan.
         if (kind == ThreadKind::kOther && ++sightings_[task.tid] < 2) continue;
         sightings_.erase(task.tid);
-        // The agent's own threads are sampled like the VM's (mode=cpu samples them anyway): a
-        // profile that explains all of the process's CPU shows the profiler's share under their
-        // names, beside the stop summary's exact "agent threads CPU" line.
+        // The agent's own threads are sampled too (mode=cpu samples them anyway): a profile that
+        // explains all of the process's CPU shows the profiler's share under their names, beside
+        // the stop summary's exact "agent threads CPU" line. Their samples carry no stack to speak
+        // of (kOwnThreadStackBytes) and decode as the top frame alone: walking the live decoder's
+        // own deep native stacks cost more than decoding the application's samples did, and the
+        // more it decoded, the more of itself there was to decode.
         if (task.name.empty()) {
             announced_.emplace(task.tid, std::string());   // remembered, never announced
             continue;
@@ -132,7 +135,7 @@ void TaskWatcher::scan() {
         SF_LOG_DEBUG("native thread %d '%s'", task.tid, task.name.c_str());
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(task.tid), false, task.name, kind});
         if (sampler_ != nullptr) {
-            Status added = sampler_->add_thread(task.tid);
+            Status added = sampler_->add_thread(task.tid, kind == ThreadKind::kProfiler ? kOwnThreadStackBytes : 0);
             if (!added.ok()) SF_LOG_DEBUG("native thread %d: %s", task.tid, added.error().describe().c_str());
         }
         announced_.emplace(task.tid, std::move(task.name));

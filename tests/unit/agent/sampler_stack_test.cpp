@@ -25,7 +25,8 @@ namespace {
 // A thread that spins 96 KB deep in its stack, so that every fragment up to 65528 bytes is full.
 class DeepSpinner {
 public:
-    explicit DeepSpinner(Sampler& sampler) : thread_([this, &sampler] { descend(96, sampler); }) {
+    explicit DeepSpinner(Sampler& sampler, uint32_t fixed_stack_bytes = 0)
+        : fixed_stack_bytes_(fixed_stack_bytes), thread_([this, &sampler] { descend(96, sampler); }) {
         while (!running_.load(std::memory_order_acquire)) std::this_thread::yield();
     }
     ~DeepSpinner() { stop(); }
@@ -57,7 +58,7 @@ private:
             descend(depth - 1, sampler);
         } else {
             tid_.store(static_cast<pid_t>(syscall(SYS_gettid)));
-            added_.store(sampler.add_thread(tid_.load()).ok());
+            added_.store(sampler.add_thread(tid_.load(), fixed_stack_bytes_).ok());
             running_.store(true, std::memory_order_release);
             volatile uint64_t x = 1;
             while (!stop_.load(std::memory_order_relaxed)) x = x * 6364136223846793005ULL + 1;
@@ -69,6 +70,7 @@ private:
     std::atomic<bool> added_{false};
     std::atomic<bool> running_{false};
     std::atomic<bool> stop_{false};
+    const uint32_t fixed_stack_bytes_;
     std::thread thread_;
 };
 
@@ -142,6 +144,57 @@ TEST_CASE("request_stack reopens a running thread's event with another fragment 
     const double expected = static_cast<double>(cpu_ns) / 1e6;
     INFO("samples " << samples << ", CPU " << expected << " ms, " << static_cast<double>(cpu_at_close) / 1e6
                     << " ms at the close");
+    CHECK(samples >= 0.8 * expected - 5);
+    CHECK(samples <= 1.1 * static_cast<double>(cpu_at_close) / 1e6 + 10);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("a thread added with a fixed fragment size is sampled with that size, which request_stack leaves alone") {
+    // The profiler's own threads (kOwnThreadStackBytes): 8 bytes, every period, for good.
+    const std::string path = "/tmp/sf-agent-sampler-fixed-" + std::to_string(getpid()) + ".sfr";
+    std::remove(path.c_str());
+    RecordingHeader header;
+    header.pid = static_cast<uint32_t>(getpid());
+    Result<std::unique_ptr<RecordingWriter>> created = RecordingWriter::create(path, header);
+    REQUIRE(created.ok());
+    EventQueue queue;
+    StreamWriter writer(std::move(created).value());
+    kernel::SamplingConfig config;
+    config.period_ns = 1'000'000;
+    Sampler sampler(config, queue, writer, nullptr);
+    REQUIRE(sampler.start().ok());
+    DeepSpinner spinner(sampler, 8);
+    REQUIRE(spinner.added());
+    const pid_t tid = spinner.tid();
+    spinner.wait_for_cpu_ms(50);
+    sampler.request_stack(tid, 65528);
+    spinner.wait_for_cpu_ms(150);
+    const uint64_t cpu_ns = spinner.cpu_ns();
+    sampler.end_thread(tid);
+    for (int waited = 0; waited < 200 && sampler.stats().threads_closed == 0; ++waited) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const uint64_t cpu_at_close = spinner.cpu_ns();
+    spinner.stop();
+    REQUIRE(sampler.stop(3000));
+    CHECK(sampler.stats().stack_reopens == 0);
+
+    Result<std::unique_ptr<RecordingReader>> reader = RecordingReader::open(path);
+    REQUIRE(reader.ok());
+    uint64_t samples = 0, lost = 0, other_sizes = 0;
+    while (std::optional<Event> event = (*reader)->next()) {
+        if (const auto* sample = std::get_if<Sample>(&*event); sample && sample->tid == static_cast<uint32_t>(tid)) {
+            ++samples;
+            if (sample->stack.size() != 8) ++other_sizes;
+            CHECK(sample->regs.ip != 0);
+        } else if (const auto* l = std::get_if<Lost>(&*event)) {
+            lost += l->count;
+        }
+    }
+    CHECK(other_sizes == 0);
+    CHECK(lost == 0);
+    const double expected = static_cast<double>(cpu_ns) / 1e6;
+    INFO("samples " << samples << ", CPU " << expected << " ms");
     CHECK(samples >= 0.8 * expected - 5);
     CHECK(samples <= 1.1 * static_cast<double>(cpu_at_close) / 1e6 + 10);
     std::remove(path.c_str());

@@ -259,3 +259,44 @@ TEST_CASE("a non-Java thread's traces carry the root its ThreadInfo's kind names
     CHECK(traces[2].root.empty());
     CHECK(traces[3].root.empty());
 }
+
+TEST_CASE("a profiler thread's samples decode as their top frame alone, under its root; a walk decodes the rest") {
+    std::vector<CallTrace> traces;
+    StreamDecoder stream(StreamDecoderOptions{}, [&](const Event&, const CallTrace& trace) { traces.push_back(trace); });
+    stream.consume(VmInfo{});
+    stream.consume(ThreadInfo{10, 7, false, "stackfrag-live", ThreadKind::kProfiler});
+    stream.consume(ThreadInfo{11, 8, false, "GC Thread#0", ThreadKind::kGc});
+    auto sample = [](uint64_t time, uint32_t tid, SampleSource source) {
+        Sample s;
+        s.time_ns = time;
+        s.tid = tid;
+        s.source = source;
+        s.regs.ip = 0x1234;     // in no module: a walk cannot unwind it
+        s.regs.sp = 0x10000;
+        s.stack_sp = 0x10000;
+        s.stack.assign(8, 0);
+        return s;
+    };
+    stream.consume(sample(100, 7, SampleSource::kPerf));
+    stream.consume(sample(101, 7, SampleSource::kPerfKernel));
+    stream.consume(sample(102, 8, SampleSource::kPerf));
+    // The tid reused by another kind of thread: walked again.
+    stream.consume(ThreadInfo{200, 7, false, "GC Thread#1", ThreadKind::kGc});
+    stream.consume(sample(300, 7, SampleSource::kPerf));
+    stream.flush();
+    REQUIRE(traces.size() == 4);
+    CHECK(stream.top_only_traces() == 2);
+    CHECK(traces[0].status == TraceStatus::kComplete);
+    CHECK(traces[0].root == "[stackfrag-live]");
+    REQUIRE(traces[0].frames.size() == 1);
+    CHECK(traces[0].frames[0].kind == FrameKind::kNative);
+    CHECK(traces[0].frames[0].pc == 0x1234);
+    // A kernel-mode tick: the kernel's frame above the top one.
+    REQUIRE(traces[1].frames.size() == 2);
+    CHECK(traces[1].frames[0].symbol == kKernelFrameName);
+    CHECK(traces[1].frames[1].pc == 0x1234);
+    // The GC thread's sample is walked: code in no module cannot be, so it is not complete.
+    CHECK(traces[2].root == "[GC Thread]");
+    CHECK(traces[2].status != TraceStatus::kComplete);
+    CHECK(traces[3].status != TraceStatus::kComplete);
+}

@@ -19,6 +19,9 @@ TEST_CASE("the VM's thread names map to their kind, and to one root per pool wit
     CHECK(native_thread_kind("Service Thread") == ThreadKind::kVm);
     CHECK(native_thread_kind("java") == ThreadKind::kOther);
     CHECK(native_thread_kind("Zeta") == ThreadKind::kOther);   // not ZGC: no capital after the Z
+    CHECK(native_thread_kind("stackfrag-live") == ThreadKind::kProfiler);
+    CHECK(native_thread_kind("stackfrag-read") == ThreadKind::kProfiler);
+    CHECK(native_thread_kind("stackfrag") == ThreadKind::kOther);   // an application's thread of that name
 
     CHECK(native_thread_root("GC Thread#12") == "[GC Thread]");
     CHECK(native_thread_root("GC Thread#0") == native_thread_root("GC Thread#1"));

@@ -120,6 +120,10 @@ public:
     // gets a "[kernel]" frame (kKernelFrameName) on top of the user frames.
     void decode(const Sample& sample, CallTrace& out);
     CallTrace decode(const Sample& sample);
+    // The sample's top frame alone, named as a native frame (its symbol, else its file), complete:
+    // no walk, no stack read. For the profiler's own threads (ThreadKind::kProfiler), whose samples
+    // carry no stack: what the profiler's work costs shows, at the price of a symbol lookup.
+    void decode_top_only(const Sample& sample, CallTrace& out);
     // The thread ended: its last walk is of no more use (incremental decoding).
     void forget_thread(uint32_t tid);
 

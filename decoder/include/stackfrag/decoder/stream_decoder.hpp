@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "stackfrag/decoder/call_trace.hpp"
@@ -89,6 +90,9 @@ public:
     size_t deferred() const { return pending_.size() + retries_.size() + oracle_retries_.size(); }
     const RetryStats& retry_stats() const { return retry_stats_; }
     const StitchStats& stitch_stats() const { return stitch_stats_; }
+    // Samples of the profiler's own threads (ThreadKind::kProfiler), decoded as their top frame
+    // alone (Decoder::decode_top_only).
+    uint64_t top_only_traces() const { return top_only_traces_; }
     // How long the decode behind the current on_trace call took (for speed reports).
     uint64_t last_decode_ns() const { return last_decode_ns_; }
 
@@ -150,6 +154,9 @@ private:
     // thread's end, for its samples still waiting for a second decode; a new thread of the tid
     // replaces it.
     std::unordered_map<uint32_t, std::string> roots_;
+    // The profiler's own threads, kept and replaced alike.
+    std::unordered_set<uint32_t> top_only_;
+    uint64_t top_only_traces_ = 0;
     uint64_t gaps_ = 0;
     std::optional<uint64_t> gap_from_ns_;   // samples from then on may miss the lost events
     // Whether the trace just decoded may be wrong or failed for want of events a gap lost.

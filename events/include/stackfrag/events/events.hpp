@@ -177,10 +177,12 @@ struct Oracle {
 };
 
 // What a thread does for the JVM: a Java thread (JVMTI ThreadStart), or one of the VM's own threads
-// (found in /proc/self/task), whose samples decode as native frames under a root naming the kind.
-enum class ThreadKind : uint8_t { kJava = 0, kGc = 1, kCompiler = 2, kVm = 3, kOther = 4 };
-inline constexpr size_t kThreadKinds = 5;
-// "java", "gc", "compiler", "vm", "other": for reports and json keys.
+// (found in /proc/self/task), whose samples decode as native frames under a root naming the kind,
+// or one of the profiler's own threads (kProfiler: their samples carry the top frame only, see
+// StreamDecoder). Recordings made before kProfiler existed announced those as kOther.
+enum class ThreadKind : uint8_t { kJava = 0, kGc = 1, kCompiler = 2, kVm = 3, kOther = 4, kProfiler = 5 };
+inline constexpr size_t kThreadKinds = 6;
+// "java", "gc", "compiler", "vm", "other", "profiler": for reports and json keys.
 const char* thread_kind_name(ThreadKind kind);
 
 // A thread was started or ended (names the tid in reports). Recordings made before `kind` existed

@@ -16,9 +16,11 @@ inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
 }  // namespace thread_names_detail
 
 // The kind of a thread that is not a Java thread (JDK 17 and 25 names: G1, Parallel, ZGC and
-// Shenandoah workers, C1/C2 compiler threads, the VM thread and the VM's hidden service threads).
+// Shenandoah workers, C1/C2 compiler threads, the VM thread and the VM's hidden service threads), or
+// the profiler's own ("stackfrag-read", "stackfrag-live", ...).
 inline ThreadKind native_thread_kind(std::string_view name) {
     using thread_names_detail::starts_with;
+    if (starts_with(name, "stackfrag-")) return ThreadKind::kProfiler;   // the agent's own threads
     if (starts_with(name, "GC Thread") || starts_with(name, "G1 ") || starts_with(name, "Shenandoah") ||
         starts_with(name, "Parallel GC") ||
         (name.size() > 1 && name[0] == 'Z' && name[1] >= 'A' && name[1] <= 'Z')) {
