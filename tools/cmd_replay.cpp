@@ -117,6 +117,8 @@ struct ReplaySummary {
     // ASGCT failed where the decoder did not; ASGCT's answer went through a frame whose code had moved
     // rsp, where it read a stale return slot (not counted in both_ok: there is nothing to match).
     uint64_t oracle_failed_we_decoded = 0, oracle_stale = 0;
+    // ASGCT named the caller of an interpreted callee caught in its method-entry codelet (not in both_ok).
+    uint64_t oracle_entry_codelet = 0;
     uint64_t stitched_pairs = 0, stitched_agree = 0;   // oracle pairs whose trace was stitched; of those, like ASGCT's
     std::map<std::string, uint64_t> disagreements;
     StitchStats stitching;
@@ -182,6 +184,7 @@ nlohmann::json summary_json(const ReplaySummary& r) {
     j["oracle_disagreements"] = r.disagreements;
     j["oracle_failed_we_decoded"] = r.oracle_failed_we_decoded;
     j["oracle_stale"] = r.oracle_stale;
+    j["oracle_entry_codelet"] = r.oracle_entry_codelet;
     j["top_frame_kinds"] = r.top_kinds;
     for (const DecodeStatField& f : kDecodeStatFields) j[f.group][f.key] = r.stats.*f.field;
     j["retried"] = {{"samples", r.retried.retried}, {"resolved", r.retried.resolved}};
@@ -257,8 +260,9 @@ void print_summary_text(const ReplaySummary& r) {
     fmt::print("decoded again        {} samples that failed or met unannounced code; {} resolved by then\n",
                r.retried.retried, r.retried.resolved);
     if (r.pairs) {
-        fmt::print("oracle pairs         {} (both ok {}; ASGCT failed where we decoded {}; ASGCT stale {})\n", r.pairs,
-                   r.both_ok, r.oracle_failed_we_decoded, r.oracle_stale);
+        fmt::print("oracle pairs         {} (both ok {}; ASGCT failed where we decoded {}; ASGCT stale {}; ASGCT "
+                   "missed a callee in its entry codelet {})\n",
+                   r.pairs, r.both_ok, r.oracle_failed_we_decoded, r.oracle_stale, r.oracle_entry_codelet);
         fmt::print("identical to ASGCT   {} ({:.2f}% of both ok); apart from the top bci {} ({:.2f}%)\n", r.identical,
                    percent(r.identical, r.both_ok), r.both_ok - r.differs_beyond_top_bci,
                    percent(r.both_ok - r.differs_beyond_top_bci, r.both_ok));
@@ -379,19 +383,24 @@ int run_replay(const ReplayOptions& options) {
         const bool both = a != Agreement::kOracleFailed && a != Agreement::kDecoderFailed;
         const bool stale = both && a != Agreement::kIdentical &&
                            std::any_of(trace.frames.begin(), trace.frames.end(), [](const Frame& f) { return f.sp_moved; });
+        const bool entry_callee = both && !stale && a == Agreement::kTopMethodDiffers &&
+                                  oracle_missed_entry_callee(trace, *o, map);
         if (stale) ++summary.oracle_stale;
+        else if (entry_callee) ++summary.oracle_entry_codelet;
         else if (both) ++summary.both_ok;
         if (a == Agreement::kIdentical) {
             ++summary.identical;
             return;
         }
-        if (!stale && a != Agreement::kTopBciDiffers && a != Agreement::kOracleFailed && a != Agreement::kDecoderFailed) {
+        const bool not_ours = stale || entry_callee;   // ASGCT's answer is the one that is off
+        if (!not_ours && a != Agreement::kTopBciDiffers && a != Agreement::kOracleFailed &&
+            a != Agreement::kDecoderFailed) {
             ++summary.differs_beyond_top_bci;
         }
-        std::string kind = stale ? "oracle_stale" : agreement_name(a);
+        std::string kind = stale ? "oracle_stale" : entry_callee ? "oracle_entry_codelet" : agreement_name(a);
         if (a == Agreement::kDecoderFailed) kind += fmt::format(" {}", fail_reason_name(trace.failure));
         if (a == Agreement::kOracleFailed && trace.status != TraceStatus::kFailed) kind = "oracle_failed_we_decoded";
-        if (!stale) ++summary.disagreements[agreement_name(a)];
+        if (!not_ours) ++summary.disagreements[agreement_name(a)];
         if (shown[kind] < options.show && (a != Agreement::kOracleFailed || trace.status != TraceStatus::kFailed)) {
             ++shown[kind];
             fmt::print("[{}] t={} tid={} status={} {}\n  ours:  {}\n  asgct: {}\n", kind,
@@ -470,7 +479,8 @@ void add_replay(CLI::App& app, int& exit_code) {
     cmd->add_option("--offcpu-collapsed", options->offcpu_collapsed,
                     "write the context-switch samples (events=switch: where threads blocked) as collapsed stacks "
                     "to FILE; --collapsed then holds only the on-CPU ones");
-    cmd->add_option("--show-disagreements", options->show, "print up to this many oracle pairs per kind of disagreement (a decoder failure per reason; oracle_stale, oracle_failed_we_decoded)");
+    cmd->add_option("--show-disagreements", options->show, "print up to this many oracle pairs per kind of disagreement (a decoder failure per reason; oracle_stale, "
+                    "oracle_entry_codelet, oracle_failed_we_decoded)");
     cmd->add_option("--defer-ms", options->defer_ms,
                     "decode each sample only once the stream is this many ms past it (lets late code "
                     "announcements arrive first; 0 decodes in stream order, as the agent does)");

@@ -58,4 +58,13 @@ Agreement compare_with_oracle(const CallTrace& decoded, const Oracle& oracle) {
     return Agreement::kIdentical;
 }
 
+bool oracle_missed_entry_callee(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
+    if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed || decoded.frames.empty()) return false;
+    const Frame& top = decoded.frames.front();
+    if (top.kind != FrameKind::kInterpreted || !map.in_method_entry_codelet(top.pc)) return false;
+    CallTrace below = decoded;
+    below.frames.erase(below.frames.begin());
+    return !java_frames_of(below).empty() && compare_with_oracle(below, oracle) == Agreement::kIdentical;
+}
+
 }  // namespace sf

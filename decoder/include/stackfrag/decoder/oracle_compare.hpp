@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "stackfrag/decoder/call_trace.hpp"
+#include "stackfrag/decoder/code_map.hpp"
 #include "stackfrag/events/events.hpp"
 
 namespace sf {
@@ -32,5 +33,12 @@ const char* agreement_name(Agreement a);   // "identical", "top_method_differs",
 std::vector<MethodBci> java_frames_of(const CallTrace& trace);
 
 Agreement compare_with_oracle(const CallTrace& decoded, const Oracle& oracle);
+
+// The decoder's top frame is an interpreted callee caught in an interpreter method-entry codelet
+// (its frame not linked yet: rbp is still the caller's fp), and ASGCT's frames are exactly the
+// decoder's without it: ASGCT took the caller's frame, which rbp points to, for the executing one
+// (docs/decoding.md §2.2). Such a pair is not a disagreement of the decoder; replay counts it as
+// oracle_entry_codelet.
+bool oracle_missed_entry_callee(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map);
 
 }  // namespace sf
