@@ -121,7 +121,7 @@ bool no_java_returns_into(const Stub* stub) {
 enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
     kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kSpMoved,
-    kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kCounterCount
+    kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kCounterCount
 };
 static_assert(kCounterCount <= 32, "a journal keeps the counters of a step in 32 bits");
 // The step counters are the first kCounterCount rows of kDecodeStatFields, in this enum's order.
@@ -133,7 +133,8 @@ constexpr auto kCounterFields = [] {
 static_assert(kCounterFields[kPrologueTops] == &DecodeStats::prologue_tops &&
                   kCounterFields[kUnannouncedCode] == &DecodeStats::unannounced_code_steps &&
                   kCounterFields[kRejectVmStub] == &DecodeStats::returns_rejected_vm_stub &&
-                  kCounterFields[kUnknownMethodPassed] == &DecodeStats::unknown_methods_passed,
+                  kCounterFields[kUnknownMethodPassed] == &DecodeStats::unknown_methods_passed &&
+                  kCounterFields[kStubRbpFrames] == &DecodeStats::stub_rbp_frames,
               "kDecodeStatFields starts with the step counters, in Counter's order");
 
 // WalkState::flags
@@ -1126,6 +1127,22 @@ Walk::Step Walk::step_stub(const Stub* stub) {
         if (view_.read(sp_, ret) && map_.find_code(ret, time_).region == CodeRegion::kUnknown &&
             !map_.modules().empty() && map_.module_at(ret) != nullptr) {
             Step s = go_to(ret, sp_ + kWord, fp_);
+            after_java_ = false;
+            return s;
+        }
+    }
+    // An announced stub of unknown size that called native code (StubRoutines' arraycopy stubs call
+    // G1's write_ref_array_post_entry): the native frame saved the stub's rbp, and a stub that built
+    // an rbp frame (the arraycopy stubs do: enter ... leave) has its return address at [rbp+8]. That
+    // one is taken when it checks out as a scan's candidate would; a scan from sp meets the words
+    // the stub pushed or skipped first (call_VM_leaf's alignment), where a stale return address
+    // can pass the same checks.
+    if (via_native_ && stub != nullptr && fs < 0 && fp_ > sp_ && fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words))) {
+        uint64_t ret = 0, saved_fp = 0, chosen = 0;
+        if (view_.read(fp_ + kWord, ret) && view_.read(fp_, saved_fp) && is_return_target(ret) &&
+            plausible_caller(ret, fp_ + 2 * kWord, saved_fp, chosen, stub)) {
+            bump(kStubRbpFrames);
+            Step s = go_to(ret, fp_ + 2 * kWord, chosen);
             after_java_ = false;
             return s;
         }

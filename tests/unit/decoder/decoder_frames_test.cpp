@@ -382,6 +382,57 @@ TEST_CASE("native code at the top: rbp chain into a native wrapper", "[decoder][
     CHECK(java_frames(t) == std::vector<MethodBci>{mb(9, -1), mb(5, 21)});
 }
 
+TEST_CASE("native code returning into an rbp-framed stub of unknown size: its caller at [rbp+8]",
+          "[decoder][native][stub]") {
+    // G1BarrierSetRuntime::write_ref_array_post_entry called from StubRoutines' jint_disjoint_arraycopy
+    // (h2, JDK 17): the stub did `enter` (push rbp; mov rbp, rsp) and the native callee saved that
+    // rbp. Between the stub's sp and its rbp lie words the stub pushed or skipped, here a stale return
+    // address into E whose frame checks out as a scan's candidate: a scan from sp took it and named
+    // E's stale caller chain (ASGCT, through the stub's frame, named the compiled caller).
+    World w;
+    FakeStack s;
+    CodeLoad caller = nmethod(kCodeCacheLow + 0x20000, 5, 6);
+    add_scope(caller, 0x30, {{method_id(5), 21}});
+    w.add_code(caller);
+    CodeLoad stale = nmethod(kCodeCacheLow + 0x30000, 6, 2);
+    add_scope(stale, 0x40, {{method_id(6), 3}});
+    w.add_code(stale);
+    Stub stub{1, "jint_disjoint_arraycopy_avx3", kCodeCacheLow + 0x50000, kCodeCacheLow + 0x50400, -1};
+    w.map.apply(Event{stub});
+    const uint64_t fp_n = s.at(0x100);                // the native frame (rbp-framed)
+    const uint64_t sp_stub = fp_n + 16;
+    const uint64_t fp_s = sp_stub + 0x40;             // the stub's rbp frame
+    const uint64_t sp_caller = fp_s + 16;
+    const uint64_t fp_stub = s.at(0x600);
+    s.put(fp_n + 8, stub.begin + 0x3f7);              // return into the stub
+    s.put(fp_n, fp_s);
+    s.put(sp_stub + 8, stale.code_begin + 0x40);      // stale: E, frame size 2, "returns" into the interpreter
+    s.put(sp_stub + 24, kInterpReturnPc);
+    s.put(fp_s + 8, caller.code_begin + 0x30);        // the stub returns into the compiled caller
+    s.put(fp_s, 0x5555);
+    s.put(sp_caller + 5 * 8, kCallStubReturn);
+    s.put(sp_caller + 4 * 8, fp_stub);
+    w.entry_frame(s, fp_stub);
+    Decoder d(w.map, test_options());
+    CallTrace t = d.decode(sample_of(s, kNativePc, fp_n - 0x20, fp_n));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    REQUIRE(t.frames.size() == 3);
+    CHECK(t.frames[1].kind == FrameKind::kStub);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
+    CHECK(d.stats().stub_rbp_frames == 1);
+    CHECK(d.stats().stub_scans == 0);
+
+    SECTION("an rbp whose [rbp+8] is no verified return address leaves the stub to the scan") {
+        s.put(fp_s + 8, 0x42);
+        Decoder again(w.map, test_options());
+        const CallTrace u = again.decode(sample_of(s, kNativePc, fp_n - 0x20, fp_n));
+        CHECK(again.stats().stub_rbp_frames == 0);
+        CHECK(again.stats().stub_scans == 1);
+        CHECK(java_frames(u) != std::vector<MethodBci>{mb(5, 21)});
+    }
+}
+
 TEST_CASE("native code returning into a runtime stub that keeps no frame pointer", "[decoder][native][stub]") {
     // SharedRuntime::complete_monitor_locking_C called from C2's _complete_monitor_locking_Java:
     // the stub's frame (4 words) has no frame pointer, so the rbp the native callee saved is

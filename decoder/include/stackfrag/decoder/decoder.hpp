@@ -65,6 +65,9 @@ struct DecodeStats {
     // Callers a scan passed over that looked interpreted in every way but had a Method* no event
     // announced: after a gap in a recording, the caller the lost events would have confirmed.
     uint64_t unknown_methods_passed = 0;
+    // Stubs of unknown size reached from native code whose caller was found through the stub's own rbp
+    // frame ([rbp+8]) instead of by a scan (the arraycopy stubs calling G1's post barrier).
+    uint64_t stub_rbp_frames = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;
@@ -99,6 +102,7 @@ inline constexpr DecodeStatField kDecodeStatFields[] = {
     {"bad_target", "returns_rejected", "rejected-bad-target", &DecodeStats::returns_rejected_bad_target},
     {"vm_stub", "returns_rejected", "rejected-vm-stub", &DecodeStats::returns_rejected_vm_stub},
     {"unknown_methods_passed", "stats", "unknown-passed", &DecodeStats::unknown_methods_passed},
+    {"stub_rbp_frames", "stats", "stub-rbp", &DecodeStats::stub_rbp_frames},
     {"samples", "incremental", "samples", &DecodeStats::incremental_samples},
     {"steps_reused", "incremental", "steps", &DecodeStats::steps_reused},
     {"frames_reused", "incremental", "frames", &DecodeStats::frames_reused},
