@@ -184,7 +184,7 @@ void compare_driver(const std::string& jdk, const std::string& extra_jvm_flag) {
     // natives' wrappers were announced 300+ ms after they began to run (seen: samples from 1.0 to
     // 1.3 s into the run, the first wrapper frame decoded at 1.7 s). A breadcrumb into a wrapper
     // not announced yet cannot name the native method, so those samples go to its caller (8 %
-    // in one run); their second decode, 50 ms later, is too early. Printed, not checked.
+    // in one run); their second decode may still come too early. Printed, not checked.
     if (on.in_driver_natives * 100 < on.in_natives_code * 95) {
         WARN("TSan: " << on.in_driver_natives << " of " << on.in_natives_code
                       << " samples in the natives' code under their native method (not checked)");

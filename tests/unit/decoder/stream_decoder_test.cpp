@@ -176,6 +176,27 @@ TEST_CASE("a sample in code announced after it is decoded again once the announc
     CHECK(stream.deferred() == 0);
 }
 
+TEST_CASE("by default a second decode waits long enough for an announcement 145 ms behind its sample") {
+    // Measured on 1 ms validate recordings of the shared workloads on a loaded 2-core machine: the
+    // CompiledMethodLoad of code a sample ran in arrived up to 145 ms (lucene, JDK 25: a C2 frame
+    // of DefaultIndexingChain.processField, whose stub scan skipped to its caller) and 367 ms (xalan,
+    // JDK 17) behind the sample. With a 50 ms wait such samples kept a wrong or failed first walk.
+    LateCode late;
+    StreamDecoderOptions options;
+    options.decoder = test::test_options();
+    std::vector<CallTrace> traces;
+    StreamDecoder stream(options, [&](const Event&, const CallTrace& trace) { traces.push_back(trace); });
+    for (Event event : late.w.announced) stream.consume(std::move(event));
+    stream.consume(late.sample_in_c(1'000'000));
+    stream.consume(ThreadInfo{100'000'000, 9, false, "later"});
+    CHECK(traces.empty());
+    stream.consume(late.c_announced_at(146'000'000));
+    stream.consume(ThreadInfo{options.retry_ns + 2'000'000, 9, false, "past the wait"});
+    REQUIRE(traces.size() == 1);
+    CHECK(traces[0].status == TraceStatus::kComplete);
+    CHECK(java_methods(traces[0]) == std::vector<uint64_t>{test::method_id(4), test::method_id(5)});
+}
+
 TEST_CASE("samples waiting for a second decode are bounded, and flush decodes the rest") {
     LateCode late;
     StreamDecoderOptions options;
@@ -209,6 +230,7 @@ TEST_CASE("the validator's samples change nothing about the profile's: the live 
     StreamDecoderOptions options;
     options.decoder = test::test_options();
     options.max_waiting_retries = 2;
+    options.retry_ns = 50'000'000;   // the times below are laid out for a 50 ms wait
     std::vector<CallTrace> profile;
     size_t oracle_traces = 0;
     StreamDecoder stream(options, [&](const Event& event, const CallTrace& trace) {

@@ -35,8 +35,9 @@ struct StreamDecoderOptions {
     // decoded again once the stream is this far past it (its trace is handed on then, out of
     // stream order): the VM announces compiled code and methods after they run, so under load such
     // a sample's code often arrives just behind it. Only those samples wait (a few percent), each
-    // holding its fragment. 0: every sample is decoded once, where it stands.
-    uint64_t retry_ns = 50'000'000;
+    // holding its fragment. 0: every sample is decoded once, where it stands. On a loaded machine
+    // the announcements came up to 145-367 ms behind (docs/decoding.md §1), hence half a second.
+    uint64_t retry_ns = 500'000'000;
     // At most this many samples wait for their second decode; beyond that the oldest is decoded
     // again at once. Bounds the memory they hold (16 KB fragments: 4 MB), for the profile's samples
     // and the validator's (Oracle) each.
