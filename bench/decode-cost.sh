@@ -2,9 +2,10 @@
 # Decoder cost per sample: `stackfrag replay --json` over recordings, the decode_ns median and p99
 # (replay's own clock around each decode, docs/decoding.md), each recording replayed ROUNDS times by
 # every binary in turn (round-robin, so that a change in the machine's load hits all alike); the table
-# gives the median over the rounds of each figure, and the frames per trace and the share of samples
-# whose walk took over steps of the thread's last one. With --check, also requires every binary's
-# collapsed profile and json counters (all but timings) to equal the first one's.
+# gives the median over the rounds of each figure (and of the replay's CPU time, user + sys, which
+# also counts reading the recording and building the profile), and the frames per trace and the
+# share of samples whose walk took over steps of the thread's last one. With --check, also requires
+# every binary's collapsed profile and json counters (all but timings) to equal the first one's.
 # Usage: bench/decode-cost.sh [-n ROUNDS] [-b "BIN1 BIN2 ..."] [--check] REC.sfr...
 #   (default: -n 3, -b build/bin/stackfrag)
 set -euo pipefail
@@ -31,9 +32,9 @@ for r in $(seq "$ROUNDS"); do
     for b in "${!BIN[@]}"; do
       out="$WORK/$(basename "$rec" .sfr).$b.$r"
       if [ "$CHECK" = 1 ] && [ "$r" = 1 ]; then
-        "${BIN[$b]}" replay --json --collapsed "$out.collapsed" "$rec" >"$out.json" 2>/dev/null
+        /usr/bin/time -f "%U %S" -o "$out.cpu" "${BIN[$b]}" replay --json --collapsed "$out.collapsed" "$rec" >"$out.json" 2>/dev/null
       else
-        "${BIN[$b]}" replay --json "$rec" >"$out.json" 2>/dev/null
+        /usr/bin/time -f "%U %S" -o "$out.cpu" "${BIN[$b]}" replay --json "$rec" >"$out.json" 2>/dev/null
       fi
     done
   done
@@ -47,9 +48,9 @@ recs = sys.argv[5:]
 head = "| recording | samples | frames/trace |"
 for b in range(nbins):
     tag = f" (binary {b + 1})" if nbins > 1 else ""
-    head += f" decode ns median{tag} | p99{tag} | taken over %{tag} |"
+    head += f" decode ns median{tag} | p99{tag} | taken over %{tag} | replay CPU s{tag} |"
 print(head)
-print("|---|---:|---:|" + "---:|---:|---:|" * nbins)
+print("|---|---:|---:|" + "---:|---:|---:|---:|" * nbins)
 bad = False
 for rec in recs:
     name = os.path.basename(rec)[:-4] if rec.endswith(".sfr") else os.path.basename(rec)
@@ -62,7 +63,9 @@ for rec in recs:
         med = statistics.median(x["decode_ns_median"] for x in runs)
         p99 = statistics.median(x["decode_ns_p99"] for x in runs)
         taken = 100.0 * j["incremental"]["samples"] / max(1, j["samples"])
-        row += f" {med:.0f} | {p99:.0f} | {taken:.1f} |"
+        cpu = statistics.median(sum(float(x) for x in open(f"{work}/{name}.{b}.{r}.cpu").read().split()[-2:])
+                                for r in range(1, rounds + 1))
+        row += f" {med:.0f} | {p99:.0f} | {taken:.1f} | {cpu:.2f} |"
         if check:
             counters = {k: v for k, v in j.items() if k not in ("decode_ns_median", "decode_ns_p99", "incremental")}
             collapsed = open(f"{work}/{name}.{b}.1.collapsed", "rb").read()

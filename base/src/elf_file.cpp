@@ -170,10 +170,12 @@ std::optional<ElfFile::Function> ElfFile::function_at(uint64_t vaddr) {
     auto it = std::upper_bound(symbols_.begin(), symbols_.end(), vaddr,
                                [](uint64_t v, const Symbol& s) { return v < s.vaddr; });
     if (it == symbols_.begin()) return std::nullopt;
+    const uint64_t next = it == symbols_.end() ? ~uint64_t{0} : it->vaddr;
     --it;
     if (it->size != 0 && vaddr - it->vaddr >= it->size) return std::nullopt;
     const char* raw = strtab_ + it->name;
-    return Function{it->vaddr, it->size, std::string_view(raw, strnlen(raw, strtab_size_ - it->name))};
+    const uint64_t until = it->size != 0 && it->size < next - it->vaddr ? it->vaddr + it->size : next;
+    return Function{it->vaddr, it->size, std::string_view(raw, strnlen(raw, strtab_size_ - it->name)), until};
 }
 
 }  // namespace sf

@@ -1,7 +1,9 @@
 #include "dwarf_cfi.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
+#include <vector>
 
 namespace sf::detail {
 namespace {
@@ -155,12 +157,20 @@ bool parse_cie(const ElfFile& elf, uint64_t vaddr, Cie& cie) {
 
 // Runs a CFI program up to the row of `target`. `initial`: the state after the CIE's program, for
 // DW_CFA_restore. Returns false on anything it does not handle the way libunwind does.
-bool run(Cursor c, const Cie& cie, uint64_t loc, uint64_t target, State& state, const State& initial) {
-    constexpr int kMaxRemembered = 8;
-    std::array<State, kMaxRemembered> remembered;
-    int depth = 0;
+// `row`: where the row of `target` begins and ends (ends: at the next location, else at ~0 when
+// the program ended first); both ~0 after a set_loc, which may go backwards.
+struct Row {
+    uint64_t begin = 0, end = ~uint64_t{0};
+    bool set_loc = false;
+};
+bool run(Cursor c, const Cie& cie, uint64_t loc, uint64_t target, State& state, const State& initial, Row& row) {
+    constexpr size_t kMaxRemembered = 8;
+    static thread_local std::vector<State> remembered;   // reused: most programs never remember
+    remembered.clear();
     auto reg = [&](uint64_t r) -> Reg* { return r < kRegs ? &state.regs[r] : nullptr; };
+    row.begin = loc;
     while (loc <= target && c.p < c.end) {
+        row.begin = loc;
         uint8_t op = c.fixed<uint8_t>();
         uint64_t operand = 0;
         if (op & 0xc0) {
@@ -204,6 +214,7 @@ bool run(Cursor c, const Cie& cie, uint64_t loc, uint64_t target, State& state, 
                 uint64_t to = 0;
                 if (!c.pointer(cie.fde_encoding, to)) return false;
                 loc = to;
+                row.set_loc = true;
                 break;
             }
             case 0x07:   // undefined
@@ -220,12 +231,13 @@ bool run(Cursor c, const Cie& cie, uint64_t loc, uint64_t target, State& state, 
                 *r = {Where::kSame, 0};
                 break;
             case 0x0a:   // remember_state
-                if (depth == kMaxRemembered) return false;
-                remembered[depth++] = state;
+                if (remembered.size() == kMaxRemembered) return false;
+                remembered.push_back(state);
                 break;
             case 0x0b:   // restore_state: the whole row, the CFA too
-                if (depth == 0) return false;
-                state = remembered[--depth];
+                if (remembered.empty()) return false;
+                state = remembered.back();
+                remembered.pop_back();
                 break;
             case 0x0c:   // def_cfa
                 if ((state.cfa_reg = c.uleb()) >= kRegs) return false;
@@ -258,6 +270,8 @@ bool run(Cursor c, const Cie& cie, uint64_t loc, uint64_t target, State& state, 
         }
         if (!c.ok) return false;
     }
+    if (loc > target) row.end = loc;
+    else row.begin = loc;
     return true;
 }
 
@@ -310,9 +324,12 @@ bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out) {
 
     State state;
     const State none;
-    if (!run(Cursor{cie.instructions, cie.end, cie.instructions_vaddr}, cie, 0, ~uint64_t{0}, state, none)) return false;
+    Row row;
+    if (!run(Cursor{cie.instructions, cie.end, cie.instructions_vaddr}, cie, 0, ~uint64_t{0}, state, none, row)) {
+        return false;
+    }
     const State initial = state;
-    if (!run(c, cie, begin, vaddr, state, initial)) return false;
+    if (!run(c, cie, begin, vaddr, state, initial, row)) return false;
 
     if (state.cfa_expression || (state.cfa_reg != kRsp && state.cfa_reg != kRbp)) return false;
     for (const Reg& r : state.regs) {
@@ -326,6 +343,13 @@ bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out) {
     out.ra_offset = ra.offset;
     out.fp_saved = fp.where == Where::kCfaOffset;
     out.fp_offset = fp.offset;
+    if (row.set_loc || row.begin > vaddr) {
+        out.row_begin = vaddr;
+        out.row_end = vaddr + 1;
+    } else {
+        out.row_begin = row.begin;
+        out.row_end = std::min(row.end, begin + range);
+    }
     return true;
 }
 

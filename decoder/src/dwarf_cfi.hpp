@@ -16,6 +16,8 @@ struct CfiRule {
     int64_t fp_offset = 0;
     bool cfa_from_fp = false;
     bool fp_saved = false;
+    // The rule is the same for every address in [row_begin, row_end) (ELF virtual addresses).
+    uint64_t row_begin = 0, row_end = 0;
 };
 
 // The rule in effect at ELF virtual address `vaddr` (the instructions at locations up to and

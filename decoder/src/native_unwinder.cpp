@@ -28,9 +28,12 @@ struct NativeUnwinder::Module {
     std::string label;
     std::map<uint64_t, std::string> demangled;   // cache per symbol address
 
-    const std::string* symbol_at(uint64_t vaddr) {
+    // The name, and the range [begin, until) of addresses with the same answer.
+    const std::string* symbol_at(uint64_t vaddr, uint64_t& begin, uint64_t& until) {
         const std::optional<ElfFile::Function> function = elf.function_at(vaddr);
         if (!function) return nullptr;
+        begin = function->vaddr;
+        until = function->until;
         auto cached = demangled.find(function->vaddr);
         if (cached != demangled.end()) return &cached->second;
         std::string name(function->name);
@@ -166,6 +169,8 @@ void NativeUnwinder::refresh() {
     by_mapping_.assign(map_.modules().size(), MappingAnswer{});
     symbol_cache_.assign(kSymbolCacheSize, SymbolAnswer{});
     rules_.assign(kRuleCacheSize, Rule{});
+    symbol_ranges_.clear();
+    cfi_rows_.clear();
     if (address_space_) unw_flush_cache(static_cast<unw_addr_space_t>(address_space_), 0, 0);
 }
 
@@ -284,10 +289,21 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
 // needs no libunwind step either. A row of another form is left to libunwind and to what its steps
 // show (cfi_tried).
 void NativeUnwinder::learn_from_cfi(uint64_t ip, Rule& rule) {
-    uint64_t bias = 0;
-    Module* m = module_for(ip, bias);
     CfiRule cfi;
-    if (m && cfi_rule_at(m->elf, ip - bias, cfi)) {
+    bool found = false;
+    if (const CfiRule* known = cfi_rows_.find(ip)) {
+        cfi = *known;
+        found = true;
+    } else {
+        uint64_t bias = 0;
+        Module* m = module_for(ip, bias);
+        if (m && cfi_rule_at(m->elf, ip - bias, cfi)) {
+            found = true;
+            const ModuleMap* mapping = map_.module_at(ip);
+            cfi_rows_.add(std::max(cfi.row_begin + bias, mapping->begin), std::min(cfi.row_end + bias, mapping->end), ip, cfi);
+        }
+    }
+    if (found) {
         rule = Rule{};
         rule.ip = ip;
         rule.state = Rule::kKnown;
@@ -366,9 +382,18 @@ const std::string& NativeUnwinder::symbol(uint64_t pc) {
     refresh();
     SymbolAnswer& cached = symbol_cache_[(pc ^ (pc >> 12)) & (kSymbolCacheSize - 1)];
     if (cached.name && cached.pc == pc) return *cached.name;
-    uint64_t bias = 0;
+    if (const std::string* const* known = symbol_ranges_.find(pc)) {
+        cached = {pc, *known};
+        return **known;
+    }
+    uint64_t bias = 0, begin = 0, until = 0;
     Module* m = module_for(pc, bias);
-    const std::string* s = m ? m->symbol_at(pc - bias) : nullptr;
+    const std::string* s = m ? m->symbol_at(pc - bias, begin, until) : nullptr;
+    if (s) {
+        // Within the mapping: a last symbol of size 0 reaches to the end of the address space.
+        const ModuleMap* mapping = map_.module_at(pc);
+        symbol_ranges_.add(std::max(begin + bias, mapping->begin), std::min(until + bias, mapping->end), pc, s);
+    }
     if (m && !s) s = &m->label;
     cached = {pc, s ? s : &empty_};
     return *cached.name;

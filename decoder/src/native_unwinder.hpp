@@ -3,6 +3,7 @@
 // and symbol names from the modules' ELF symbol tables. Module data is cached per mapping.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,9 +11,42 @@
 #include <vector>
 
 #include "stackfrag/decoder/code_map.hpp"
+#include "dwarf_cfi.hpp"
 #include "stack_view.hpp"
 
 namespace sf::detail {
+
+// Answers that hold over a range of addresses (a CFI row, a symbol), found again by any address in
+// the range: an answer is filed under each 64-byte granule of its range within 256 bytes of the
+// address it was looked up for, and a granule holds the last answer filed there.
+template <typename T>
+class RangeCache {
+public:
+    const T* find(uint64_t address) const {
+        const Entry& e = entries_[slot(address)];
+        return address - e.begin < e.end - e.begin ? &e.value : nullptr;
+    }
+    void add(uint64_t begin, uint64_t end, uint64_t around, const T& value) {
+        const uint64_t lo = std::max(begin, around > kReach ? around - kReach : 0);
+        const uint64_t hi = std::min(end, around + kReach);
+        if (lo >= hi) return;
+        for (uint64_t g = lo >> kGranuleBits; g <= (hi - 1) >> kGranuleBits; ++g) {
+            entries_[g & (kSize - 1)] = Entry{begin, end, value};
+        }
+    }
+    void clear() { entries_.assign(kSize, Entry{}); }
+
+private:
+    static constexpr unsigned kGranuleBits = 6;
+    static constexpr uint64_t kReach = 256;
+    static constexpr size_t kSize = 1024;
+    struct Entry {
+        uint64_t begin = 0, end = 0;
+        T value{};
+    };
+    static size_t slot(uint64_t address) { return (address >> kGranuleBits) & (kSize - 1); }
+    std::vector<Entry> entries_ = std::vector<Entry>(kSize);
+};
 
 struct NativeStep {
     uint64_t pc = 0;
@@ -103,6 +137,12 @@ private:
     };
     static constexpr size_t kSymbolCacheSize = 1024;
     std::vector<SymbolAnswer> symbol_cache_;
+    // Behind symbol_cache_: the name by the function's range, so that a new pc in a function seen
+    // before (a JIT compiler thread's top) needs no symbol table search.
+    RangeCache<const std::string*> symbol_ranges_;
+    // The CFI rows read so far (runtime addresses), so that a new ip in a row read before needs no
+    // .eh_frame lookup.
+    RangeCache<CfiRule> cfi_rows_;
     void* address_space_ = nullptr;                                      // unw_addr_space_t
     std::string empty_;
     std::vector<std::string> changed_;

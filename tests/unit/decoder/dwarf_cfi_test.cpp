@@ -142,3 +142,27 @@ TEST_CASE("a rule read from the CFI is forgotten when another module is mapped a
     CHECK(unwinder.rule_steps() == 1);
     CHECK(unwinder.cfi_rules_learned() == 1);
 }
+
+TEST_CASE("a native frame's name found by its function's range is the name a fresh lookup gives", "[decoder][native]") {
+    // symbol() files each name under its function's range; a pc seen for the first time in a
+    // function met before gets its name from there. Every 7th byte over this binary's and libc's
+    // first functions, and the gaps between them: the same answers as an unwinder that looks each
+    // pc up afresh.
+    CodeMap map;
+    for (const auto& m : test::self_modules()) map.apply(Event{m});
+    detail::NativeUnwinder warm(map, false, true);
+    size_t compared = 0;
+    for (uint64_t pc : {reinterpret_cast<uint64_t>(&marked_stack), reinterpret_cast<uint64_t>(&std::memcmp)}) {
+        const ModuleMap* mapping = map.module_at(pc);
+        REQUIRE(mapping != nullptr);
+        const uint64_t from = std::max(mapping->begin, pc - 0x4000), to = std::min(mapping->end, pc + 0x4000);
+        for (uint64_t a = from; a < to; a += 7) {
+            const std::string name = warm.symbol(a);
+            INFO(std::hex << "0x" << a);
+            CHECK(name == detail::NativeUnwinder(map, false, true).symbol(a));
+            ++compared;
+        }
+    }
+    CHECK(compared > 4000);
+    CHECK(warm.symbol(reinterpret_cast<uint64_t>(&marked_stack)).find("marked_stack") != std::string::npos);
+}

@@ -54,6 +54,9 @@ public:
     struct Function {
         uint64_t vaddr = 0, size = 0;
         std::string_view name;   // as the symbol table has it (mangled); valid while the file is
+        // function_at gives this same answer for every address in [vaddr, until): the end of the
+        // symbol or the next symbol's start, whichever comes first.
+        uint64_t until = 0;
     };
     // The function symbol covering `vaddr` (one of size 0 covers up to the next); the table is
     // read on the first call.
