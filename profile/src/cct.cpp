@@ -198,7 +198,8 @@ void Cct::record_sample(const CallTrace& trace, NodeId leaf) {
     samples_.push_back(record);
 }
 
-FrameId Cct::java_frame(FrameType type, uint64_t method_id) {
+FrameId Cct::java_frame(FrameType type, uint64_t method_id, bool& stable) {
+    stable = true;
     uint64_t cache_key = method_id * 16 + static_cast<uint64_t>(type);
     if (auto cached = method_frames_.find(cache_key); cached != method_frames_.end()) return cached->second;
     const MethodInfo* info = names_ != nullptr ? names_->find(method_id) : nullptr;
@@ -208,6 +209,7 @@ FrameId Cct::java_frame(FrameType type, uint64_t method_id) {
         // Not announced (yet): a frame per id, so unrelated unknown methods do not merge. Not
         // cached, because the MethodInfo may still arrive.
         desc.name = fmt::format("[unknown_method 0x{:x}]", method_id);
+        stable = false;
         return intern_frame(desc);
     }
     desc.name.reserve(info->class_name.size() + info->name.size() + 1);
@@ -221,12 +223,15 @@ FrameId Cct::java_frame(FrameType type, uint64_t method_id) {
 }
 
 FrameId Cct::symbol_frame(FrameType type, const std::string& symbol) {
+    const std::string_view name = symbol.empty() ? std::string_view("[unknown]") : std::string_view(symbol);
+    auto& known = symbol_frames_[static_cast<size_t>(type) % symbol_frames_.size()];
+    if (auto it = known.find(name); it != known.end()) return it->second;
     FrameDesc desc;
     desc.type = type;
-    desc.name = symbol.empty() ? "[unknown]" : symbol;
-    auto it = frame_ids_.find(frame_identity(type, desc.name, {}));
-    if (it != frame_ids_.end()) return it->second;
-    return intern_frame(desc);
+    desc.name = name;
+    const FrameId id = intern_frame(desc);
+    known.emplace(desc.name, id);
+    return id;
 }
 
 NodeId Cct::thread_node(uint32_t tid) {
@@ -266,15 +271,43 @@ std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
         }
     }
 
+    // The outer frames this thread's last trace had too, at the same place in the tree: their
+    // nodes are known. A frame's node depends on it and the frames outside it (and on the bci of
+    // the one just outside), so equal frames from the outermost on give equal nodes.
+    constexpr size_t kMaxThreadPaths = 4096;   // bounded, whatever the thread ids
+    if (paths_.size() >= kMaxThreadPaths && !paths_.contains(trace.tid)) paths_.clear();
+    ThreadPath& path = paths_[trace.tid];
+    const size_t n = trace.frames.size();
+    size_t taken = 0;
+    if (path.start == at) {
+        for (; taken < path.reusable && taken < n; ++taken) {
+            const PathStep& step = path.steps[taken];
+            const Frame& f = trace.frames[n - 1 - taken];
+            if (step.kind != f.kind || step.bci != f.bci || step.method_id != f.method_id || step.symbol != f.symbol) break;
+        }
+    }
+    path.start = at;
+    path.steps.resize(n);
+    if (path.reusable > taken) path.reusable = taken;
+
     // Resolve outermost first: a frame's call site is the bci of the frame after it in the list.
     // The caller's line table is only looked up when a new node needs the call site's line.
     uint64_t caller_method = 0;
     int32_t caller_bci = -1;
-    for (auto it = trace.frames.rbegin(); it != trace.frames.rend(); ++it) {
-        const Frame& f = *it;
+    if (taken > 0) {
+        const Frame& f = trace.frames[n - taken];
+        const bool java = is_java(frame_type_of(f.kind));
+        at = path.steps[taken - 1].node;
+        caller_method = java ? f.method_id : 0;
+        caller_bci = java && f.bci >= 0 ? f.bci : -1;
+    }
+    bool stable_so_far = path.reusable == taken;
+    for (size_t k = taken; k < n; ++k) {
+        const Frame& f = trace.frames[n - 1 - k];
         FrameType type = frame_type_of(f.kind);
         bool java = is_java(type);
-        FrameId frame = java ? java_frame(type, f.method_id) : symbol_frame(type, f.symbol);
+        bool stable = true;
+        FrameId frame = java ? java_frame(type, f.method_id, stable) : symbol_frame(type, f.symbol);
         size_t before = nodes_.size();
         at = child_or_create(at, frame, caller_bci, 0);
         if (nodes_.size() != before && caller_bci >= 0 && names_ != nullptr) {
@@ -282,6 +315,14 @@ std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
         }
         caller_method = java ? f.method_id : 0;
         caller_bci = java && f.bci >= 0 ? f.bci : -1;
+        PathStep& step = path.steps[k];
+        step.kind = f.kind;
+        step.bci = f.bci;
+        step.method_id = f.method_id;
+        if (step.symbol != f.symbol) step.symbol = f.symbol;
+        step.node = at;
+        stable_so_far = stable_so_far && stable;
+        if (stable_so_far) path.reusable = k + 1;
     }
     add_samples(at, 1, weight);
     if (options_.keep_samples) record_sample(trace, at);

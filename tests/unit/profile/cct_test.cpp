@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <map>
+#include <string>
+
 #include "profile_test_support.hpp"
 
 using namespace sf;
@@ -191,4 +194,64 @@ TEST_CASE("node ids stay the same as traces are added and merged, and give back 
     CHECK(cct.node(seen[0].first).total_samples == 2);
     CHECK(cct.total_samples() == 5);
     CHECK(cct.trace_counts().added == 5);
+}
+
+namespace {
+// Every node's path of frame names and call bcis, its self and total counts: what two trees must
+// share to be the same tree, whatever their ids.
+std::map<std::string, std::pair<uint64_t, uint64_t>> shape_of(const Cct& cct) {
+    std::map<std::string, std::pair<uint64_t, uint64_t>> out;
+    cct.visit([&](NodeId id, const Node& n) {
+        std::string key;
+        for (NodeId p : cct.path(id)) {
+            key += cct.frame_of(p).name + "@" + std::to_string(cct.node(p).call_bci) + ":" +
+                   std::to_string(cct.node(p).call_line) + frame_type_name(cct.frame_of(p).type) + ";";
+        }
+        out[key] = {n.self_samples, n.total_samples};
+    });
+    return out;
+}
+}  // namespace
+
+TEST_CASE("a thread's trace that shares outer frames with its last one lands where a fresh lookup puts it") {
+    // add() takes the nodes of the outer frames a thread's last trace had too. A sequence with
+    // changes at every depth (a frame's bci, kind, method or symbol; a shorter and a longer stack;
+    // a failed and an incomplete trace; another thread in between; a method announced only after
+    // its first frames) must give the tree that adding every trace as a thread of its own gives.
+    MethodTable names_a = main_work_leaf(), names_b = main_work_leaf();
+    Cct reused(&names_a), fresh(&names_b);
+    const std::vector<CallTrace> traces = {
+        trace({compiled(3, 1), compiled(2, 3), interpreted(1, 5)}),
+        trace({compiled(3, 2), compiled(2, 3), interpreted(1, 5)}),
+        trace({compiled(3, 2), compiled(2, 4), interpreted(1, 5)}),   // work's bci: leaf's call site
+        trace({compiled(3, 2), compiled(2, 4), interpreted(1, 9)}),   // main's bci: work's call site
+        trace({native("memcpy"), native("JVM_ArrayCopy"), compiled(2, 4), interpreted(1, 9)}),
+        trace({native("memmove"), native("JVM_ArrayCopy"), compiled(2, 4), interpreted(1, 9)}),
+        trace({native("memmove"), native("JVM_ArrayCopy"), inlined(2, 4), interpreted(1, 9)}),
+        trace({interpreted(1, 9)}),
+        trace({compiled(3, 2), compiled(2, 4), interpreted(1, 9)}, TraceStatus::kIncomplete),
+        trace({compiled(3, 2), compiled(2, 4), interpreted(1, 9)}, TraceStatus::kComplete, 2),
+        trace({compiled(3, 2), compiled(2, 4), interpreted(1, 9)}),
+        trace({compiled(3, 2), compiled(9, 4), interpreted(1, 9)}),   // method 9: not announced yet
+        trace({compiled(3, 2), compiled(9, 4), interpreted(1, 9)}),
+        trace({compiled(3, 2), compiled(9, 4), interpreted(1, 9)}),   // announced before this one
+        trace({compiled(3, 2), compiled(9, 4), interpreted(1, 9)}, TraceStatus::kFailed),
+        trace({compiled(3, 3), compiled(9, 4), interpreted(1, 9)}),
+        trace({native(""), compiled(3, 3), compiled(9, 4), interpreted(1, 9)}),
+    };
+    uint32_t unique_tid = 1000;
+    for (size_t i = 0; i < traces.size(); ++i) {
+        if (i == 13) {
+            names_a.add(method(9, "app/Main", "late", "()V", {{0, 90}}));
+            names_b.add(method(9, "app/Main", "late", "()V", {{0, 90}}));
+        }
+        (void)reused.add(traces[i]);
+        CallTrace alone = traces[i];
+        alone.tid = unique_tid++;
+        (void)fresh.add(alone);
+        INFO("after trace " << i);
+        REQUIRE(shape_of(reused) == shape_of(fresh));
+    }
+    CHECK(reused.node_count() == fresh.node_count());
+    CHECK(!reused.find({"app/Main.main", "app/Main.late"}).empty());
 }

@@ -221,9 +221,36 @@ private:
     size_t child_slot(NodeId parent, FrameId frame, int32_t call_bci) const;
     void grow_children();
 
-    FrameId java_frame(FrameType type, uint64_t method_id);
+    // `stable`: false when the frame may resolve otherwise later (a method not announced yet).
+    FrameId java_frame(FrameType type, uint64_t method_id, bool& stable);
     FrameId symbol_frame(FrameType type, const std::string& symbol);
     NodeId thread_node(uint32_t tid);
+
+    // symbol_frame's answers by type and name, looked up without building a key (a native frame's
+    // name is hashed once per frame and never copied).
+    struct NameHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    std::array<std::unordered_map<std::string, FrameId, NameHash, std::equal_to<>>, 11> symbol_frames_;
+
+    // The last trace add() took for each thread, outermost frame first, with the node each frame
+    // got: a thread's next trace mostly shares its outer frames, whose nodes are taken from here
+    // without resolving their frames or looking up children again. A frame whose resolution may
+    // change (an unknown method) ends the part that can be taken.
+    struct PathStep {
+        FrameKind kind = FrameKind::kNative;
+        int32_t bci = -1;
+        uint64_t method_id = 0;
+        std::string symbol;
+        NodeId node = kRootNode;
+    };
+    struct ThreadPath {
+        NodeId start = kNoChild;   // the node the first frame hangs under
+        std::vector<PathStep> steps;
+        size_t reusable = 0;       // steps [0, reusable) may be taken
+    };
+    std::unordered_map<uint32_t, ThreadPath> paths_;
 
     const MethodNames* names_;
     CctOptions options_;
