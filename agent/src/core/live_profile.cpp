@@ -152,18 +152,54 @@ LiveProfile::~LiveProfile() {
     Event* event = nullptr;
     while (queue_.pop(event)) delete event;
     while (spare_events_.pop(event)) delete event;
+    for (Event* spare : emptied_spares_) delete spare;
     for (Event* held : backlog_) delete held;
 }
 
 Event* LiveProfile::owned_event(Event&& event) {
     Event* spare = nullptr;
-    if (!spare_events_.pop(spare)) return new Event(std::move(event));
+    if (!emptied_spares_.empty()) {
+        spare = emptied_spares_.back();
+        emptied_spares_.pop_back();
+    } else if (!spare_events_.pop(spare)) {
+        return new Event(std::move(event));
+    } else if (auto* sample = std::get_if<Sample>(spare); sample && sample->stack.capacity() != 0) {
+        spare_stacks_.fetch_sub(1, std::memory_order_relaxed);   // its buffer goes with the assignment
+    }
     *spare = std::move(event);
     return spare;
 }
 
+bool LiveProfile::spare_stack(std::vector<uint8_t>& out) {
+    Event* spare = nullptr;
+    if (!spare_events_.pop(spare)) return false;
+    emptied_spares_.push_back(spare);
+    auto* sample = std::get_if<Sample>(spare);
+    if (sample == nullptr || sample->stack.capacity() == 0) return false;
+    spare_stacks_.fetch_sub(1, std::memory_order_relaxed);
+    out.swap(sample->stack);
+    out.clear();
+    return true;
+}
+
 void LiveProfile::recycle(Event* event) {
-    // Whatever the decoder left in it (a moved-from event holds nothing of note) goes now.
+    // Whatever the decoder left in it (a moved-from event holds nothing of note) goes now, but for
+    // a sample's fragment buffer while few spares hold one.
+    auto* sample = std::get_if<Sample>(event);
+    if (sample != nullptr && sample->stack.capacity() != 0 &&
+        spare_stacks_.load(std::memory_order_relaxed) < kMaxSpareStacks) {
+        std::vector<uint8_t> stack = std::move(sample->stack);
+        stack.clear();
+        *event = Event{};
+        std::get<Sample>(*event).stack = std::move(stack);
+        // Counted before the reader can pop it, so that its count never goes below zero.
+        spare_stacks_.fetch_add(1, std::memory_order_relaxed);
+        if (!spare_events_.push(event)) {
+            spare_stacks_.fetch_sub(1, std::memory_order_relaxed);
+            delete event;
+        }
+        return;
+    }
     *event = Event{};
     if (!spare_events_.push(event)) delete event;
 }

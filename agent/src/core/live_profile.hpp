@@ -133,6 +133,8 @@ public:
     void observe(Event&& event) override;
     void batch_end() override;
     void observe(const Event& event) { observe(Event(event)); }
+    // The reader thread: the fragment buffer of a sample the decoder thread is done with.
+    bool spare_stack(std::vector<uint8_t>& out) override;
 
     // Starts the decoder thread (a plain pthread, every signal blocked).
     Status start();
@@ -155,6 +157,10 @@ public:
     // Decoded events waiting to be filled again by observe() (tests).
     size_t spare_events() const { return spare_events_.read_available(); }
     static constexpr size_t kSpareEvents = 1024;   // at most (about a batch's worth, kWakeBytes)
+    // Spare events keep their sample's fragment buffer (its bytes cleared), up to this many at a
+    // time: the reader fills them again instead of allocating a buffer per sample that the decoder
+    // thread then frees (malloc and free on two threads, and fresh pages after the heap shrank).
+    static constexpr size_t kMaxSpareStacks = 128;
     // After stop() (or from the thread calling poll_once): the whole run, over all rotations.
     // Safe from any thread once stop() returned; if the decoder thread did not finish in time, says
     // so (decoder_running) rather than read what it still writes.
@@ -196,6 +202,8 @@ private:
     boost::lockfree::spsc_queue<Event*> spare_events_;
     Event* owned_event(Event&& event);
     void recycle(Event* event);
+    std::atomic<size_t> spare_stacks_{0};
+    std::vector<Event*> emptied_spares_;   // reader only: spare events whose buffer spare_stack took
     std::atomic<size_t> queued_bytes_{0};
     std::deque<Event*> backlog_;   // producer side only
 

@@ -137,6 +137,8 @@ public:
         if (!sampler_.spare_stacks_.empty()) {
             sample.stack = std::move(sampler_.spare_stacks_.back());
             sampler_.spare_stacks_.pop_back();
+        } else {
+            (void)sampler_.writer_.spare_stack(sample.stack);   // one the live decoder is done with
         }
         // Only the bytes the kernel wrote (dyn_size), into a buffer of a whole number of pages:
         // fragments mostly come in a few sizes then, and the allocator finds a freed one that fits

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "stackfrag/events/events.hpp"
 #include "stackfrag/events/recording.hpp"
@@ -33,6 +34,12 @@ public:
     virtual void observe(Event&& event) = 0;
     // The writer's caller has handed over everything it had for now (the end of a reader cycle).
     virtual void batch_end() {}
+    // The writer's thread, before it fills a sample's fragment: a buffer a sample it observed
+    // earlier no longer needs, with its capacity, into `out` (true), or nothing (false).
+    virtual bool spare_stack(std::vector<uint8_t>& out) {
+        (void)out;
+        return false;
+    }
 };
 
 class StreamWriter {
@@ -46,6 +53,8 @@ public:
     void batch_end() {
         if (tap_ != nullptr) tap_->batch_end();
     }
+    // Asks the tap (EventTap::spare_stack).
+    bool spare_stack(std::vector<uint8_t>& out) { return tap_ != nullptr && tap_->spare_stack(out); }
     // Set before the reader thread starts; null for none.
     void set_tap(EventTap* tap) { tap_ = tap; }
     // Flushes and closes the recording; later writes are only counted.

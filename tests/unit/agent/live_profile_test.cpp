@@ -203,6 +203,37 @@ TEST_CASE("events the decoder is done with are filled again by later samples, up
     CHECK(live.counts().decoded == 8 + 2 * LiveProfile::kSpareEvents);
 }
 
+TEST_CASE("the reader gets decoded samples' fragment buffers back to fill, a bounded number of them") {
+    World w;
+    FakeClock clock;
+    LiveProfile live(settings_for_tests(), clock);
+    for (const Event& e : metadata(w)) live.observe(e);
+    const size_t samples = LiveProfile::kMaxSpareStacks + 50;
+    size_t fragment = 0;
+    for (uint64_t t = 1000; t < 1000 + samples; ++t) {
+        Sample s = chain_sample(w, t);
+        fragment = s.stack.size();
+        live.observe(std::move(s));
+    }
+    drain(live);
+    size_t buffers = 0;
+    while (live.spare_events() > 0) {
+        std::vector<uint8_t> stack;
+        if (!live.spare_stack(stack)) continue;
+        ++buffers;
+        CHECK(stack.empty());
+        CHECK(stack.capacity() >= fragment);
+    }
+    CHECK(buffers == LiveProfile::kMaxSpareStacks);
+    // A sample filled into such a buffer decodes as any other (the spares emptied are reused too).
+    std::vector<uint8_t> none;
+    CHECK_FALSE(live.spare_stack(none));
+    for (uint64_t t = 5000; t < 5003; ++t) live.observe(chain_sample(w, t));
+    drain(live);
+    CHECK(live.counts().decoded == samples + 3);
+    CHECK(collapsed(live.cct()) == "T.m2_[0];T.m1_[0] " + std::to_string(samples + 3) + "\n");
+}
+
 TEST_CASE("loop rotation writes one file per interval, named by its start time") {
     setenv("TZ", "UTC", 1);
     tzset();
