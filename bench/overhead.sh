@@ -19,7 +19,7 @@
 #   -n          print the table only; leave docs/benchmarks.md alone
 # Env: ASYNC_PROFILER (path of libasyncProfiler.so: adds the ap* configurations; build it yourself,
 #      it is not part of this project), STACKFRAG_AGENT (default build/lib/libstackfrag.so),
-#      STACKFRAG_SHARED_DIR, JAVA_HOME.
+#      STACKFRAG_SHARED_DIR, JAVA_HOME, OVERHEAD_LOGS (a directory that keeps every run's stderr).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 AGENT="${STACKFRAG_AGENT:-$ROOT/build/lib/libstackfrag.so}"
@@ -129,6 +129,8 @@ run_once() {
   fi
   [ -s "$SCRATCH/times" ] || { echo "overhead: no JVM CPU time from $workload (does its run.sh start \$JAVA?)" >&2; exit 1; }
   rm -f "$SCRATCH/$tag".*
+  # OVERHEAD_LOGS=DIR keeps each run's stderr (the agent's stop summary: coverage, drops) there.
+  if [ -n "${OVERHEAD_LOGS:-}" ]; then mkdir -p "$OVERHEAD_LOGS" && cp "$SCRATCH/err" "$OVERHEAD_LOGS/$tag.$(date +%s%N).err"; fi
   # The agent's own threads, as it measured them ("agent threads CPU: ... = 0.61% of ...").
   local agent_pct
   agent_pct="$(sed -n 's/.*agent threads CPU: .* = \([0-9.]*\)% of.*/\1/p' "$SCRATCH/err" | tail -1)"
