@@ -26,7 +26,7 @@ trap 'rm -rf "$WORK"' EXIT
 
 table="$WORK/table.md"
 {
-  echo "| JDK | workload | samples | decoded % | incomplete % | failed (top reasons) | ASGCT pairs (both ok) | identical % | identical except top bci % | ASGCT stale / missed entry callee / failed where we decoded | decode ns median / p99 |"
+  echo "| JDK | workload | samples | decoded % | incomplete %: all (profile / validator) | failed (top reasons) | ASGCT pairs (both ok) | identical % | identical except top bci % | ASGCT stale / missed entry callee / failed where we decoded | decode ns median / p99 |"
   echo "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"
 } > "$table"
 for jdk in "${JDKS[@]}"; do
@@ -49,7 +49,11 @@ failed = sorted(r.get("failed", {}).items(), key=lambda kv: -kv[1])[:3]
 failed_text = ", ".join(f"{k} {v}" for k, v in failed) or "none"
 both = r.get("oracle_both_ok", 0)
 pct = lambda n: f"{100.0 * n / both:.1f}" if both else "–"
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {r['samples']} | {r['decoded_pct']:.2f} | {r['incomplete_pct']:.2f} | "
+prof = r.get("profile", {})
+ps, pi = prof.get("samples", 0), prof.get("incomplete", 0)
+os_, oi = r["samples"] - ps, r["incomplete"] - pi
+share = lambda n, d: f"{100.0 * n / d:.2f}" if d else "–"
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {r['samples']} | {r['decoded_pct']:.2f} | {r['incomplete_pct']:.2f} ({share(pi, ps)} / {share(oi, os_)}) | "
       f"{failed_text} | {r.get('oracle_pairs', 0)} ({both}) | {pct(r.get('oracle_identical', 0))} | "
       f"{pct(r.get('oracle_identical_except_top_bci', 0))} | {r.get('oracle_stale', 0)} / {r.get('oracle_entry_codelet', 0)} / {r.get('oracle_failed_we_decoded', 0)} | "
       f"{r['decode_ns_median']} / {r['decode_ns_p99']} |")
@@ -66,7 +70,10 @@ if [ "$DOC" = 1 ]; then
     echo
     cat "$table"
     echo
-    echo "*samples* counts perf samples and oracle samples (each oracle sample is decoded too). *identical* compares"
+    echo "*samples* counts perf samples and oracle samples (each oracle sample is decoded too). *incomplete*: of all"
+    echo "samples, then of the profile's and of the validator's own: the validator's SIGPROF copy is always the"
+    echo "starting fragment size (16 KB), which stack=auto does not grow, so a deep thread's validator samples run"
+    echo "off far more often than its profile samples (docs/decoding.md §2.7). *identical* compares"
     echo "the Java frames (method and bci, top to bottom) with AsyncGetCallTrace's answer for the same snapshot;"
     echo "*except top bci* ignores the bci of an interpreted top frame, which the decoder takes from the live"
     echo "bytecode pointer (R13) while AsyncGetCallTrace reads the frame's bcp slot, which lags until the next"
