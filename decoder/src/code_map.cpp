@@ -72,6 +72,8 @@ void CodeMap::apply_load(CodeLoad&& load) {
         auto prev = std::prev(it);
         if (prev->second->load.code_end > load.code_begin) it = prev;
     }
+    loaded_lo_ = std::min(loaded_lo_, load.code_begin);
+    loaded_hi_ = std::max(loaded_hi_, load.code_end);
     while (it != live_.end() && it->first < load.code_end) {
         retire(it->second, load.time_ns);
         it = live_.erase(it);
@@ -146,6 +148,9 @@ const CompiledCode* CodeMap::find_live(uint64_t pc) const {
 }
 
 const CompiledCode* CodeMap::find_compiled(uint64_t pc, uint64_t time_ns) const {
+    // A native pc (most of a JVM thread's frames, and every one its native steps ask about) lies
+    // outside every range code was ever loaded at: no lookup needed.
+    if (pc < loaded_lo_ || pc >= loaded_hi_) return nullptr;
     const CompiledCode* live = find_live(pc);
     if (live && live->valid_from <= time_ns) return live;
     if (history_.empty()) return live;
@@ -158,6 +163,8 @@ const CompiledCode* CodeMap::find_compiled(uint64_t pc, uint64_t time_ns) const 
 
 void CodeMap::apply_stub(const Stub& stub) {
     if (stub.end <= stub.begin) return;
+    stubs_lo_ = std::min(stubs_lo_, stub.begin);
+    stubs_hi_ = std::max(stubs_hi_, stub.end);
     for (auto& s : stubs_) {
         if (s.begin == stub.begin && s.end == stub.end) {
             s = stub;   // re-announced (the start scan, DynamicCodeGenerated, each code poll): same segments
@@ -216,6 +223,7 @@ void CodeMap::rebuild_stub_segments() const {
 }
 
 const Stub* CodeMap::find_stub(uint64_t pc) const {
+    if (pc < stubs_lo_ || pc >= stubs_hi_) return nullptr;
     if (stubs_dirty_) rebuild_stub_segments();
     auto it = std::upper_bound(stub_segments_.begin(), stub_segments_.end(), pc,
                                [](uint64_t p, const StubSegment& s) { return p < s.begin; });

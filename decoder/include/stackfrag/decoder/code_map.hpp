@@ -166,6 +166,9 @@ private:
     static constexpr size_t kLiveCacheSize = 2048;
     mutable std::vector<LiveCacheEntry> live_cache_ = std::vector<LiveCacheEntry>(kLiveCacheSize);
     uint64_t live_generation_ = 1;
+    // The span of every range code (live or since unloaded) and stubs were ever announced at.
+    uint64_t loaded_lo_ = ~uint64_t{0}, loaded_hi_ = 0;
+    uint64_t stubs_lo_ = ~uint64_t{0}, stubs_hi_ = 0;
     // Unloaded (or replaced) code, sorted by code_begin; may overlap itself and live code.
     std::vector<std::shared_ptr<CompiledCode>> history_;
     // history_reach_[i]: the highest code_end among history_[0..i]. A lookup walking back from
