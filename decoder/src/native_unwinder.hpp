@@ -39,7 +39,7 @@ public:
 private:
     static constexpr unsigned kGranuleBits = 6;
     static constexpr uint64_t kReach = 256;
-    static constexpr size_t kSize = 1024;
+    static constexpr size_t kSize = 4096;
     struct Entry {
         uint64_t begin = 0, end = 0;
         T value{};
@@ -135,7 +135,7 @@ private:
         uint64_t pc = 0;
         const std::string* name = nullptr;
     };
-    static constexpr size_t kSymbolCacheSize = 1024;
+    static constexpr size_t kSymbolCacheSize = 4096;
     std::vector<SymbolAnswer> symbol_cache_;
     // Behind symbol_cache_: the name by the function's range, so that a new pc in a function seen
     // before (a JIT compiler thread's top) needs no symbol table search.
