@@ -1,5 +1,5 @@
 // file=PROFILE.jfr on a real JVM (JDK 17) with events=cpu,switch: the JDK's own `jfr` tool (JDK 17,
-// and JDK 25 when installed) reads both files the agent writes, with one event per decoded sample,
+// and JDK 25 when installed) reads both files the agent writes, with one event per sample,
 // each at a time inside the run, on a named thread, with typed Java frames; `stackfrag report` of the
 // run's recording writes the same kind of file.
 #include <catch2/catch.hpp>
@@ -72,6 +72,8 @@ TEST_CASE("file=*.jfr: JDK 17's and 25's jfr read one event per sample, on-CPU a
     REQUIRE(std::regex_search(r.err, m, std::regex("decoded [0-9.]+% \\((\\d+)\\)")));
     const uint64_t decoded = std::stoull(m[1]);
     REQUIRE(decoded > 0);
+    REQUIRE(std::regex_search(r.err, m, std::regex("failed [0-9.]+% \\((\\d+)\\)")));
+    const uint64_t failed = std::stoull(m[1]);
 
     for (const std::string& tool : jfr_tools()) {
         INFO(tool);
@@ -80,8 +82,8 @@ TEST_CASE("file=*.jfr: JDK 17's and 25's jfr read one event per sample, on-CPU a
         CHECK(summary.out.find("jdk.ExecutionSample") != std::string::npos);
 
         const nlohmann::json samples = events_of(tool, on_cpu, "jdk.ExecutionSample", dir);
-        // Every decoded on-CPU sample is one event (failed ones are not in the tree).
-        CHECK(samples.size() == decoded);
+        // Every on-CPU sample is one event: a failed one too, under its [failed: reason] marker.
+        CHECK(samples.size() == decoded + failed);
         std::set<std::string> threads, types;
         bool busy_seen = false;
         for (const auto& event : samples) {
