@@ -160,7 +160,9 @@ public:
     // Spare events keep their sample's fragment buffer (its bytes cleared), up to this many at a
     // time: the reader fills them again instead of allocating a buffer per sample that the decoder
     // thread then frees (malloc and free on two threads, and fresh pages after the heap shrank).
-    static constexpr size_t kMaxSpareStacks = 128;
+    // A reader cycle at 10 kHz brings a few hundred samples at once (128 left most of them to
+    // malloc); 512 buffers of 16 KB are 8 MB, an eighth of what the queue may hold (queue_bytes).
+    static constexpr size_t kMaxSpareStacks = 512;
     // After stop() (or from the thread calling poll_once): the whole run, over all rotations.
     // Safe from any thread once stop() returned; if the decoder thread did not finish in time, says
     // so (decoder_running) rather than read what it still writes.

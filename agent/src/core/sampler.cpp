@@ -140,10 +140,11 @@ public:
         } else {
             (void)sampler_.writer_.spare_stack(sample.stack);   // one the live decoder is done with
         }
-        // Only the bytes the kernel wrote (dyn_size), into a buffer of a whole number of pages:
-        // fragments mostly come in a few sizes then, and the allocator finds a freed one that fits
-        // exactly instead of sorting its bins for every sample of its own size.
-        sample.stack.reserve((view.stack_size + 4095) & ~size_t{4095});
+        // Only the bytes the kernel wrote (dyn_size), into a buffer of a whole number of pages and
+        // of at least the default fragment: buffers then come in a few sizes, a recycled one
+        // mostly fits the next sample whatever its depth, and the allocator finds a freed one that
+        // fits exactly instead of sorting its bins for every sample of its own size.
+        sample.stack.reserve(std::max<size_t>((view.stack_size + 4095) & ~size_t{4095}, 16384));
         sample.stack.assign(view.stack, view.stack + view.stack_size);
         if (sampler_.sample_watch_) sampler_.sample_watch_(sample);
         sampler_.reorder_.add(std::move(sample), now_ns_);
