@@ -74,6 +74,41 @@ private:
     std::thread thread_;
 };
 
+// A started sampler at 1 ms writing a recording of its own.
+struct RecordingSampler {
+    explicit RecordingSampler(const std::string& name)
+        : path("/tmp/sf-agent-sampler-" + name + "-" + std::to_string(getpid()) + ".sfr") {
+        std::remove(path.c_str());
+        RecordingHeader header;
+        header.pid = static_cast<uint32_t>(getpid());
+        Result<std::unique_ptr<RecordingWriter>> created = RecordingWriter::create(path, header);
+        REQUIRE(created.ok());
+        writer = std::make_unique<StreamWriter>(std::move(created).value());
+        kernel::SamplingConfig config;
+        config.period_ns = 1'000'000;
+        sampler = std::make_unique<Sampler>(config, queue, *writer, nullptr);
+        REQUIRE(sampler->start().ok());
+    }
+    std::string path;
+    EventQueue queue;
+    std::unique_ptr<StreamWriter> writer;
+    std::unique_ptr<Sampler> sampler;
+};
+
+// Ends the spinner's sampling and the sampler: the spinner's CPU time before the end and when its
+// event had closed.
+std::pair<uint64_t, uint64_t> end_and_stop(Sampler& sampler, DeepSpinner& spinner) {
+    const uint64_t cpu_ns = spinner.cpu_ns();
+    sampler.end_thread(spinner.tid());
+    for (int waited = 0; waited < 200 && sampler.stats().threads_closed == 0; ++waited) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const uint64_t cpu_at_close = spinner.cpu_ns();
+    spinner.stop();
+    REQUIRE(sampler.stop(3000));
+    return {cpu_ns, cpu_at_close};
+}
+
 void wait_for_reopens(const Sampler& sampler, uint64_t n) {
     for (int waited = 0; waited < 500 && sampler.stats().stack_reopens < n; ++waited) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -83,18 +118,9 @@ void wait_for_reopens(const Sampler& sampler, uint64_t n) {
 }  // namespace
 
 TEST_CASE("request_stack reopens a running thread's event with another fragment size, in order, losing nothing") {
-    const std::string path = "/tmp/sf-agent-sampler-stack-" + std::to_string(getpid()) + ".sfr";
-    std::remove(path.c_str());
-    RecordingHeader header;
-    header.pid = static_cast<uint32_t>(getpid());
-    Result<std::unique_ptr<RecordingWriter>> created = RecordingWriter::create(path, header);
-    REQUIRE(created.ok());
-    EventQueue queue;
-    StreamWriter writer(std::move(created).value());
-    kernel::SamplingConfig config;
-    config.period_ns = 1'000'000;
-    Sampler sampler(config, queue, writer, nullptr);
-    REQUIRE(sampler.start().ok());
+    RecordingSampler recorded("stack");
+    const std::string& path = recorded.path;
+    Sampler& sampler = *recorded.sampler;
     DeepSpinner spinner(sampler);
     REQUIRE(spinner.added());
     const pid_t tid = spinner.tid();
@@ -109,14 +135,7 @@ TEST_CASE("request_stack reopens a running thread's event with another fragment 
     REQUIRE(sampler.stats().stack_reopens == 2);
     sampler.request_stack(tid, 16384);   // no change: nothing reopened
     spinner.wait_for_cpu_ms(100);
-    const uint64_t cpu_ns = spinner.cpu_ns();
-    sampler.end_thread(tid);
-    for (int waited = 0; waited < 200 && sampler.stats().threads_closed == 0; ++waited) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    const uint64_t cpu_at_close = spinner.cpu_ns();
-    spinner.stop();
-    REQUIRE(sampler.stop(3000));
+    const auto [cpu_ns, cpu_at_close] = end_and_stop(sampler, spinner);
     CHECK(sampler.stats().stack_reopens == 2);
 
     // The fragment sizes in stream order: 16384..., 65416..., 16384...
@@ -151,32 +170,16 @@ TEST_CASE("request_stack reopens a running thread's event with another fragment 
 
 TEST_CASE("a thread added with a fixed fragment size is sampled with that size, which request_stack leaves alone") {
     // The profiler's own threads (kOwnThreadStackBytes): 8 bytes, every period, for good.
-    const std::string path = "/tmp/sf-agent-sampler-fixed-" + std::to_string(getpid()) + ".sfr";
-    std::remove(path.c_str());
-    RecordingHeader header;
-    header.pid = static_cast<uint32_t>(getpid());
-    Result<std::unique_ptr<RecordingWriter>> created = RecordingWriter::create(path, header);
-    REQUIRE(created.ok());
-    EventQueue queue;
-    StreamWriter writer(std::move(created).value());
-    kernel::SamplingConfig config;
-    config.period_ns = 1'000'000;
-    Sampler sampler(config, queue, writer, nullptr);
-    REQUIRE(sampler.start().ok());
+    RecordingSampler recorded("fixed");
+    const std::string& path = recorded.path;
+    Sampler& sampler = *recorded.sampler;
     DeepSpinner spinner(sampler, 8);
     REQUIRE(spinner.added());
     const pid_t tid = spinner.tid();
     spinner.wait_for_cpu_ms(50);
     sampler.request_stack(tid, 65528);
     spinner.wait_for_cpu_ms(150);
-    const uint64_t cpu_ns = spinner.cpu_ns();
-    sampler.end_thread(tid);
-    for (int waited = 0; waited < 200 && sampler.stats().threads_closed == 0; ++waited) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    const uint64_t cpu_at_close = spinner.cpu_ns();
-    spinner.stop();
-    REQUIRE(sampler.stop(3000));
+    const auto [cpu_ns, cpu_at_close] = end_and_stop(sampler, spinner);
     CHECK(sampler.stats().stack_reopens == 0);
 
     Result<std::unique_ptr<RecordingReader>> reader = RecordingReader::open(path);
