@@ -60,6 +60,10 @@ uint32_t ring_pages_for(const kernel::SamplingConfig& configured, uint32_t stack
     return pages;
 }
 constexpr size_t kMaxSpareStacks = 256;
+// set_module_tracker: a rescan of /proc/self/maps costs 0.1-1 ms of the reader. A sample outside
+// every mapping found after a fresh scan (its library unmapped since) doubles the gap up to the max.
+constexpr uint64_t kMinRescanGapNs = 20'000'000;
+constexpr uint64_t kMaxRescanGapNs = 1'000'000'000;
 // Errors that will not go away for the next thread either: stop trying after the first. A thread
 // that exited before its event was opened (ESRCH) says nothing about the next one.
 bool is_persistent(const Error& error) {
@@ -147,6 +151,7 @@ public:
         sample.stack.reserve(std::max<size_t>((view.stack_size + 4095) & ~size_t{4095}, 16384));
         sample.stack.assign(view.stack, view.stack + view.stack_size);
         if (sampler_.sample_watch_) sampler_.sample_watch_(sample);
+        if (!in_kernel && sample.regs.ip != 0) sampler_.check_code(sample.regs.ip, sample.time_ns, now_ns_);
         sampler_.reorder_.add(std::move(sample), now_ns_);
     }
 
@@ -571,6 +576,27 @@ void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
     }
 }
 
+// The library is mapped since before the sample that ran in it, but not since when: the ModuleMap
+// is stamped right after the last event written, so that it precedes every sample still held,
+// whichever ring they come from. (Were the range another file's before, samples of that file in
+// between would be named after this one: not seen.)
+void Sampler::check_code(uint64_t ip, uint64_t time_ns, uint64_t now_ns) {
+    if (modules_ == nullptr) return;
+    modules_->executable_ranges(code_ranges_, code_ranges_generation_);
+    if (modules_->known_code(code_ranges_, ip) || now_ns < next_rescan_ns_) return;
+    bool busy = false;
+    // Before the first release: right before this sample.
+    const uint64_t stamp = released_until_ != 0 ? released_until_ + 1 : std::max<uint64_t>(time_ns, 2) - 1;
+    const size_t found = modules_->try_refresh(stamp, queue_, busy);
+    if (busy) return;   // the code poll is scanning: it announces the library, stamped later
+    module_rescans_.fetch_add(1, std::memory_order_relaxed);
+    modules_found_.fetch_add(found, std::memory_order_relaxed);
+    modules_->executable_ranges(code_ranges_, code_ranges_generation_);
+    rescan_gap_ns_ = modules_->known_code(code_ranges_, ip) ? kMinRescanGapNs
+                                                 : std::clamp(2 * rescan_gap_ns_, kMinRescanGapNs, kMaxRescanGapNs);
+    next_rescan_ns_ = now_ns + rescan_gap_ns_;
+}
+
 void Sampler::collect() {
     const uint64_t now = monotonic_ns();
     scratch_.clear();
@@ -659,6 +685,7 @@ bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
     if (in_flight_since_ != 0 && now - in_flight_since_ < kMaxInFlightHoldNs) {
         horizon = std::min(horizon, in_flight_since_ - 1);
     }
+    released_until_ = std::max(released_until_, horizon);
     reorder_.release_until(horizon, [this](Event& event) {
         writer_.write(std::move(event));
         // With a live profile the fragment went on to the decoder thread; with only a recording
@@ -723,6 +750,8 @@ SamplerStats Sampler::stats() const {
     stats.ring_looks = published_ring_looks_.load(std::memory_order_relaxed);
     stats.ring_drains = published_ring_drains_.load(std::memory_order_relaxed);
     stats.cadence_ns = cadence_ns_.load(std::memory_order_relaxed);
+    stats.module_rescans = module_rescans_.load(std::memory_order_relaxed);
+    stats.modules_found = modules_found_.load(std::memory_order_relaxed);
     return stats;
 }
 

@@ -18,6 +18,7 @@
 #include <boost/lockfree/queue.hpp>
 
 #include "event_queue.hpp"
+#include "module_tracker.hpp"
 #include "oracle.hpp"
 #include "reorder_buffer.hpp"
 #include "stackfrag/base/result.hpp"
@@ -41,6 +42,10 @@ struct SamplerStats {
     uint64_t ring_looks = 0;
     uint64_t ring_drains = 0;
     uint64_t cadence_ns = 0;        // the reader's cycle period
+    // set_module_tracker: rescans of the maps for a sample outside every known executable
+    // mapping, and the libraries they announced.
+    uint64_t module_rescans = 0;
+    uint64_t modules_found = 0;
 };
 
 // Whether a ring that woke the reader early (its watermark) can wait for the reader's next cycle:
@@ -112,6 +117,12 @@ public:
     // Before start(): shown every perf sample on the reader thread as it is read from its ring,
     // before the time-ordering hold-back (stack=auto without a live decoder reacts sooner so).
     void set_sample_watch(std::function<void(const Sample&)> watch) { sample_watch_ = std::move(watch); }
+    // Before start(): a perf sample whose ip lies outside every executable mapping of `modules`'s
+    // last scan (a library loaded since, which the periodic refresh would announce seconds later)
+    // makes the reader rescan /proc/self/maps at once (at most every kMinRescanGapNs) and put the
+    // new ModuleMaps into the stream before every event not yet written, so before that sample.
+    // `modules` outlives the sampler.
+    void set_module_tracker(ModuleTracker* modules) { modules_ = modules; }
 
 private:
     enum class RequestKind : uint8_t;
@@ -134,6 +145,7 @@ private:
     void set_stack(pid_t tid, uint32_t bytes);
     void drain_rings(const std::vector<kernel::RingReady>& ready);
     void drain_ring(Ring& ring, uint64_t now_ns);
+    void check_code(uint64_t ip, uint64_t time_ns, uint64_t now_ns);
     void collect();
     void final_drain();
     Status record_open_failure(Error error);
@@ -192,6 +204,15 @@ private:
     uint64_t in_flight_since_ = 0;   // reader: the oldest in-flight producer at the last collect()
     std::unique_ptr<Converter> converter_;
     std::function<void(const Sample&)> sample_watch_;
+    // Reader-thread state of set_module_tracker.
+    ModuleTracker* modules_ = nullptr;
+    std::vector<ModuleTracker::Range> code_ranges_;   // the tracker's last scan, as the reader has it
+    uint64_t code_ranges_generation_ = 0;
+    uint64_t next_rescan_ns_ = 0;
+    uint64_t rescan_gap_ns_ = 0;
+    uint64_t released_until_ = 0;   // the horizon of the last release: events up to it are written
+    std::atomic<uint64_t> module_rescans_{0};
+    std::atomic<uint64_t> modules_found_{0};
 };
 
 }  // namespace sf::agent

@@ -112,6 +112,7 @@ public:
         sampler_ = std::make_unique<Sampler>(sampling_config(), queue_, writer_, timer());
         sampler_->set_fallback_available(options_.backend == SamplingBackend::kAuto);
         sampler_->set_events(options_.sample_cpu, options_.sample_switch);
+        sampler_->set_module_tracker(&modules_);
         create_live_profile();
         if (!setup_jvmti()) {
             disabled_ = true;
@@ -144,6 +145,7 @@ public:
         SF_LOG_INFO("%s", capture_->describe().c_str());
         // Before the reader starts, so that the first native frames already have their modules.
         // (Not inside the log call: its arguments are evaluated only when debug logging is on.)
+        modules_.set_code_cache(capture_->code_cache());
         const size_t announced = modules_.refresh(monotonic_ns(), queue_);
         SF_LOG_DEBUG("%zu executable files announced", announced);
         if (live_profile_) {
@@ -640,6 +642,12 @@ private:
                     agent_ms, static_cast<double>(reader) / 1e6, static_cast<double>(decoder) / 1e6,
                     static_cast<double>(poll) / 1e6, static_cast<double>(tasks) / 1e6,
                     process_ms > 0 ? 100.0 * agent_ms / process_ms : 0.0, process_ms);
+        {
+            const SamplerStats sampled = sampler_->stats();
+            SF_LOG_DEBUG("reader: %llu rescans of the maps for samples in unknown code, %llu libraries announced so",
+                         static_cast<unsigned long long>(sampled.module_rescans),
+                         static_cast<unsigned long long>(sampled.modules_found));
+        }
         if (task_watcher_) {
             SF_LOG_DEBUG("thread watcher: %llu scans of /proc/self/task in %llu ticks",
                          static_cast<unsigned long long>(task_watcher_->scans()),
@@ -752,13 +760,15 @@ private:
     std::unique_ptr<OracleSampler> oracle_;           // owns timer_; set once, before timer_
     std::atomic<OracleSampler*> timer_{nullptr};      // validate's oracle and/or the signal backend
     BackendSelection backend_;                        // perf or the signal backend, for new threads
+    // go_live, then the code-poll thread and the reader (a sample in a library loaded since); before
+    // sampler_, which uses it.
+    ModuleTracker modules_;
     std::unique_ptr<Sampler> sampler_;
     std::string kernel_unsampled_;                    // why kernel-mode ticks are not sampled ("" when they are)
     std::unique_ptr<TaskWatcher> task_watcher_;       // threads=all
     std::unique_ptr<AutoInterval> auto_interval_;   // interval=auto; fed by the live profile's thread
     std::unique_ptr<AutoStack> auto_stack_;         // stack=auto; fed by the live profile's thread
     std::unique_ptr<VmCapture> capture_;
-    ModuleTracker modules_;   // go_live, then the code-poll thread only
     PeriodicPoll code_poll_{std::chrono::milliseconds(kCodePollIntervalMs),
                             std::chrono::milliseconds(kCodePollMaxIntervalMs)};   // the code-poll thread's loop
     std::unique_ptr<JvmtiSampler> jvmti_sampler_;   // mode=jvmti only

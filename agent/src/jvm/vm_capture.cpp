@@ -449,6 +449,11 @@ void VmCapture::announce_method(JNIEnv* jni, jmethodID method, uint64_t time_ns)
     impl_->announce_method(jni, method, time_ns);
 }
 
+std::pair<uint64_t, uint64_t> VmCapture::code_cache() const {
+    if (!impl_->started.load(std::memory_order_acquire)) return {0, 0};
+    return {impl_->info.code_cache_low, impl_->info.code_cache_high};
+}
+
 std::string VmCapture::describe() const {
     const Impl& m = *impl_;
     if (!m.started.load(std::memory_order_acquire)) return "VM capture not started";

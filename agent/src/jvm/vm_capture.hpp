@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "event_sink.hpp"
 #include "stackfrag/base/result.hpp"
@@ -69,6 +70,8 @@ public:
 
     // A one-line description of the resolved layout and the counts so far, for the log.
     std::string describe() const;
+    // The CodeCache's reserved range [low, high) once started, else {0, 0}.
+    std::pair<uint64_t, uint64_t> code_cache() const;
 
 private:
     struct Impl;

@@ -46,3 +46,25 @@ TEST_CASE("refresh announces this process's own executable files") {
     CHECK(tracker.refresh(2, sink) == 0);
     for (const sf::Event& event : sink.events) CHECK(std::get<sf::ModuleMap>(event).path.front() == '/');
 }
+
+TEST_CASE("the last scan's executable mappings and the CodeCache are known code; the rest is not") {
+    using sf::kernel::ExecutableMapping;
+    sf::agent::ModuleTracker tracker;
+    tracker.set_code_cache({0x100000, 0x200000});
+    Collect sink;
+    std::vector<sf::agent::ModuleTracker::Range> ranges;
+    uint64_t generation = 0;
+    CHECK_FALSE(tracker.executable_ranges(ranges, generation));   // no scan yet
+    CHECK(tracker.announce({{0x1000, 0x2000, 0, ""}, {0x3000, 0x5000, 0, "/lib/a.so"}, {0x7000, 0x8000, 0, "[vdso]"}},
+                           10, sink) == 1);
+    REQUIRE(tracker.executable_ranges(ranges, generation));
+    CHECK_FALSE(tracker.executable_ranges(ranges, generation));   // nothing newer
+    for (uint64_t ip : {0x1000, 0x1fff, 0x3000, 0x4fff, 0x7000, 0x100000, 0x1fffff}) CHECK(tracker.known_code(ranges, ip));
+    for (uint64_t ip : {0x0, 0x2000, 0x2fff, 0x5000, 0x6000, 0x8000, 0x200000}) CHECK_FALSE(tracker.known_code(ranges, ip));
+    // A library mapped later is unknown until the next scan, and known after it.
+    CHECK(tracker.announce({{0x3000, 0x5000, 0, "/lib/a.so"}, {0x9000, 0xa000, 0, "/lib/b.so"}}, 20, sink) == 1);
+    CHECK_FALSE(tracker.known_code(ranges, 0x9000));
+    REQUIRE(tracker.executable_ranges(ranges, generation));
+    CHECK(tracker.known_code(ranges, 0x9000));
+    CHECK_FALSE(tracker.known_code(ranges, 0x1000));   // gone from the maps
+}
