@@ -18,6 +18,7 @@
 #include "module_tracker.hpp"
 #include "stackfrag/base/clock.hpp"
 #include "sampler.hpp"
+#include "test_recording.hpp"
 #include "stackfrag/events/recording.hpp"
 
 using namespace sf;
@@ -33,13 +34,8 @@ bool ends_with(const std::string& text, const std::string& tail) {
 
 TEST_CASE("a library loaded while sampling is announced before its first samples") {
     const std::string path = "/tmp/sf-agent-sampler-module-" + std::to_string(getpid()) + ".sfr";
-    std::remove(path.c_str());
-    RecordingHeader header;
-    header.pid = static_cast<uint32_t>(getpid());
-    Result<std::unique_ptr<RecordingWriter>> created = RecordingWriter::create(path, header);
-    REQUIRE(created.ok());
     EventQueue queue;
-    StreamWriter writer(std::move(created).value());
+    StreamWriter writer(test::new_recording(path));
     kernel::SamplingConfig config;
     config.period_ns = 1'000'000;
     Sampler sampler(config, queue, writer, nullptr);

@@ -15,6 +15,7 @@
 #include "agent_test_threads.hpp"
 #include "stackfrag/base/clock.hpp"
 #include "sampler.hpp"
+#include "test_recording.hpp"
 #include "stackfrag/events/recording.hpp"
 
 using namespace sf;
@@ -78,12 +79,7 @@ private:
 struct RecordingSampler {
     explicit RecordingSampler(const std::string& name)
         : path("/tmp/sf-agent-sampler-" + name + "-" + std::to_string(getpid()) + ".sfr") {
-        std::remove(path.c_str());
-        RecordingHeader header;
-        header.pid = static_cast<uint32_t>(getpid());
-        Result<std::unique_ptr<RecordingWriter>> created = RecordingWriter::create(path, header);
-        REQUIRE(created.ok());
-        writer = std::make_unique<StreamWriter>(std::move(created).value());
+        writer = std::make_unique<StreamWriter>(test::new_recording(path));
         kernel::SamplingConfig config;
         config.period_ns = 1'000'000;
         sampler = std::make_unique<Sampler>(config, queue, *writer, nullptr);

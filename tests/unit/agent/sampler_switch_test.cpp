@@ -16,6 +16,7 @@
 #include "agent_test_threads.hpp"
 #include "stackfrag/base/clock.hpp"
 #include "sampler.hpp"
+#include "test_recording.hpp"
 #include "stackfrag/events/recording.hpp"
 
 using namespace sf;
@@ -47,15 +48,6 @@ BySource read_back(const std::string& path, pid_t tid) {
         }
     }
     return counts;
-}
-
-std::unique_ptr<RecordingWriter> new_recording(const std::string& path) {
-    std::remove(path.c_str());
-    RecordingHeader header;
-    header.pid = static_cast<uint32_t>(getpid());
-    Result<std::unique_ptr<RecordingWriter>> created = RecordingWriter::create(path, header);
-    REQUIRE(created.ok());
-    return std::move(created).value();
 }
 
 // Spins `spin_us`, sleeps 1 ms, again, until stopped; counts its sleeps.
@@ -104,7 +96,7 @@ TEST_CASE("events=cpu,switch: clock samples and one switch sample per sleep, mar
     INFO((with_clock ? "events=cpu,switch" : "events=switch"));
     const std::string path = "/tmp/sf-agent-switch-" + std::to_string(getpid()) + ".sfr";
     EventQueue queue;
-    StreamWriter writer(new_recording(path));
+    StreamWriter writer(test::new_recording(path));
     kernel::SamplingConfig config;
     config.period_ns = 200'000;
     Sampler sampler(config, queue, writer, nullptr);
@@ -137,7 +129,7 @@ TEST_CASE("events=cpu,switch: clock samples and one switch sample per sleep, mar
 TEST_CASE("a period request reaches the thread's clock event") {
     const std::string path = "/tmp/sf-agent-period-" + std::to_string(getpid()) + ".sfr";
     EventQueue queue;
-    StreamWriter writer(new_recording(path));
+    StreamWriter writer(test::new_recording(path));
     kernel::SamplingConfig config;
     config.period_ns = 10'000'000;
     Sampler sampler(config, queue, writer, nullptr);

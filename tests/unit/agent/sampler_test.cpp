@@ -16,6 +16,7 @@
 #include "agent_test_threads.hpp"
 #include "stackfrag/base/clock.hpp"
 #include "sampler.hpp"
+#include "test_recording.hpp"
 #include "stackfrag/events/recording.hpp"
 
 using namespace sf;
@@ -57,21 +58,12 @@ Recorded read_back(const std::string& path, pid_t tid) {
     return recorded;
 }
 
-std::unique_ptr<RecordingWriter> new_recording(const std::string& path) {
-    std::remove(path.c_str());
-    RecordingHeader header;
-    header.pid = static_cast<uint32_t>(getpid());
-    Result<std::unique_ptr<RecordingWriter>> created = RecordingWriter::create(path, header);
-    REQUIRE(created.ok());
-    return std::move(created).value();
-}
-
 }  // namespace
 
 TEST_CASE("a registered thread is sampled at about its CPU time x rate, in time order") {
     const std::string path = "/tmp/sf-agent-sampler-" + std::to_string(getpid()) + ".sfr";
     EventQueue queue;
-    StreamWriter writer(new_recording(path));
+    StreamWriter writer(test::new_recording(path));
     kernel::SamplingConfig config;
     config.period_ns = 1'000'000;
     Sampler sampler(config, queue, writer, nullptr);
@@ -191,7 +183,7 @@ TEST_CASE("stop without a started reader drains on the caller; per-CPU events wo
 TEST_CASE("an event stamped by a producer still in flight is not overtaken, however late it is emitted") {
     const std::string path = "/tmp/sf-agent-inflight-" + std::to_string(getpid()) + ".sfr";
     EventQueue queue;
-    StreamWriter writer(new_recording(path));
+    StreamWriter writer(test::new_recording(path));
     kernel::SamplingConfig config;
     Sampler sampler(config, queue, writer, nullptr);
     REQUIRE(sampler.start().ok());
