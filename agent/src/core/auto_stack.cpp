@@ -103,6 +103,16 @@ void AutoStack::on_perf_sample(const Sample& sample) {
     apply(sample.tid, ran_off ? TraceStatus::kIncomplete : TraceStatus::kComplete, sample.stack.size());
 }
 
+bool AutoStack::may_run_off(const Sample& sample) {
+    std::optional<uint64_t> top = lookup_top(sample.tid);
+    if (!top) {
+        top = kernel::read_mapping_end_at(sample.stack_sp);
+        remember_top(sample.tid, *top, sample.time_ns);
+    }
+    return *top == 0 || fragment_short_of_outermost(sample.stack_sp, sample.stack.size(), *top,
+                                                    controller_.settings().entry_margin_bytes);
+}
+
 void AutoStack::observe(Event&& event) {
     if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && thread->ended) {
         forget(thread->tid, thread->time_ns);

@@ -41,6 +41,11 @@ public:
     // than the entry margin (fragment_short_of_outermost), else as complete; a thread not
     // registered with its top gets it from /proc/self/maps at its first full fragment.
     void on_perf_sample(const Sample& sample);
+    // Live signal's wake-up (the reader thread, a sample whose fragment is full at the start
+    // size): whether the fragment ends further below its thread's stack top than the entry margin,
+    // so that its walk may run off and the decoder should judge it soon. A thread whose top is not
+    // known (the JVM's own) gets it from /proc/self/maps once; none found counts as may.
+    bool may_run_off(const Sample& sample);
     // With on_perf_sample: the reader thread, every event it writes; a thread's end forgets it.
     // The event is left as it is.
     void observe(Event&& event) override;

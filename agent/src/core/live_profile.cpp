@@ -284,7 +284,10 @@ void LiveProfile::observe(Event&& event) {
             // A sample may be dropped (the profile is a statistic); it must not overtake the
             // metadata still waiting in the backlog.
             const size_t bytes = stack_bytes_of(event);
-            if (bytes != 0 && bytes == settings_.wake_on_fragment_bytes) full_fragment_seen_ = true;
+            if (bytes != 0 && bytes == settings_.wake_on_fragment_bytes && !full_fragment_seen_) {
+                const auto* sample = std::get_if<Sample>(&event);
+                full_fragment_seen_ = !settings_.may_run_off || (sample != nullptr && settings_.may_run_off(*sample));
+            }
             if (!backlog_.empty() || queued_bytes_.load(std::memory_order_relaxed) + bytes > settings_.queue_bytes) {
                 dropped_.fetch_add(1, std::memory_order_relaxed);
                 return;

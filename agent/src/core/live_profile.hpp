@@ -78,6 +78,11 @@ struct LiveSettings {
     // may be deeper) wakes the decoder at the end of the reader's cycle instead of after ~256
     // samples or a second, so that a deep thread's fragment grows within tens of milliseconds.
     uint32_t wake_on_fragment_bytes = 0;
+    // With it, such a sample wakes the decoder only if this says its walk may run off (the
+    // reader thread; AutoStack::may_run_off): a Java thread's fragment is full at any depth, as
+    // its stack mapping goes on above it, and waking every cycle left the decoder batches of a
+    // few samples, each decoded with cold caches.
+    std::function<bool(const Sample&)> may_run_off;
     // focus= / exclude=: samples it drops are decoded and counted, never added to the tree.
     profile::TraceFilter filter;
     // push=: called on the decoder thread with each period's on-CPU tree (its info() filled as

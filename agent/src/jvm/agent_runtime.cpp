@@ -348,6 +348,7 @@ private:
             settings.watch_trace = [this](const Event& event, const CallTrace& trace) { auto_stack_->on_trace(event, trace); };
             settings.on_thread_end = [this](uint32_t tid) { auto_stack_->on_thread_end(tid); };
             settings.wake_on_fragment_bytes = options_.stack_bytes;
+            settings.may_run_off = [this](const Sample& sample) { return auto_stack_->may_run_off(sample); };
         }
         if (!options_.push_url.empty()) {
             pusher_ = std::make_unique<ProfilePusher>(push_settings_from(options_, system_property("sun.java.command")));

@@ -150,3 +150,48 @@ TEST_CASE("stack=auto with only a recording finds an unregistered thread's stack
     CHECK(run.grown_after_shallow == 0);
     CHECK(run.grown == 1);
 }
+
+TEST_CASE("a full fragment may run off only when it ends short of its thread's stack top, looked up once if unknown",
+          "[agent][stack]") {
+    Fixture f;
+    StackControllerSettings settings;
+    settings.entry_margin_bytes = kMargin;
+    AutoStack autostack(settings, f.sampler);
+    // A registered thread: judged by where its fragment ends below the top.
+    autostack.set_stack_top(5, kTop, 0);
+    CHECK_FALSE(autostack.may_run_off(sample_at(5, 16384 + 100, 16384)));   // the entry frame is in reach
+    CHECK(autostack.may_run_off(sample_at(5, 100'000, 16384)));
+    // No mapping holds the address and no top was registered: it may (as before this check).
+    CHECK(autostack.may_run_off(sample_at(6, 100'000, 16384)));
+    // An unregistered thread of this process: its top comes from /proc/self/maps.
+    struct Run {
+        AutoStack* autostack = nullptr;
+        uint64_t top = 0;
+        bool near_top = true, far_below = false;
+    } run{&autostack};
+    pthread_attr_t attr;
+    REQUIRE(pthread_attr_init(&attr) == 0);
+    REQUIRE(pthread_attr_setstacksize(&attr, 1 << 20) == 0);
+    pthread_t thread{};
+    auto body = [](void* arg) -> void* {
+        Run& r = *static_cast<Run*>(arg);
+        r.top = current_thread_stack_top();
+        if (r.top == 0) return nullptr;
+        auto at = [&](uint64_t below_top) {
+            Sample sample;
+            sample.tid = 9;
+            sample.stack_sp = r.top - below_top;
+            sample.stack.assign(16384, 0);
+            return sample;
+        };
+        r.far_below = r.autostack->may_run_off(at(100'000));
+        r.near_top = r.autostack->may_run_off(at(16384 + 100));
+        return nullptr;
+    };
+    REQUIRE(pthread_create(&thread, &attr, body, &run) == 0);
+    pthread_join(thread, nullptr);
+    pthread_attr_destroy(&attr);
+    REQUIRE(run.top != 0);
+    CHECK(run.far_below);
+    CHECK_FALSE(run.near_top);
+}
