@@ -59,10 +59,10 @@ RingPoller::RingPoller(RingPoller&& other) noexcept = default;
 RingPoller& RingPoller::operator=(RingPoller&& other) noexcept = default;
 RingPoller::~RingPoller() = default;
 
-Status RingPoller::add(int fd, uint64_t key) {
+Status RingPoller::add(int fd, uint64_t key, bool on_data) {
     std::lock_guard lock(state_->mutex);
     epoll_event event{};
-    event.events = EPOLLIN;
+    event.events = on_data ? uint32_t{EPOLLIN} : uint32_t{0};   // EPOLLHUP and EPOLLERR are reported either way
     event.data.u64 = static_cast<uint64_t>(fd) + 1;
     if (epoll_ctl(state_->epoll_fd, EPOLL_CTL_ADD, fd, &event) != 0) {
         return sys_error(errno == ENOSPC || errno == ENOMEM ? Errc::kResourceLimit
@@ -71,6 +71,18 @@ Status RingPoller::add(int fd, uint64_t key) {
                          errno == ENOSPC ? "raise fs.epoll.max_user_watches" : "");
     }
     state_->key_of_fd[fd] = key;
+    return {};
+}
+
+Status RingPoller::set_on_data(int fd, bool on_data) {
+    std::lock_guard lock(state_->mutex);
+    if (state_->key_of_fd.count(fd) == 0) return {};   // dropped at its hang-up
+    epoll_event event{};
+    event.events = on_data ? uint32_t{EPOLLIN} : uint32_t{0};
+    event.data.u64 = static_cast<uint64_t>(fd) + 1;
+    if (epoll_ctl(state_->epoll_fd, EPOLL_CTL_MOD, fd, &event) != 0 && errno != ENOENT) {
+        return sys_error(Errc::kInvalidArgument, errno, "changing perf ring fd " + std::to_string(fd) + " in the poller");
+    }
     return {};
 }
 

@@ -143,6 +143,7 @@ private:
     void close_ring(uint64_t key);
     void set_period(pid_t tid, uint64_t period_ns);
     void set_stack(pid_t tid, uint32_t bytes);
+    bool needs_data_wakeups(const Ring& ring) const;
     void drain_rings(const std::vector<kernel::RingReady>& ready);
     void drain_ring(Ring& ring, uint64_t now_ns);
     void check_code(uint64_t ip, uint64_t time_ns, uint64_t now_ns);

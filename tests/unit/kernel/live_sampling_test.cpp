@@ -266,3 +266,46 @@ TEST_CASE("the poller reports a ring once its thread exits, then forgets it, and
     CHECK(*after == 0);   // dropped after being reported hung up once
     CHECK(poller->remove(event->fd()).ok());
 }
+
+TEST_CASE("a ring added without data reports stays quiet at its watermark and is reported when its thread exits") {
+    auto poller = sf::kernel::RingPoller::create();
+    REQUIRE(poller.ok());
+    sf::kernel::SamplingConfig config;
+    config.period_ns = 100'000;
+    config.ring_pages = 16;
+    config.wakeup_bytes = 4096;   // every sample crosses it
+    std::vector<sf::kernel::RingReady> ready;
+    std::optional<sf::kernel::PerfEvent> event;
+    {
+        BusyThread busy;
+        auto opened = sf::kernel::PerfEvent::open_thread(busy.tid(), config);
+        if (!opened) FAIL(opened.error().describe());
+        event.emplace(std::move(opened).value());
+        REQUIRE(poller->add(event->fd(), 7, false).ok());
+        REQUIRE(event->enable().ok());
+        auto count = poller->wait(300, ready);
+        REQUIRE(count.ok());
+        CHECK(*count == 0);
+        CHECK(event->ring().pending_bytes() > 0);   // it took samples all the same
+        // Turned on, the watermark reports it again (once drained: a full ring takes no samples).
+        struct Discard : sf::kernel::RingHandler {
+            void on_sample(const sf::kernel::SampleView&) override {}
+            void on_lost(const sf::kernel::LostView&) override {}
+        } discard;
+        event->ring().drain(discard);
+        REQUIRE(poller->set_on_data(event->fd(), true).ok());
+        count = poller->wait(2000, ready);
+        REQUIRE(count.ok());
+        CHECK(*count == 1);
+        REQUIRE(poller->set_on_data(event->fd(), false).ok());
+        ready.clear();
+    }   // the busy thread exits here
+    bool hung_up = false;
+    for (int attempt = 0; attempt < 50 && !hung_up; ++attempt) {
+        ready.clear();
+        REQUIRE(poller->wait(100, ready).ok());
+        for (const auto& r : ready) hung_up = hung_up || (r.key == 7 && r.hung_up);
+    }
+    CHECK(hung_up);
+    CHECK(poller->remove(event->fd()).ok());
+}

@@ -252,7 +252,11 @@ public:
     RingPoller& operator=(const RingPoller&) = delete;
     ~RingPoller();
 
-    Status add(int fd, uint64_t key);
+    // Without `on_data` the ring is reported only when its thread hangs up, not at its
+    // watermark: for a reader that drains it on a schedule fast enough for its fill rate.
+    Status add(int fd, uint64_t key, bool on_data = true);
+    // Turns the watermark reports of an added ring on or off.
+    Status set_on_data(int fd, bool on_data);
     // Succeeds also when wait() already dropped `fd` because its thread hung up.
     Status remove(int fd);
     // Waits up to timeout_ms (-1 = forever); appends the keys of ready rings. Returns the count
