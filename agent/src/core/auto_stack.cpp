@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "log.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "sampler.hpp"
 #include "stackfrag/kernel/proc_maps.hpp"
 
@@ -43,7 +44,10 @@ std::optional<uint64_t> AutoStack::lookup_top(uint32_t tid) const {
 uint64_t AutoStack::top_of(uint32_t tid) const { return lookup_top(tid).value_or(0); }
 
 void AutoStack::forget(uint32_t tid, uint64_t ended_ns) {
-    controller_.forget(tid);
+    {
+        std::lock_guard<std::mutex> lock(controller_mutex_);
+        controller_.forget(tid);
+    }
     std::lock_guard<std::mutex> lock(tops_mutex_);
     auto found = tops_.find(tid);
     if (found != tops_.end() && found->second.since_ns <= ended_ns) tops_.erase(found);
@@ -51,13 +55,21 @@ void AutoStack::forget(uint32_t tid, uint64_t ended_ns) {
 
 void AutoStack::on_thread_end(uint32_t tid) { forget(tid, UINT64_MAX); }
 
-void AutoStack::apply(uint32_t tid, TraceStatus status, size_t fragment_bytes) {
-    const std::optional<StackChange> change = controller_.on_sample(tid, status, fragment_bytes);
+void AutoStack::apply(uint32_t tid, TraceStatus status, size_t fragment_bytes, uint64_t sample_ns, bool first_only) {
+    std::optional<StackChange> change;
+    {
+        std::lock_guard<std::mutex> lock(controller_mutex_);
+        if (first_only && controller_.tracks(tid)) return;
+        change = controller_.on_sample(tid, status, fragment_bytes);
+    }
     if (!change) return;
     (change->new_bytes > change->old_bytes ? grown_ : shrunk_)++;
     sampler_.request_stack(static_cast<pid_t>(change->tid), change->new_bytes);
-    SF_LOG_DEBUG("stack=auto: thread %u fragment %u -> %u bytes (%s)", change->tid, change->old_bytes,
-                 change->new_bytes, change->why);
+    // The sample's age says how long the way from the ring to this decision took (reader cadence,
+    // hold-back, the decoder's queue).
+    SF_LOG_DEBUG("stack=auto: thread %u fragment %u -> %u bytes (%s; the deciding sample is %.1f ms old)", change->tid,
+                 change->old_bytes, change->new_bytes, change->why,
+                 static_cast<double>(monotonic_ns() - std::min(sample_ns, monotonic_ns())) / 1e6);
 }
 
 void AutoStack::on_trace(const Event& event, const CallTrace& trace) {
@@ -72,7 +84,7 @@ void AutoStack::on_trace(const Event& event, const CallTrace& trace) {
         (decoder ? (check ? agreement_.both_ran_off : agreement_.only_decoder_ran_off)
                  : (check ? agreement_.only_check_ran_off : agreement_.both_reached))++;
         const StackControllerSettings& settings = controller_.settings();
-        const bool full = sample->stack.size() >= std::min(controller_.bytes_of(sample->tid), settings.largest_fragment);
+        const bool full = sample->stack.size() >= std::min(bytes_of(sample->tid), settings.largest_fragment);
         if (end <= top && full) {
             if (decoder) {
                 agreement_.min_gap_ran_off = std::min(agreement_.min_gap_ran_off, top - end);
@@ -81,11 +93,30 @@ void AutoStack::on_trace(const Event& event, const CallTrace& trace) {
             }
         }
     }
-    apply(sample->tid, trace.status, sample->stack.size());
+    apply(sample->tid, trace.status, sample->stack.size(), sample->time_ns, false);
+}
+
+uint32_t AutoStack::bytes_of(uint32_t tid) const {
+    std::lock_guard<std::mutex> lock(controller_mutex_);
+    return controller_.bytes_of(tid);
 }
 
 void AutoStack::on_perf_sample(const Sample& sample) {
     if (sample.source == SampleSource::kSignal) return;
+    const std::optional<bool> ran_off = short_of_outermost(sample);
+    if (!ran_off) return;
+    if (head_start_) {
+        // Only to grow a thread the decoder has not judged: its verdicts (stitched samples need
+        // no more) steer from there.
+        const bool full = sample.stack.size() >= std::min(bytes_of(sample.tid), controller_.settings().largest_fragment);
+        if (*ran_off && full) apply(sample.tid, TraceStatus::kIncomplete, sample.stack.size(), sample.time_ns, true);
+        return;
+    }
+    apply(sample.tid, *ran_off ? TraceStatus::kIncomplete : TraceStatus::kComplete, sample.stack.size(), sample.time_ns,
+          false);
+}
+
+std::optional<bool> AutoStack::short_of_outermost(const Sample& sample) {
     std::optional<uint64_t> top = lookup_top(sample.tid);
     if (!top) {
         // A thread the agent did not see start (the JVM's own, those running before an attach).
@@ -93,14 +124,13 @@ void AutoStack::on_perf_sample(const Sample& sample) {
         // stack's end, so it is never looked up. Once per thread: /proc/self/maps, which names
         // the mapping that holds its sp (no VM memory is read).
         const StackControllerSettings& settings = controller_.settings();
-        if (sample.stack.size() < std::min(controller_.bytes_of(sample.tid), settings.largest_fragment)) return;
+        if (sample.stack.size() < std::min(bytes_of(sample.tid), settings.largest_fragment)) return std::nullopt;
         top = kernel::read_mapping_end_at(sample.stack_sp);
         remember_top(sample.tid, *top, sample.time_ns);
     }
-    if (*top == 0) return;
-    const bool ran_off = fragment_short_of_outermost(sample.stack_sp, sample.stack.size(), *top,
-                                                     controller_.settings().entry_margin_bytes);
-    apply(sample.tid, ran_off ? TraceStatus::kIncomplete : TraceStatus::kComplete, sample.stack.size());
+    if (*top == 0) return std::nullopt;
+    return fragment_short_of_outermost(sample.stack_sp, sample.stack.size(), *top,
+                                       controller_.settings().entry_margin_bytes);
 }
 
 bool AutoStack::may_run_off(const Sample& sample) {

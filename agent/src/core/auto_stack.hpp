@@ -40,12 +40,17 @@ public:
     // whose stack top is known count as incomplete when their fragment ends further below the top
     // than the entry margin (fragment_short_of_outermost), else as complete; a thread not
     // registered with its top gets it from /proc/self/maps at its first full fragment.
+    // With the live signal too (set_head_start), this only grows a thread the controller has not
+    // changed yet, at the first sample the check says ran off: the decoder's verdict on that sample
+    // comes 25-65 ms later (the reader's cadence, its 20 ms hold-back, the decoder's queue).
     void on_perf_sample(const Sample& sample);
     // Live signal's wake-up (the reader thread, a sample whose fragment is full at the start
     // size): whether the fragment ends further below its thread's stack top than the entry margin,
     // so that its walk may run off and the decoder should judge it soon. A thread whose top is not
     // known (the JVM's own) gets it from /proc/self/maps once; none found counts as may.
     bool may_run_off(const Sample& sample);
+    // Before sampling starts: on_perf_sample gives the live signal a head start (see there).
+    void set_head_start(bool head_start) { head_start_ = head_start; }
     // With on_perf_sample: the reader thread, every event it writes; a thread's end forgets it.
     // The event is left as it is.
     void observe(Event&& event) override;
@@ -75,10 +80,16 @@ private:
     // Forgets the thread; its top only if it was set before `ended_ns` (a new thread with the
     // same tid may have registered before the old one's end reached the stream).
     void forget(uint32_t tid, uint64_t ended_ns);
-    void apply(uint32_t tid, TraceStatus status, size_t fragment_bytes);
+    // `first_only`: only if the controller has not changed the thread's size yet.
+    void apply(uint32_t tid, TraceStatus status, size_t fragment_bytes, uint64_t sample_ns, bool first_only);
+    uint32_t bytes_of(uint32_t tid) const;
+    // The decode-free check on `sample`: nullopt when its thread's top is unknown.
+    std::optional<bool> short_of_outermost(const Sample& sample);
 
+    mutable std::mutex controller_mutex_;   // the decoder thread and the reader (head start)
     StackController controller_;
     Sampler& sampler_;
+    bool head_start_ = false;
     uint64_t grown_ = 0;
     uint64_t shrunk_ = 0;
     mutable std::mutex tops_mutex_;

@@ -86,6 +86,7 @@ struct Sampler::Request {
     uint64_t period_ns = 0;        // kPeriod
     uint32_t stack_bytes = 0;      // kStack; kOpen: a fixed size (0: the configured one)
     uint32_t ring_pages = 0;       // kOpen with a fixed size: the ring's pages
+    uint64_t posted_ns = 0;        // when post() queued it
     // kOpen: from before the event is enabled until the reader has added its ring, the ring's
     // samples are nowhere the reader looks; this keeps it from releasing past them meanwhile.
     std::unique_ptr<EventQueue::InFlight> not_yet_read;
@@ -376,6 +377,7 @@ void Sampler::post(RequestKind kind, pid_t tid, uint64_t period_ns, uint32_t sta
     request->tid = tid;
     request->period_ns = period_ns;
     request->stack_bytes = stack_bytes;
+    request->posted_ns = monotonic_ns();
     requests_.push(request);
     wake();
 }
@@ -450,6 +452,8 @@ void Sampler::apply_requests() {
             set_period(request->tid, request->period_ns);
         } else if (request->kind == Request::Kind::kStack) {
             set_stack(request->tid, request->stack_bytes);
+            SF_LOG_DEBUG("stack=auto: thread %d's %u-byte request applied %.1f ms after it was made", request->tid,
+                         request->stack_bytes, static_cast<double>(monotonic_ns() - request->posted_ns) / 1e6);
         } else {
             ended.push_back(request->tid);
         }
@@ -695,6 +699,9 @@ bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
     // otherwise released a later ring's samples past an earlier ring's next ones.
     const uint64_t drains_began = monotonic_ns();
     drain_rings(ready);
+    // Requests the drains made (stack=auto's head start decides on the reader as it reads a
+    // sample): now, not after this cycle's hand-over to the writer and the next wait.
+    if (!requests_.empty()) apply_requests();
     // Samples drained before the queue: an event emitted before a sample was taken is then
     // always in this cycle's queue drain or an earlier one.
     collect();

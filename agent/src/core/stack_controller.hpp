@@ -60,6 +60,8 @@ public:
     std::optional<StackChange> on_sample(uint32_t tid, TraceStatus status, size_t fragment_bytes);
     // The thread ended.
     void forget(uint32_t tid) { threads_.erase(tid); }
+    // Whether the thread's size was changed and its episode is not over (see on_sample).
+    bool tracks(uint32_t tid) const { return threads_.count(tid) != 0; }
     // The thread's current fragment size (base_bytes for a thread never changed).
     uint32_t bytes_of(uint32_t tid) const;
     const StackControllerSettings& settings() const { return settings_; }

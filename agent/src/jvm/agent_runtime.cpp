@@ -346,6 +346,10 @@ private:
             // ones did not need more): the better signal.
             auto_stack_ = std::make_unique<AutoStack>(deep, *sampler_);
             settings.watch_trace = [this](const Event& event, const CallTrace& trace) { auto_stack_->on_trace(event, trace); };
+            // The reader's decode-free check grows a thread at its first sample that ran off,
+            // tens of milliseconds before the decoder's verdict on it (AutoStack::on_perf_sample).
+            auto_stack_->set_head_start(true);
+            sampler_->set_sample_watch([this](const Sample& sample) { auto_stack_->on_perf_sample(sample); });
             settings.on_thread_end = [this](uint32_t tid) { auto_stack_->on_thread_end(tid); };
             settings.wake_on_fragment_bytes = options_.stack_bytes;
             settings.may_run_off = [this](const Sample& sample) { return auto_stack_->may_run_off(sample); };

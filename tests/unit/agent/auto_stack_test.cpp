@@ -195,3 +195,41 @@ TEST_CASE("a full fragment may run off only when it ends short of its thread's s
     CHECK(run.far_below);
     CHECK_FALSE(run.near_top);
 }
+
+TEST_CASE("stack=auto with a live decoder: the reader's check grows a thread at its first sample that ran off, "
+          "the decoder's verdicts steer from there", "[agent][stack]") {
+    Fixture f;
+    StackControllerSettings settings;
+    settings.entry_margin_bytes = kMargin;
+    settings.quiet_samples = 10;
+    AutoStack autostack(settings, f.sampler);
+    autostack.set_head_start(true);
+    autostack.set_stack_top(7, kTop, 100);
+    CallTrace complete;
+    complete.status = TraceStatus::kComplete;
+    CallTrace incomplete;
+    incomplete.status = TraceStatus::kIncomplete;
+
+    // Shallow samples and fragments that are not full change nothing; neither do the check's
+    // "reached" verdicts count as the decoder's quiet samples.
+    for (int i = 0; i < 50; ++i) autostack.on_perf_sample(sample_at(7, 20'000, 16384));
+    autostack.on_perf_sample(sample_at(7, 100'000, 8000));
+    CHECK(autostack.grown() == 0);
+    // The first deep sample with a full fragment grows the thread as the reader reads it, before
+    // any decoded trace.
+    autostack.on_perf_sample(sample_at(7, 100'000, 16384));
+    CHECK(autostack.grown() == 1);
+    // The decoder's verdict on that sample (a 16384-byte fragment, before the change) and the
+    // reader's on later ones change nothing more.
+    autostack.on_trace(Event{sample_at(7, 100'000, 16384)}, incomplete);
+    for (int i = 0; i < 5; ++i) autostack.on_perf_sample(sample_at(7, 100'000, 65416));
+    CHECK(autostack.grown() == 1);
+    // The decoder's complete traces shrink it by trial; the reader does not grow it back while the
+    // decoder steers it (a stitched or complete trace needs no more).
+    for (int i = 0; i < 10; ++i) autostack.on_trace(Event{sample_at(7, 100'000, 65416)}, complete);
+    CHECK(autostack.shrunk() == 1);
+    for (int i = 0; i < 5; ++i) autostack.on_perf_sample(sample_at(7, 100'000, 32760));
+    CHECK(autostack.grown() == 1);
+    autostack.on_trace(Event{sample_at(7, 100'000, 32760)}, incomplete);
+    CHECK(autostack.grown() == 2);
+}
