@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "module_tracker.hpp"
+#include "stackfrag/base/elf_file.hpp"
+#include "stackfrag/decoder/code_map.hpp"
 #include "stackfrag/base/clock.hpp"
 #include "sampler.hpp"
 #include "test_recording.hpp"
@@ -72,6 +74,12 @@ TEST_CASE("a library loaded while sampling is announced before its first samples
     size_t samples_after = 0;
     uint64_t first_sample_ns = 0;
     std::vector<Sample> all;
+    // The decoder's view, event by event in stream order: the module it finds at each sample's ip,
+    // and the function the file names there (its code segment's vaddr = file offset, as for any
+    // shared object the linker lays out by default).
+    CodeMap map;
+    ElfFile elf(library);
+    size_t named = 0;
     while (std::optional<Event> event = (*reader)->next()) {
         if (const auto* module = std::get_if<ModuleMap>(&*event)) {
             if (ends_with(module->path, name) && !announced) announced = *module;
@@ -80,8 +88,15 @@ TEST_CASE("a library loaded while sampling is announced before its first samples
             if (announced && sample->regs.ip >= announced->begin && sample->regs.ip < announced->end) {
                 ++samples_after;
                 if (first_sample_ns == 0) first_sample_ns = sample->time_ns;
+                const ModuleMap* found = map.module_at(sample->regs.ip);
+                if (found != nullptr && ends_with(found->path, name)) {
+                    const auto function = elf.function_at(sample->regs.ip - found->begin + found->file_offset);
+                    if (function && function->name == "sf_late_spin") ++named;
+                }
             }
+            continue;
         }
+        map.apply(std::move(*event));
     }
     REQUIRE(announced.has_value());
     // Samples that ran in the library before its ModuleMap in the stream (none may).
@@ -93,6 +108,8 @@ TEST_CASE("a library loaded while sampling is announced before its first samples
     CHECK(samples_before == 0);
     CHECK(samples_after >= 100);   // 300 ms of CPU at 1 kHz, less on a loaded machine
     CHECK(announced->time_ns <= first_sample_ns);
+    // The spin loop is sf_late_spin's own code; its clock reads go to the vDSO, outside the library.
+    CHECK(named == samples_after);
     const SamplerStats stats = sampler.stats();
     CHECK(stats.modules_found >= 1);
     // The rescan is for unknown code only: this binary's and libc's samples cause none.
