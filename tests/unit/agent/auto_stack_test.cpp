@@ -5,6 +5,8 @@
 
 #include <pthread.h>
 
+#include <functional>
+
 #include "auto_stack.hpp"
 #include "sampler.hpp"
 
@@ -33,6 +35,31 @@ struct Fixture {
     StreamWriter writer{nullptr};
     Sampler sampler{kernel::SamplingConfig{}, queue, writer, nullptr};
 };
+
+// Runs `body` with its stack's top on a new thread with a 1 MB stack, which glibc maps whole: an
+// address 100 KB below the top is in the mapping. `body` must not assert (another thread).
+void on_thread_with_1mb_stack(const std::function<void(uint64_t top)>& body) {
+    pthread_attr_t attr;
+    REQUIRE(pthread_attr_init(&attr) == 0);
+    REQUIRE(pthread_attr_setstacksize(&attr, 1 << 20) == 0);
+    pthread_t thread{};
+    auto run = [](void* arg) -> void* {
+        (*static_cast<const std::function<void(uint64_t)>*>(arg))(current_thread_stack_top());
+        return nullptr;
+    };
+    REQUIRE(pthread_create(&thread, &attr, run, const_cast<std::function<void(uint64_t)>*>(&body)) == 0);
+    pthread_join(thread, nullptr);
+    pthread_attr_destroy(&attr);
+}
+
+// A full-looking fragment of `fragment` bytes from `below_top` under `top`, of thread 9.
+Sample sample_under(uint64_t top, uint64_t below_top, size_t fragment) {
+    Sample sample;
+    sample.tid = 9;
+    sample.stack_sp = top - below_top;
+    sample.stack.assign(fragment, 0);
+    return sample;
+}
 
 }  // namespace
 
@@ -112,43 +139,20 @@ TEST_CASE("stack=auto with only a recording grows a deep thread's fragment from 
 
 TEST_CASE("stack=auto with only a recording finds an unregistered thread's stack top in /proc/self/maps",
           "[agent][stack]") {
-    struct Run {
-        AutoStack* autostack = nullptr;
-        uint64_t top = 0;
-        uint64_t grown_after_shallow = 0;
-        uint64_t grown = 0;
-    };
     Fixture f;
     AutoStack autostack(StackControllerSettings{}, f.sampler);
-    Run run{&autostack};
-    // A thread with a 1 MB stack, mapped whole by glibc: an address 100 KB below its top is in it.
-    pthread_attr_t attr;
-    REQUIRE(pthread_attr_init(&attr) == 0);
-    REQUIRE(pthread_attr_setstacksize(&attr, 1 << 20) == 0);
-    pthread_t thread{};
-    auto body = [](void* arg) -> void* {
-        Run& r = *static_cast<Run*>(arg);
-        r.top = current_thread_stack_top();
-        if (r.top == 0) return nullptr;
-        auto at = [&](uint64_t below_top, size_t fragment) {
-            Sample sample;
-            sample.tid = 9;
-            sample.stack_sp = r.top - below_top;
-            sample.stack.assign(fragment, 0);
-            return sample;
-        };
-        r.autostack->on_perf_sample(at(8'000, 6'000));   // not full: a shallow stack's copy; not looked up
-        r.grown_after_shallow = r.autostack->grown();
-        r.autostack->on_perf_sample(at(100'000, 16384));
-        r.grown = r.autostack->grown();
-        return nullptr;
-    };
-    REQUIRE(pthread_create(&thread, &attr, body, &run) == 0);
-    pthread_join(thread, nullptr);
-    pthread_attr_destroy(&attr);
-    REQUIRE(run.top != 0);
-    CHECK(run.grown_after_shallow == 0);
-    CHECK(run.grown == 1);
+    uint64_t top = 0, grown_after_shallow = 0, grown = 0;
+    on_thread_with_1mb_stack([&](uint64_t thread_top) {
+        top = thread_top;
+        if (top == 0) return;
+        autostack.on_perf_sample(sample_under(top, 8'000, 6'000));   // not full: a shallow stack's copy; not looked up
+        grown_after_shallow = autostack.grown();
+        autostack.on_perf_sample(sample_under(top, 100'000, 16384));
+        grown = autostack.grown();
+    });
+    REQUIRE(top != 0);
+    CHECK(grown_after_shallow == 0);
+    CHECK(grown == 1);
 }
 
 TEST_CASE("a full fragment may run off only when it ends short of its thread's stack top, looked up once if unknown",
@@ -164,36 +168,17 @@ TEST_CASE("a full fragment may run off only when it ends short of its thread's s
     // No mapping holds the address and no top was registered: it may (as before this check).
     CHECK(autostack.may_run_off(sample_at(6, 100'000, 16384)));
     // An unregistered thread of this process: its top comes from /proc/self/maps.
-    struct Run {
-        AutoStack* autostack = nullptr;
-        uint64_t top = 0;
-        bool near_top = true, far_below = false;
-    } run{&autostack};
-    pthread_attr_t attr;
-    REQUIRE(pthread_attr_init(&attr) == 0);
-    REQUIRE(pthread_attr_setstacksize(&attr, 1 << 20) == 0);
-    pthread_t thread{};
-    auto body = [](void* arg) -> void* {
-        Run& r = *static_cast<Run*>(arg);
-        r.top = current_thread_stack_top();
-        if (r.top == 0) return nullptr;
-        auto at = [&](uint64_t below_top) {
-            Sample sample;
-            sample.tid = 9;
-            sample.stack_sp = r.top - below_top;
-            sample.stack.assign(16384, 0);
-            return sample;
-        };
-        r.far_below = r.autostack->may_run_off(at(100'000));
-        r.near_top = r.autostack->may_run_off(at(16384 + 100));
-        return nullptr;
-    };
-    REQUIRE(pthread_create(&thread, &attr, body, &run) == 0);
-    pthread_join(thread, nullptr);
-    pthread_attr_destroy(&attr);
-    REQUIRE(run.top != 0);
-    CHECK(run.far_below);
-    CHECK_FALSE(run.near_top);
+    uint64_t top = 0;
+    bool near_top = true, far_below = false;
+    on_thread_with_1mb_stack([&](uint64_t thread_top) {
+        top = thread_top;
+        if (top == 0) return;
+        far_below = autostack.may_run_off(sample_under(top, 100'000, 16384));
+        near_top = autostack.may_run_off(sample_under(top, 16384 + 100, 16384));
+    });
+    REQUIRE(top != 0);
+    CHECK(far_below);
+    CHECK_FALSE(near_top);
 }
 
 TEST_CASE("stack=auto with a live decoder: the reader's check grows a thread at its first sample that ran off, "
