@@ -65,11 +65,14 @@ struct UnwindAccess {
     NativeUnwinder::Module* table_module = nullptr;
     uint64_t table_bias = 0;
     bool missed_beyond_end = false;   // a read above the fragment's end failed
+    // No unwind table row covers the ip (code built without unwind tables): libunwind then guesses
+    // from rbp, and its "no caller" is no evidence of the thread's first frame.
+    bool no_unwind_info = false;
 };
 
 namespace {
 
-int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int need_unwind_info, void* arg) {
+int search_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int need_unwind_info, void* arg) {
     auto* a = static_cast<UnwindAccess*>(arg);
     uint64_t bias = 0;
     NativeUnwinder::Module* m = a->module_for(a->self, ip, bias);
@@ -98,6 +101,12 @@ int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int 
     di.u.rti.table_len = (uint64_t{fde_count} * 8) / sizeof(unw_word_t);
     di.u.rti.table_data = m->elf.eh_frame_hdr_vaddr() + 12 + bias;
     return _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+}
+
+int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int need_unwind_info, void* arg) {
+    const int found = search_proc_info(as, ip, pi, need_unwind_info, arg);
+    if (found != 0) static_cast<UnwindAccess*>(arg)->no_unwind_info = true;
+    return found;
 }
 
 void put_unwind_info(unw_addr_space_t, unw_proc_info_t*, void*) {
@@ -341,7 +350,7 @@ NativeUnwinder::Outcome NativeUnwinder::libunwind_step(const StackView& view, ui
     unw_cursor_t cursor;
     if (unw_init_remote(&cursor, static_cast<unw_addr_space_t>(address_space_), &access) != 0) return Outcome::kFailed;
     const int stepped = unw_step(&cursor);
-    if (stepped == 0) return Outcome::kEnd;
+    if (stepped == 0) return access.no_unwind_info ? Outcome::kFailed : Outcome::kEnd;
     if (stepped < 0) return access.missed_beyond_end ? Outcome::kBeyondFragment : Outcome::kFailed;
     unw_word_t npc = 0, nsp = 0, nfp = 0;
     if (unw_get_reg(&cursor, UNW_REG_IP, &npc) != 0 || unw_get_reg(&cursor, UNW_REG_SP, &nsp) != 0) return Outcome::kFailed;
