@@ -54,22 +54,23 @@ bool StreamDecoder::decode(Event& event, bool first_attempt) {
     const uint64_t unannounced_before = decoder_.stats().unannounced_code_steps;
     const uint64_t passed_before = decoder_.stats().unknown_methods_passed;
     stitched_ = false;
-    if (const auto* jvmti = std::get_if<JvmtiTrace>(&event)) {
+    const auto* jvmti = std::get_if<JvmtiTrace>(&event);
+    const Sample* sample = sample_of(event);
+    const auto native = native_threads_.find(jvmti != nullptr ? jvmti->tid : sample->tid);
+    const bool is_native = native != native_threads_.end();
+    top_only_ = is_native && native->second.top_only && std::holds_alternative<Sample>(event);
+    if (jvmti != nullptr) {
         trace_from_jvmti(*jvmti, trace_);
+    } else if (top_only_) {
+        decoder_.decode_top_only(*sample, trace_);
+        ++top_only_traces_;
     } else {
-        const Sample& sample = *sample_of(event);
-        if (std::holds_alternative<Sample>(event) && top_only_.count(sample.tid) != 0) {
-            decoder_.decode_top_only(sample, trace_);
-            ++top_only_traces_;
-        } else {
-            decoder_.decode(sample, trace_);
-        }
+        decoder_.decode(*sample, trace_);
         if (trace_.status == TraceStatus::kIncomplete && options_.stitch) {
-            stitched_ = stitch(sample);
+            stitched_ = stitch(*sample);
         }
     }
-    const auto root = roots_.find(trace_.tid);
-    if (root != roots_.end()) trace_.root = root->second;
+    if (is_native) trace_.root = native->second.root;
     else trace_.root.clear();
     last_decode_ns_ = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count());
@@ -150,7 +151,7 @@ bool StreamDecoder::stitch(const Sample& sample) {
 void StreamDecoder::remember_image(Event& event) {
     auto* sample = std::get_if<Sample>(&event);
     if (sample == nullptr || (trace_.status != TraceStatus::kComplete && trace_.status != TraceStatus::kStitched) ||
-        top_only_.count(sample->tid) != 0) {
+        top_only_) {
         return;
     }
     auto found = images_.find(sample->tid);
@@ -270,15 +271,10 @@ void StreamDecoder::consume(Event&& event) {
             decoder_.forget_thread(thread->tid);
             images_.erase(thread->tid);
         } else if (thread->kind == ThreadKind::kJava) {
-            roots_.erase(thread->tid);
-            top_only_.erase(thread->tid);
+            native_threads_.erase(thread->tid);
         } else {
-            roots_[thread->tid] = hotspot::native_thread_root(thread->name);
-            if (thread->kind == ThreadKind::kProfiler) {
-                top_only_.insert(thread->tid);
-            } else {
-                top_only_.erase(thread->tid);
-            }
+            native_threads_[thread->tid] =
+                NativeThread{hotspot::native_thread_root(thread->name), thread->kind == ThreadKind::kProfiler};
         }
     }
     map_.apply(std::move(event));

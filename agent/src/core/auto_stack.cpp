@@ -134,13 +134,8 @@ std::optional<bool> AutoStack::short_of_outermost(const Sample& sample) {
 }
 
 bool AutoStack::may_run_off(const Sample& sample) {
-    std::optional<uint64_t> top = lookup_top(sample.tid);
-    if (!top) {
-        top = kernel::read_mapping_end_at(sample.stack_sp);
-        remember_top(sample.tid, *top, sample.time_ns);
-    }
-    return *top == 0 || fragment_short_of_outermost(sample.stack_sp, sample.stack.size(), *top,
-                                                    controller_.settings().entry_margin_bytes);
+    const std::optional<bool> ran_off = short_of_outermost(sample);
+    return !ran_off || *ran_off;
 }
 
 void AutoStack::observe(Event&& event) {

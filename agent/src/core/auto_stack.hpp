@@ -47,7 +47,7 @@ public:
     // Live signal's wake-up (the reader thread, a sample whose fragment is full at the start
     // size): whether the fragment ends further below its thread's stack top than the entry margin,
     // so that its walk may run off and the decoder should judge it soon. A thread whose top is not
-    // known (the JVM's own) gets it from /proc/self/maps once; none found counts as may.
+    // known (the JVM's own) gets it from /proc/self/maps once (short_of_outermost); none found counts as may.
     bool may_run_off(const Sample& sample);
     // Before sampling starts: on_perf_sample gives the live signal a head start (see there).
     void set_head_start(bool head_start) { head_start_ = head_start; }

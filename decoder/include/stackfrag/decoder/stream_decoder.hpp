@@ -10,7 +10,6 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "stackfrag/decoder/call_trace.hpp"
@@ -151,12 +150,16 @@ private:
     uint64_t last_decode_ns_ = 0;
     uint64_t latest_sample_ns_ = 0;
     uint64_t next_forget_ns_ = 0;
-    // Non-Java threads by tid: the root their traces hang under (CallTrace::root). Kept past a
+    // Non-Java threads by tid: the root their traces hang under (CallTrace::root), and whether
+    // they are the profiler's own (their samples decode as the top frame alone). Kept past a
     // thread's end, for its samples still waiting for a second decode; a new thread of the tid
     // replaces it.
-    std::unordered_map<uint32_t, std::string> roots_;
-    // The profiler's own threads, kept and replaced alike.
-    std::unordered_set<uint32_t> top_only_;
+    struct NativeThread {
+        std::string root;
+        bool top_only = false;
+    };
+    std::unordered_map<uint32_t, NativeThread> native_threads_;
+    bool top_only_ = false;   // trace_ is a top-only decode
     uint64_t top_only_traces_ = 0;
     uint64_t gaps_ = 0;
     std::optional<uint64_t> gap_from_ns_;   // samples from then on may miss the lost events
