@@ -188,10 +188,36 @@ bool writes_reg(const Decoded& d, ZydisRegister reg) {
     return false;
 }
 
-// The relative target of a jmp/jcc/call, or false for an indirect one.
+// The relative target of a jmp/jcc/call, or false for an indirect one. Read from the raw
+// immediate, so that a branch needs no operand decoding.
 bool branch_target(const Decoded& d, uint64_t pc, uint64_t& target) {
-    if (d.insn.operand_count_visible < 1 || !is_imm(d.ops[0]) || !d.ops[0].imm.is_relative) return false;
-    target = pc + d.insn.length + static_cast<uint64_t>(d.ops[0].imm.value.s);
+    if (!d.insn.raw.imm[0].is_relative) return false;
+    target = pc + d.insn.length + static_cast<uint64_t>(d.insn.raw.imm[0].value.s);
+    return true;
+}
+
+// Whether an instruction can have rsp as a register operand: only then does the pass below look at
+// its operands (unless a register holds a saved rsp). Decoding operands is most of Zydis's work,
+// and most instructions name rsp in no register field: a ModRM whose reg field is not 4 and whose
+// rm field is not 4 with mod 3 (rm 4 with a memory mod is a SIB, a memory operand). Instructions
+// without ModRM (opcode-embedded registers) and VEX/EVEX ones (vvvv) are always decoded.
+bool may_name_rsp(const ZydisDecodedInstruction& insn) {
+    if (!(insn.attributes & ZYDIS_ATTRIB_HAS_MODRM) || insn.encoding != ZYDIS_INSTRUCTION_ENCODING_LEGACY) return true;
+    return insn.raw.modrm.reg == 4 || (insn.raw.modrm.mod == 3 && insn.raw.modrm.rm == 4);
+}
+
+// Decodes the instruction at `offset`, and its operands when `want_operands` or they may name rsp;
+// otherwise the visible operands read as unused (no register, no immediate).
+bool decode_for_pass(const CodeLoad& code, uint32_t offset, bool want_operands, Decoded& out) {
+    ZydisDecoderContext ctx;
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&zydis(), &ctx, code.code.data() + offset,
+                                                    code.code.size() - offset, &out.insn))) {
+        return false;
+    }
+    if (want_operands || may_name_rsp(out.insn)) {
+        return ZYAN_SUCCESS(ZydisDecoderDecodeOperands(&zydis(), &ctx, &out.insn, out.ops, out.insn.operand_count));
+    }
+    for (uint8_t i = 0; i < out.insn.operand_count_visible; ++i) out.ops[i].type = ZYDIS_OPERAND_TYPE_UNUSED;
     return true;
 }
 
@@ -245,7 +271,7 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
             first[st.offset] = static_cast<uint32_t>(pool.size() - 1);
             ++count[st.offset];
             const uint64_t pc = code.code_begin + st.offset;
-            if (!decode_at(code, pc, d)) break;
+            if (!decode_for_pass(code, st.offset, st.saved != kNoSaved, d)) break;
             length[st.offset] = d.insn.length;
             const uint32_t next = st.offset + d.insn.length;
             const auto m = d.insn.mnemonic;
