@@ -3,19 +3,21 @@
 # AsyncGetCallTrace oracle on (validate), replays the recording, and prints decoded %, incomplete %,
 # failures, agreement with AsyncGetCallTrace and decode time as a Markdown table; the table replaces
 # the "Decoder accuracy" section of docs/benchmarks.md.
-# Usage: bench/decode-accuracy.sh [-i ITER] [-t INTERVAL] [-w "xalan lucene ..."] [--no-doc]
+# Usage: bench/decode-accuracy.sh [-i ITER] [-t INTERVAL] [-w "xalan lucene ..."] [-k DIR] [--no-doc]
+# -k DIR keeps each recording and its replay --json in DIR (for --show-disagreements afterwards).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SHARED="$ROOT/../shared/bench/workloads"
 BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
-ITER=2 INTERVAL=100us WORKLOADS="xalan lucene h2 jython groundtruth httpserver" DOC=1
+ITER=2 INTERVAL=100us WORKLOADS="xalan lucene h2 jython groundtruth httpserver" DOC=1 KEEP=
 while [ $# -gt 0 ]; do
   case "$1" in
     -i) ITER="$2"; shift 2 ;;
     -t) INTERVAL="$2"; shift 2 ;;
     -w) WORKLOADS="$2"; shift 2 ;;
+    -k) KEEP="$2"; shift 2 ;;
     --no-doc) DOC=0; shift ;;
-    *) echo "usage: $0 [-i ITER] [-t INTERVAL] [-w \"workloads\"] [--no-doc]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-i ITER] [-t INTERVAL] [-w \"workloads\"] [-k DIR] [--no-doc]" >&2; exit 2 ;;
   esac
 done
 [ -x "$BUILD/bin/stackfrag" ] || "$ROOT/scripts/build.sh"
@@ -42,6 +44,7 @@ for jdk in "${JDKS[@]}"; do
       continue
     fi
     "$BUILD/bin/stackfrag" replay --json "$rec" > "$WORK/$w-$major.json"
+    if [ -n "$KEEP" ]; then mkdir -p "$KEEP" && cp "$rec" "$WORK/$w-$major.json" "$KEEP/"; fi
     python3 - "$WORK/$w-$major.json" "$major" "$w" >> "$table" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -71,9 +74,8 @@ if [ "$DOC" = 1 ]; then
     cat "$table"
     echo
     echo "*samples* counts perf samples and oracle samples (each oracle sample is decoded too). *incomplete*: of all"
-    echo "samples, then of the profile's and of the validator's own: the validator's SIGPROF copy is always the"
-    echo "starting fragment size (16 KB), which stack=auto does not grow, so a deep thread's validator samples run"
-    echo "off far more often than its profile samples (docs/decoding.md §2.7). *identical* compares"
+    echo "samples, then of the profile's and of the validator's own: the validator's SIGPROF copy follows the"
+    echo "fragment size stack=auto gives the thread's perf samples (docs/decoding.md §2.7). *identical* compares"
     echo "the Java frames (method and bci, top to bottom) with AsyncGetCallTrace's answer for the same snapshot;"
     echo "*except top bci* ignores the bci of an interpreted top frame, which the decoder takes from the live"
     echo "bytecode pointer (R13) while AsyncGetCallTrace reads the frame's bcp slot, which lags until the next"

@@ -26,6 +26,7 @@ struct OracleSampler::ThreadSlot {
     std::atomic<JNIEnv*> jni{nullptr};
     std::atomic<bool> active{false};
     std::atomic<uint8_t> uses{0};          // TimerUse bits
+    std::atomic<uint32_t> stack_bytes{0};  // set_stack_bytes; 0: the buffer's stack_bytes
     // While the handler is between taking its time stamp and handing the entry over: no earlier
     // than that stamp (0 when idle). The reader must not release events past it (in_flight_since).
     std::atomic<uint64_t> busy_since{0};
@@ -49,38 +50,63 @@ size_t round_up(size_t value, size_t to) { return (value + to - 1) / to * to; }
 
 }  // namespace
 
+// Two pools of preallocated entries: `entries` holding stack_bytes of stack, `large` holding
+// large_stack_bytes (stack=auto's grown threads). Entry indices below `entries` are the first pool's.
 struct OracleSampler::Buffer {
-    Buffer(uint32_t entries, uint32_t stack_bytes, uint32_t max_frames)
+    struct Pool {
+        Pool(uint32_t entries, uint32_t stack_bytes, uint32_t max_frames)
+            : stack_bytes(stack_bytes),
+              stack_offset(round_up(sizeof(EntryHeader), 16)),
+              frames_offset(round_up(stack_offset + stack_bytes, 16)),
+              stride(round_up(frames_offset + max_frames * sizeof(AsgctFrame), 64)),
+              storage(entries == 0 ? nullptr : new (std::nothrow) uint8_t[stride * entries]),
+              free_entries(entries + 1) {}
+        uint8_t* entry(uint32_t index) { return storage.get() + static_cast<size_t>(index) * stride; }
+
+        const uint32_t stack_bytes;
+        const size_t stack_offset;
+        const size_t frames_offset;
+        const size_t stride;
+        std::unique_ptr<uint8_t[]> storage;
+        // Fixed-size lock-free queue of entry indices: no allocation, so usable in the handler.
+        boost::lockfree::queue<uint32_t, boost::lockfree::fixed_sized<true>> free_entries;
+    };
+
+    Buffer(uint32_t entries, uint32_t stack_bytes, uint32_t max_frames, uint32_t large_entries,
+           uint32_t large_stack_bytes)
         : entry_count(entries),
+          large_count(large_stack_bytes > stack_bytes ? large_entries : 0),
           stack_bytes(stack_bytes),
           max_frames(max_frames),
-          stack_offset(round_up(sizeof(EntryHeader), 16)),
-          frames_offset(round_up(stack_offset + stack_bytes, 16)),
-          stride(round_up(frames_offset + max_frames * sizeof(AsgctFrame), 64)),
-          storage(new (std::nothrow) uint8_t[stride * entries]),
-          free_entries(entries + 1),
-          filled_entries(entries + 1) {
-        if (storage == nullptr) return;
-        for (uint32_t i = 0; i < entries; ++i) (void)free_entries.bounded_push(i);
+          small(entries, stack_bytes, max_frames),
+          large(large_count, large_count != 0 ? large_stack_bytes : 0, max_frames),
+          filled_entries(entries + large_count + 1) {
+        if (!allocated()) return;
+        for (uint32_t i = 0; i < entries; ++i) (void)small.free_entries.bounded_push(i);
+        for (uint32_t i = 0; i < large_count; ++i) (void)large.free_entries.bounded_push(entry_count + i);
     }
 
+    bool allocated() const { return small.storage != nullptr && (large_count == 0 || large.storage != nullptr); }
+    Pool& pool_of(uint32_t index) { return index < entry_count ? small : large; }
+    uint8_t* entry(uint32_t index) {
+        return index < entry_count ? small.entry(index) : large.entry(index - entry_count);
+    }
     EntryHeader* header(uint32_t index) { return reinterpret_cast<EntryHeader*>(entry(index)); }
-    uint8_t* stack(uint32_t index) { return entry(index) + stack_offset; }
-    AsgctFrame* frames(uint32_t index) { return reinterpret_cast<AsgctFrame*>(entry(index) + frames_offset); }
-    uint8_t* entry(uint32_t index) { return storage.get() + static_cast<size_t>(index) * stride; }
+    uint8_t* stack(uint32_t index) { return entry(index) + pool_of(index).stack_offset; }
+    uint32_t stack_capacity(uint32_t index) { return pool_of(index).stack_bytes; }
+    AsgctFrame* frames(uint32_t index) { return reinterpret_cast<AsgctFrame*>(entry(index) + pool_of(index).frames_offset); }
+    void release(uint32_t index) { (void)pool_of(index).free_entries.bounded_push(index); }
 
     const uint32_t entry_count;
+    const uint32_t large_count;
     const uint32_t stack_bytes;
     const uint32_t max_frames;
-    const size_t stack_offset;
-    const size_t frames_offset;
-    const size_t stride;
-    std::unique_ptr<uint8_t[]> storage;
-    // Fixed-size lock-free queues of entry indices: no allocation, so usable in the handler.
-    boost::lockfree::queue<uint32_t, boost::lockfree::fixed_sized<true>> free_entries;
+    Pool small;
+    Pool large;
     boost::lockfree::queue<uint32_t, boost::lockfree::fixed_sized<true>> filled_entries;
     std::atomic<uint64_t> taken{0};
     std::atomic<uint64_t> dropped{0};
+    std::atomic<uint64_t> cut{0};
     std::atomic<uint64_t> samples_dropped{0};   // of ticks with kUseSample: reported as Lost
 };
 
@@ -127,13 +153,18 @@ void on_sigprof(int, siginfo_t* info, void* context) {
         errno = saved_errno;
         return;
     }
+    // A thread stack=auto grew takes a large entry; without one free it is cut to stack_bytes.
+    const uint32_t wanted = slot->stack_bytes.load(std::memory_order_relaxed);
     uint32_t index = 0;
-    if (!buffer->free_entries.pop(index)) {
+    const bool grown = wanted > buffer->stack_bytes;
+    const bool large = grown && buffer->large_count != 0 && buffer->large.free_entries.pop(index);
+    if (!large && !buffer->small.free_entries.pop(index)) {
         buffer->dropped.fetch_add(1, std::memory_order_relaxed);
         if ((uses & kUseSample) != 0) buffer->samples_dropped.fetch_add(1, std::memory_order_relaxed);
         errno = saved_errno;
         return;
     }
+    if (grown && !large) buffer->cut.fetch_add(1, std::memory_order_relaxed);
     // A thread preempted inside the handler (a loaded machine, ASGCT) may hand its entry over
     // later than the reader's hold-back: announce the stamp first (see in_flight_since).
     slot->busy_since.store(monotonic_ns(), std::memory_order_seq_cst);
@@ -153,8 +184,9 @@ void on_sigprof(int, siginfo_t* info, void* context) {
     header->regs.r15 = static_cast<uint64_t>(gregs[REG_R15]);
 
     header->uses = uses;
+    const uint32_t bytes = std::min(std::max(wanted, buffer->stack_bytes), buffer->stack_capacity(index));
     const size_t copied = copy_stack_fragment(header->regs.sp, StackRange{slot->stack_bottom, slot->stack_top},
-                                              buffer->stack(index), buffer->stack_bytes);
+                                              buffer->stack(index), bytes);
     header->stack_size = static_cast<uint32_t>(copied);
 
     header->agct_status = 0;
@@ -237,9 +269,9 @@ Result<std::unique_ptr<OracleSampler>> OracleSampler::create(const OracleSetting
         return make_error(Errc::kInternal, "the validate oracle is already running in this process");
     }
     std::unique_ptr<OracleSampler> sampler(new OracleSampler(settings));
-    sampler->buffer_ = std::make_unique<Buffer>(settings.buffer_entries, settings.stack_bytes,
-                                                settings.max_frames);
-    if (sampler->buffer_->storage == nullptr) {
+    sampler->buffer_ = std::make_unique<Buffer>(settings.buffer_entries, settings.stack_bytes, settings.max_frames,
+                                                settings.large_entries, settings.large_stack_bytes);
+    if (!sampler->buffer_->allocated()) {
         return make_error(Errc::kResourceLimit, "cannot allocate the validate buffer");
     }
     g_buffer.store(sampler->buffer_.get(), std::memory_order_release);
@@ -335,6 +367,12 @@ Status OracleSampler::add_slot(ThreadSlot* slot, bool on_current_thread) {
     return {};
 }
 
+void OracleSampler::set_stack_bytes(pid_t tid, uint32_t bytes) {
+    std::lock_guard<std::mutex> lock(threads_mutex_);
+    auto found = threads_.find(tid);
+    if (found != threads_.end()) found->second->stack_bytes.store(bytes, std::memory_order_relaxed);
+}
+
 void OracleSampler::remove_thread(pid_t tid) {
     std::lock_guard<std::mutex> lock(threads_mutex_);
     auto found = threads_.find(tid);
@@ -392,7 +430,7 @@ size_t OracleSampler::drain(std::vector<Event>& out) {
             out.push_back(std::move(sample));
             ++count;
         }
-        (void)buffer.free_entries.bounded_push(index);
+        buffer.release(index);
     }
     const uint64_t samples_dropped = buffer.samples_dropped.load(std::memory_order_relaxed);
     if (samples_dropped != samples_dropped_reported_) {
@@ -417,6 +455,7 @@ OracleStats OracleSampler::stats() const {
     OracleStats stats;
     stats.taken = buffer_->taken.load(std::memory_order_relaxed);
     stats.dropped = buffer_->dropped.load(std::memory_order_relaxed);
+    stats.cut = buffer_->cut.load(std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(threads_mutex_);
     stats.threads = threads_added_;
     return stats;

@@ -47,6 +47,11 @@ struct OracleSettings {
     uint32_t stack_bytes = 16384;
     uint32_t max_frames = 1024;             // 0: no room for AsyncGetCallTrace's frames (no oracle use)
     uint32_t buffer_entries = 512;          // taken but not yet drained; beyond: dropped
+    // stack=auto: a thread given a larger fragment (set_stack_bytes) is copied with that many bytes,
+    // up to large_stack_bytes, into one of large_entries entries of that size; 0: every tick copies
+    // stack_bytes.
+    uint32_t large_stack_bytes = 0;
+    uint32_t large_entries = 0;
     AsgctFunction asgct = nullptr;          // null: samples only, agct_status 0
     JavaVM* vm = nullptr;                   // resolves a thread's JNIEnv when not given
 };
@@ -54,6 +59,7 @@ struct OracleSettings {
 struct OracleStats {
     uint64_t taken = 0;
     uint64_t dropped = 0;                   // the buffer was full
+    uint64_t cut = 0;                       // a grown thread's tick found no large entry: stack_bytes copied
     uint64_t threads = 0;
 };
 
@@ -83,6 +89,10 @@ public:
     // the handler copies until the first unreadable page (as perf does), and its JNIEnv is looked
     // up on first use.
     Status add_thread(pid_t tid, uint8_t uses = kUseOracle);
+    // Any thread (stack=auto, when the thread's perf event is reopened): `tid`'s ticks copy `bytes`
+    // of stack from now on, at most large_stack_bytes, so that a validate oracle sample holds as
+    // much of the stack as the thread's profile samples do. Unknown threads are ignored.
+    void set_stack_bytes(pid_t tid, uint32_t bytes);
     // Stops sampling `tid` (ThreadEnd); from any thread.
     void remove_thread(pid_t tid);
     // Stops every timer; the handler stays installed and ignores late signals.

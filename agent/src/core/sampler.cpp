@@ -577,6 +577,9 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
     for (Watched& watched : watched_) {
         if (watched.key == found->second) watched.positions = ring.event->ring().positions();
     }
+    // validate: the oracle's copies of this thread follow, so that its samples check the decoder on
+    // fragments like the profile's.
+    if (OracleSampler* timer = oracle_.load(std::memory_order_acquire)) timer->set_stack_bytes(tid, bytes);
     stack_reopens_.fetch_add(1, std::memory_order_relaxed);
     SF_LOG_DEBUG("stack=auto: thread %d samples %u bytes of stack (ring %u pages)", tid, bytes, config.ring_pages);
 }

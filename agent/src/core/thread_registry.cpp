@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "stack_controller.hpp"
+
 namespace sf::agent {
 
 bool ThreadRegistry::add(pid_t tid, std::string name) {
@@ -76,6 +78,13 @@ OracleSettings timer_settings(const AgentOptions& options, uint64_t cpus, bool f
         settings.buffer_entries = static_cast<uint32_t>(std::clamp<uint64_t>(std::max<uint64_t>(cpus, 1) * per_cpu, 512, 4096));
     }
     if (!options.validate) settings.max_frames = 0;
+    if (options.validate && options.stack_auto && options.mode == SamplingMode::kThread && !for_samples) {
+        // stack=auto grows perf's fragments of deep threads; the oracle copies as much of their
+        // stack (as perf does at most) into larger entries: about 20 ms of ticks on every CPU.
+        const uint64_t per_cpu = 20'000'000 / std::max<uint64_t>(options.interval_ns, 1) + 1;
+        settings.large_stack_bytes = StackControllerSettings{}.largest_fragment;
+        settings.large_entries = static_cast<uint32_t>(std::clamp<uint64_t>(std::max<uint64_t>(cpus, 1) * per_cpu, 64, 512));
+    }
     return settings;
 }
 

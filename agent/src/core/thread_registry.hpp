@@ -68,7 +68,10 @@ private:
 // The timer sampler's settings (validate's oracle and/or the signal backend; one per process). For the
 // signal backend's samples (`for_samples`) its buffer holds ~20 ms of ticks on each of `cpus` CPUs
 // (the reader drains every 10 ms), 512 to 4096; without validate it keeps no room for
-// AsyncGetCallTrace's frames. The JavaVM and AsyncGetCallTrace are the caller's to fill in.
+// AsyncGetCallTrace's frames. For validate with stack=auto (perf, mode=thread) it also keeps
+// ~20 ms of ticks on every CPU (64 to 512) of entries that hold as much stack as perf copies at most, for the ticks of threads
+// whose fragment stack=auto grew (OracleSampler::set_stack_bytes). The JavaVM and AsyncGetCallTrace
+// are the caller's to fill in.
 OracleSettings timer_settings(const AgentOptions& options, uint64_t cpus, bool for_samples);
 
 }  // namespace sf::agent

@@ -676,7 +676,8 @@ private:
         if (options_.validate && timer() != nullptr) {
             const OracleStats stats = timer()->stats();
             oracle_text = ", oracle " + std::to_string(counts.of(EventKind::kOracle)) + " (AsyncGetCallTrace ok " +
-                          std::to_string(counts.oracle_traces_ok) + ", buffer full " + std::to_string(stats.dropped) + ")";
+                          std::to_string(counts.oracle_traces_ok) + ", buffer full " + std::to_string(stats.dropped) +
+                          ", grown thread's copy cut to stack= " + std::to_string(stats.cut) + ")";
         }
         if (backend_.signal()) {
             oracle_text += "; signal backend: timer buffer full " + std::to_string(timer()->stats().dropped);

@@ -4,7 +4,10 @@
 #include <catch2/catch.hpp>
 
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -169,4 +172,134 @@ TEST_CASE("a tick still inside its handler is reported in flight, no later than 
     REQUIRE_FALSE(events.empty());
     CHECK(std::get<Oracle>(events.front()).sample.time_ns >= since);
     CHECK(oracle.in_flight_since() == 0);
+}
+
+namespace {
+// A thread that spins about 10 KB below its stack's top: deeper than a small fragment, far less
+// deep than the largest.
+class DeepishSpinner {
+public:
+    explicit DeepishSpinner(OracleSampler& oracle) : thread_([this, &oracle] { descend(10, oracle); }) {
+        while (!running_.load(std::memory_order_acquire)) std::this_thread::yield();
+    }
+    ~DeepishSpinner() { stop(); }
+    pid_t tid() const { return tid_.load(); }
+    bool added() const { return added_.load(); }
+    StackBounds bounds() const { return bounds_; }
+    void wait_for_cpu_ms(uint64_t ms) {
+        const uint64_t until = cpu_ns() + ms * 1'000'000u;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (cpu_ns() < until && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    void stop() {
+        stop_.store(true);
+        if (thread_.joinable()) thread_.join();
+    }
+
+private:
+    uint64_t cpu_ns() {
+        clockid_t clock{};
+        timespec ts{};
+        if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0 || clock_gettime(clock, &ts) != 0) return 0;
+        return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+    }
+    __attribute__((noinline)) void descend(int depth, OracleSampler& oracle) {
+        volatile char pad[1024];
+        pad[0] = static_cast<char>(depth);
+        if (depth > 0) {
+            descend(depth - 1, oracle);
+        } else {
+            tid_.store(static_cast<pid_t>(syscall(SYS_gettid)));
+            bounds_ = current_stack();
+            added_.store(oracle.add_current_thread(reinterpret_cast<JNIEnv*>(0x42)).ok());
+            running_.store(true, std::memory_order_release);
+            volatile uint64_t x = 1;
+            while (!stop_.load(std::memory_order_relaxed)) x = x * 6364136223846793005ULL + 1;
+        }
+        pad[1] = pad[0];
+    }
+
+    std::atomic<pid_t> tid_{0};
+    std::atomic<bool> added_{false};
+    std::atomic<bool> running_{false};
+    std::atomic<bool> stop_{false};
+    StackBounds bounds_;
+    std::thread thread_;
+};
+
+std::vector<size_t> fragment_sizes(const std::vector<Event>& events) {
+    std::vector<size_t> sizes;
+    for (const Event& event : events) sizes.push_back(std::get<Oracle>(event).sample.stack.size());
+    return sizes;
+}
+}  // namespace
+
+TEST_CASE("a thread given a larger fragment is copied that far, never past its stack top, and cut when no large entry is free") {
+    OracleSettings settings;
+    settings.interval_ns = 1'000'000;
+    settings.stack_bytes = 1024;
+    settings.buffer_entries = 256;
+    settings.large_stack_bytes = 65416;
+    settings.large_entries = 4;
+    Result<std::unique_ptr<OracleSampler>> created = OracleSampler::create(settings);
+    REQUIRE(created.ok());
+    OracleSampler& oracle = **created;
+
+    DeepishSpinner spinner(oracle);
+    REQUIRE(spinner.added());
+    std::vector<Event> events;
+    spinner.wait_for_cpu_ms(30);
+    oracle.drain(events);
+    REQUIRE_FALSE(events.empty());
+    const uint64_t sp = std::get<Oracle>(events.front()).sample.regs.sp;
+    const uint64_t above_sp = spinner.bounds().high - sp;
+    INFO("the spinner's sp lies " << above_sp << " bytes below its stack top");
+    REQUIRE(above_sp > 8192);
+    REQUIRE(above_sp < 65416);
+    for (size_t size : fragment_sizes(events)) CHECK(size == 1024);
+    CHECK(oracle.stats().cut == 0);
+
+    // Grown: four ticks take the large entries, the rest (not drained) are cut. (A tick that read
+    // the size just before it changed may come first.)
+    auto count = [](const std::vector<size_t>& sizes, size_t size) {
+        return static_cast<uint64_t>(std::count(sizes.begin(), sizes.end(), size));
+    };
+    oracle.set_stack_bytes(spinner.tid(), 3000);
+    events.clear();
+    spinner.wait_for_cpu_ms(100);
+    oracle.drain(events);
+    std::vector<size_t> sizes = fragment_sizes(events);
+    CHECK(count(sizes, 3000) == 4);
+    CHECK(count(sizes, 3000) + count(sizes, 1024) == sizes.size());
+    const uint64_t cut = oracle.stats().cut;
+    CHECK(cut > 0);
+    CHECK(count(sizes, 1024) - cut <= 1);
+
+    // Grown beyond what is left: the copy ends at the thread's stack top.
+    oracle.set_stack_bytes(spinner.tid(), 65528);
+    events.clear();
+    spinner.wait_for_cpu_ms(60);
+    oracle.drain(events);
+    sizes = fragment_sizes(events);
+    CHECK(count(sizes, above_sp) >= 3);
+    CHECK(count(sizes, 3000) <= 1);
+    CHECK(count(sizes, above_sp) + count(sizes, 3000) + count(sizes, 1024) == sizes.size());
+    for (const Event& event : events) CHECK(std::get<Oracle>(event).sample.regs.sp == sp);
+
+    // Back at the start size: small entries only, nothing cut.
+    oracle.set_stack_bytes(spinner.tid(), 1024);
+    spinner.wait_for_cpu_ms(10);
+    oracle.drain(events);
+    const uint64_t cut_before = oracle.stats().cut;
+    events.clear();
+    spinner.wait_for_cpu_ms(20);
+    oracle.drain(events);
+    REQUIRE_FALSE(events.empty());
+    for (size_t size : fragment_sizes(events)) CHECK(size == 1024);
+    CHECK(oracle.stats().cut == cut_before);
+    oracle.set_stack_bytes(4242, 65528);   // an unknown thread: nothing happens
+    oracle.remove_thread(spinner.tid());
+    spinner.stop();
 }

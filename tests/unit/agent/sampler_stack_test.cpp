@@ -14,6 +14,7 @@
 
 #include "agent_test_threads.hpp"
 #include "stackfrag/base/clock.hpp"
+#include "oracle.hpp"
 #include "sampler.hpp"
 #include "test_recording.hpp"
 #include "stackfrag/events/recording.hpp"
@@ -75,14 +76,14 @@ private:
     std::thread thread_;
 };
 
-// A started sampler at 1 ms writing a recording of its own.
+// A started sampler at 1 ms writing a recording of its own (merging `oracle`'s samples, if given).
 struct RecordingSampler {
-    explicit RecordingSampler(const std::string& name)
+    explicit RecordingSampler(const std::string& name, OracleSampler* oracle = nullptr)
         : path("/tmp/sf-agent-sampler-" + name + "-" + std::to_string(getpid()) + ".sfr") {
         writer = std::make_unique<StreamWriter>(test::new_recording(path));
         kernel::SamplingConfig config;
         config.period_ns = 1'000'000;
-        sampler = std::make_unique<Sampler>(config, queue, *writer, nullptr);
+        sampler = std::make_unique<Sampler>(config, queue, *writer, oracle);
         REQUIRE(sampler->start().ok());
     }
     std::string path;
@@ -196,5 +197,58 @@ TEST_CASE("a thread added with a fixed fragment size is sampled with that size, 
     INFO("samples " << samples << ", CPU " << expected << " ms");
     CHECK(samples >= 0.8 * expected - 5);
     CHECK(samples <= 1.1 * static_cast<double>(cpu_at_close) / 1e6 + 10);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("with the validate oracle, a thread's oracle copies follow the fragment size request_stack gives its perf event") {
+    OracleSettings settings;
+    settings.interval_ns = 1'000'000;
+    settings.stack_bytes = 16384;
+    settings.large_stack_bytes = 65416;
+    settings.large_entries = 64;
+    Result<std::unique_ptr<OracleSampler>> created = OracleSampler::create(settings);
+    REQUIRE(created.ok());
+    OracleSampler& oracle = **created;   // outlives the sampler
+    std::string path;
+    pid_t tid = 0;
+    {
+        RecordingSampler recorded("oracle", &oracle);
+        path = recorded.path;
+        Sampler& sampler = *recorded.sampler;
+        DeepSpinner spinner(sampler);
+        REQUIRE(spinner.added());
+        tid = spinner.tid();
+        // From outside: no known bounds, copied up to the first unreadable page (96 KB are there).
+        REQUIRE(oracle.add_thread(tid).ok());
+        spinner.wait_for_cpu_ms(100);
+        sampler.request_stack(tid, 65528);
+        wait_for_reopens(sampler, 1);
+        spinner.wait_for_cpu_ms(100);
+        sampler.request_stack(tid, 16384);
+        wait_for_reopens(sampler, 2);
+        REQUIRE(sampler.stats().stack_reopens == 2);
+        spinner.wait_for_cpu_ms(100);
+        oracle.remove_thread(tid);
+        end_and_stop(sampler, spinner);
+    }
+    CHECK(oracle.stats().cut == 0);
+
+    // Perf's and the oracle's fragment sizes in stream order, one entry per run of equal sizes.
+    Result<std::unique_ptr<RecordingReader>> reader = RecordingReader::open(path);
+    REQUIRE(reader.ok());
+    std::vector<size_t> perf_phases, oracle_phases;
+    auto note = [](std::vector<size_t>& phases, size_t size) {
+        if (phases.empty() || phases.back() != size) phases.push_back(size);
+    };
+    while (std::optional<Event> event = (*reader)->next()) {
+        if (const auto* sample = std::get_if<Sample>(&*event); sample && sample->tid == static_cast<uint32_t>(tid)) {
+            note(perf_phases, sample->stack.size());
+        } else if (const auto* o = std::get_if<Oracle>(&*event); o && o->sample.tid == static_cast<uint32_t>(tid)) {
+            note(oracle_phases, o->sample.stack.size());
+        }
+    }
+    CHECK(perf_phases == std::vector<size_t>{16384, 65416, 16384});
+    // As much as perf copies, switched when the perf event was reopened.
+    CHECK(oracle_phases == std::vector<size_t>{16384, 65416, 16384});
     std::remove(path.c_str());
 }

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "stack_controller.hpp"
 #include "thread_registry.hpp"
 
 using namespace sf;
@@ -92,4 +93,26 @@ TEST_CASE("without validate the timer keeps no room for AsyncGetCallTrace's fram
     CHECK(timer_settings(options, 4, true).max_frames == 0);
     options.validate = true;
     CHECK(timer_settings(options, 4, true).max_frames == OracleSettings{}.max_frames);
+}
+
+TEST_CASE("validate with stack=auto keeps entries as large as perf's largest fragment for grown threads") {
+    AgentOptions options;
+    options.validate = true;
+    options.interval_ns = 1'000'000;   // 21 ticks per CPU in 20 ms
+    CHECK(timer_settings(options, 2, false).large_stack_bytes == StackControllerSettings{}.largest_fragment);
+    CHECK(timer_settings(options, 2, false).large_entries == 64);
+    CHECK(timer_settings(options, 2, false).stack_bytes == options.stack_bytes);
+    options.interval_ns = 100'000;     // 201 per CPU
+    CHECK(timer_settings(options, 2, false).large_entries == 402);
+    CHECK(timer_settings(options, 64, false).large_entries == 512);
+    // Nothing grows: no fragment size to follow.
+    for (auto change : {+[](AgentOptions& o) { o.stack_auto = false; }, +[](AgentOptions& o) { o.validate = false; },
+                        +[](AgentOptions& o) { o.mode = SamplingMode::kCpu; }}) {
+        AgentOptions other = options;
+        change(other);
+        CHECK(timer_settings(other, 2, false).large_entries == 0);
+        CHECK(timer_settings(other, 2, false).large_stack_bytes == 0);
+    }
+    // The signal backend's timer (no perf event to follow).
+    CHECK(timer_settings(options, 2, true).large_entries == 0);
 }
