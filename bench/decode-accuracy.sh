@@ -28,7 +28,7 @@ trap 'rm -rf "$WORK"' EXIT
 
 table="$WORK/table.md"
 {
-  echo "| JDK | workload | samples | decoded % | incomplete %: all (profile / validator) | failed (top reasons) | ASGCT pairs (both ok) | identical % | identical except top bci % | ASGCT stale / missed entry callee / failed where we decoded | decode ns median / p99 |"
+  echo "| JDK | workload | samples | decoded % | incomplete %: all (profile / validator) | failed (top reasons) | ASGCT pairs (both ok) | identical % | identical except top bci % | ASGCT stale / missed entry callee / stopped early / failed where we decoded | decode ns median / p99 |"
   echo "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"
 } > "$table"
 for jdk in "${JDKS[@]}"; do
@@ -58,7 +58,7 @@ os_, oi = r["samples"] - ps, r["incomplete"] - pi
 share = lambda n, d: f"{100.0 * n / d:.2f}" if d else "–"
 print(f"| {sys.argv[2]} | {sys.argv[3]} | {r['samples']} | {r['decoded_pct']:.2f} | {r['incomplete_pct']:.2f} ({share(pi, ps)} / {share(oi, os_)}) | "
       f"{failed_text} | {r.get('oracle_pairs', 0)} ({both}) | {pct(r.get('oracle_identical', 0))} | "
-      f"{pct(r.get('oracle_identical_except_top_bci', 0))} | {r.get('oracle_stale', 0)} / {r.get('oracle_entry_codelet', 0)} / {r.get('oracle_failed_we_decoded', 0)} | "
+      f"{pct(r.get('oracle_identical_except_top_bci', 0))} | {r.get('oracle_stale', 0)} / {r.get('oracle_entry_codelet', 0)} / {r.get('oracle_stopped_early', 0)} / {r.get('oracle_failed_we_decoded', 0)} | "
       f"{r['decode_ns_median']} / {r['decode_ns_p99']} |")
 PY
   done
@@ -81,8 +81,10 @@ if [ "$DOC" = 1 ]; then
     echo "bytecode pointer (R13) while AsyncGetCallTrace reads the frame's bcp slot, which lags until the next"
     echo "call (docs/decoding.md). *ASGCT stale*: pairs where the decoder's walk went through a frame whose code had"
     echo "moved rsp, where ASGCT read a stale return slot; *missed entry callee*: the decoder's top frame is a callee"
-    echo "caught in its interpreter method-entry codelet and ASGCT named its caller (docs/decoding.md §2.2; neither kind"
-    echo "is in *both ok*); *failed where we decoded*: ASGCT failed,"
+    echo "caught in its interpreter method-entry codelet and ASGCT named its caller (docs/decoding.md §2.2); *stopped"
+    echo "early*: ASGCT's frames are the decoder's top ones and its walk ended at a VM runtime stub or a deoptimized"
+    echo "caller, where HotSpot's safe_for_sender stops it (docs/decoding.md §4; none of these three kinds is in *both"
+    echo "ok*); *failed where we decoded*: ASGCT failed,"
     echo "the decoder did not. Decode times include cold caches and the loaded machine's noise."
   } > "$body"
   python3 "$ROOT/bench/capture-jvm/update_section.py" "$ROOT/docs/benchmarks.md" "Decoder accuracy (bench/decode-accuracy.sh)" "$body"

@@ -7,6 +7,7 @@
 #include "code_shape.hpp"
 #include "native_unwinder.hpp"
 #include "stack_view.hpp"
+#include "vm_stubs.hpp"
 #include "stackfrag/decoder/breadcrumb.hpp"
 #include "walk_journal.hpp"
 #include "stackfrag/hotspot/frame_layout.hpp"
@@ -95,17 +96,7 @@ bool ends_with(const std::string& s, std::string_view tail) {
 }
 bool starts_with(const std::string& s, std::string_view head) { return s.compare(0, head.size(), head) == 0; }
 
-// A stub that calls into the VM (HotSpot's Runtime1 and OptoRuntime stubs, the runtime blobs, the GC
-// barriers' slow paths): no Java method is called from it, and compiled code calls it for no
-// Java callee. Known by the names HotSpot gives them in both JDK 17 and 25.
-bool calls_into_vm(const Stub* stub) {
-    if (!stub) return false;
-    const std::string& n = stub->name;
-    return ends_with(n, " Runtime1 stub") || ends_with(n, "_Java") || starts_with(n, "g1_") ||
-           starts_with(n, "C1 Runtime ") || starts_with(n, "C2 Runtime ") || n == "SafepointBlob" ||
-           n == "UncommonTrapBlob" || n == "ExceptionBlob" || n == "DeoptimizationBlob" ||
-           n == "forward exception" || n == "forward_exception";
-}
+using detail::calls_into_vm;
 
 // The same, and the stubs that resolve a call or miss an inline cache: a compiled call goes to
 // them (so they are fine as a call's target) but they jump on to the method found, and no Java
@@ -1423,6 +1414,15 @@ void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, c
         copy_frames(last.frames, frames);
     }
     top.start();
+}
+
+bool calls_into_vm(const Stub* stub) {
+    if (!stub) return false;
+    const std::string& n = stub->name;
+    return ends_with(n, " Runtime1 stub") || ends_with(n, "_Java") || starts_with(n, "g1_") ||
+           starts_with(n, "C1 Runtime ") || starts_with(n, "C2 Runtime ") || n == "SafepointBlob" ||
+           n == "UncommonTrapBlob" || n == "ExceptionBlob" || n == "DeoptimizationBlob" ||
+           n == "forward exception" || n == "forward_exception";
 }
 
 }  // namespace sf::detail

@@ -1,5 +1,7 @@
 #include "stackfrag/decoder/oracle_compare.hpp"
 
+#include "vm_stubs.hpp"
+
 namespace sf {
 
 namespace {
@@ -65,6 +67,26 @@ bool oracle_missed_entry_callee(const CallTrace& decoded, const Oracle& oracle, 
     CallTrace below = decoded;
     below.frames.erase(below.frames.begin());
     return !java_frames_of(below).empty() && compare_with_oracle(below, oracle) == Agreement::kIdentical;
+}
+
+bool oracle_stopped_early(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
+    if (compare_with_oracle(decoded, oracle) != Agreement::kLonger) return false;
+    // The decoder's frame that is ASGCT's last Java frame, and its next Java frame.
+    const size_t asgct_frames = oracle.frames.size();
+    size_t java_seen = 0, i = 0;
+    for (; i < decoded.frames.size() && java_seen < asgct_frames; ++i) {
+        if (is_java(decoded.frames[i].kind)) ++java_seen;
+    }
+    for (; i < decoded.frames.size(); ++i) {
+        const Frame& f = decoded.frames[i];
+        if (is_java(f.kind)) {
+            if (f.kind != FrameKind::kCompiled && f.kind != FrameKind::kInlined) return false;
+            const CompiledCode* code = map.find_compiled(f.pc, decoded.time_ns);
+            return code != nullptr && code->load.deopt_handler != 0 && f.pc == code->load.deopt_handler;
+        }
+        if (f.kind == FrameKind::kStub && detail::calls_into_vm(map.find_stub(f.pc))) return true;
+    }
+    return false;
 }
 
 }  // namespace sf

@@ -62,3 +62,90 @@ TEST_CASE("oracle: a callee caught in its method-entry codelet, which ASGCT leav
         CHECK_FALSE(oracle_missed_entry_callee(bad, asgct, w.map));
     }
 }
+
+namespace {
+
+Frame frame_at(FrameKind kind, int method, int bci, uint64_t pc, std::string symbol = {}) {
+    Frame f;
+    f.kind = kind;
+    f.method_id = method < 0 ? 0 : method_id(method);
+    f.bci = bci;
+    f.pc = pc;
+    f.symbol = std::move(symbol);
+    return f;
+}
+
+Stub named_stub(uint64_t begin, const char* name) {
+    Stub stub;
+    stub.time_ns = 1;
+    stub.name = name;
+    stub.begin = begin;
+    stub.end = begin + 0x100;
+    stub.frame_size_words = 4;
+    return stub;
+}
+
+}  // namespace
+
+TEST_CASE("oracle: ASGCT's walk ends at a VM runtime stub or a deoptimized caller, where the decoder goes on",
+          "[decoder][oracle]") {
+    World w(jdk_param());
+    const uint64_t runtime1 = kCodeCacheLow + 0x40000, vtable = kCodeCacheLow + 0x50000;
+    w.map.apply(named_stub(runtime1, "load_appendix_patching Runtime1 stub"));
+    w.map.apply(named_stub(kCodeCacheLow + 0x60000, "C2 Runtime new_instance"));
+    w.map.apply(named_stub(vtable, "vtable stub"));
+    CodeLoad caller = nmethod(kCodeCacheLow + 0x10000, 5, 8);
+    caller.deopt_handler = caller.code_begin + 0x3f0;
+    w.add_code(caller);
+    const uint64_t call_site = caller.code_begin + 0x100;
+
+    // Interpreted m1 and m2 (class loading, say) were called back from the VM through an entry frame,
+    // which a Runtime1 stub called from compiled m5 had entered (entry frames add no frame).
+    CallTrace t;
+    t.status = TraceStatus::kComplete;
+    t.time_ns = 1000;
+    t.frames = {frame_at(FrameKind::kInterpreted, 1, 3, kInterpBodyPc), frame_at(FrameKind::kInterpreted, 2, 7, kInterpReturnPc),
+                frame_at(FrameKind::kStub, -1, -1, runtime1 + 0x20, "load_appendix_patching Runtime1 stub"),
+                frame_at(FrameKind::kCompiled, 5, 11, call_site)};
+    const Oracle asgct = oracle_of({mb(1, 3), mb(2, 7)});
+    CHECK(compare_with_oracle(t, asgct) == Agreement::kLonger);
+    CHECK(oracle_stopped_early(t, asgct, w.map));
+
+    SECTION("C2's runtime stubs too; a stub that is no VM call is a disagreement") {
+        CallTrace c2 = t;
+        c2.frames[2].pc = kCodeCacheLow + 0x60000 + 0x10;
+        CHECK(oracle_stopped_early(c2, asgct, w.map));
+        CallTrace other = t;
+        other.frames[2].pc = vtable + 0x10;
+        CHECK_FALSE(oracle_stopped_early(other, asgct, w.map));
+        CallTrace no_stub = t;
+        no_stub.frames.erase(no_stub.frames.begin() + 2);
+        CHECK_FALSE(oracle_stopped_early(no_stub, asgct, w.map));
+    }
+    SECTION("a caller whose return address is its nmethod's deoptimization handler") {
+        CallTrace deopt = t;
+        deopt.frames.erase(deopt.frames.begin() + 2);
+        deopt.frames[2].pc = caller.deopt_handler;
+        CHECK(oracle_stopped_early(deopt, asgct, w.map));
+        // The first of the caller's frames is an inlined one: the same pc.
+        deopt.frames.insert(deopt.frames.begin() + 2, frame_at(FrameKind::kInlined, 6, 2, caller.deopt_handler));
+        CHECK(oracle_stopped_early(deopt, oracle_of({mb(1, 3), mb(2, 7)}), w.map));
+        // An interpreted caller has no deoptimization handler.
+        deopt.frames[2] = frame_at(FrameKind::kInterpreted, 6, 2, kInterpReturnPc);
+        CHECK_FALSE(oracle_stopped_early(deopt, asgct, w.map));
+    }
+    SECTION("only where ASGCT's walk ended: its frames a strict prefix, the stub below its last") {
+        CHECK_FALSE(oracle_stopped_early(t, oracle_of({mb(1, 3), mb(2, 7), mb(5, 11)}), w.map));   // identical
+        CHECK_FALSE(oracle_stopped_early(t, oracle_of({mb(1, 4), mb(2, 7)}), w.map));              // top bci
+        CHECK_FALSE(oracle_stopped_early(t, oracle_of({mb(1, 3), mb(3, 7)}), w.map));              // method
+        // ASGCT stopped above the stub: an interpreted frame follows its last.
+        CHECK_FALSE(oracle_stopped_early(t, oracle_of({mb(1, 3)}), w.map));
+        // The stub lies above ASGCT's last frame: ASGCT went past it, so it did not stop there.
+        CallTrace above = t;
+        std::swap(above.frames[1], above.frames[2]);   // m1, stub, m2, m5
+        CHECK_FALSE(oracle_stopped_early(above, asgct, w.map));
+        CallTrace failed = t;
+        failed.status = TraceStatus::kFailed;
+        CHECK_FALSE(oracle_stopped_early(failed, asgct, w.map));
+    }
+}

@@ -1,0 +1,15 @@
+// Which HotSpot stubs call into the VM, known by the names HotSpot gives them (JDK 17 and 25):
+// the decoder's return-address checks and the oracle comparison both ask.
+#pragma once
+
+#include "stackfrag/events/events.hpp"
+
+namespace sf::detail {
+
+// HotSpot's Runtime1 and OptoRuntime stubs, the runtime blobs, the GC barriers' slow paths: no Java
+// method is called from them and compiled code calls them for no Java callee. HotSpot's
+// frame::safe_for_sender fails on their frames (RuntimeStubs made frame_never_safe, singleton blobs,
+// StubRoutines code without a frame size), so AsyncGetCallTrace's walk ends at such a frame.
+bool calls_into_vm(const Stub* stub);
+
+}  // namespace sf::detail
