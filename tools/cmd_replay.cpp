@@ -203,7 +203,11 @@ nlohmann::json summary_json(const ReplaySummary& r) {
     cov["process_cpu_ns"] = c.process ? nlohmann::json(c.process_ns()) : nlohmann::json(nullptr);
     cov["process_user_ns"] = c.process ? nlohmann::json(c.process->user_ns) : nlohmann::json(nullptr);
     cov["process_sys_ns"] = c.process ? nlohmann::json(c.process->system_ns) : nlohmann::json(nullptr);
+    // The process's CPU time before the sampling events opened (JVM start to VMInit, or to an attach).
+    cov["process_cpu_before_sampling_ns"] = c.at_start ? nlohmann::json(c.before_start_ns()) : nlohmann::json(nullptr);
     cov["kernel_samples"] = c.kernel_samples;
+    cov["lost_samples"] = c.lost_samples;   // taken by the kernel, not stored (a full ring)
+    cov["lost_cpu_ns"] = c.lost_ns;
     cov["ratio"] = c.ratio() ? nlohmann::json(*c.ratio()) : nlohmann::json(nullptr);
     for (size_t k = 0; k < profile::Coverage::kKinds; ++k) {
         const auto kind = static_cast<ThreadKind>(k);

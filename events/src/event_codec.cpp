@@ -98,7 +98,7 @@ void fields(V& v, T& t) {
 
 template <class V, Is<ProcessCpu> T>
 void fields(V& v, T& p) {
-    v(p.time_ns), v(p.user_ns), v(p.system_ns);
+    v(p.time_ns), v(p.user_ns), v(p.system_ns), v(kLaterFields), v(p.at_start);
 }
 
 template <class T>

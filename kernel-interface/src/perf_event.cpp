@@ -188,6 +188,16 @@ Status PerfEvent::disable() {
     return {};
 }
 
+Result<uint64_t> PerfEvent::count() const {
+    uint64_t value = 0;
+    const ssize_t got = ::read(fd_, &value, sizeof value);
+    if (got != static_cast<ssize_t>(sizeof value)) {
+        return sys_error(Errc::kInternal, got < 0 ? errno : EIO,
+                         "reading the count of the perf event of thread " + std::to_string(target_));
+    }
+    return value;
+}
+
 Status PerfEvent::set_period(uint64_t period_ns) {
     if (period_ns < kMinPeriodNs) {
         return make_error(Errc::kInvalidArgument,

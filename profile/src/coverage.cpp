@@ -9,6 +9,11 @@ std::optional<double> Coverage::ratio() const {
     return double(sampled_ns) / double(process_ns());
 }
 
+std::optional<double> Coverage::ratio_while_sampling() const {
+    if (!at_start || process_ns() <= before_start_ns()) return std::nullopt;
+    return double(sampled_ns) / double(process_ns() - before_start_ns());
+}
+
 double Coverage::share(ThreadKind kind) const {
     const size_t k = static_cast<size_t>(kind);
     return sampled_ns != 0 && k < kKinds ? double(sampled_ns_by_kind[k]) / double(sampled_ns) : 0.0;
@@ -27,8 +32,12 @@ void CoverageTally::observe(const Event& event) {
     } else if (const auto* vm = std::get_if<VmInfo>(&event)) {
         period_ns_ = vm->sample_period_ns;
         return;
+    } else if (const auto* lost = std::get_if<Lost>(&event)) {
+        coverage_.lost_samples += lost->count;
+        coverage_.lost_ns += lost->count * period_ns_;
+        return;
     } else if (const auto* cpu = std::get_if<ProcessCpu>(&event)) {
-        coverage_.process = *cpu;
+        (cpu->at_start ? coverage_.at_start : coverage_.process) = *cpu;
         return;
     } else {
         return;   // code, methods, oracle samples (the validator's, not the application's), ...
@@ -59,10 +68,20 @@ std::string coverage_text(const Coverage& c) {
                            "threads: {}",
                            sampled_ms, c.samples, shares);
     }
+    std::string before;
+    if (const std::optional<double> rest = c.ratio_while_sampling()) {
+        before = fmt::format("; before sampling began {:.1f} ms ({:.1f}%), samples {:.1f}% of the rest",
+                             double(c.before_start_ns()) / 1e6,
+                             100.0 * double(c.before_start_ns()) / double(c.process_ns()), 100.0 * *rest);
+    }
+    if (c.lost_samples != 0) {
+        before += fmt::format("; lost in full rings {} samples ({:.1f} ms, {:.1f}%)", c.lost_samples,
+                              double(c.lost_ns) / 1e6, 100.0 * double(c.lost_ns) / double(c.process_ns()));
+    }
     return fmt::format("coverage {:.1f}% of the process's CPU time: samples {:.1f} ms of {:.1f} ms (user {:.1f} ms, "
-                       "sys {:.1f} ms); threads: {}",
+                       "sys {:.1f} ms){}; threads: {}",
                        100.0 * *c.ratio(), sampled_ms, double(c.process_ns()) / 1e6, double(c.process->user_ns) / 1e6,
-                       double(c.process->system_ns) / 1e6, shares);
+                       double(c.process->system_ns) / 1e6, before, shares);
 }
 
 }  // namespace sf::profile

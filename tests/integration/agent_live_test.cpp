@@ -107,6 +107,33 @@ TEST_CASE("the live profile equals stackfrag replay of the same run's recording"
     std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("sampling begins before the agent's code-map scan, and the CPU time before it and after the last sample "
+          "is reported apart", "[live][coverage]") {
+    const std::string dir = temp_dir("start");
+    demo_classes(dir);
+    const std::string rec = dir + "/run.sfr", live = dir + "/live.collapsed";
+    const auto r = run_java({"-agentpath:" + kAgent + "=interval=100us,record=" + rec + ",file=" + live, "-cp", dir,
+                             "demo.Demo", "1"},
+                            dir + "/jvm");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    // The scan runs on the VMInit thread for tens of ms; its samples were never taken while the
+    // events opened after it.
+    const std::string profile = sf::test::read_text_file(live);
+    CHECK(contains(profile, "sf::agent::VmCapture::scan"));
+    CHECK(contains(r.err, "before sampling began"));
+    CHECK(contains(r.err, "after the last sample: stopping and writing the profile took"));
+    const auto replay = sf::test::run_process({kCli, "replay", rec, "--json"}, {}, dir + "/replay", 120);
+    REQUIRE(replay.exit_code == 0);
+    const nlohmann::json coverage = nlohmann::json::parse(replay.out).at("coverage");
+    INFO(coverage.dump());
+    REQUIRE(coverage.at("process_cpu_before_sampling_ns").is_number());
+    const uint64_t before = coverage.at("process_cpu_before_sampling_ns").get<uint64_t>();
+    CHECK(before > 0);
+    CHECK(before < coverage.at("process_cpu_ns").get<uint64_t>());
+    std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("profiles in every format at exit, with the stop summary in the log", "[live]") {
     const std::string dir = temp_dir("formats");
     demo_classes(dir);

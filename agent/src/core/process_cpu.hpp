@@ -10,10 +10,11 @@
 
 namespace sf::agent {
 
-inline ProcessCpu process_cpu_now() {
+// `at_start`: the one emitted before the sampling events open (see ProcessCpu).
+inline ProcessCpu process_cpu_now(bool at_start = false) {
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    return ProcessCpu{monotonic_ns(), timeval_ns(usage.ru_utime), timeval_ns(usage.ru_stime)};
+    return ProcessCpu{monotonic_ns(), timeval_ns(usage.ru_utime), timeval_ns(usage.ru_stime), at_start};
 }
 
 }  // namespace sf::agent

@@ -414,12 +414,26 @@ void Sampler::open_ring(Request& request) {
     SF_LOG_DEBUG("sampling %s %d", tid != 0 ? "thread" : "cpu ring", tid != 0 ? tid : static_cast<int>(key));
 }
 
+// A thread's clock event is done with (its end, a reopen, the stop): what it counted of the
+// thread's CPU time against what came of it as samples, stored or lost. The difference is time
+// that was counted but never reached a tick: the last partial period (and timer overruns).
+void Sampler::account_clock(const Ring& ring) {
+    if (!ring.clock || ring.tid == 0) return;   // per-CPU counts leave out the live inherited threads
+    Result<uint64_t> counted = ring.event->count();
+    if (!counted.ok()) return;
+    const kernel::RingStats& ring_stats = ring.event->ring().stats();
+    const uint64_t period = ring.period_ns != 0 ? ring.period_ns : config_.period_ns;
+    clock_counted_ns_.fetch_add(*counted, std::memory_order_relaxed);
+    clock_ticked_ns_.fetch_add((ring_stats.samples + ring_stats.lost_samples) * period, std::memory_order_relaxed);
+}
+
 void Sampler::close_ring(uint64_t key) {
     auto found = rings_.find(key);
     if (found == rings_.end()) return;
     Ring& ring = *found->second;
     ring.disable();
     drain_ring(ring, monotonic_ns());
+    account_clock(ring);
     for (size_t i = 0; i < watched_.size(); ++i) {
         if (watched_[i].key != key) continue;
         watched_[i] = watched_.back();
@@ -563,6 +577,7 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
     }
     converter_->begin(ring.tid, monotonic_ns(), ring.takes_switches);
     ring.event->ring().drain(*converter_);
+    account_clock(ring);
     if (poller_) (void)poller_->remove(ring.event->fd());
     ring.switches.reset();   // before the ring it writes into
     ring.event = std::move(event);
@@ -782,6 +797,8 @@ SamplerStats Sampler::stats() const {
     stats.cadence_ns = cadence_ns_.load(std::memory_order_relaxed);
     stats.module_rescans = module_rescans_.load(std::memory_order_relaxed);
     stats.modules_found = modules_found_.load(std::memory_order_relaxed);
+    stats.clock_counted_ns = clock_counted_ns_.load(std::memory_order_relaxed);
+    stats.clock_ticked_ns = clock_ticked_ns_.load(std::memory_order_relaxed);
     return stats;
 }
 

@@ -46,6 +46,10 @@ struct SamplerStats {
     // mapping, and the libraries they announced.
     uint64_t module_rescans = 0;
     uint64_t modules_found = 0;
+    // mode=thread clock events that were closed: the threads' CPU time they counted, and the time
+    // their samples (stored and lost) stand for at the period then in force.
+    uint64_t clock_counted_ns = 0;
+    uint64_t clock_ticked_ns = 0;
 };
 
 // Whether a ring that woke the reader early (its watermark) can wait for the reader's next cycle:
@@ -141,6 +145,7 @@ private:
     void open_ring(Request& request);
     Status open_switches(pid_t tid, Request& request);
     void close_ring(uint64_t key);
+    void account_clock(const Ring& ring);
     void set_period(pid_t tid, uint64_t period_ns);
     void set_stack(pid_t tid, uint32_t bytes);
     bool needs_data_wakeups(const Ring& ring) const;
@@ -212,6 +217,8 @@ private:
     uint64_t next_rescan_ns_ = 0;
     uint64_t rescan_gap_ns_ = 0;
     uint64_t released_until_ = 0;   // the horizon of the last release: events up to it are written
+    std::atomic<uint64_t> clock_counted_ns_{0};
+    std::atomic<uint64_t> clock_ticked_ns_{0};
     std::atomic<uint64_t> module_rescans_{0};
     std::atomic<uint64_t> modules_found_{0};
 };

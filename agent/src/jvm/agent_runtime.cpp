@@ -104,6 +104,7 @@ public:
     // OnLoad / OnAttach, after the options were accepted.
     void setup(bool attach) {
         attach_ = attach;
+        SF_LOG_DEBUG("process CPU at load: %.1f ms", static_cast<double>(process_cpu_ns()) / 1e6);
         if (backend_.signal_from_start()) {
             use_signal_backend("backend=signal");
         } else if (options_.validate) {
@@ -134,7 +135,7 @@ public:
         parameters.sample_period_ns = options_.interval_ns;
         capture_ = std::make_unique<VmCapture>(jvmti_, queue_);
         capture_ready_.store(true, std::memory_order_release);
-        Status captured = capture_->start(jni, parameters);
+        Status captured = capture_->begin(jni, parameters);
         if (!captured.ok()) {
             SF_LOG_ERROR("the VM's code map cannot be captured, sampling is off: %s",
                          captured.error().describe().c_str());
@@ -142,7 +143,6 @@ public:
             disabled_ = true;
             return;
         }
-        SF_LOG_INFO("%s", capture_->describe().c_str());
         // Before the reader starts, so that the first native frames already have their modules.
         // (Not inside the log call: its arguments are evaluated only when debug logging is on.)
         modules_.set_code_cache(capture_->code_cache());
@@ -156,17 +156,29 @@ public:
         if (pusher_) {
             if (Status push = pusher_->start(); !push.ok()) SF_LOG_ERROR("push: %s", push.error().describe().c_str());
         }
-        Status started = sampler_->start();
-        if (!started.ok()) {
-            SF_LOG_ERROR("cannot start the reader thread, sampling is off: %s", started.error().describe().c_str());
-            disable_events();
-            disabled_ = true;
-            return;
+        {
+            // Sampling starts before the code map's scan, which costs this thread tens of ms (50 ms
+            // on xalan, JDK 17) that were never sampled when the events opened after it. The scan's
+            // events are stamped when it begins, before the samples taken meanwhile: this hold
+            // keeps the reader from writing those samples before them.
+            EventQueue::InFlight scan_in_flight(queue_);
+            // What the process ran before its events were open (the JVM's start up to VMInit, or
+            // until the attach): the stream's first ProcessCpu, which coverage reports apart.
+            queue_.emit(process_cpu_now(true));
+            Status started = sampler_->start();
+            if (!started.ok()) {
+                SF_LOG_ERROR("cannot start the reader thread, sampling is off: %s", started.error().describe().c_str());
+                disable_events();
+                disabled_ = true;
+                return;
+            }
+            live_.store(true, std::memory_order_release);
+            if (options_.mode == SamplingMode::kCpu && attach_ && !backend_.signal()) add_cpu_events_for_existing_threads();
+            register_existing_threads(jni);
+            start_task_watcher();
+            capture_->scan(jni);
         }
-        live_.store(true, std::memory_order_release);
-        if (options_.mode == SamplingMode::kCpu && attach_ && !backend_.signal()) add_cpu_events_for_existing_threads();
-        register_existing_threads(jni);
-        start_task_watcher();
+        SF_LOG_INFO("%s", capture_->describe().c_str());
         start_code_poller(jni);
         if (options_.mode == SamplingMode::kJvmti) start_jvmti_sampler(jni);
         SF_LOG_INFO("sampling every %llu ns (%s mode, %s backend)%s", static_cast<unsigned long long>(options_.interval_ns),
@@ -212,12 +224,21 @@ public:
         if (task_watcher_) task_watcher_->stop();
         stop_jvmti_sampler();
         if (OracleSampler* timer_sampler = timer()) timer_sampler->stop();
-        queue_.emit(process_cpu_now());   // coverage's denominator, through the stream like every fact
+        const ProcessCpu at_stop = process_cpu_now();
+        queue_.emit(at_stop);   // coverage's denominator, through the stream like every fact
         const bool stopped = sampler_->stop(kShutdownTimeoutMs);
         queue_.close();
         if (stopped) log_summary();
         finish_live_profile(stopped, final_file);
         if (stopped) log_agent_cpu();
+        // No sample sees this: the last events drained, the rest of the stream decoded, the
+        // profile written. (The JVM's exit after VMDeath, freeing its heap, comes on top.)
+        const ProcessCpu done = process_cpu_now();
+        const uint64_t after_ns = done.user_ns + done.system_ns - at_stop.user_ns - at_stop.system_ns;
+        SF_LOG_INFO("after the last sample: stopping and writing the profile took %.1f ms of CPU (%.2f%% of the "
+                    "process's CPU time so far), which no sample sees",
+                    static_cast<double>(after_ns) / 1e6,
+                    100.0 * static_cast<double>(after_ns) / static_cast<double>(std::max<uint64_t>(done.user_ns + done.system_ns, 1)));
         if (options_.breadcrumbs) native_bind::log_summary();
     }
 
@@ -659,6 +680,16 @@ private:
                          static_cast<unsigned long long>(task_watcher_->ticks()));
         }
         const SamplerStats stats = sampler_->stats();
+        if (stats.clock_counted_ns != 0) {
+            // Exact per thread: the kernel's count of each clock event against its ticks.
+            const uint64_t between = stats.clock_counted_ns > stats.clock_ticked_ns ? stats.clock_counted_ns - stats.clock_ticked_ns : 0;
+            SF_LOG_INFO("clock events: the threads' CPU time they counted %.1f ms, ticks (samples and lost) %.1f ms; "
+                        "%.1f ms (%.2f%% of the process's CPU time) counted after a thread's last tick (its last partial "
+                        "period at its end, a reopen or the stop), which no sample sees",
+                        static_cast<double>(stats.clock_counted_ns) / 1e6, static_cast<double>(stats.clock_ticked_ns) / 1e6,
+                        static_cast<double>(between) / 1e6,
+                        process_ms > 0 ? 100.0 * static_cast<double>(between) / 1e6 / process_ms : 0.0);
+        }
         if (stats.cycles != 0) {
             SF_LOG_INFO("reader: %llu cycles every %.1f ms (%llu early: a ring's watermark or a wake-up; %llu "
                         "watermark wake-ups waited on), %llu of %llu ring looks found news",

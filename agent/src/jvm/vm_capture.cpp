@@ -390,14 +390,26 @@ VmCapture::VmCapture(jvmtiEnv* jvmti, EventSink& sink) : impl_(std::make_unique<
 VmCapture::~VmCapture() = default;
 
 Status VmCapture::start(JNIEnv* jni, const SamplingParameters& params) {
+    if (impl_->started.load()) return {};
+    if (Status begun = begin(jni, params); !begun) return begun;
+    scan(jni);
+    return {};
+}
+
+Status VmCapture::begin(JNIEnv* jni, const SamplingParameters& params) {
     Impl& m = *impl_;
     if (m.started.load()) return {};
     if (jni == nullptr) return make_error(Errc::kInvalidArgument, "VmCapture::start needs a JNIEnv");
     jni->GetJavaVM(&m.java_vm);
     if (Status s = m.read_vm_info(params); !s) return s;
-    uint64_t scan_begin = monotonic_ns();
     m.sink.emit(VmInfo(m.info));
     m.started.store(true, std::memory_order_release);
+    return {};
+}
+
+void VmCapture::scan(JNIEnv* jni) {
+    Impl& m = *impl_;
+    const uint64_t scan_begin = monotonic_ns();
 
     // Non-nmethod blobs first: stubs, adapters, the interpreter, runtime stubs.
     m.code_cache->walk(
@@ -410,7 +422,6 @@ Status VmCapture::start(JNIEnv* jni, const SamplingParameters& params) {
     m.jvmti->GenerateEvents(JVMTI_EVENT_COMPILED_METHOD_LOAD);
     m.announce_unreported_nmethods(jni, false);
     m.start_scan_ns = monotonic_ns() - scan_begin;
-    return {};
 }
 
 void VmCapture::on_class_prepare(JNIEnv*, jthread, jclass klass) {

@@ -29,8 +29,8 @@ struct SamplingParameters {
 //   2. Enable (SetEventNotificationMode) CLASS_PREPARE, COMPILED_METHOD_LOAD,
 //      COMPILED_METHOD_UNLOAD and DYNAMIC_CODE_GENERATED, and forward them to the on_* methods.
 //      Callbacks that arrive before start() are ignored: start() replays everything still alive.
-//   3. At VMInit (OnLoad) or right away (OnAttach, live phase): start(jni, params). It emits VmInfo
-//      first, then the code map; on error, log error().describe() and disable the agent (the
+//   3. At VMInit (OnLoad) or right away (OnAttach, live phase): start(jni, params), or begin() and
+//      scan() with sampling started in between. It emits VmInfo first, then the code map; on error, log error().describe() and disable the agent (the
 //      JVM runs on; no VmCapture event has been emitted).
 //   4. From an agent thread, every 100 ms - 5 s: poll(jni). It re-announces methods whose
 //      jmethodID now points to a new Method* (RedefineClasses / RetransformClasses) and walks the
@@ -51,6 +51,12 @@ public:
     // every method of every prepared class, then GenerateEvents for dynamic code and compiled code.
     // Must run in the live phase on a thread attached to the VM (jni valid).
     Status start(JNIEnv* jni, const SamplingParameters& params);
+    // start() in two steps, so that sampling can begin in between and see the scan's CPU time:
+    // begin() resolves VMStructs and emits VmInfo (cheap; callbacks are taken from then on);
+    // scan() announces the code map and the loaded methods (tens of ms of the calling thread),
+    // every event stamped when it begins. scan() only after a begin() that succeeded.
+    Status begin(JNIEnv* jni, const SamplingParameters& params);
+    void scan(JNIEnv* jni);
 
     void on_class_prepare(JNIEnv* jni, jthread thread, jclass klass);
     void on_compiled_method_load(jmethodID method, jint code_size, const void* code_addr,

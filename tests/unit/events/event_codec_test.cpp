@@ -20,8 +20,8 @@ TEST_CASE("encoded bodies decode to equal events, and trailing bytes are ignored
         REQUIRE(event_codec::decode_body(kind_of(event), body.data(), body.size(), decoded) == nullptr);
         CHECK(decoded == event);
         // One byte short is an error: every field is needed (ThreadInfo's last byte is its kind,
-        // added later: the body before it is the old layout, tested below).
-        if (kind_of(event) != EventKind::kThread) {
+        // ProcessCpu's its at_start, added later: the body before it is the old layout, tested below).
+        if (kind_of(event) != EventKind::kThread && kind_of(event) != EventKind::kProcessCpu) {
             CHECK(event_codec::decode_body(kind_of(event), body.data(), body.size() - 4, decoded) != nullptr);
         }
     }
@@ -64,6 +64,23 @@ TEST_CASE("a ThreadInfo body from before the thread kind reads as a Java thread;
     CHECK(event_codec::decode_body(EventKind::kThread, body.data(), body.size() - 2, decoded) != nullptr);
 }
 
+TEST_CASE("a ProcessCpu body from before at_start reads as the one at stop; one cut inside its times is damage") {
+    const ProcessCpu start{0x0102030405060708ull, 61'000'000, 9'000'000, true};
+    std::vector<uint8_t> body(event_codec::body_size(start));
+    event_codec::encode_body(start, body.data());
+    // time_ns, user_ns, system_ns u64, then at_start bool.
+    REQUIRE(body.size() == 3 * 8 + 1);
+    CHECK(body.back() == 1);
+    Event decoded;
+    REQUIRE(event_codec::decode_body(EventKind::kProcessCpu, body.data(), body.size(), decoded) == nullptr);
+    CHECK(std::get<ProcessCpu>(decoded) == start);
+    REQUIRE(event_codec::decode_body(EventKind::kProcessCpu, body.data(), body.size() - 1, decoded) == nullptr);
+    ProcessCpu old = start;
+    old.at_start = false;
+    CHECK(std::get<ProcessCpu>(decoded) == old);
+    CHECK(event_codec::decode_body(EventKind::kProcessCpu, body.data(), body.size() - 2, decoded) != nullptr);
+}
+
 TEST_CASE("mutated and random bodies never crash the decoder nor make it read past the body") {
     std::mt19937_64 random(23);
     const auto events = test::EventFactory(19).every_kind(20, 200);
@@ -87,9 +104,10 @@ TEST_CASE("mutated and random bodies never crash the decoder nor make it read pa
             } else {
                 // A ThreadInfo cut right before its kind, a ModuleMap right before its build id, is
                 // the old layout: re-encoded, it has the kind's byte, the empty string's length.
-                const size_t later = kind_of(event) == EventKind::kThread   ? 1
-                                     : kind_of(event) == EventKind::kModule ? 4
-                                                                            : 0;
+                const size_t later = kind_of(event) == EventKind::kThread       ? 1
+                                     : kind_of(event) == EventKind::kProcessCpu ? 1
+                                     : kind_of(event) == EventKind::kModule     ? 4
+                                                                                : 0;
                 CHECK(event_codec::body_size(decoded) <= mutated.size() + later);
             }
         }

@@ -64,3 +64,48 @@ TEST_CASE("coverage: samples x period over user + sys, shares by thread kind", "
     CHECK(text.starts_with("coverage 81.2% of the process's CPU time: samples 13.0 ms of 16.0 ms (user 13.0 ms, sys 3.0 ms)"));
     CHECK(text.find("java 61.5%, gc 15.4%, compiler 7.7%, vm 7.7%, other 7.7%, profiler 0.0%; in the kernel 8.3%") != std::string::npos);
 }
+
+TEST_CASE("coverage: the CPU time before sampling began is reported apart, and what the samples explain of the rest",
+          "[coverage]") {
+    CoverageTally tally;
+    VmInfo vm;
+    vm.sample_period_ns = 1'000'000;
+    tally.observe(vm);
+    tally.observe(ProcessCpu{1, 50'000'000, 10'000'000, true});   // the JVM's start: 60 ms before the events opened
+    for (int i = 0; i < 900; ++i) tally.observe(on_cpu(10));
+    Coverage c = tally.coverage();
+    CHECK(!c.ratio());                       // the start figure is no denominator: the stop's is missing
+    CHECK(!c.ratio_while_sampling());
+    CHECK(coverage_text(c).starts_with("coverage unknown"));
+
+    tally.observe(Lost{3, 10, 15});   // a full ring: 15 ticks counted, not stored
+    tally.observe(ProcessCpu{2, 880'000'000, 120'000'000});
+    c = tally.coverage();
+    CHECK(c.samples == 900);
+    CHECK(c.lost_samples == 15);
+    CHECK(c.lost_ns == 15'000'000);
+    REQUIRE(c.ratio());
+    CHECK(*c.ratio() == Approx(0.9));
+    CHECK(c.before_start_ns() == 60'000'000);
+    REQUIRE(c.ratio_while_sampling());
+    CHECK(*c.ratio_while_sampling() == Approx(900.0 / 940));
+    const std::string text = coverage_text(c);
+    INFO(text);
+    CHECK(text.starts_with("coverage 90.0% of the process's CPU time: samples 900.0 ms of 1000.0 ms (user 880.0 ms, "
+                           "sys 120.0 ms); before sampling began 60.0 ms (6.0%), samples 95.7% of the rest; lost in full rings "
+                           "15 samples (15.0 ms, 1.5%); threads:"));
+}
+
+TEST_CASE("coverage: a stream without the start figure says nothing of it", "[coverage]") {
+    CoverageTally tally;
+    VmInfo vm;
+    vm.sample_period_ns = 1'000'000;
+    tally.observe(vm);
+    tally.observe(on_cpu(10));
+    tally.observe(ProcessCpu{2, 1'000'000, 0});
+    const Coverage c = tally.coverage();
+    CHECK(c.before_start_ns() == 0);
+    CHECK(!c.ratio_while_sampling());
+    CHECK(coverage_text(c).find("before sampling") == std::string::npos);
+    CHECK(coverage_text(c).find("lost") == std::string::npos);
+}

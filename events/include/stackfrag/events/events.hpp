@@ -229,11 +229,14 @@ struct JvmtiTrace {
 };
 
 // The process's CPU time so far (getrusage), emitted when the agent stops: what the samples' CPU
-// time is compared with (coverage). A recording may hold several; the last one counts.
+// time is compared with (coverage). A recording may hold several; the last one counts. One with
+// `at_start` is emitted right before the sampling events open instead: the CPU time no sample could
+// see (the JVM's start up to VMInit, or up to an attach), which coverage reports apart.
 struct ProcessCpu {
     uint64_t time_ns = 0;
     uint64_t user_ns = 0;
     uint64_t system_ns = 0;
+    bool at_start = false;
     bool operator==(const ProcessCpu&) const = default;
 };
 

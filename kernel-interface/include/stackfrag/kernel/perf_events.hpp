@@ -206,6 +206,9 @@ public:
     Status enable();
     Status disable();
     Status set_period(uint64_t period_ns);
+    // The event's count so far (read(2), no read_format): for a clock event the nanoseconds of the
+    // thread's (or CPU's) time it counted while enabled, whether or not a sample fell due.
+    Result<uint64_t> count() const;
     // False for an event whose samples go to another event's ring (open_thread_switches).
     bool has_ring() const { return ring_ != nullptr; }
     RingReader& ring() { return *ring_; }
