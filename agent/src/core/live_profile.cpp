@@ -164,22 +164,39 @@ Event* LiveProfile::owned_event(Event&& event) {
     } else if (!spare_events_.pop(spare)) {
         return new Event(std::move(event));
     } else if (auto* sample = std::get_if<Sample>(spare); sample && sample->stack.capacity() != 0) {
-        spare_stacks_.fetch_sub(1, std::memory_order_relaxed);   // its buffer goes with the assignment
+        spare_stacks_.fetch_sub(1, std::memory_order_relaxed);
+        // A sample brings its own buffer (the assignment frees this one); any other event would
+        // free it too, and the next sample would allocate and fault in fresh pages.
+        if (!std::holds_alternative<Sample>(event) && reader_stacks_.size() < kMaxSpareStacks) {
+            reader_stacks_.push_back(std::move(sample->stack));
+        }
     }
     *spare = std::move(event);
     return spare;
 }
 
 bool LiveProfile::spare_stack(std::vector<uint8_t>& out) {
-    Event* spare = nullptr;
-    if (!spare_events_.pop(spare)) return false;
-    emptied_spares_.push_back(spare);
-    auto* sample = std::get_if<Sample>(spare);
-    if (sample == nullptr || sample->stack.capacity() == 0) return false;
-    spare_stacks_.fetch_sub(1, std::memory_order_relaxed);
-    out.swap(sample->stack);
-    out.clear();
-    return true;
+    if (!reader_stacks_.empty()) {
+        out.swap(reader_stacks_.back());
+        reader_stacks_.pop_back();
+        out.clear();
+        return true;
+    }
+    // Past spares without a buffer (at low sample rates most events are code loads and methods):
+    // those go to emptied_spares_, where the next events are written. While one of the queued
+    // spares holds a buffer, a fresh allocation (and its page faults) is the worse deal.
+    for (int looked = 0; looked < kMaxSparesPerStack; ++looked) {
+        Event* spare = nullptr;
+        if ((looked > 0 && spare_stacks_.load(std::memory_order_relaxed) == 0) || !spare_events_.pop(spare)) return false;
+        emptied_spares_.push_back(spare);
+        auto* sample = std::get_if<Sample>(spare);
+        if (sample == nullptr || sample->stack.capacity() == 0) continue;
+        spare_stacks_.fetch_sub(1, std::memory_order_relaxed);
+        out.swap(sample->stack);
+        out.clear();
+        return true;
+    }
+    return false;
 }
 
 void LiveProfile::recycle(Event* event) {

@@ -161,6 +161,7 @@ public:
     uint64_t samples_decoded() const { return decoded_total_.load(std::memory_order_relaxed); }
     // Decoded events waiting to be filled again by observe() (tests).
     size_t spare_events() const { return spare_events_.read_available(); }
+    static constexpr int kMaxSparesPerStack = 64;   // spares spare_stack() looks through for a buffer
     static constexpr size_t kSpareEvents = 1024;   // at most (about a batch's worth, kWakeBytes)
     // Spare events keep their sample's fragment buffer (its bytes cleared), up to this many at a
     // time: the reader fills them again instead of allocating a buffer per sample that the decoder
@@ -211,6 +212,9 @@ private:
     void recycle(Event* event);
     std::atomic<size_t> spare_stacks_{0};
     std::vector<Event*> emptied_spares_;   // reader only: spare events whose buffer spare_stack took
+    // Reader only: fragment buffers taken out of spare events that other events (code loads,
+    // methods: far more than samples at low rates) were written into, kept for the next samples.
+    std::vector<std::vector<uint8_t>> reader_stacks_;
     std::atomic<size_t> queued_bytes_{0};
     std::deque<Event*> backlog_;   // producer side only
 

@@ -508,3 +508,33 @@ TEST_CASE("focus and exclude filter the live profile; the summary counts what th
     CHECK(whole_class->cct().total_samples() == 5);
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("metadata events written into spare events do not free the fragment buffers they held") {
+    World w;
+    FakeClock clock;
+    const std::vector<Event> meta = metadata(w);
+    auto buffers_after = [&](int metadata_rounds) {
+        LiveProfile live(settings_for_tests(), clock);
+        for (const Event& e : meta) live.observe(e);
+        for (uint64_t t = 1000; t < 1010; ++t) live.observe(chain_sample(w, t));
+        drain(live);
+        // At low sample rates most events are code loads and methods: each takes a spare event,
+        // which may be one that holds a decoded sample's buffer.
+        for (int round = 0; round < metadata_rounds; ++round) {
+            for (const Event& e : meta) live.observe(e);
+        }
+        size_t buffers = 0;
+        for (;;) {
+            std::vector<uint8_t> stack;
+            if (live.spare_stack(stack)) {
+                CHECK(stack.capacity() != 0);
+                ++buffers;
+            } else if (live.spare_events() == 0) {
+                return buffers;
+            }
+        }
+    };
+    const size_t returned = buffers_after(0);
+    CHECK(returned > 0);
+    CHECK(buffers_after(3) == returned);
+}
