@@ -2,7 +2,8 @@
 # Decoder cost per sample: `stackfrag replay --json` over recordings, the decode_ns median and p99
 # (replay's own clock around each decode, docs/decoding.md), each recording replayed ROUNDS times by
 # every binary in turn (round-robin, so that a change in the machine's load hits all alike); the table
-# gives the median over the rounds of each figure (and of the replay's CPU time, user + sys, which
+# gives the median over the rounds of each figure (the median also for Java threads' and the JVM's own
+# threads' samples apart, and of the replay's CPU time, user + sys, which
 # also counts reading the recording and building the profile), and the frames per trace and the
 # share of samples whose walk took over steps of the thread's last one. With --check, also requires
 # every binary's collapsed profile and json counters (all but timings) to equal the first one's.
@@ -48,9 +49,9 @@ recs = sys.argv[5:]
 head = "| recording | samples | frames/trace |"
 for b in range(nbins):
     tag = f" (binary {b + 1})" if nbins > 1 else ""
-    head += f" decode ns median{tag} | p99{tag} | taken over %{tag} | replay CPU s{tag} |"
+    head += f" decode ns median{tag} | Java threads{tag} | JVM threads{tag} | p99{tag} | taken over %{tag} | replay CPU s{tag} |"
 print(head)
-print("|---|---:|---:|" + "---:|---:|---:|---:|" * nbins)
+print("|---|---:|---:|" + "---:|---:|---:|---:|---:|---:|" * nbins)
 bad = False
 for rec in recs:
     name = os.path.basename(rec)[:-4] if rec.endswith(".sfr") else os.path.basename(rec)
@@ -61,13 +62,19 @@ for rec in recs:
         if row is None:
             row = f"| {name} | {j['samples']} | {j['frames_per_trace']:.1f} |"
         med = statistics.median(x["decode_ns_median"] for x in runs)
+        # By the kind of thread sampled (replay --json since 2026-11-26; "-" from older binaries).
+        def kind_median(pick):
+            got = [pick(x) for x in runs if pick(x) is not None]
+            return f"{statistics.median(got):.0f}" if got else "-"
+        java = kind_median(lambda x: x.get("decode_ns_by_thread_kind", {}).get("java", {}).get("median"))
+        jvm = kind_median(lambda x: (x.get("decode_ns_jvm_threads") or {}).get("median") if (x.get("decode_ns_jvm_threads") or {}).get("samples") else None)
         p99 = statistics.median(x["decode_ns_p99"] for x in runs)
         taken = 100.0 * j["incremental"]["samples"] / max(1, j["samples"])
         cpu = statistics.median(sum(float(x) for x in open(f"{work}/{name}.{b}.{r}.cpu").read().split()[-2:])
                                 for r in range(1, rounds + 1))
-        row += f" {med:.0f} | {p99:.0f} | {taken:.1f} | {cpu:.2f} |"
+        row += f" {med:.0f} | {java} | {jvm} | {p99:.0f} | {taken:.1f} | {cpu:.2f} |"
         if check:
-            counters = {k: v for k, v in j.items() if k not in ("decode_ns_median", "decode_ns_p99", "incremental")}
+            counters = {k: v for k, v in j.items() if k not in ("decode_ns_median", "decode_ns_p99", "decode_ns_by_thread_kind", "decode_ns_jvm_threads", "incremental")}
             collapsed = open(f"{work}/{name}.{b}.1.collapsed", "rb").read()
             if first is None:
                 first = (counters, collapsed)

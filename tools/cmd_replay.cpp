@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <functional>
 #include <fstream>
@@ -66,11 +67,14 @@ struct Tally {
     uint64_t frames = 0;   // over decoded traces
     uint64_t fragment_bytes = 0;
     std::vector<uint32_t> decode_ns;
+    std::array<std::vector<uint32_t>, kThreadKinds> decode_ns_by_kind;   // by the sample's thread kind
 
-    void add(const CallTrace& t, uint64_t ns, const Sample* sample = nullptr) {
+    void add(const CallTrace& t, uint64_t ns, ThreadKind kind, const Sample* sample = nullptr) {
         ++samples;
         if (sample) fragment_bytes += sample->stack.size();
-        decode_ns.push_back(static_cast<uint32_t>(std::min<uint64_t>(ns, UINT32_MAX)));
+        const uint32_t clipped = static_cast<uint32_t>(std::min<uint64_t>(ns, UINT32_MAX));
+        decode_ns.push_back(clipped);
+        decode_ns_by_kind[static_cast<size_t>(kind)].push_back(clipped);
         if (t.status == TraceStatus::kFailed) {
             ++failed[fail_reason_name(t.failure)];
             return;
@@ -148,6 +152,10 @@ Tally sum(const Tally& a, const Tally& b) {
     all.frames += b.frames;
     for (const auto& [k, v] : b.failed) all.failed[k] += v;
     all.decode_ns.insert(all.decode_ns.end(), b.decode_ns.begin(), b.decode_ns.end());
+    for (size_t k = 0; k < kThreadKinds; ++k) {
+        all.decode_ns_by_kind[k].insert(all.decode_ns_by_kind[k].end(), b.decode_ns_by_kind[k].begin(),
+                                        b.decode_ns_by_kind[k].end());
+    }
     return all;
 }
 
@@ -177,6 +185,19 @@ nlohmann::json summary_json(const ReplaySummary& r) {
     j["frames_per_trace"] = r.frames_per_trace();
     j["decode_ns_median"] = percentile(r.all.decode_ns, 0.5);
     j["decode_ns_p99"] = percentile(r.all.decode_ns, 0.99);
+    // The same by the kind of thread sampled: Java threads' walks against the JVM's own threads'
+    // deep C++ stacks (compiler, GC, VM threads).
+    nlohmann::json& by_kind = j["decode_ns_by_thread_kind"];
+    by_kind = nlohmann::json::object();
+    std::vector<uint32_t> jvm;   // the JVM's own threads together: every kind but java and profiler
+    for (size_t k = 0; k < kThreadKinds; ++k) {
+        const auto kind = static_cast<ThreadKind>(k);
+        const std::vector<uint32_t>& v = r.all.decode_ns_by_kind[k];
+        if (v.empty()) continue;
+        by_kind[thread_kind_name(kind)] = {{"samples", v.size()}, {"median", percentile(v, 0.5)}, {"p99", percentile(v, 0.99)}};
+        if (kind != ThreadKind::kJava && kind != ThreadKind::kProfiler) jvm.insert(jvm.end(), v.begin(), v.end());
+    }
+    j["decode_ns_jvm_threads"] = {{"samples", jvm.size()}, {"median", percentile(jvm, 0.5)}, {"p99", percentile(jvm, 0.99)}};
     j["oracle_pairs"] = r.pairs;
     j["oracle_both_ok"] = r.both_ok;
     j["oracle_identical"] = r.identical;
@@ -256,6 +277,12 @@ void print_summary_text(const ReplaySummary& r) {
     }
     fmt::print("frames per trace     {:.1f}\n", r.frames_per_trace());
     fmt::print("decode ns/sample     median {}  p99 {}\n", percentile(all.decode_ns, 0.5), percentile(all.decode_ns, 0.99));
+    fmt::print("  by thread kind    ");
+    for (size_t k = 0; k < kThreadKinds; ++k) {
+        const std::vector<uint32_t>& v = all.decode_ns_by_kind[k];
+        if (!v.empty()) fmt::print(" {} median {} ({} samples)", thread_kind_name(static_cast<ThreadKind>(k)), percentile(v, 0.5), v.size());
+    }
+    fmt::print("\n");
     fmt::print("top frames          ");
     for (const auto& [k, n] : r.top_kinds) fmt::print(" {} {}", k, n);
     // Every step counter by its word (kDecodeStatFields); the incremental ones have their own line.
@@ -345,13 +372,13 @@ int run_replay(const ReplayOptions& options) {
     on_trace = [&](const Event& e, const CallTrace& trace) {
         // Context-switch samples make the off-CPU profile, one count per switch, as in the agent.
         if (const auto* s = std::get_if<Sample>(&e); s && s->source == SampleSource::kPerfSwitch) {
-            samples.add(trace, stream.last_decode_ns());
+            samples.add(trace, stream.last_decode_ns(), stream.last_thread_kind());
             const bool kept = filter.judge(trace, &names) == profile::FilterVerdict::kKeep;   // as the agent
             if (kept && !options.offcpu_collapsed.empty()) (void)off_cpu_cct.add(trace);
             return;
         }
         if (is_profile_sample(e)) {
-            samples.add(trace, stream.last_decode_ns(), std::get_if<Sample>(&e));
+            samples.add(trace, stream.last_decode_ns(), stream.last_thread_kind(), std::get_if<Sample>(&e));
             if (!trace.frames.empty()) ++summary.top_kinds[frame_kind_name(trace.frames[0].kind)];
             if (!builds_cct) return;
             // The filter judges before the tree sees the trace, as the agent's live profile does.
@@ -375,7 +402,7 @@ int run_replay(const ReplayOptions& options) {
         }
         const auto* o = std::get_if<Oracle>(&e);
         if (!o) return;
-        oracle_samples.add(trace, stream.last_decode_ns());
+        oracle_samples.add(trace, stream.last_decode_ns(), stream.last_thread_kind());
         ++summary.pairs;
         const Agreement a = compare_with_oracle(trace, *o);
         if (trace.status == TraceStatus::kStitched && a != Agreement::kOracleFailed) {

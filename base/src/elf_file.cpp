@@ -43,6 +43,7 @@ ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
     eh_frame_hdr_size_ = other.eh_frame_hdr_size_;
     build_id_ = std::move(other.build_id_);
     symbols_ = std::move(other.symbols_);
+    symbol_pages_ = std::move(other.symbol_pages_);
     strtab_ = std::exchange(other.strtab_, nullptr);
     strtab_size_ = other.strtab_size_;
     symbols_loaded_ = other.symbols_loaded_;
@@ -163,12 +164,13 @@ void ElfFile::load_symbols() {
         load_table(SHT_DYNSYM);
     }
     std::sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) { return a.vaddr < b.vaddr; });
+    symbol_pages_.build(symbols_.size(), [&](size_t i) { return symbols_[i].vaddr; });
 }
 
 std::optional<ElfFile::Function> ElfFile::function_at(uint64_t vaddr) {
     if (!symbols_loaded_) load_symbols();
-    auto it = std::upper_bound(symbols_.begin(), symbols_.end(), vaddr,
-                               [](uint64_t v, const Symbol& s) { return v < s.vaddr; });
+    auto it = symbols_.begin() +
+              static_cast<std::ptrdiff_t>(symbol_pages_.upper_bound(vaddr, [&](size_t i) { return symbols_[i].vaddr; }));
     if (it == symbols_.begin()) return std::nullopt;
     const uint64_t next = it == symbols_.end() ? ~uint64_t{0} : it->vaddr;
     --it;

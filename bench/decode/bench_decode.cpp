@@ -5,7 +5,8 @@
 // bench_decode --incremental REC [ROUNDS]: decode the recording in stream order (events applied
 // where they stand, as replay and the agent do) with a full and an incremental decoder over the same
 // CodeMap, each sample by both in alternating order, and print ns per decode for each, the samples
-// and steps the incremental one took over, and whether every trace was equal.
+// and steps the incremental one took over, and whether every trace was equal; then the incremental
+// decoder's ns and walked (not taken over) frames per sample by the thread's kind (java, compiler, ...).
 //
 // bench_decode --sp-analysis REC: the moved-sp pass (code_shape.cpp, once per CodeLoad the walk
 // meets) over every CodeLoad of the recording: its CPU time per CodeLoad (median, p99, the largest
@@ -35,14 +36,14 @@ uint64_t ns_between(Clock::time_point a, Clock::time_point b) {
     return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
 }
 
-void report(const std::string& name, std::vector<uint64_t> v) {
+void report(const std::string& name, std::vector<uint64_t> v, const char* unit = "ns") {
     if (v.empty()) return;
     std::sort(v.begin(), v.end());
     auto pct = [&](double p) { return v[std::min(v.size() - 1, size_t(p * double(v.size())))]; };
     uint64_t sum = 0;
     for (uint64_t x : v) sum += x;
-    fmt::print("{:<16} n={:<8} median {:>7} ns  p90 {:>7} ns  p99 {:>8} ns  mean {:>7} ns\n", name, v.size(), pct(0.5),
-               pct(0.9), pct(0.99), sum / v.size());
+    fmt::print("{:<16} n={:<8} median {:>7} {}  p90 {:>7} {}  p99 {:>8} {}  mean {:>7} {}\n", name, v.size(), pct(0.5), unit,
+               pct(0.9), unit, pct(0.99), unit, sum / v.size(), unit);
 }
 
 using sf::thread_cpu_ns;
@@ -81,6 +82,10 @@ int compare_incremental(const char* path, int rounds) {
     std::vector<uint64_t> full_ns, incremental_ns;
     // By whether the incremental decoder took over steps of the sample: [took over][full, incremental].
     std::vector<uint64_t> split_ns[2][2];
+    // The incremental decoder's ns by the sample's thread kind (ThreadInfo; unannounced threads: java),
+    // and the frames it walked (not taken over) per sample of that kind.
+    std::vector<uint64_t> kind_ns[sf::kThreadKinds], kind_walked[sf::kThreadKinds];
+    std::map<uint32_t, sf::ThreadKind> kinds;
     uint64_t samples = 0, differing = 0;
     sf::DecodeStats last_stats;
     for (int r = 0; r < rounds; ++r) {
@@ -95,9 +100,15 @@ int compare_incremental(const char* path, int rounds) {
             if (const auto* o = std::get_if<sf::Oracle>(&e)) s = &o->sample;
             if (!s) {
                 map.apply(e);
-                if (const auto* t = std::get_if<sf::ThreadInfo>(&e); t && t->ended) incremental.forget_thread(t->tid);
+                if (const auto* t = std::get_if<sf::ThreadInfo>(&e)) {
+                    if (t->ended) incremental.forget_thread(t->tid);
+                    else kinds[t->tid] = t->kind;
+                }
                 continue;
             }
+            const auto kind_it = kinds.find(s->tid);
+            const size_t kind = static_cast<size_t>(kind_it == kinds.end() ? sf::ThreadKind::kJava : kind_it->second);
+            const uint64_t reused_before = incremental.stats().frames_reused;
             // Alternate which decoder goes first, so neither always finds the caches warmed by the other.
             const uint64_t took_over_before = incremental.stats().incremental_samples;
             uint64_t ns[2] = {};
@@ -113,6 +124,9 @@ int compare_incremental(const char* path, int rounds) {
             const bool took_over = incremental.stats().incremental_samples != took_over_before;
             split_ns[took_over][0].push_back(ns[0]);
             split_ns[took_over][1].push_back(ns[1]);
+            kind_ns[kind].push_back(ns[1]);
+            kind_walked[kind].push_back(b.frames.size() - std::min<uint64_t>(b.frames.size(),
+                                                                             incremental.stats().frames_reused - reused_before));
             ++samples;
             differing += !(a == b);
         }
@@ -134,6 +148,11 @@ int compare_incremental(const char* path, int rounds) {
     report("incr, taken over", split_ns[1][1]);
     report("full, not", split_ns[0][0]);
     report("incr, not", split_ns[0][1]);
+    for (size_t k = 0; k < sf::kThreadKinds; ++k) {
+        const std::string name = sf::thread_kind_name(static_cast<sf::ThreadKind>(k));
+        report("incr " + name, kind_ns[k]);
+        report("  walked frames", kind_walked[k], "frames");
+    }
     fmt::print("incremental: {} samples took over {} steps, {} frames (last round); {} traces differ\n",
                last_stats.incremental_samples, last_stats.steps_reused, last_stats.frames_reused, differing);
     return differing == 0 ? 0 : 1;

@@ -27,8 +27,13 @@ bool decode_at(const CodeLoad& code, uint64_t pc, Decoded& out) {
     if (pc < code.code_begin) return false;
     uint64_t off = pc - code.code_begin;
     if (off >= code.code.size()) return false;
-    return ZYAN_SUCCESS(ZydisDecoderDecodeFull(&zydis(), code.code.data() + off, code.code.size() - off,
-                                               &out.insn, out.ops));
+    // The visible operands only: nothing here reads the implicit ones (a push's rsp and memory
+    // operand), and decoding them was a third of the moved-rsp pass's time.
+    ZydisDecoderContext context;
+    return ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&zydis(), &context, code.code.data() + off,
+                                                      code.code.size() - off, &out.insn)) &&
+           ZYAN_SUCCESS(ZydisDecoderDecodeOperands(&zydis(), &context, &out.insn, out.ops,
+                                                   out.insn.operand_count_visible));
 }
 
 bool is_reg(const ZydisDecodedOperand& op, ZydisRegister reg) {

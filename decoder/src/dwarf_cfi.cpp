@@ -275,11 +275,21 @@ bool run(Cursor c, const Cie& cie, uint64_t loc, uint64_t target, State& state, 
     return true;
 }
 
-}  // namespace
+// .eh_frame_hdr: version, eh_frame_ptr_enc, fde_count_enc, table_enc, eh_frame_ptr, fde_count,
+// then the table of (initial location, FDE address) pairs sorted by location.
+struct HdrTable {
+    uint64_t hdr_vaddr = 0;
+    const uint8_t* table = nullptr;
+    uint32_t count = 0;
+    // Entry i's initial location (k = 0) or FDE address (k = 1).
+    uint64_t entry(uint32_t i, int k) const {
+        int32_t v = 0;
+        std::memcpy(&v, table + uint64_t{i} * 8 + 4 * static_cast<uint64_t>(k), 4);
+        return hdr_vaddr + static_cast<uint64_t>(int64_t{v});
+    }
+};
 
-bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out) {
-    // .eh_frame_hdr: version, eh_frame_ptr_enc, fde_count_enc, table_enc, eh_frame_ptr, fde_count,
-    // then the table of (initial location, FDE address) pairs sorted by location.
+bool hdr_table(const ElfFile& elf, HdrTable& t) {
     const uint64_t hdr_vaddr = elf.eh_frame_hdr_vaddr();
     uint64_t available = 0;
     const uint8_t* hdr = hdr_vaddr ? elf.bytes_at_vaddr(hdr_vaddr, available) : nullptr;
@@ -290,20 +300,36 @@ bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out) {
     uint32_t count = 0;
     std::memcpy(&count, hdr + 8, 4);
     if (count == 0 || (available - 12) / 8 < count) return false;
-    const uint8_t* table = hdr + 12;
-    auto entry = [&](uint32_t i, int k) {
-        int32_t v = 0;
-        std::memcpy(&v, table + uint64_t{i} * 8 + 4 * static_cast<uint64_t>(k), 4);
-        return hdr_vaddr + static_cast<uint64_t>(int64_t{v});
-    };
-    if (vaddr < entry(0, 0)) return false;
-    uint32_t lo = 0, hi = count;   // the last entry whose location is <= vaddr
-    while (hi - lo > 1) {
-        const uint32_t mid = lo + (hi - lo) / 2;
-        if (entry(mid, 0) <= vaddr) lo = mid;
-        else hi = mid;
+    t = {hdr_vaddr, hdr + 12, count};
+    return true;
+}
+
+}  // namespace
+
+PageIndex cfi_table_index(const ElfFile& elf) {
+    PageIndex index;
+    HdrTable t;
+    if (hdr_table(elf, t)) index.build(t.count, [&](size_t i) { return t.entry(static_cast<uint32_t>(i), 0); });
+    return index;
+}
+
+bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out, const PageIndex* table_index) {
+    HdrTable t;
+    if (!hdr_table(elf, t)) return false;
+    if (vaddr < t.entry(0, 0)) return false;
+    uint32_t lo = 0;   // the last entry whose location is <= vaddr
+    if (table_index && table_index->usable()) {
+        lo = static_cast<uint32_t>(table_index->upper_bound(vaddr, [&](size_t i) { return t.entry(static_cast<uint32_t>(i), 0); }) - 1);
+    } else {
+        uint32_t hi = t.count;
+        while (hi - lo > 1) {
+            const uint32_t mid = lo + (hi - lo) / 2;
+            if (t.entry(mid, 0) <= vaddr) lo = mid;
+            else hi = mid;
+        }
     }
-    const uint64_t fde_vaddr = entry(lo, 1);
+    const uint64_t fde_vaddr = t.entry(lo, 1);
+    uint64_t available = 0;
 
     const uint8_t* p = elf.bytes_at_vaddr(fde_vaddr, available);
     if (!p) return false;

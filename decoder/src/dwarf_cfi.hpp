@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "stackfrag/base/elf_file.hpp"
+#include "stackfrag/base/page_index.hpp"
 
 namespace sf::detail {
 
@@ -26,6 +27,9 @@ struct CfiRule {
 // in a register, by expression or undefined (a thread's first frame), an expression for any
 // register, a signal frame, an encoding or opcode not handled here. What it answers must be what a
 // libunwind step answers (tests/unit/decoder/dwarf_cfi_test.cpp compares them over whole modules).
-bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out);
+// `table_index` (from cfi_table_index, for the same file): where to search the .eh_frame_hdr table,
+// which is then read in a few places rather than along a binary search through all of it.
+bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out, const PageIndex* table_index = nullptr);
+PageIndex cfi_table_index(const ElfFile& elf);
 
 }  // namespace sf::detail

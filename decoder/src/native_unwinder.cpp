@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 // libunwind 1.6 has no public "find proc info in this table" call; this is the exported routine its
@@ -26,7 +26,18 @@ struct NativeUnwinder::Module {
     // The name of a frame in code no symbol covers (glibc's start_thread and clone3 in a stripped
     // libc): the file, "[libc.so.6]", as perf shows it, rather than "[unknown]".
     std::string label;
-    std::map<uint64_t, std::string> demangled;   // cache per symbol address
+    std::unordered_map<uint64_t, std::string> demangled;   // cache per symbol address (names stay in place)
+
+    // Where to search the .eh_frame_hdr table (dwarf_cfi.hpp), made at the first CFI lookup.
+    const PageIndex& cfi_pages() {
+        if (!cfi_pages_built) {
+            cfi_pages_ = cfi_table_index(elf);
+            cfi_pages_built = true;
+        }
+        return cfi_pages_;
+    }
+    PageIndex cfi_pages_;
+    bool cfi_pages_built = false;
 
     // The name, and the range [begin, until) of addresses with the same answer.
     const std::string* symbol_at(uint64_t vaddr, uint64_t& begin, uint64_t& until) {
@@ -306,7 +317,7 @@ void NativeUnwinder::learn_from_cfi(uint64_t ip, Rule& rule) {
     } else {
         uint64_t bias = 0;
         Module* m = module_for(ip, bias);
-        if (m && cfi_rule_at(m->elf, ip - bias, cfi)) {
+        if (m && cfi_rule_at(m->elf, ip - bias, cfi, &m->cfi_pages())) {
             found = true;
             const ModuleMap* mapping = map_.module_at(ip);
             cfi_rows_.add(std::max(cfi.row_begin + bias, mapping->begin), std::min(cfi.row_end + bias, mapping->end), ip, cfi);

@@ -17,9 +17,9 @@
 namespace sf::detail {
 
 // Answers that hold over a range of addresses (a CFI row, a symbol), found again by any address in
-// the range: an answer is filed under each 64-byte granule of its range within 256 bytes of the
-// address it was looked up for, and a granule holds the last answer filed there.
-template <typename T>
+// the range: an answer is filed under each 64-byte granule of its range within kReach bytes of the
+// address it was looked up for, and a granule (one of kSize) holds the last answer filed there.
+template <typename T, uint64_t kReach = 256, size_t kSize = 4096>
 class RangeCache {
 public:
     const T* find(uint64_t address) const {
@@ -38,8 +38,6 @@ public:
 
 private:
     static constexpr unsigned kGranuleBits = 6;
-    static constexpr uint64_t kReach = 256;
-    static constexpr size_t kSize = 4096;
     struct Entry {
         uint64_t begin = 0, end = 0;
         T value{};
@@ -138,8 +136,10 @@ private:
     static constexpr size_t kSymbolCacheSize = 4096;
     std::vector<SymbolAnswer> symbol_cache_;
     // Behind symbol_cache_: the name by the function's range, so that a new pc in a function seen
-    // before (a JIT compiler thread's top) needs no symbol table search.
-    RangeCache<const std::string*> symbol_ranges_;
+    // before (a JIT compiler thread's top) needs no symbol table search. Functions are larger than
+    // CFI rows: filed 2 KB either side, in 8192 granules (lucene JDK 25, 1 ms: 10 % fewer searches
+    // than 256 bytes in 4096).
+    RangeCache<const std::string*, 2048, 8192> symbol_ranges_;
     // The CFI rows read so far (runtime addresses), so that a new ip in a row read before needs no
     // .eh_frame lookup.
     RangeCache<CfiRule> cfi_rows_;

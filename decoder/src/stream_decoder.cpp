@@ -58,6 +58,7 @@ bool StreamDecoder::decode(Event& event, bool first_attempt) {
     const Sample* sample = sample_of(event);
     const auto native = native_threads_.find(jvmti != nullptr ? jvmti->tid : sample->tid);
     const bool is_native = native != native_threads_.end();
+    last_thread_kind_ = is_native ? native->second.kind : ThreadKind::kJava;
     top_only_ = is_native && native->second.top_only && std::holds_alternative<Sample>(event);
     if (jvmti != nullptr) {
         trace_from_jvmti(*jvmti, trace_);
@@ -274,7 +275,7 @@ void StreamDecoder::consume(Event&& event) {
             native_threads_.erase(thread->tid);
         } else {
             native_threads_[thread->tid] =
-                NativeThread{hotspot::native_thread_root(thread->name), thread->kind == ThreadKind::kProfiler};
+                NativeThread{hotspot::native_thread_root(thread->name), thread->kind == ThreadKind::kProfiler, thread->kind};
         }
     }
     map_.apply(std::move(event));

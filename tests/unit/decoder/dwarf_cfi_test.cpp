@@ -112,6 +112,45 @@ TEST_CASE("an unwind rule read from the CFI steps as libunwind does, over whole 
     CHECK(libunwind_only.cfi_rules_learned() == 0);
 }
 
+TEST_CASE("the CFI table's page index finds the rows a search of the whole table finds", "[decoder][native]") {
+    std::map<std::string, const ModuleMap*> files;
+    const std::vector<ModuleMap> modules = test::self_modules();
+    for (const ModuleMap& m : modules) files.emplace(m.path, &m);
+    size_t compared = 0, found = 0;
+    for (const auto& [path, mapping] : files) {
+        ElfFile elf(path);
+        const std::vector<uint64_t> starts = fde_starts(elf);
+        if (starts.empty()) continue;
+        const PageIndex index = detail::cfi_table_index(elf);
+        REQUIRE(index.usable());
+        // Each FDE's first bytes, its middle and last byte, and the gaps between FDEs.
+        const size_t stride = std::max<size_t>(1, starts.size() / 3000);
+        for (size_t i = 0; i + 1 < starts.size(); i += stride) {
+            const uint64_t begin = starts[i], end = starts[i + 1];
+            for (uint64_t vaddr : {begin - 1, begin, begin + 1, begin + 4, begin + (end - begin) / 2, end - 1}) {
+                detail::CfiRule with{}, without{};
+                const bool a = detail::cfi_rule_at(elf, vaddr, with, &index);
+                const bool b = detail::cfi_rule_at(elf, vaddr, without);
+                INFO(path << " vaddr 0x" << std::hex << vaddr);
+                REQUIRE(a == b);
+                if (b) {
+                    REQUIRE(with.cfa_offset == without.cfa_offset);
+                    REQUIRE(with.ra_offset == without.ra_offset);
+                    REQUIRE(with.fp_offset == without.fp_offset);
+                    REQUIRE(with.cfa_from_fp == without.cfa_from_fp);
+                    REQUIRE(with.fp_saved == without.fp_saved);
+                    REQUIRE(with.row_begin == without.row_begin);
+                    REQUIRE(with.row_end == without.row_end);
+                    ++found;
+                }
+                ++compared;
+            }
+        }
+    }
+    CHECK(compared >= 10000);
+    CHECK(found * 2 >= compared);
+}
+
 TEST_CASE("a rule read from the CFI is forgotten when another module is mapped at its ip", "[decoder][native]") {
     CodeMap map;
     for (const auto& m : test::self_modules()) map.apply(Event{m});

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "stackfrag/base/page_index.hpp"
+
 namespace sf {
 
 class ElfFile {
@@ -79,6 +81,7 @@ private:
         uint32_t name;   // offset into the string table
     };
     std::vector<Symbol> symbols_;   // functions, sorted by vaddr
+    PageIndex symbol_pages_;        // where in symbols_ to search for an address
     const char* strtab_ = nullptr;
     size_t strtab_size_ = 0;
     bool symbols_loaded_ = false;

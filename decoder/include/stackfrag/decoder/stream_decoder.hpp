@@ -93,8 +93,10 @@ public:
     // Samples of the profiler's own threads (ThreadKind::kProfiler), decoded as their top frame
     // alone (Decoder::decode_top_only).
     uint64_t top_only_traces() const { return top_only_traces_; }
-    // How long the decode behind the current on_trace call took (for speed reports).
+    // How long the decode behind the current on_trace call took (for speed reports), and the kind
+    // of thread its sample came from (its ThreadInfo's; kJava for a thread none announced).
     uint64_t last_decode_ns() const { return last_decode_ns_; }
+    ThreadKind last_thread_kind() const { return last_thread_kind_; }
 
     // Events are missing from the stream here (a damaged part of a recording); `from_ns` is the
     // earliest time they may have had (the damaged chunk's smallest time when its header said so,
@@ -148,6 +150,7 @@ private:
     bool stitched_ = false;   // trace_ is stitched; its bytes are in stitch_sample_
     StitchStats stitch_stats_;
     uint64_t last_decode_ns_ = 0;
+    ThreadKind last_thread_kind_ = ThreadKind::kJava;
     uint64_t latest_sample_ns_ = 0;
     uint64_t next_forget_ns_ = 0;
     // Non-Java threads by tid: the root their traces hang under (CallTrace::root), and whether
@@ -157,6 +160,7 @@ private:
     struct NativeThread {
         std::string root;
         bool top_only = false;
+        ThreadKind kind = ThreadKind::kOther;
     };
     std::unordered_map<uint32_t, NativeThread> native_threads_;
     bool top_only_ = false;   // trace_ is a top-only decode
