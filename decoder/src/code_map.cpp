@@ -24,6 +24,8 @@ void CodeMap::apply_any(E&& event) {
             else if constexpr (std::is_same_v<T, ModuleMap>) apply_module(e);
             else return;
             ++epoch_;
+            if constexpr (std::is_same_v<T, VmInfo> || std::is_same_v<T, ModuleMap>) applying_everything_ = true;
+            note_change();
             // Validity intervals and Method* versions begin and end at these events' times (a
             // retired entry's end is the time of the load or unload that retired it).
             if constexpr (std::is_same_v<T, CodeLoad> || std::is_same_v<T, CodeUnload> ||
@@ -74,7 +76,9 @@ void CodeMap::apply_load(CodeLoad&& load) {
     }
     loaded_lo_ = std::min(loaded_lo_, load.code_begin);
     loaded_hi_ = std::max(loaded_hi_, load.code_end);
+    note_code_range(load.code_begin, load.code_end);
     while (it != live_.end() && it->first < load.code_end) {
+        note_code_range(it->second->load.code_begin, it->second->load.code_end);
         retire(it->second, load.time_ns);
         it = live_.erase(it);
     }
@@ -92,6 +96,7 @@ void CodeMap::apply_unload(const CodeUnload& unload) {
     if (it != live_.end() && it->second->load.method_id == unload.method_id &&
         it->second->valid_from <= unload.time_ns) {
         auto code = it->second;
+        note_code_range(code->load.code_begin, code->load.code_end);
         live_.erase(it);
         ++live_generation_;
         retire(std::move(code), unload.time_ns);
@@ -105,7 +110,48 @@ void CodeMap::apply_unload(const CodeUnload& unload) {
             latest = c.get();
         }
     }
-    if (latest) latest->valid_until = std::min(latest->valid_until, unload.time_ns);
+    if (latest) {
+        note_code_range(latest->load.code_begin, latest->load.code_end);
+        latest->valid_until = std::min(latest->valid_until, unload.time_ns);
+    }
+}
+
+void CodeMap::note_code_range(uint64_t begin, uint64_t end) {
+    if (end <= begin) return;
+    const KeyRange r{page_key(begin), page_key(end - 1)};
+    if (applying_.lo > applying_.hi) {
+        applying_ = r;
+    } else {
+        applying_.lo = std::min(applying_.lo, r.lo);
+        applying_.hi = std::max(applying_.hi, r.hi);
+    }
+}
+
+// After each applied event (epoch_ already bumped): what it changed, for changes_since().
+void CodeMap::note_change() {
+    constexpr size_t kMaxChanges = 4096;
+    if (applying_everything_) {
+        changes_.clear();
+        changes_from_ = epoch_;
+    } else {
+        changes_.emplace_back(epoch_, applying_);
+        if (changes_.size() > kMaxChanges) {
+            changes_from_ = changes_.front().first;
+            changes_.pop_front();
+        }
+    }
+    applying_ = KeyRange{};
+    applying_everything_ = false;
+}
+
+bool CodeMap::changes_since(uint64_t epoch, std::vector<KeyRange>& out) const {
+    out.clear();
+    if (epoch < changes_from_ || epoch > epoch_) return false;
+    // changes_ is in epoch order: the ones after `epoch` are its tail.
+    for (auto it = changes_.rbegin(); it != changes_.rend() && it->first > epoch; ++it) {
+        if (it->second.lo <= it->second.hi) out.push_back(it->second);
+    }
+    return true;
 }
 
 void CodeMap::rebuild_history_reach(size_t from) {
@@ -148,6 +194,7 @@ const CompiledCode* CodeMap::find_live(uint64_t pc) const {
 }
 
 const CompiledCode* CodeMap::find_compiled(uint64_t pc, uint64_t time_ns) const {
+    if (lookup_log_) lookup_log_->add(page_key(pc));
     // A native pc (most of a JVM thread's frames, and every one its native steps ask about) lies
     // outside every range code was ever loaded at: no lookup needed.
     if (pc < loaded_lo_ || pc >= loaded_hi_) return nullptr;
@@ -163,6 +210,7 @@ const CompiledCode* CodeMap::find_compiled(uint64_t pc, uint64_t time_ns) const 
 
 void CodeMap::apply_stub(const Stub& stub) {
     if (stub.end <= stub.begin) return;
+    note_code_range(stub.begin, stub.end);
     stubs_lo_ = std::min(stubs_lo_, stub.begin);
     stubs_hi_ = std::max(stubs_hi_, stub.end);
     for (auto& s : stubs_) {
@@ -263,6 +311,7 @@ void CodeMap::apply_method(MethodInfo&& method) {
     const MethodInfo* info = &method_store_.back();
     if (info->method_id != 0) methods_by_id_[info->method_id] = info;
     if (info->method_ptr == 0) return;
+    applying_ = KeyRange{method_key(info->method_ptr), method_key(info->method_ptr)};
     const MethodVersion version{info->time_ns, info};
     const auto earlier = [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; };
     if (auto multi = versions_by_ptr_.find(info->method_ptr); multi != versions_by_ptr_.end()) {
@@ -286,6 +335,7 @@ const MethodInfo* CodeMap::method_by_id(uint64_t method_id) const {
 }
 
 const MethodInfo* CodeMap::method_by_ptr(uint64_t method_ptr, uint64_t time_ns) const {
+    if (lookup_log_) lookup_log_->add(method_key(method_ptr));
     if (auto single = single_version_by_ptr_.find(method_ptr); single != single_version_by_ptr_.end()) {
         return single->second.info;
     }
@@ -362,7 +412,11 @@ void CodeMap::forget_before(uint64_t time_ns) {
             ++it;
         }
     }
-    if (versions_dropped || history_.size() != history_before) ++epoch_;
+    if (versions_dropped || history_.size() != history_before) {
+        ++epoch_;
+        applying_everything_ = true;   // answers at times before time_ns changed, anywhere
+        note_change();
+    }
 }
 
 }  // namespace sf

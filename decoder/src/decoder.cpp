@@ -301,6 +301,7 @@ private:
     uint64_t last_lookup_sp_ = 0;
     bool reused_ = false;
     detail::ViewAccess access_;     // the current step's questions to the view
+    CodeMap::LookupKeys lookups_;   // and to the code map
     detail::WalkState step_start_;
     bool step_recorded_ = false;
     bool step_edge_ = false;
@@ -341,6 +342,7 @@ void Walk::run() {
                 if (s == Step::kStop) break;
             }
             view_.record_into(nullptr);
+            map_.set_lookup_log(nullptr);
         }
     }
     out_.frames.resize(count_);
@@ -567,6 +569,8 @@ void Walk::begin_step() {
     step_recorded_ = !top_;   // the top step reads registers no journal keeps
     view_.record_into(step_recorded_ ? &access_ : nullptr);
     if (!step_recorded_) return;
+    lookups_ = {};
+    map_.set_lookup_log(&lookups_);
     step_start_ = state();
     access_ = {};
     step_edge_ = false;
@@ -577,6 +581,7 @@ void Walk::begin_step() {
 }
 
 void Walk::end_step(Step s) {
+    map_.set_lookup_log(nullptr);
     if (journal_reset_) {   // frames found by earlier steps were dropped: their records are void
         journal_reset_ = false;
         journal_->steps.clear();
@@ -597,6 +602,7 @@ void Walk::end_step(Step s) {
     r.stopped = s == Step::kStop;
     r.status = out_.status;
     r.failure = out_.failure;
+    r.lookups = lookups_;
     keep_bytes(r, r.access.read_hi > r.access.read_lo ? view_.data() + (r.access.read_lo - view_.begin()) : nullptr);
 }
 
@@ -1291,7 +1297,10 @@ void Decoder::decode(const Sample& sample, CallTrace& out) {
         it = journals_.emplace(sample.tid, std::make_unique<detail::ThreadJournals>()).first;
     }
     detail::ThreadJournals& j = *it->second;
-    const bool usable = j.last.valid && j.last.epoch == map_.epoch() && map_.same_answers_at(j.last.time_ns, sample.time_ns);
+    const bool usable = j.last.valid &&
+                        (j.last.time_ns == sample.time_ns ||
+                         (j.last.time_ns > j.last.horizon && sample.time_ns > j.last.horizon)) &&
+                        (j.last.epoch == map_.epoch() || unchanged_since(j.last));
     j.next.start();
     Walk walk(*this, sample, out, usable ? &j.last : nullptr, &j.next);
     walk.run();
@@ -1300,11 +1309,34 @@ void Decoder::decode(const Sample& sample, CallTrace& out) {
     } else {
         detail::copy_frames(j.next.frames, out.frames);
         j.next.valid = true;
-        j.next.epoch = map_.epoch();
         std::swap(j.last, j.next);
     }
+    // The steps taken over got the answers of this epoch (unchanged_since said so), the new ones
+    // were asked now.
+    j.last.epoch = map_.epoch();
+    j.last.horizon = map_.time_horizon();
     j.last.time_ns = sample.time_ns;
     mark_kernel(sample, out);
+}
+
+// Events applied since the journal's walk (code loaded, unloaded or announced elsewhere, Method*s
+// announced) leave its steps' outcomes as they were when none of them touches a page or Method*
+// any of its steps asked the map about: a JIT compiling all the time otherwise made a third of the
+// samples of a 1 ms run walk every frame again.
+bool Decoder::unchanged_since(const detail::WalkJournal& journal) {
+    constexpr size_t kMaxChanges = 64;   // beyond: walking again costs less than checking
+    if (!map_.changes_since(journal.epoch, changes_) || changes_.size() > kMaxChanges) return false;
+    if (changes_.empty()) return true;
+    for (const detail::StepRecord& r : journal.steps) {
+        if (r.lookups.overflow) return false;
+        for (uint8_t k = 0; k < r.lookups.count; ++k) {
+            const uint64_t key = r.lookups.keys[k];
+            for (const CodeMap::KeyRange& c : changes_) {
+                if (key >= c.lo && key <= c.hi) return false;
+            }
+        }
+    }
+    return true;
 }
 
 void Decoder::decode_top_only(const Sample& sample, CallTrace& out) {

@@ -9,6 +9,7 @@
 
 #include "stack_view.hpp"
 #include "stackfrag/decoder/call_trace.hpp"
+#include "stackfrag/decoder/code_map.hpp"
 
 namespace sf::detail {
 
@@ -43,13 +44,17 @@ struct StepRecord {
     bool stopped = false;               // the walk ended with this step, with status and failure:
     TraceStatus status = TraceStatus::kFailed;
     FailReason failure = FailReason::kNone;
+    CodeMap::LookupKeys lookups;        // what it asked the code map (pc pages, Method*s)
 };
 
-// One walk of one snapshot. Valid for another snapshot of the thread only at the same CodeMap epoch
-// and for a sample time that gets the same answers from the map (CodeMap::same_answers_at).
+// One walk of one snapshot. Valid for another snapshot of the thread when the map answers every
+// step's lookups as it did: at the same CodeMap epoch, or at a later one whose changes since touch
+// none of the steps' lookups (CodeMap::changes_since); and for a sample time that the map of then
+// answered alike (both after its time horizon, or equal).
 struct WalkJournal {
     bool valid = false;
     uint64_t epoch = 0;
+    uint64_t horizon = 0;   // the map's time_horizon() at `epoch`
     uint64_t time_ns = 0;
     std::vector<StepRecord> steps;   // the steps after the top one, in walk order (sp increasing)
     std::vector<uint8_t> bytes;      // the stack bytes each step read

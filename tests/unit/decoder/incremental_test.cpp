@@ -126,16 +126,49 @@ TEST_CASE("incremental: an unchanged lower part is taken over from the last walk
         REQUIRE(t.frames.size() == 6);
         for (size_t i = 0; i < t.frames.size(); ++i) CHECK(t.frames[i] == first.frames[i]);
     }
-    SECTION("a new CodeMap epoch: nothing is taken over") {
-        MethodInfo m;
+    SECTION("a new CodeMap epoch that changed nothing a step asked about: taken over") {
+        MethodInfo m;   // a Method* no frame of this stack holds
         m.time_ns = 1500;
         m.method_id = method_id(30);
         m.method_ptr = method_ptr(30);
         d.w.map.apply(m);
+        CodeLoad elsewhere = nmethod(kCodeCacheLow + 0x40000, 9, 4);   // code no step looked at
+        elsewhere.time_ns = 1600;
+        d.w.map.apply(elsewhere);
         p.decode(d.sample(2000));
-        CHECK(p.reused() == 0);
-        p.decode(d.sample(3000));   // the next sample at the new epoch again can
         CHECK(p.reused() == 20);
+    }
+    SECTION("a new version of a Method* a step read: nothing is taken over") {
+        // Frame 2's Method* (method 3) is reused for method 31 from t=1500, after the first walk.
+        MethodInfo m;
+        m.time_ns = 1500;
+        m.method_id = method_id(31);
+        m.method_ptr = method_ptr(3);
+        m.bytecode_begin = bcp(3, 0);
+        m.bytecode_size = 100;
+        d.w.map.apply(m);
+        CallTrace t = p.decode(d.sample(2000));   // the pair requires the full walk's frames
+        CHECK(t.frames[2].method_id == method_id(31));
+        CHECK(p.reused() == 0);
+        p.decode(d.sample(3000));   // the next sample, with the map unchanged since, again can
+        CHECK(p.reused() == 20);
+    }
+    SECTION("code announced where a step found none: nothing is taken over") {
+        // Frame 5 returns into the code cache where no code was announced.
+        const uint64_t ret = kCodeCacheLow + 0x20010;
+        d.s.put(d.fp_of(5) + 8, ret);
+        Pair q(d.w.map);
+        CallTrace before = q.decode(d.sample(1000));
+        // Then compiled code is announced there (a load event that lagged): the full walk's step
+        // into it goes otherwise, and taking over the steps of the last walk would keep the old trace.
+        CodeLoad c = nmethod(kCodeCacheLow + 0x20000, 9, 4);
+        c.time_ns = 1500;
+        add_scope(c, 0x10, {{method_id(9), 2}});
+        d.w.map.apply(c);
+        CallTrace after = q.decode(d.sample(2000));
+        CHECK((before.status != after.status || before.failure != after.failure ||
+               before.frames.size() != after.frames.size()));
+        CHECK(q.reused() == 0);
     }
     SECTION("a sample time on the other side of a Method* version: nothing is taken over") {
         // Method* of method 3 is reused for method 31 from t=5000; both samples are at this epoch.

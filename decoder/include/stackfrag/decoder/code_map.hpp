@@ -107,6 +107,34 @@ public:
     // Bumped by every event applied and every forget_before() that dropped something: two lookups
     // made at the same epoch are made against the same map.
     uint64_t epoch() const { return epoch_; }
+
+    // What a caller asked find_code, find_compiled and method_by_ptr while it had a log set (the
+    // incremental decoder, per step of a walk): the 4 KB page of each pc, and each Method* (with
+    // the top bit set), up to kMax distinct keys.
+    struct LookupKeys {
+        static constexpr int kMax = 4;
+        uint64_t keys[kMax] = {};
+        uint8_t count = 0;
+        bool overflow = false;   // more than kMax: what it asked is not known
+        void add(uint64_t key) {
+            for (uint8_t i = 0; i < count; ++i) {
+                if (keys[i] == key) return;
+            }
+            if (count == kMax) overflow = true;
+            else keys[count++] = key;
+        }
+    };
+    static uint64_t page_key(uint64_t pc) { return pc >> 12; }
+    static uint64_t method_key(uint64_t method_ptr) { return method_ptr | (uint64_t{1} << 63); }
+    void set_lookup_log(LookupKeys* log) const { lookup_log_ = log; }
+    // The keys whose answers the changes applied after `epoch` may have changed, as inclusive ranges
+    // (a code range's pages, a Method*): every other key gets the answer it got then (at a time the
+    // map of then answered alike, see time_horizon). False when that is not known: a VmInfo or
+    // ModuleMap since, forget_before() dropped something, or the log no longer reaches back.
+    struct KeyRange {
+        uint64_t lo = 1, hi = 0;   // empty unless lo <= hi
+    };
+    bool changes_since(uint64_t epoch, std::vector<KeyRange>& out) const;
     // The latest time any time-dependent lookup (find_code, find_compiled, method_by_ptr) compares a
     // sample's time with: every time after it gets the same answers as every other such time.
     uint64_t time_horizon() const { return time_horizon_; }
@@ -205,6 +233,15 @@ private:
 
     uint64_t epoch_ = 0;
     uint64_t time_horizon_ = 0;
+
+    // changes_since(): the keys each event changed, by the epoch it made (the latest 4096 events).
+    mutable LookupKeys* lookup_log_ = nullptr;
+    KeyRange applying_;                  // what the event being applied changes
+    bool applying_everything_ = false;
+    std::deque<std::pair<uint64_t, KeyRange>> changes_;
+    uint64_t changes_from_ = 0;          // changes_ holds every change after this epoch
+    void note_change();
+    void note_code_range(uint64_t begin, uint64_t end);
 };
 
 }  // namespace sf

@@ -111,6 +111,7 @@ inline constexpr DecodeStatField kDecodeStatFields[] = {
 class NativeUnwinder;
 namespace detail {
 struct ThreadJournals;
+struct WalkJournal;
 }
 
 class Decoder {
@@ -145,12 +146,15 @@ public:
 private:
     friend class Walk;
     static void mark_kernel(const Sample& sample, CallTrace& out);
+    // The map has changed since `journal` was walked, but not where its steps looked.
+    bool unchanged_since(const detail::WalkJournal& journal);
     const CodeMap& map_;
     DecoderOptions options_;
     DecodeStats stats_;
     uint64_t boundary_sp_ = 0;
     std::unique_ptr<NativeUnwinder> native_;
     std::unordered_map<uint32_t, std::unique_ptr<detail::ThreadJournals>> journals_;
+    std::vector<CodeMap::KeyRange> changes_;   // scratch for unchanged_since
 };
 
 }  // namespace sf

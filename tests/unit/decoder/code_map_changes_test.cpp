@@ -1,0 +1,110 @@
+// CodeMap::changes_since and the lookup log (code_map.hpp): what the incremental decoder relies on
+// to take over a walk's steps across events that changed nothing those steps asked about.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "stackfrag/decoder/code_map.hpp"
+#include "synthetic.hpp"
+
+using namespace sf;
+using namespace sf::test;
+
+namespace {
+
+bool covers(const std::vector<CodeMap::KeyRange>& changes, uint64_t key) {
+    for (const auto& c : changes) {
+        if (key >= c.lo && key <= c.hi) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST_CASE("changes_since names the pages and Method*s each event changed", "[decoder][incremental]") {
+    World w;
+    const CodeLoad& a = w.add_code(nmethod(kCodeCacheLow + 0x10000, 1, 4));
+    std::vector<CodeMap::KeyRange> changes;
+    const uint64_t epoch = w.map.epoch();
+    REQUIRE(w.map.changes_since(epoch, changes));
+    CHECK(changes.empty());
+
+    SECTION("a load over older code: the new code's pages and the retired code's") {
+        CodeLoad b = nmethod(kCodeCacheLow + 0x10200, 2, 4);   // overlaps a's second half
+        b.code_end = b.code_begin + 0x3000;
+        b.time_ns = 5;
+        w.map.apply(b);
+        REQUIRE(w.map.changes_since(epoch, changes));
+        CHECK(covers(changes, CodeMap::page_key(a.code_begin)));
+        CHECK(covers(changes, CodeMap::page_key(b.code_end - 1)));
+        CHECK_FALSE(covers(changes, CodeMap::page_key(b.code_end + 0x1000)));
+        CHECK_FALSE(covers(changes, CodeMap::method_key(method_ptr(2))));
+    }
+    SECTION("an unload, a stub, a Method*") {
+        CodeUnload u;
+        u.time_ns = 5;
+        u.code_begin = a.code_begin;
+        u.method_id = a.method_id;
+        w.map.apply(u);
+        Stub st;
+        st.begin = kCodeCacheLow + 0x80000;
+        st.end = st.begin + 0x100;
+        st.name = "vtable chunks";
+        w.map.apply(st);
+        MethodInfo m;
+        m.time_ns = 6;
+        m.method_id = method_id(40);
+        m.method_ptr = method_ptr(40);
+        w.map.apply(m);
+        REQUIRE(w.map.changes_since(epoch, changes));
+        CHECK(covers(changes, CodeMap::page_key(a.code_begin)));
+        CHECK(covers(changes, CodeMap::page_key(st.begin)));
+        CHECK(covers(changes, CodeMap::method_key(method_ptr(40))));
+        CHECK_FALSE(covers(changes, CodeMap::method_key(method_ptr(3))));
+        // From a later epoch, only what came after it.
+        const uint64_t later = w.map.epoch() - 1;   // before the MethodInfo
+        REQUIRE(w.map.changes_since(later, changes));
+        CHECK_FALSE(covers(changes, CodeMap::page_key(a.code_begin)));
+        CHECK(covers(changes, CodeMap::method_key(method_ptr(40))));
+    }
+    SECTION("a module map or VmInfo since: not known") {
+        ModuleMap mm;
+        mm.begin = kNativePc & ~uint64_t{0xfff};
+        mm.end = mm.begin + 0x10000;
+        mm.path = "/nonexistent/libfoo.so";
+        w.map.apply(mm);
+        CHECK_FALSE(w.map.changes_since(epoch, changes));
+        CHECK(w.map.changes_since(w.map.epoch(), changes));
+    }
+    SECTION("more events than the log keeps: not known") {
+        for (int i = 0; i < 5000; ++i) {
+            MethodInfo m;
+            m.time_ns = 7;
+            m.method_id = method_id(100 + i);
+            m.method_ptr = method_ptr(100 + i);
+            w.map.apply(m);
+        }
+        CHECK_FALSE(w.map.changes_since(epoch, changes));
+        CHECK(w.map.changes_since(w.map.epoch() - 10, changes));
+    }
+}
+
+TEST_CASE("the lookup log holds the pages and Method*s looked up, up to its size", "[decoder][incremental]") {
+    World w;
+    w.add_code(nmethod(kCodeCacheLow + 0x10000, 1, 4));
+    CodeMap::LookupKeys log;
+    w.map.set_lookup_log(&log);
+    (void)w.map.find_code(kCodeCacheLow + 0x10010, 10);
+    (void)w.map.find_code(kCodeCacheLow + 0x10020, 10);   // the same page: one key
+    (void)w.map.method_by_ptr(method_ptr(3), 10);
+    CHECK(log.count == 2);
+    CHECK(log.keys[0] == CodeMap::page_key(kCodeCacheLow + 0x10010));
+    CHECK(log.keys[1] == CodeMap::method_key(method_ptr(3)));
+    CHECK_FALSE(log.overflow);
+    for (int i = 0; i < 3; ++i) (void)w.map.find_compiled(kCodeCacheLow + 0x100000 * uint64_t(i + 1), 10);
+    CHECK(log.overflow);
+    w.map.set_lookup_log(nullptr);
+    CodeMap::LookupKeys untouched;
+    (void)w.map.find_code(kCodeCacheLow + 0x10010, 10);
+    CHECK(untouched.count == 0);
+}
