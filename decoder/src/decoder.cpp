@@ -929,7 +929,13 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
             }
         }
     }
-    if (sp_moved) last_frame().sp_moved = true;
+    // A top frame in its epilogue has given its frame back (`add rsp`, `pop rbp`): its return address
+    // is no longer where the frame size says, and a walker that applies the frame size from sp
+    // (AsyncGetCallTrace: the pc is past frame_complete, so it takes the frame for complete) reads
+    // a stale slot above it, as in code that moved rsp.
+    const bool epilogue_moved = top_ && !frameless && shape.kind == detail::TopFrameShape::Kind::kPartial &&
+                                shape.in_epilogue && ret_slot != sp + words(fs - co::kReturnAddressFromTop);
+    if (sp_moved || epilogue_moved) last_frame().sp_moved = true;
 
     uint64_t caller_pc = 0, caller_fp = fp_;
     if (!view_.read(ret_slot, caller_pc)) return off_fragment(ret_slot);

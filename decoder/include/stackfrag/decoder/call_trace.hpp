@@ -23,8 +23,9 @@ const char* frame_kind_name(FrameKind kind);   // "interpreted", "compiled", ...
 struct Frame {
     FrameKind kind = FrameKind::kNative;
     // The frame's code had moved rsp below the frame's sp (an intrinsic's pushes, arguments pushed
-    // for a stub call): its return address was not where the frame size says. A walker that
-    // does not know (AsyncGetCallTrace) reads a stale slot there.
+    // for a stub call), or a top frame in its epilogue had already given its frame back: its
+    // return address was not where the frame size says. A walker that does not know
+    // (AsyncGetCallTrace) reads a stale slot there.
     bool sp_moved = false;
     uint64_t method_id = 0;     // jmethodID for Java frames, 0 otherwise
     int32_t bci = -1;           // -1 when unknown or not Java
