@@ -64,9 +64,19 @@ bool oracle_missed_entry_callee(const CallTrace& decoded, const Oracle& oracle, 
     if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed || decoded.frames.empty()) return false;
     const Frame& top = decoded.frames.front();
     if (top.kind != FrameKind::kInterpreted || !map.in_method_entry_codelet(top.pc)) return false;
+    // ASGCT starts at the frame rbp points to: the caller's if it is interpreted; below a compiled
+    // caller (which keeps rbp as it found it: compiled code saves and restores it) the nearest
+    // interpreted frame further down. Every frame above that one is left out.
     CallTrace below = decoded;
     below.frames.erase(below.frames.begin());
-    return !java_frames_of(below).empty() && compare_with_oracle(below, oracle) == Agreement::kIdentical;
+    while (!below.frames.empty() && below.frames.front().kind != FrameKind::kInterpreted) {
+        const FrameKind k = below.frames.front().kind;
+        if (k != FrameKind::kCompiled && k != FrameKind::kInlined) return false;
+        below.frames.erase(below.frames.begin());
+    }
+    if (java_frames_of(below).empty()) return false;
+    const Agreement rest = compare_with_oracle(below, oracle);
+    return rest == Agreement::kIdentical || (rest == Agreement::kLonger && oracle_stopped_early(below, oracle, map));
 }
 
 bool oracle_stopped_early(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {

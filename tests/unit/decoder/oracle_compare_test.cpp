@@ -149,3 +149,46 @@ TEST_CASE("oracle: ASGCT's walk ends at a VM runtime stub or a deoptimized calle
         CHECK_FALSE(oracle_stopped_early(failed, asgct, w.map));
     }
 }
+
+TEST_CASE("oracle: a callee in its entry codelet below compiled callers, which ASGCT leaves out with them",
+          "[decoder][oracle]") {
+    World w(jdk_param());
+    CodeLoad c = nmethod(kCodeCacheLow + 0x10000, 3, 6);
+    w.add_code(c);
+    const uint64_t runtime1 = kCodeCacheLow + 0x40000;
+    w.map.apply(named_stub(runtime1, "register_finalizer Runtime1 stub"));
+    // m1 caught in its entry codelet, called from compiled m4 (inlined into m3), called from
+    // interpreted m2: rbp still holds m2's fp, which m3's code saved and restored.
+    CallTrace t;
+    t.status = TraceStatus::kComplete;
+    t.time_ns = 1000;
+    t.frames = {frame_at(FrameKind::kInterpreted, 1, 0, kEntryCodeletBegin + 0x40),
+                frame_at(FrameKind::kInlined, 4, 5, c.code_begin + 0x80), frame_at(FrameKind::kCompiled, 3, 9, c.code_begin + 0x80),
+                frame_at(FrameKind::kInterpreted, 2, 7, kInterpReturnPc), frame_at(FrameKind::kInterpreted, 6, 1, kInterpReturnPc)};
+    const Oracle asgct = oracle_of({mb(2, 7), mb(6, 1)});
+    CHECK(compare_with_oracle(t, asgct) == Agreement::kTopMethodDiffers);
+    CHECK(oracle_missed_entry_callee(t, asgct, w.map));
+
+    SECTION("ASGCT must start exactly at the first interpreted frame below and match from there") {
+        CHECK_FALSE(oracle_missed_entry_callee(t, oracle_of({mb(3, 9), mb(2, 7), mb(6, 1)}), w.map));
+        CHECK_FALSE(oracle_missed_entry_callee(t, oracle_of({mb(6, 1)}), w.map));
+        CHECK_FALSE(oracle_missed_entry_callee(t, oracle_of({mb(2, 8), mb(6, 1)}), w.map));
+    }
+    SECTION("a native frame between is not a compiled caller keeping rbp") {
+        CallTrace native = t;
+        native.frames[2].kind = FrameKind::kNative;
+        CHECK_FALSE(oracle_missed_entry_callee(native, asgct, w.map));
+    }
+    SECTION("the top not in an entry codelet") {
+        CallTrace moved = t;
+        moved.frames[0].pc = kInterpBodyPc;
+        CHECK_FALSE(oracle_missed_entry_callee(moved, asgct, w.map));
+    }
+    SECTION("from there, ASGCT's walk may also have stopped early at a VM runtime stub") {
+        CallTrace upcall = t;
+        upcall.frames.push_back(frame_at(FrameKind::kStub, -1, -1, runtime1 + 0x10, "register_finalizer Runtime1 stub"));
+        upcall.frames.push_back(frame_at(FrameKind::kCompiled, 5, 3, c.code_begin + 0x90));
+        CHECK(oracle_missed_entry_callee(upcall, asgct, w.map));
+        CHECK_FALSE(oracle_missed_entry_callee(upcall, oracle_of({mb(2, 7)}), w.map));
+    }
+}

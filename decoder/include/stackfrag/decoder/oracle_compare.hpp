@@ -35,9 +35,12 @@ std::vector<MethodBci> java_frames_of(const CallTrace& trace);
 Agreement compare_with_oracle(const CallTrace& decoded, const Oracle& oracle);
 
 // The decoder's top frame is an interpreted callee caught in an interpreter method-entry codelet
-// (its frame not linked yet: rbp is still the caller's fp), and ASGCT's frames are exactly the
-// decoder's without it: ASGCT took the caller's frame, which rbp points to, for the executing one
-// (docs/decoding.md §2.2). Such a pair is not a disagreement of the decoder; replay counts it as
+// (its frame not linked yet: rbp is still what its caller left there), and ASGCT's frames are
+// exactly the decoder's from the nearest interpreted frame below it on: ASGCT took the frame rbp
+// points to for the executing one -- the interpreted caller's, or below compiled callers (which save
+// and restore rbp) the interpreted frame they were called from, so it also leaves those compiled
+// frames out (docs/decoding.md §2.2). ASGCT's answer may also have stopped early from there
+// (oracle_stopped_early). Such a pair is not a disagreement of the decoder; replay counts it as
 // oracle_entry_codelet.
 bool oracle_missed_entry_callee(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map);
 
