@@ -819,10 +819,12 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
     if (top_ && !frameless) shape = detail::analyze_top_frame(nm, pc_);
     // A caller frame's rsp is moved only where its code pushed arguments for a call: C1's calls into
     // Runtime1 stubs. C2 code and native wrappers call with rsp at the frame's sp (and the pass is
-    // not run for code that only ever appears as a caller).
+    // not run for code that only ever appears as a caller). A C1 frame whose callee was Java made a
+    // Java call, with rsp at the frame's sp too: the pass (most of the decoder's work where
+    // samples land in code not seen before) runs for it only after a stub or native callee.
     const bool c1 = nm.comp_level >= 1 && nm.comp_level <= 3;
     if (!frameless && !nm.code.empty() && shape.kind == detail::TopFrameShape::Kind::kComplete &&
-        pc_ != nm.deopt_handler && (top_ || c1)) {
+        pc_ != nm.deopt_handler && (top_ || (c1 && !after_java_))) {
         const detail::SpRange* range = sp_ranges_of(compiled).find(pc_ - nm.code_begin);
         if (range && range->call_pending && top_) {
             // A call stub of this code (`mov rbx, Method*; jmp`): the call's return address is at
