@@ -179,54 +179,21 @@ namespace {
 // deep than the largest.
 class DeepishSpinner {
 public:
-    explicit DeepishSpinner(OracleSampler& oracle) : thread_([this, &oracle] { descend(10, oracle); }) {
-        while (!running_.load(std::memory_order_acquire)) std::this_thread::yield();
-    }
-    ~DeepishSpinner() { stop(); }
-    pid_t tid() const { return tid_.load(); }
+    explicit DeepishSpinner(OracleSampler& oracle)
+        : thread_(10, [this, &oracle] {
+              bounds_ = current_stack();
+              added_.store(oracle.add_current_thread(reinterpret_cast<JNIEnv*>(0x42)).ok());
+          }) {}
+    pid_t tid() const { return thread_.tid(); }
     bool added() const { return added_.load(); }
     StackBounds bounds() const { return bounds_; }
-    void wait_for_cpu_ms(uint64_t ms) {
-        const uint64_t until = cpu_ns() + ms * 1'000'000u;
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (cpu_ns() < until && std::chrono::steady_clock::now() < deadline) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-    }
-    void stop() {
-        stop_.store(true);
-        if (thread_.joinable()) thread_.join();
-    }
+    void wait_for_cpu_ms(uint64_t ms) { thread_.wait_for_cpu_ms(ms); }
+    void stop() { thread_.stop(); }
 
 private:
-    uint64_t cpu_ns() {
-        clockid_t clock{};
-        timespec ts{};
-        if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0 || clock_gettime(clock, &ts) != 0) return 0;
-        return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-    }
-    __attribute__((noinline)) void descend(int depth, OracleSampler& oracle) {
-        volatile char pad[1024];
-        pad[0] = static_cast<char>(depth);
-        if (depth > 0) {
-            descend(depth - 1, oracle);
-        } else {
-            tid_.store(static_cast<pid_t>(syscall(SYS_gettid)));
-            bounds_ = current_stack();
-            added_.store(oracle.add_current_thread(reinterpret_cast<JNIEnv*>(0x42)).ok());
-            running_.store(true, std::memory_order_release);
-            volatile uint64_t x = 1;
-            while (!stop_.load(std::memory_order_relaxed)) x = x * 6364136223846793005ULL + 1;
-        }
-        pad[1] = pad[0];
-    }
-
-    std::atomic<pid_t> tid_{0};
     std::atomic<bool> added_{false};
-    std::atomic<bool> running_{false};
-    std::atomic<bool> stop_{false};
     StackBounds bounds_;
-    std::thread thread_;
+    test::DeepSpinningThread thread_;   // last: it runs the lambda above on start
 };
 
 std::vector<size_t> fragment_sizes(const std::vector<Event>& events) {

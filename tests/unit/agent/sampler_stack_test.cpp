@@ -28,52 +28,18 @@ namespace {
 class DeepSpinner {
 public:
     explicit DeepSpinner(Sampler& sampler, uint32_t fixed_stack_bytes = 0)
-        : fixed_stack_bytes_(fixed_stack_bytes), thread_([this, &sampler] { descend(96, sampler); }) {
-        while (!running_.load(std::memory_order_acquire)) std::this_thread::yield();
-    }
-    ~DeepSpinner() { stop(); }
-    pid_t tid() const { return tid_.load(); }
+        : thread_(96, [this, &sampler, fixed_stack_bytes] {
+              added_.store(sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid)), fixed_stack_bytes).ok());
+          }) {}
+    pid_t tid() const { return thread_.tid(); }
     bool added() const { return added_.load(); }
-    void stop() {
-        stop_.store(true);
-        if (thread_.joinable()) thread_.join();
-    }
-    void wait_for_cpu_ms(uint64_t ms) {
-        const uint64_t until = cpu_ns() + ms * 1'000'000u;
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-        while (cpu_ns() < until && std::chrono::steady_clock::now() < deadline) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        }
-    }
-    uint64_t cpu_ns() {
-        clockid_t clock{};
-        timespec ts{};
-        if (pthread_getcpuclockid(thread_.native_handle(), &clock) != 0 || clock_gettime(clock, &ts) != 0) return 0;
-        return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-    }
+    void stop() { thread_.stop(); }
+    void wait_for_cpu_ms(uint64_t ms) { thread_.wait_for_cpu_ms(ms); }
+    uint64_t cpu_ns() { return thread_.cpu_ns(); }
 
 private:
-    __attribute__((noinline)) void descend(int depth, Sampler& sampler) {
-        volatile char pad[1024];
-        pad[0] = static_cast<char>(depth);
-        if (depth > 0) {
-            descend(depth - 1, sampler);
-        } else {
-            tid_.store(static_cast<pid_t>(syscall(SYS_gettid)));
-            added_.store(sampler.add_thread(tid_.load(), fixed_stack_bytes_).ok());
-            running_.store(true, std::memory_order_release);
-            volatile uint64_t x = 1;
-            while (!stop_.load(std::memory_order_relaxed)) x = x * 6364136223846793005ULL + 1;
-        }
-        pad[1] = pad[0];
-    }
-
-    std::atomic<pid_t> tid_{0};
     std::atomic<bool> added_{false};
-    std::atomic<bool> running_{false};
-    std::atomic<bool> stop_{false};
-    const uint32_t fixed_stack_bytes_;
-    std::thread thread_;
+    test::DeepSpinningThread thread_;   // last: it runs the lambda above on start
 };
 
 // A started sampler at 1 ms writing a recording of its own (merging `oracle`'s samples, if given).
