@@ -170,6 +170,10 @@ private:
     void keep_bytes(detail::StepRecord& kept, const uint8_t* bytes);
     void begin_step();
     void end_step(Step s);
+    // The counters a step taken over bumped when it was walked (one bit each).
+    void add_counters(uint32_t bits) {
+        for (; bits != 0; bits &= bits - 1) ++(d_.stats_.*kCounterFields[static_cast<size_t>(__builtin_ctz(bits))]);
+    }
     void bump(Counter c) {
         ++(d_.stats_.*kCounterFields[c]);
         if (step_counters_ & (1u << c)) step_edge_ = true;   // twice in one step: the bits cannot say
@@ -462,9 +466,7 @@ Walk::Reuse Walk::reuse_previous() {
             if (to >= out_.frames.size()) out_.frames.emplace_back();
             detail::copy_frame(out_.frames[to], previous_->frames[c]);
         }
-        for (int c = 0; r.counters != 0 && c < kCounterCount; ++c) {
-            if (r.counters & (1u << c)) ++(d_.stats_.*kCounterFields[c]);
-        }
+        add_counters(r.counters);
         ++d_.stats_.steps_reused;
         d_.stats_.frames_reused += r.count_after - r.at.count;
         reused_ = true;
@@ -527,12 +529,7 @@ bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta, uint
     for (uint32_t c = first_frame; c < last.count_after; ++c) {
         detail::copy_frame(out_.frames[static_cast<size_t>(int64_t{c} + delta)], previous_->frames[c]);
     }
-    for (size_t k = from; k < n; ++k) {
-        if (steps[k].counters == 0) continue;
-        for (int c = 0; c < kCounterCount; ++c) {
-            if (steps[k].counters & (1u << c)) ++(d_.stats_.*kCounterFields[c]);
-        }
-    }
+    for (size_t k = from; k < n; ++k) add_counters(steps[k].counters);
     d_.stats_.steps_reused += n - from;
     d_.stats_.frames_reused += last.count_after - first_frame;
     reused_ = true;
@@ -1335,10 +1332,20 @@ bool Decoder::unchanged_since(const detail::WalkJournal& journal) {
     constexpr size_t kMaxChanges = 64;   // beyond: walking again costs less than checking
     if (!map_.changes_since(journal.epoch, changes_) || changes_.size() > kMaxChanges) return false;
     if (changes_.empty()) return true;
+    // Most keys (native pcs' pages, Method*s not announced again) lie outside every change: the
+    // hull of the changes' pages and that of their Method*s (top bit set) say so at once.
+    uint64_t lo[2] = {UINT64_MAX, UINT64_MAX}, hi[2] = {0, 0};
+    for (const CodeMap::KeyRange& c : changes_) {
+        const int m = static_cast<int>(c.lo >> 63);
+        lo[m] = std::min(lo[m], c.lo);
+        hi[m] = std::max(hi[m], c.hi);
+    }
     for (const detail::StepRecord& r : journal.steps) {
         if (r.lookups.overflow) return false;
         for (uint8_t k = 0; k < r.lookups.count; ++k) {
             const uint64_t key = r.lookups.keys[k];
+            const int m = static_cast<int>(key >> 63);
+            if (key < lo[m] || key > hi[m]) continue;
             for (const CodeMap::KeyRange& c : changes_) {
                 if (key >= c.lo && key <= c.hi) return false;
             }
