@@ -19,6 +19,8 @@ struct CfiRule {
     bool fp_saved = false;
     // The rule is the same for every address in [row_begin, row_end) (ELF virtual addresses).
     uint64_t row_begin = 0, row_end = 0;
+
+    bool operator==(const CfiRule&) const = default;
 };
 
 // The rule in effect at ELF virtual address `vaddr` (the instructions at locations up to and

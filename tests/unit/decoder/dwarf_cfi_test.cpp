@@ -134,13 +134,7 @@ TEST_CASE("the CFI table's page index finds the rows a search of the whole table
                 INFO(path << " vaddr 0x" << std::hex << vaddr);
                 REQUIRE(a == b);
                 if (b) {
-                    REQUIRE(with.cfa_offset == without.cfa_offset);
-                    REQUIRE(with.ra_offset == without.ra_offset);
-                    REQUIRE(with.fp_offset == without.fp_offset);
-                    REQUIRE(with.cfa_from_fp == without.cfa_from_fp);
-                    REQUIRE(with.fp_saved == without.fp_saved);
-                    REQUIRE(with.row_begin == without.row_begin);
-                    REQUIRE(with.row_end == without.row_end);
+                    REQUIRE(with == without);
                     ++found;
                 }
                 ++compared;

@@ -56,6 +56,17 @@ CodeLoad top_code(World& w) {
     return w.add_code(c);
 }
 
+// Method 3's Method* announced for method 31 from `time` on (a class redefined, or the address reused).
+MethodInfo method_3_reused_at(uint64_t time) {
+    MethodInfo m;
+    m.time_ns = time;
+    m.method_id = method_id(31);
+    m.method_ptr = method_ptr(3);
+    m.bytecode_begin = bcp(3, 0);
+    m.bytecode_size = 100;
+    return m;
+}
+
 // Decodes with a full and an incremental decoder over the same map and requires equal traces.
 struct Pair {
     Decoder full, incremental;
@@ -140,13 +151,7 @@ TEST_CASE("incremental: an unchanged lower part is taken over from the last walk
     }
     SECTION("a new version of a Method* a step read: nothing is taken over") {
         // Frame 2's Method* (method 3) is reused for method 31 from t=1500, after the first walk.
-        MethodInfo m;
-        m.time_ns = 1500;
-        m.method_id = method_id(31);
-        m.method_ptr = method_ptr(3);
-        m.bytecode_begin = bcp(3, 0);
-        m.bytecode_size = 100;
-        d.w.map.apply(m);
+        d.w.map.apply(method_3_reused_at(1500));
         CallTrace t = p.decode(d.sample(2000));   // the pair requires the full walk's frames
         CHECK(t.frames[2].method_id == method_id(31));
         CHECK(p.reused() == 0);
@@ -172,13 +177,7 @@ TEST_CASE("incremental: an unchanged lower part is taken over from the last walk
     }
     SECTION("a sample time on the other side of a Method* version: nothing is taken over") {
         // Method* of method 3 is reused for method 31 from t=5000; both samples are at this epoch.
-        MethodInfo m;
-        m.time_ns = 5000;
-        m.method_id = method_id(31);
-        m.method_ptr = method_ptr(3);
-        m.bytecode_begin = bcp(3, 0);
-        m.bytecode_size = 100;
-        d.w.map.apply(m);
+        d.w.map.apply(method_3_reused_at(5000));
         Pair q(d.w.map);
         CallTrace before = q.decode(d.sample(4000));
         CallTrace after = q.decode(d.sample(6000));
