@@ -69,7 +69,10 @@ kinds() {
     END { printf "%d %d %d %d %d %d %d\n", total, s["java"], s["gc"], s["compiler"], s["vm"], s["other"], kernel }' "$1"
 }
 
-# One run; prints "cpu_s user_s sys_s samples java gc compiler vm other kernel agent_pct".
+# One run; prints "cpu_s user_s sys_s samples java gc compiler vm other kernel agent_pct before_ms lost_ms stop_ms":
+# stackfrag's stop summary also says how much CPU time the process had used before its events
+# opened (before_ms), how much the kernel ticked but could not store (lost_ms) and the process's CPU
+# time when it stopped sampling (stop_ms); "-" for async-profiler.
 run_once() {
   local workload="$1" opts="$2" tag="$3" profiler="$4"
   local out="$SCRATCH/$tag.collapsed"
@@ -83,10 +86,15 @@ run_once() {
     exit 1
   fi
   [ -s "$out" ] || { echo "coverage: no profile from $workload with '$opts'" >&2; tail -5 "$SCRATCH/err" >&2; exit 1; }
-  local samples agent_pct
+  local samples agent_pct before_ms=- lost_ms=- stop_ms=-
   if [ "$profiler" = stackfrag ]; then
     samples="$(sed -n 's/.*stop summary: \([0-9]*\) samples taken.*/\1/p' "$SCRATCH/err" | tail -1)"
     agent_pct="$(sed -n 's/.*agent threads CPU: .* = \([0-9.]*\)% of.*/\1/p' "$SCRATCH/err" | tail -1)"
+    local line; line="$(grep -o 'coverage [0-9.]*% of the process.*' "$SCRATCH/err" | tail -1)"
+    stop_ms="$(sed -n 's/.*samples [0-9.]* ms of \([0-9.]*\) ms.*/\1/p' <<<"$line")"
+    before_ms="$(sed -n 's/.*before sampling began \([0-9.]*\) ms.*/\1/p' <<<"$line")"
+    lost_ms="$(sed -n 's/.*lost in full rings [0-9]* samples (\([0-9.]*\) ms.*/\1/p' <<<"$line")"
+    stop_ms="${stop_ms:--}"; before_ms="${before_ms:--}"; lost_ms="${lost_ms:-0}"
     read -r _ java gc compiler vm other kernel < <(kinds "$out" 0)
   else
     read -r samples java gc compiler vm other kernel < <(kinds "$out" 1)
@@ -94,7 +102,7 @@ run_once() {
   fi
   [ -s "$SCRATCH/time" ] || { echo "coverage: no CPU time of the JVM from $workload" >&2; exit 1; }
   read -r user sys <"$SCRATCH/time"
-  echo "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }') $user $sys ${samples:-0} $java $gc $compiler $vm $other $kernel ${agent_pct:--}"
+  echo "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }') $user $sys ${samples:-0} $java $gc $compiler $vm $other $kernel ${agent_pct:--} $before_ms $lost_ms $stop_ms"
   rm -f "$out"
 }
 
@@ -119,18 +127,28 @@ for w in "${selected[@]}"; do
     [ -n "$AP" ] && configs+=("async-profiler event=cpu|ap|-agentpath:$AP=start,event=cpu,interval=$(ns_of "$interval"),threads,file=OUTFILE")
     for c in "${configs[@]}"; do
       IFS='|' read -r name profiler opts <<<"$c"
-      read -r cpu user sys samples java gc compiler vm other kernel agent < <(run_once "$w" "$opts" "$w-$interval" "$profiler")
+      read -r cpu user sys samples java gc compiler vm other kernel agent before lost stop < <(run_once "$w" "$opts" "$w-$interval" "$profiler")
       period_ns="$(ns_of "$interval")"
       row="$(awk -v w="$w" -v i="$interval" -v n="$name" -v cpu="$cpu" -v u="$user" -v s="$sys" -v samples="$samples" \
-        -v java="$java" -v gc="$gc" -v comp="$compiler" -v vm="$vm" -v other="$other" -v kernel="$kernel" -v p="$period_ns" -v a="$agent" '
+        -v java="$java" -v gc="$gc" -v comp="$compiler" -v vm="$vm" -v other="$other" -v kernel="$kernel" -v p="$period_ns" -v a="$agent" \
+        -v before="$before" -v lost="$lost" -v stop="$stop" '
         function pct(x, t) { return t > 0 ? sprintf("%.1f", 100 * x / t) : "-" }
         BEGIN {
           decoded = java + gc + comp + vm + other
           cov = 100 * samples * p / 1e9 / cpu
           # The agent threads are sampled too (under [stackfrag-...] roots, in other); their exact share:
           excl = a != "-" ? sprintf("%.1f %%", a) : "-"
-          printf "| %s | %s | %s | %.2f (%.0f %% sys) | %d | **%.1f %%** | %s | %s / %s / %s / %s / %s | %s |\n",
-            w, i, n, cpu, 100 * s / (u + s), samples, cov, excl,
+          # Where the rest went (stackfrag): before its events opened / ticked but lost in a full ring /
+          # after it stopped sampling (writing the profile, the JVM exit) / while sampling, unexplained
+          # (partial periods at a thread end or a fragment-size reopen, threads not yet found).
+          gone = "-"
+          if (stop != "-" && before != "-") {
+            total = cpu * 1000; sampled = samples * p / 1e6
+            gone = sprintf("%.1f / %.1f / %.1f / %.1f", 100 * before / total, 100 * lost / total,
+                           100 * (total - stop) / total, 100 * (stop - before - sampled - lost) / total)
+          }
+          printf "| %s | %s | %s | %.2f (%.0f %% sys) | %d | **%.1f %%** | %s | %s | %s / %s / %s / %s / %s | %s |\n",
+            w, i, n, cpu, 100 * s / (u + s), samples, cov, gone, excl,
             pct(java, decoded), pct(gc, decoded), pct(comp, decoded), pct(vm, decoded), pct(other, decoded), pct(kernel, decoded)
         }')"
       rows+=("$row")
@@ -143,12 +161,14 @@ uptime_after="$(uptime | sed 's/.*load average: //')"
 cpu_model="$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
 java_version="$("$JAVA" -version 2>&1 | head -1)"
 {
-  echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/coverage.sh -i $ITER -w \"${selected[*]}\" -t \"$INTERVALS\" -m \"$MODES\"\`${AP:+ and ASYNC_PROFILER set}, as $(id -un) (kernel.perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid)): $(nproc) CPUs ($cpu_model), kernel $(uname -r), $java_version. Load average (1/5/15 min) $uptime_before before, $uptime_after after: the machine was shared with other work, which changes the CPU times but not what a run's samples explain of its own."
+  echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`${JAVA_HOME:+JAVA_HOME=$JAVA_HOME }bench/coverage.sh -i $ITER -w \"${selected[*]}\" -t \"$INTERVALS\" -m \"$MODES\"\`${AP:+ and ASYNC_PROFILER set}, as $(id -un) (kernel.perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid)): $(nproc) CPUs ($cpu_model), kernel $(uname -r), $java_version. Load average (1/5/15 min) $uptime_before before, $uptime_after after: the machine was shared with other work, which changes the CPU times but not what a run's samples explain of its own."
   echo
   echo "One run per cell. coverage = samples taken × interval ÷ the process's CPU time (user + sys, the java command alone, bench/common/java-cpu.sh, so JVM start and exit count and the load generator does not). \"agent threads\": stackfrag's own threads' share of that CPU time (its stop summary's \"agent threads CPU\"); they are sampled too, under \`[stackfrag-...]\` roots (in \"other\"). Kind shares are of the decoded samples in the collapsed profile (stackfrag: by the root frame its non-Java threads get; async-profiler: by the thread frame of its \`threads\` option); kernel: samples whose leaf is \`[kernel]\` (stackfrag) or a kernel frame (async-profiler \`_[k]\`)."
   echo
-  echo "| workload | interval | profiler | process CPU s (sys) | samples | coverage | agent threads | Java / GC / compiler / VM / other % | kernel % |"
-  echo "|---|---|---|---:|---:|---:|---:|---|---:|"
+  echo "Not sampled, % of the process's CPU time (stackfrag, from its stop summary): before its events opened (the JVM's start to VMInit) / ticked but lost in a full ring / after it stopped sampling (the rest of the stream decoded, the profile written, the JVM's exit and the freeing of its heap) / while sampling, unexplained (a thread's last partial period, a fragment-size reopen, a thread not yet found)."
+  echo
+  echo "| workload | interval | profiler | process CPU s (sys) | samples | coverage | not sampled: before / lost / after / other % | agent threads | Java / GC / compiler / VM / other % | kernel % |"
+  echo "|---|---|---|---:|---:|---:|---|---:|---|---:|"
   printf '%s\n' "${rows[@]}"
 } >"$SCRATCH/table.md"
 
