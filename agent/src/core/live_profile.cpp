@@ -256,6 +256,17 @@ void LiveProfile::wake_if_idle() {
     }
 }
 
+bool LiveProfile::catch_up(int timeout_ms) {
+    if (!running()) return false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (queued_bytes_.load(std::memory_order_relaxed) != 0) {
+        if (std::chrono::steady_clock::now() >= deadline || !running()) return false;
+        wake_if_idle();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+}
+
 void LiveProfile::batch_end() {
     // interval=auto steers the rate from the decoded traces (on_trace): it gets them every cycle.
     if (settings_.on_trace || full_fragment_seen_ || queued_bytes_.load(std::memory_order_relaxed) >= kWakeBytes ||

@@ -156,6 +156,11 @@ public:
     bool poll_once();
 
     bool running() const { return started_.load() && !stopped_.load(); }
+    // Any thread, before stop(): wakes the decoder thread and waits, at most `timeout_ms`, until it
+    // has taken every queued sample. The agent calls it at VMDeath while sampling goes on, so that
+    // decoding the backlog is sampled CPU time instead of time after the last sample. Returns
+    // whether the queue emptied in time (false also when the decoder thread is not running).
+    bool catch_up(int timeout_ms);
     const LiveSettings& settings() const { return settings_; }
     uint64_t samples_offered() const { return samples_.load(std::memory_order_relaxed); }
     uint64_t samples_decoded() const { return decoded_total_.load(std::memory_order_relaxed); }

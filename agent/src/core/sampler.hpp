@@ -50,6 +50,8 @@ struct SamplerStats {
     // their samples (stored and lost) stand for at the period then in force.
     uint64_t clock_counted_ns = 0;
     uint64_t clock_ticked_ns = 0;
+    // The scheduling the reader got (kernel::raise_reader_priority); kUnchanged before it ran.
+    kernel::ReaderPriority reader_priority = kernel::ReaderPriority::kUnchanged;
 };
 
 // Whether a ring that woke the reader early (its watermark) can wait for the reader's next cycle:
@@ -217,6 +219,7 @@ private:
     uint64_t next_rescan_ns_ = 0;
     uint64_t rescan_gap_ns_ = 0;
     uint64_t released_until_ = 0;   // the horizon of the last release: events up to it are written
+    std::atomic<kernel::ReaderPriority> reader_priority_{kernel::ReaderPriority::kUnchanged};
     std::atomic<uint64_t> clock_counted_ns_{0};
     std::atomic<uint64_t> clock_ticked_ns_{0};
     std::atomic<uint64_t> module_rescans_{0};

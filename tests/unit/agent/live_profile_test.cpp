@@ -336,6 +336,25 @@ TEST_CASE("push: each closed period's tree goes to on_period with its unix span,
     }
 }
 
+TEST_CASE("catch_up wakes the idle decoder and returns once it has taken every queued sample") {
+    World w;
+    LiveProfile live(settings_for_tests());
+    CHECK_FALSE(live.catch_up(100));   // no decoder thread yet
+    REQUIRE(live.start().ok());
+    for (const Event& e : metadata(w)) live.observe(e);
+    // Far below the bytes that wake the decoder: left alone it would sleep its idle wait (1 s).
+    for (uint64_t t = 1000; t < 1010; ++t) live.observe(chain_sample(w, t));
+    live.batch_end();
+    const auto began = std::chrono::steady_clock::now();
+    REQUIRE(live.catch_up(500));
+    CHECK(std::chrono::steady_clock::now() - began < std::chrono::milliseconds(500));
+    // Taken off the queue means handed to the decoder; it finishes the one in hand at once.
+    for (int i = 0; i < 500 && live.samples_decoded() < 10; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(live.samples_decoded() == 10);
+    live.stop(5000);
+    CHECK_FALSE(live.catch_up(100));   // stopped
+}
+
 TEST_CASE("dump from another thread writes the current profile; stop writes the final one") {
     World w;
     const std::string dir = temp_dir();

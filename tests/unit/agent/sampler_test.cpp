@@ -3,11 +3,15 @@
 // and stop() finishes in bounded time with every event written.
 #include <catch2/catch.hpp>
 
+#include <dirent.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -118,6 +122,59 @@ TEST_CASE("a registered thread is sampled at about its CPU time x rate, in time 
     CHECK(recorded.samples_of_tid + recorded.lost >= 0.8 * expected - 5);
     CHECK(recorded.samples_of_tid <= 1.1 * until_close + 10);
     std::remove(path.c_str());
+}
+
+namespace {
+
+// The tids of this process's threads named `name`.
+std::vector<pid_t> tasks_named(const std::string& name) {
+    std::vector<pid_t> found;
+    DIR* dir = opendir("/proc/self/task");
+    if (dir == nullptr) return found;
+    while (dirent* entry = readdir(dir)) {
+        const pid_t tid = static_cast<pid_t>(std::atoi(entry->d_name));
+        if (tid <= 0) continue;
+        std::ifstream comm("/proc/self/task/" + std::to_string(tid) + "/comm");
+        std::string text;
+        std::getline(comm, text);
+        if (text == name) found.push_back(tid);
+    }
+    closedir(dir);
+    return found;
+}
+
+}  // namespace
+
+TEST_CASE("the reader raises its priority: real-time where permitted, so that a loaded machine does not fill its rings") {
+    EventQueue queue;
+    StreamWriter writer(nullptr);
+    kernel::SamplingConfig config;
+    Sampler sampler(config, queue, writer, nullptr);
+    REQUIRE(tasks_named("stackfrag-read").empty());
+    REQUIRE(sampler.start().ok());
+    for (int i = 0; i < 200 && sampler.stats().reader_priority == kernel::ReaderPriority::kUnchanged; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const std::vector<pid_t> readers = tasks_named("stackfrag-read");
+    REQUIRE(readers.size() == 1);
+    const int policy = sched_getscheduler(readers[0]);
+    sched_param param{};
+    REQUIRE(sched_getparam(readers[0], &param) == 0);
+    // What the kernel lets this process have decides which: the test runs as root in CI.
+    sched_param probe{};
+    probe.sched_priority = 1;
+    const bool realtime_permitted = sched_setscheduler(0, SCHED_FIFO, &probe) == 0;
+    if (realtime_permitted) {
+        probe.sched_priority = 0;
+        REQUIRE(sched_setscheduler(0, SCHED_OTHER, &probe) == 0);   // this thread back to normal
+        CHECK(sampler.stats().reader_priority == kernel::ReaderPriority::kRealtime);
+        CHECK(policy == SCHED_FIFO);
+        CHECK(param.sched_priority == 1);
+    } else {
+        CHECK(sampler.stats().reader_priority != kernel::ReaderPriority::kRealtime);
+        CHECK(policy == SCHED_OTHER);
+    }
+    REQUIRE(sampler.stop(3000));
 }
 
 TEST_CASE("a thread that exits without end_thread is closed on its hang-up") {
