@@ -41,6 +41,17 @@ ReaderPriority raise_reader_priority() {
     sched_param param{};
     param.sched_priority = 1;
     if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0) return ReaderPriority::kRealtime;
+    return lower_reader_priority();
+}
+
+bool reader_too_busy_for_real_time(uint64_t cpu_ns, uint64_t wall_ns) {
+    return wall_ns >= 100'000'000 && cpu_ns * 2 > wall_ns;
+}
+
+ReaderPriority lower_reader_priority() {
+    sched_param normal{};
+    normal.sched_priority = 0;
+    (void)pthread_setschedparam(pthread_self(), SCHED_OTHER, &normal);
     SchedAttr attr{};
     attr.size = sizeof attr;
     attr.sched_policy = SCHED_OTHER;

@@ -220,6 +220,7 @@ void Sampler::run() {
     // (root, CAP_SYS_NICE, RLIMIT_RTPRIO), else a short EEVDF slice, costs the JVM nothing but
     // promptness; bench/capture: 0 lost at SCHED_FIFO 1 where an ordinary reader lost 0.3-3.5 %.
     reader_priority_.store(kernel::raise_reader_priority(), std::memory_order_relaxed);
+    uint64_t window_start = monotonic_ns(), window_cpu = thread_cpu_ns();
     const uint64_t with_timer = cadence_ns(config_, kTimerCadenceNs);
     const uint64_t rings_only = cadence_ns(config_, kCadenceNs);
     uint64_t due = monotonic_ns();
@@ -231,6 +232,20 @@ void Sampler::run() {
         const int timeout_ms = static_cast<int>((due - now + 999'999) / 1'000'000);
         if (!run_cycle(timeout_ms, due)) break;
         ++cycles_;
+        if (reader_priority_.load(std::memory_order_relaxed) == kernel::ReaderPriority::kRealtime) {
+            const uint64_t at = monotonic_ns(), cpu = thread_cpu_ns();
+            if (kernel::reader_too_busy_for_real_time(cpu - window_cpu, at - window_start)) {
+                reader_priority_.store(kernel::lower_reader_priority(), std::memory_order_relaxed);
+                SF_LOG_INFO("reader: busy %.0f%% of the last %.0f ms, so it gives up real-time priority (which would "
+                            "starve the sampled threads on its CPU)",
+                            100.0 * static_cast<double>(cpu - window_cpu) / static_cast<double>(at - window_start),
+                            static_cast<double>(at - window_start) / 1e6);
+            }
+            if (at - window_start >= 100'000'000) {
+                window_start = at;
+                window_cpu = cpu;
+            }
+        }
         // A cycle that a watermark or wake() brought early leaves the schedule as it was.
         if (monotonic_ns() < due) ++early_cycles_;
     }

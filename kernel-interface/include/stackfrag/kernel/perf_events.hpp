@@ -237,6 +237,12 @@ const char* reader_priority_name(ReaderPriority priority);
 // Raises the calling thread, which must sleep in RingPoller::wait() and do little per record
 // (a real-time thread that spins starves the machine), to the best priority it may have.
 ReaderPriority raise_reader_priority();
+// Gives up real time: back to SCHED_OTHER, with the short slice where it may have it.
+ReaderPriority lower_reader_priority();
+// Whether a real-time reader that used `cpu_ns` of CPU time in `wall_ns` must give it up: busy for
+// more than half of a window of at least 100 ms (at 10 us with tiny rings its wake-ups never end,
+// and a real-time thread that never sleeps starves the sampled threads on its CPU).
+bool reader_too_busy_for_real_time(uint64_t cpu_ns, uint64_t wall_ns);
 
 // What wait() learnt about one ring.
 struct RingReady {
