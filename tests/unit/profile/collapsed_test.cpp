@@ -114,3 +114,82 @@ TEST_CASE("Java frames of unknown kind (mode=jvmti) are Java frames written with
     // The caller's bci is the call site, as for any Java frame.
     CHECK(cct.node(leaf[0]).call_bci == 5);
 }
+
+namespace {
+
+// Both orders of write_collapsed for one tree and counter.
+std::pair<std::string, std::string> both_orders(const Cct& cct, Counter counter) {
+    std::ostringstream walked, sorted;
+    REQUIRE(write_collapsed(cct, walked, counter, CollapsedOrder::kAuto).ok());
+    REQUIRE(write_collapsed(cct, sorted, counter, CollapsedOrder::kFullSort).ok());
+    return {walked.str(), sorted.str()};
+}
+
+}  // namespace
+
+TEST_CASE("collapsed stacks: the tree walk writes the same bytes as sorting the whole lines, adversarial names") {
+    // Names that are prefixes of each other and continue with bytes below and above ';' (' ', '!',
+    // '0', ':' just below, '<' just above, '[', '~', UTF-8), equal texts from different frames
+    // (a native and a stub frame with the same symbol), Java names with kind suffixes.
+    MethodTable methods;
+    methods.add(method(1, "a", "b"));      // "a.b_[j]" / "a.b_[i]" / "a.b_[0]"
+    methods.add(method(2, "a", "b!"));
+    methods.add(method(3, "a", "b_"));
+    methods.add(method(4, "a.b", "c"));
+    const std::vector<std::string> symbols = {"a", "a!", "a ", "a b", "a:", "a<", "a0", "a[", "a~", "a\xc3\xa9", "ab",
+                                              "a.b_[j]", "a.b", "b", "[kernel]", "a.b!"};
+    const std::vector<FrameKind> kinds = {FrameKind::kNative, FrameKind::kStub};
+    for (uint64_t seed = 1; seed <= 40; ++seed) {
+        Cct cct(&methods);
+        uint64_t state = seed * 0x9E3779B97F4A7C15ull;
+        auto next = [&](uint64_t n) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            return state % n;
+        };
+        for (int t = 0; t < 300; ++t) {
+            std::vector<Frame> frames;
+            const uint64_t depth = 1 + next(6);
+            for (uint64_t d = 0; d < depth; ++d) {
+                switch (next(4)) {
+                    case 0: frames.push_back(compiled(1 + next(4), static_cast<int32_t>(next(3)))); break;
+                    case 1: frames.push_back(next(2) ? inlined(1 + next(4)) : interpreted(1 + next(4), static_cast<int32_t>(next(3)))); break;
+                    default: frames.push_back(native(symbols[next(symbols.size())], 0, kinds[next(2)])); break;
+                }
+            }
+            (void)cct.add(trace(frames, next(10) == 0 ? TraceStatus::kIncomplete : TraceStatus::kComplete,
+                                static_cast<uint32_t>(1 + next(2))),
+                          1 + next(1000));
+        }
+        INFO("seed " << seed);
+        for (Counter counter : {Counter::kSamples, Counter::kWeight}) {
+            const auto [walked, sorted] = both_orders(cct, counter);
+            CHECK(!walked.empty());
+            CHECK(walked == sorted);
+        }
+    }
+}
+
+TEST_CASE("collapsed stacks: equal texts from different frames are one line in the walk, as in the sort") {
+    Cct cct;
+    (void)cct.add(trace({native("x"), native("a")}));
+    (void)cct.add(trace({native("x"), native("a", 0, FrameKind::kStub)}), 0);
+    (void)cct.add(trace({native("a!")}));
+    (void)cct.add(trace({native("a", 0, FrameKind::kStub)}));
+    const auto [walked, sorted] = both_orders(cct, Counter::kSamples);
+    // By hand: "a" < "a!" < "a;x" ('!' < ';'): a's own line and its block are split by its
+    // sibling; the stub's and the native's "a;x" are one line.
+    CHECK(walked == "a 1\na! 1\na;x 2\n");
+    CHECK(walked == sorted);
+}
+
+TEST_CASE("collapsed stacks: a name holding ';' falls back to sorting the whole lines") {
+    Cct cct;
+    (void)cct.add(trace({native("b"), native("a")}));
+    (void)cct.add(trace({native("a;b")}));
+    (void)cct.add(trace({native("a;a")}));
+    const auto [walked, sorted] = both_orders(cct, Counter::kSamples);
+    CHECK(walked == "a;a 1\na;b 2\n");
+    CHECK(walked == sorted);
+}

@@ -35,7 +35,12 @@ std::string collapsed_frame_name(const FrameDesc& frame);
 // count. Lines are sorted by stack text; nodes whose stack texts are equal (e.g. one callee from
 // two call sites) are summed into one line. Stacks with a zero count and the root's own samples
 // (traces without frames) are left out.
-Status write_collapsed(const Cct& cct, std::ostream& out, Counter counter = Counter::kSamples);
+// kAuto writes that order by a walk over the tree (no whole line is built twice or compared);
+// kFullSort builds every line and sorts them, the reference the walk must equal byte for byte
+// (and what kAuto does when a frame name is empty or holds ';').
+enum class CollapsedOrder { kAuto, kFullSort };
+Status write_collapsed(const Cct& cct, std::ostream& out, Counter counter = Counter::kSamples,
+                       CollapsedOrder order = CollapsedOrder::kAuto);
 
 // Reads collapsed stacks into a new Cct: "_[j]"/"_[1]" compiled, "_[i]" inlined, "_[0]"
 // interpreted; "[... tid=N]" as the first frame is a thread frame, "[truncated]" the truncated
