@@ -50,10 +50,16 @@ bool is_switch_sample(const Event& event) {
 }
 
 // Frame name -> self samples of `cct`, added to `self`.
+// Summed per frame first and then per name: one map update per distinct frame rather than per node
+// (at 100 us the stop summary's walk of ~100k nodes through a string map took ~25 ms).
 void add_self_samples(const profile::Cct& cct, std::map<std::string, uint64_t>& self) {
+    std::vector<uint64_t> per_frame(cct.frame_count());
     cct.visit([&](profile::NodeId id, const profile::Node& node) {
-        if (id != profile::kRootNode && node.self_samples != 0) self[cct.frame_of(id).name] += node.self_samples;
+        if (id != profile::kRootNode) per_frame[node.frame] += node.self_samples;
     });
+    for (profile::FrameId f = 0; f < per_frame.size(); ++f) {
+        if (per_frame[f] != 0) self[cct.frame(f).name] += per_frame[f];
+    }
 }
 
 }  // namespace
@@ -525,9 +531,7 @@ void LiveProfile::fold_interval() {
     past_counts_.incomplete += counts.incomplete;
     past_counts_.failed += counts.failed;
     for (size_t i = 0; i < counts.failed_by_reason.size(); ++i) past_counts_.failed_by_reason[i] += counts.failed_by_reason[i];
-    cct_->visit([&](profile::NodeId id, const profile::Node& node) {
-        if (id != profile::kRootNode && node.self_samples != 0) past_self_[cct_->frame_of(id).name] += node.self_samples;
-    });
+    add_self_samples(*cct_, past_self_);
 }
 
 void LiveProfile::rotate() {
@@ -682,18 +686,17 @@ LiveCounts LiveProfile::counts(size_t top) const {
     for (size_t i = 0; i < all.failed_by_reason.size(); ++i) {
         if (all.failed_by_reason[i] != 0) out.failed_by_reason[fail_reason_name(static_cast<FailReason>(i))] = all.failed_by_reason[i];
     }
-    std::map<std::string, uint64_t> self = past_self_;
-    cct_->visit([&](profile::NodeId id, const profile::Node& node) {
-        if (id != profile::kRootNode && node.self_samples != 0) self[cct_->frame_of(id).name] += node.self_samples;
-    });
-    out.top_self.assign(self.begin(), self.end());
-    std::stable_sort(out.top_self.begin(), out.top_self.end(),
-                     [](const auto& a, const auto& b) { return a.second > b.second; });
-    if (out.top_self.size() > top) out.top_self.resize(top);
     out.files_written = files_written_;
     out.write_errors = write_errors_;
     out.off_cpu_decoded = off_cpu_past_counts_.added + off_cpu_cct_->trace_counts().added;
     out.off_cpu_failed = off_cpu_past_counts_.failed + off_cpu_cct_->trace_counts().failed;
+    if (top == 0) return out;   // no method lists asked for (the agent's CPU line): their walks skipped
+    std::map<std::string, uint64_t> self = past_self_;
+    add_self_samples(*cct_, self);
+    out.top_self.assign(self.begin(), self.end());
+    std::stable_sort(out.top_self.begin(), out.top_self.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    if (out.top_self.size() > top) out.top_self.resize(top);
     std::map<std::string, uint64_t> off_self = off_cpu_past_self_;
     add_self_samples(*off_cpu_cct_, off_self);
     out.off_cpu_top_self.assign(off_self.begin(), off_self.end());
