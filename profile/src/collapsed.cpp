@@ -125,8 +125,9 @@ void write_ordered_walk(const Cct& cct, const std::vector<std::string>& names, C
         for (size_t g = 0; g < group_size; ++g) {
             for (NodeId c : cct.node(group[g]).children) children.emplace_back(text_of[cct.node(c).frame], c);
         }
-        std::stable_sort(children.begin(), children.end(),
-                         [](const auto& a, const auto& b) { return a.first < b.first; });
+        // Grouped by text; the order inside a group does not reach the output (its counts are
+        // summed and its children sorted again one level down).
+        if (children.size() > 1) std::sort(children.begin(), children.end());
         level.clear();
         for (size_t i = 0; i < children.size();) {
             const uint32_t text = children[i].first;
@@ -136,7 +137,10 @@ void write_ordered_walk(const Cct& cct, const std::vector<std::string>& names, C
             level.push_back(Step{2 * text, begin, end, prefix});
             level.push_back(Step{2 * text + 1, begin, end, prefix});
         }
-        std::sort(level.begin(), level.end(), [&](const Step& a, const Step& b) { return rank[a.key] < rank[b.key]; });
+        // One text alone is already in order: "t" sorts before "t;".
+        if (level.size() > 2) {
+            std::sort(level.begin(), level.end(), [&](const Step& a, const Step& b) { return rank[a.key] < rank[b.key]; });
+        }
         pending.insert(pending.end(), level.rbegin(), level.rend());
     };
     const NodeId root = kRootNode;
