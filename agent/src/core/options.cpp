@@ -161,6 +161,13 @@ bool apply_breadcrumbs(std::string_view value, AgentOptions& options) {
     return true;
 }
 
+bool apply_reader(std::string_view value, AgentOptions& options) {
+    if (value == "realtime") options.realtime_reader = true;
+    else if (value == "normal") options.realtime_reader = false;
+    else return false;
+    return true;
+}
+
 bool apply_file(std::string_view value, AgentOptions& options) {
     // The format comes from the ending; a typo is reported at load, not when the JVM exits.
     if (value.empty() || !profile::format_for_path(value).ok()) return false;
@@ -243,6 +250,7 @@ const OptionSpec kOptions[] = {
     {"log", false, false, "a file name or stderr", apply_log},
     {"loglevel", false, false, "error, warn, info or debug", apply_log_level},
     {"breadcrumbs", false, false, "on or off", apply_breadcrumbs},
+    {"reader", false, false, "realtime (the default: real-time priority where permitted) or normal", apply_reader},
     {"file", false, false, file_expected(), apply_file},
     {"loop", false, false, "a duration of at least 100ms, like 500ms, 30s, 5m, 1h", apply_loop},
     {"push", false, false, "an http:// or https:// URL of a Pyroscope-compatible server, like http://pyroscope:4040 (with loop=)", apply_push},
@@ -392,6 +400,7 @@ std::string describe(const AgentOptions& options) {
     out += ",loglevel=";
     out += log_level_name(options.log_level);
     out += options.breadcrumbs ? ",breadcrumbs=on" : ",breadcrumbs=off";
+    out += options.realtime_reader ? ",reader=realtime" : ",reader=normal";
     out += ",file=" + (options.file.empty() ? std::string("(none)") : options.file);
     if (options.loop_ns != 0) out += ",loop=" + std::to_string(options.loop_ns / 1'000'000) + "ms";
     if (!options.push_url.empty()) {

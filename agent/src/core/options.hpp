@@ -50,6 +50,9 @@ struct AgentOptions {
     std::string log_path;         // empty or "stderr": standard error
     LogLevel log_level = LogLevel::kInfo;
     bool breadcrumbs = true;      // JNI natives bound through thunks (docs/decoding.md, Breadcrumbs)
+    // reader=realtime: the reader thread asks for SCHED_FIFO 1 where permitted (else a short EEVDF
+    // slice); normal: it keeps the scheduling every JVM thread gets.
+    bool realtime_reader = true;
     std::string file;             // live profile output (%p pid, %t time); format by extension
     uint64_t loop_ns = 0;         // > 0: a new file every loop_ns (rotation)
     std::string title;            // html page title

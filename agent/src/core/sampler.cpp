@@ -219,7 +219,7 @@ void Sampler::run() {
     // reader does bounded work per cycle and sleeps in epoll between them, so a real-time priority
     // (root, CAP_SYS_NICE, RLIMIT_RTPRIO), else a short EEVDF slice, costs the JVM nothing but
     // promptness; bench/capture: 0 lost at SCHED_FIFO 1 where an ordinary reader lost 0.3-3.5 %.
-    reader_priority_.store(kernel::raise_reader_priority(), std::memory_order_relaxed);
+    if (realtime_reader_) reader_priority_.store(kernel::raise_reader_priority(), std::memory_order_relaxed);
     uint64_t window_start = monotonic_ns(), window_cpu = thread_cpu_ns();
     const uint64_t with_timer = cadence_ns(config_, kTimerCadenceNs);
     const uint64_t rings_only = cadence_ns(config_, kCadenceNs);

@@ -73,6 +73,9 @@ public:
     // samples) and/or the context-switch event (off-CPU samples, SampleSource::kPerfSwitch), which
     // shares the clock event's ring. A switch event that cannot be opened (it needs
     // perf_event_paranoid <= 1) turns off-CPU sampling off with one error; the clock goes on.
+    // Before start(): whether the reader asks for real-time priority (reader=realtime, the default).
+    void set_realtime_reader(bool realtime) { realtime_reader_ = realtime; }
+
     void set_events(bool clock, bool switches) {
         clock_events_ = clock;
         switch_events_ = switches;
@@ -220,6 +223,7 @@ private:
     uint64_t rescan_gap_ns_ = 0;
     uint64_t released_until_ = 0;   // the horizon of the last release: events up to it are written
     std::atomic<kernel::ReaderPriority> reader_priority_{kernel::ReaderPriority::kUnchanged};
+    bool realtime_reader_ = true;
     std::atomic<uint64_t> clock_counted_ns_{0};
     std::atomic<uint64_t> clock_ticked_ns_{0};
     std::atomic<uint64_t> module_rescans_{0};

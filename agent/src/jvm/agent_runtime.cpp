@@ -115,6 +115,7 @@ public:
         sampler_ = std::make_unique<Sampler>(sampling_config(), queue_, writer_, timer());
         sampler_->set_fallback_available(options_.backend == SamplingBackend::kAuto);
         sampler_->set_events(options_.sample_cpu, options_.sample_switch);
+        sampler_->set_realtime_reader(options_.realtime_reader);
         sampler_->set_module_tracker(&modules_);
         create_live_profile();
         if (!setup_jvmti()) {

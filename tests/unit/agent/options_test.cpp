@@ -208,10 +208,10 @@ TEST_CASE("several options, in any order; the last of a repeated option wins") {
 
 TEST_CASE("an unknown option is named together with every accepted one") {
     CHECK(parse_error("intervall=1ms") ==
-          "unknown option 'intervall' (accepted: interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, file, loop, push, push_name, push_labels, focus, exclude, title, start, stop, dump, status, reply)");
+          "unknown option 'intervall' (accepted: interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, start, stop, dump, status, reply)");
     CHECK(contains(parse_error("interval=1ms,bogus=1"), "unknown option 'bogus'"));
     CHECK(contains(parse_error("begin"), "unknown option 'begin'"));
-    CHECK(sf::agent::accepted_option_names() == "interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, file, loop, push, push_name, push_labels, focus, exclude, title, start, stop, dump, status, reply");
+    CHECK(sf::agent::accepted_option_names() == "interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, start, stop, dump, status, reply");
 }
 
 TEST_CASE("an option that needs a value says so") {
@@ -236,6 +236,15 @@ TEST_CASE("breadcrumbs are on by default and can be turned off") {
     CHECK(parse_ok("breadcrumbs=off,breadcrumbs=on").breadcrumbs);
     CHECK(parse_error("breadcrumbs=yes") == "bad value 'yes' for breadcrumbs: expected on or off");
     CHECK(contains(sf::agent::describe(parse_ok("breadcrumbs=off")), "breadcrumbs=off"));
+}
+
+TEST_CASE("reader= asks for a real-time reader (the default) or leaves it a normal thread") {
+    CHECK(parse_ok("").realtime_reader);
+    CHECK_FALSE(parse_ok("reader=normal").realtime_reader);
+    CHECK(parse_ok("reader=normal,reader=realtime").realtime_reader);
+    CHECK(parse_error("reader=fifo") ==
+          "bad value 'fifo' for reader: expected realtime (the default: real-time priority where permitted) or normal");
+    CHECK(contains(sf::agent::describe(parse_ok("reader=normal")), "reader=normal"));
 }
 
 TEST_CASE("threads= picks all threads (the default) or Java threads only") {

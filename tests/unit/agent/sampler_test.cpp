@@ -177,6 +177,26 @@ TEST_CASE("the reader raises its priority: real-time where permitted, so that a 
     REQUIRE(sampler.stop(3000));
 }
 
+TEST_CASE("reader=normal leaves the reader with the scheduling every thread gets") {
+    EventQueue queue;
+    StreamWriter writer(nullptr);
+    kernel::SamplingConfig config;
+    Sampler sampler(config, queue, writer, nullptr);
+    sampler.set_realtime_reader(false);
+    REQUIRE(tasks_named("stackfrag-read").empty());
+    REQUIRE(sampler.start().ok());
+    std::vector<pid_t> readers;
+    for (int i = 0; i < 200 && readers.empty(); ++i) {
+        readers = tasks_named("stackfrag-read");
+        if (readers.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    REQUIRE(readers.size() == 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));   // past where a realtime reader asks
+    CHECK(sched_getscheduler(readers[0]) == SCHED_OTHER);
+    CHECK(sampler.stats().reader_priority == kernel::ReaderPriority::kUnchanged);
+    REQUIRE(sampler.stop(3000));
+}
+
 TEST_CASE("a thread that exits without end_thread is closed on its hang-up") {
     EventQueue queue;
     StreamWriter writer(nullptr);
