@@ -109,6 +109,10 @@ Status write_pprof(const Cct& cct, std::ostream& out) {
     // the leaf itself, whose own bci the tree does not keep).
     std::vector<NodeId> stack;
     std::vector<uint64_t> location_stack;
+    // The location of a node's parent frame at the node's call line, found once: every later
+    // sample through the node reuses the id the lookup would give again, so ids are still
+    // numbered in order of first use. (A leaf is one sample's, looked up once anyway.)
+    std::vector<uint32_t> caller_location(cct.node_count(), 0);
     int64_t thread_label = strings.index("thread");
     std::vector<std::pair<NodeId, size_t>> pending{{kRootNode, 0}};
     while (!pending.empty()) {
@@ -129,8 +133,13 @@ Status write_pprof(const Cct& cct, std::ostream& out) {
                 thread_name = f.name;
                 continue;
             }
-            int64_t line = k + 1 < stack.size() ? cct.node(stack[k + 1]).call_line : 0;
-            location_stack.push_back(location_for(at, line));
+            if (k + 1 == stack.size()) {
+                location_stack.push_back(location_for(at, 0));
+                continue;
+            }
+            uint32_t& memo = caller_location[stack[k + 1]];
+            if (memo == 0) memo = static_cast<uint32_t>(location_for(at, cct.node(stack[k + 1]).call_line));
+            location_stack.push_back(memo);
         }
         protozero::pbf_writer sample(profile, pb::kSample);
         sample.add_packed_uint64(pb::kLocationId, location_stack.begin(), location_stack.end());
