@@ -1,4 +1,4 @@
-#include <map>
+#include <cstdint>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -91,7 +91,12 @@ Status write_pprof(const Cct& cct, std::ostream& out) {
     // Functions per frame and locations per (function, line), numbered 1..N in order of first use.
     std::vector<uint64_t> function_of_frame(cct.frame_count(), 0);
     std::vector<FrameId> functions;
-    std::map<std::pair<uint64_t, int64_t>, uint64_t> location_ids;
+    struct PairHash {
+        size_t operator()(const std::pair<uint64_t, int64_t>& p) const {
+            return std::hash<uint64_t>()(p.first * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(p.second));
+        }
+    };
+    std::unordered_map<std::pair<uint64_t, int64_t>, uint64_t, PairHash> location_ids;
     std::vector<std::pair<uint64_t, int64_t>> locations;
     auto location_for = [&](const Node& node, int64_t line) {
         uint64_t& fn = function_of_frame[node.frame];
@@ -112,7 +117,9 @@ Status write_pprof(const Cct& cct, std::ostream& out) {
     // The location of a node's parent frame at the node's call line, found once: every later
     // sample through the node reuses the id the lookup would give again, so ids are still
     // numbered in order of first use. (A leaf is one sample's, looked up once anyway.)
+    // A thread frame has no location: marked so, it is not looked at again either.
     std::vector<uint32_t> caller_location(cct.node_count(), 0);
+    constexpr uint32_t kThreadFrame = UINT32_MAX;
     int64_t thread_label = strings.index("thread");
     std::vector<std::pair<NodeId, size_t>> pending{{kRootNode, 0}};
     while (!pending.empty()) {
@@ -125,20 +132,29 @@ Status write_pprof(const Cct& cct, std::ostream& out) {
         if ((n.self_samples == 0 && n.self_weight == 0) || id == kRootNode) continue;
 
         location_stack.clear();
-        std::string thread_name;
+        const std::string* thread_name = nullptr;
         for (size_t k = stack.size(); k-- > 1;) {
-            const Node& at = cct.node(stack[k]);
-            const FrameDesc& f = cct.frame(at.frame);
-            if (f.type == FrameType::kThread) {
-                thread_name = f.name;
-                continue;
-            }
             if (k + 1 == stack.size()) {
-                location_stack.push_back(location_for(at, 0));
+                const Node& at = cct.node(stack[k]);
+                const FrameDesc& f = cct.frame(at.frame);
+                if (f.type == FrameType::kThread) {
+                    thread_name = &f.name;
+                } else {
+                    location_stack.push_back(location_for(at, 0));
+                }
                 continue;
             }
             uint32_t& memo = caller_location[stack[k + 1]];
-            if (memo == 0) memo = static_cast<uint32_t>(location_for(at, cct.node(stack[k + 1]).call_line));
+            if (memo == 0) {
+                const Node& at = cct.node(stack[k]);
+                memo = cct.frame(at.frame).type == FrameType::kThread
+                           ? kThreadFrame
+                           : static_cast<uint32_t>(location_for(at, cct.node(stack[k + 1]).call_line));
+            }
+            if (memo == kThreadFrame) {
+                thread_name = &cct.frame_of(stack[k]).name;
+                continue;
+            }
             location_stack.push_back(memo);
         }
         protozero::pbf_writer sample(profile, pb::kSample);
@@ -148,10 +164,10 @@ Status write_pprof(const Cct& cct, std::ostream& out) {
             values.push_back(static_cast<int64_t>(has_weight ? n.self_weight : n.self_samples * period));
         }
         sample.add_packed_int64(pb::kValue, values.begin(), values.end());
-        if (!thread_name.empty()) {
+        if (thread_name != nullptr && !thread_name->empty()) {
             protozero::pbf_writer label(sample, pb::kLabel);
             label.add_int64(pb::kKey, thread_label);
-            label.add_int64(pb::kStr, strings.index(thread_name));
+            label.add_int64(pb::kStr, strings.index(*thread_name));
         }
     }
 
