@@ -327,9 +327,14 @@ public:
         auto found = stack_keys_.find(id);
         if (found != stack_keys_.end() && thread_tid == nullptr) return found->second;
         JfrStack stack;
-        std::vector<NodeId> path = cct_.path(leaf);   // root-side first
-        for (size_t i = path.size(); i-- > 0;) {
-            const Node& node = cct_.node(path[i]);
+        stack.frames.reserve(cct_.node(leaf).depth);
+        // From the leaf towards the root (top first, as JFR lists frames), each frame's position
+        // being its callee's call site; no path vector built.
+        const Node* callee = nullptr;
+        for (NodeId at = leaf; at != kRootNode; at = cct_.node(at).parent) {
+            const Node& node = cct_.node(at);
+            const Node* const callee_of_this = callee;
+            callee = &node;
             const FrameDesc& frame = cct_.frame(node.frame);
             if (frame.type == FrameType::kTruncated) {
                 stack.truncated = true;
@@ -344,13 +349,12 @@ public:
             JfrFrame out;
             out.method_key = method(node.frame);
             out.type_key = frame_type_key(frame.type);
-            if (i + 1 == path.size()) {
+            if (callee_of_this == nullptr) {
                 out.bci = bci;
                 out.line = line;
             } else {
-                const Node& callee = cct_.node(path[i + 1]);
-                out.bci = callee.call_bci;
-                out.line = callee.call_line;
+                out.bci = callee_of_this->call_bci;
+                out.line = callee_of_this->call_line;
             }
             if (!is_java(frame.type)) out.bci = -1, out.line = 0;
             stack.frames.push_back(out);
