@@ -12,10 +12,13 @@ namespace {
 constexpr std::string_view kFormatName = "stackfrag-cct";
 constexpr int kFormatVersion = 1;
 
-void append_node_fields(std::string& out, const Cct& cct, NodeId id) {
-    const Node& n = cct.node(id);
-    const FrameDesc& f = cct.frame(n.frame);
-    fmt::format_to(std::back_inserter(out), "{{\"id\":{},\"name\":", id);
+// A frame's members (name, type, signature, file, first_line), quoted once per frame rather than
+// once per node that has it; `cache` holds them by FrameId, empty until first needed.
+const std::string& frame_fields(const Cct& cct, FrameId frame, std::vector<std::string>& cache) {
+    std::string& out = cache[frame];
+    if (!out.empty()) return out;
+    const FrameDesc& f = cct.frame(frame);
+    out.append(",\"name\":");
     append_quoted(out, f.name);
     fmt::format_to(std::back_inserter(out), ",\"type\":\"{}\"", frame_type_name(f.type));
     if (!f.signature.empty()) {
@@ -27,6 +30,13 @@ void append_node_fields(std::string& out, const Cct& cct, NodeId id) {
         append_quoted(out, f.source_file);
     }
     if (f.first_line != 0) fmt::format_to(std::back_inserter(out), ",\"first_line\":{}", f.first_line);
+    return out;
+}
+
+void append_node_fields(std::string& out, const Cct& cct, NodeId id, std::vector<std::string>& frame_cache) {
+    const Node& n = cct.node(id);
+    fmt::format_to(std::back_inserter(out), "{{\"id\":{}", id);
+    out.append(frame_fields(cct, n.frame, frame_cache));
     if (n.call_bci >= 0) fmt::format_to(std::back_inserter(out), ",\"call_bci\":{}", n.call_bci);
     if (n.call_line != 0) fmt::format_to(std::back_inserter(out), ",\"call_line\":{}", n.call_line);
     fmt::format_to(std::back_inserter(out), ",\"self\":{},\"total\":{}", n.self_samples, n.total_samples);
@@ -67,7 +77,8 @@ Status write_json(const Cct& cct, std::ostream& out) {
     // Depth-first with an explicit stack of (node, index of the next child to write), so deep
     // trees need no deep recursion.
     std::vector<std::pair<NodeId, size_t>> open{{kRootNode, 0}};
-    append_node_fields(buffer, cct, kRootNode);
+    std::vector<std::string> frame_cache(cct.frame_count());
+    append_node_fields(buffer, cct, kRootNode, frame_cache);
     while (!open.empty()) {
         auto& [id, next] = open.back();
         const Node& n = cct.node(id);
@@ -83,7 +94,7 @@ Status write_json(const Cct& cct, std::ostream& out) {
         }
         buffer.append(next == 0 ? ",\"children\":[\n" : ",\n");
         NodeId c = n.children[next++];
-        append_node_fields(buffer, cct, c);
+        append_node_fields(buffer, cct, c, frame_cache);
         open.emplace_back(c, 0);
         drain(false);
     }
