@@ -23,17 +23,35 @@ const ZydisDecoder& zydis() {
     return decoder;
 }
 
-bool decode_at(const CodeLoad& code, uint64_t pc, Decoded& out) {
+// Whether an instruction can have rsp as a register operand (see decode_at's `rsp_operands_only`).
+// Decoding operands is most of Zydis's work, and most instructions name rsp in no register field:
+// a ModRM whose reg field is not 4 and whose rm field is not 4 with mod 3 (rm 4 with a memory mod is
+// a SIB, a memory operand). Instructions without ModRM (opcode-embedded registers) and VEX/EVEX ones
+// (vvvv) always may.
+bool may_name_rsp(const ZydisDecodedInstruction& insn) {
+    if (!(insn.attributes & ZYDIS_ATTRIB_HAS_MODRM) || insn.encoding != ZYDIS_INSTRUCTION_ENCODING_LEGACY) return true;
+    return insn.raw.modrm.reg == 4 || (insn.raw.modrm.mod == 3 && insn.raw.modrm.rm == 4);
+}
+
+// The instruction at `pc` and its visible operands: nothing here reads the implicit ones (a push's
+// rsp and memory operand), and decoding them was a third of the moved-rsp pass's time. With
+// `rsp_operands_only`, operands are decoded only where they may name rsp; elsewhere they read as
+// unused (no register, no immediate).
+bool decode_at(const CodeLoad& code, uint64_t pc, Decoded& out, bool rsp_operands_only = false) {
     if (pc < code.code_begin) return false;
     uint64_t off = pc - code.code_begin;
     if (off >= code.code.size()) return false;
-    // The visible operands only: nothing here reads the implicit ones (a push's rsp and memory
-    // operand), and decoding them was a third of the moved-rsp pass's time.
     ZydisDecoderContext context;
-    return ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&zydis(), &context, code.code.data() + off,
-                                                      code.code.size() - off, &out.insn)) &&
-           ZYAN_SUCCESS(ZydisDecoderDecodeOperands(&zydis(), &context, &out.insn, out.ops,
-                                                   out.insn.operand_count_visible));
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&zydis(), &context, code.code.data() + off,
+                                                    code.code.size() - off, &out.insn))) {
+        return false;
+    }
+    if (!rsp_operands_only || may_name_rsp(out.insn)) {
+        return ZYAN_SUCCESS(ZydisDecoderDecodeOperands(&zydis(), &context, &out.insn, out.ops,
+                                                       out.insn.operand_count_visible));
+    }
+    for (uint8_t i = 0; i < out.insn.operand_count_visible; ++i) out.ops[i].type = ZYDIS_OPERAND_TYPE_UNUSED;
+    return true;
 }
 
 bool is_reg(const ZydisDecodedOperand& op, ZydisRegister reg) {
@@ -201,31 +219,6 @@ bool branch_target(const Decoded& d, uint64_t pc, uint64_t& target) {
     return true;
 }
 
-// Whether an instruction can have rsp as a register operand: only then does the pass below look at
-// its operands (unless a register holds a saved rsp). Decoding operands is most of Zydis's work,
-// and most instructions name rsp in no register field: a ModRM whose reg field is not 4 and whose
-// rm field is not 4 with mod 3 (rm 4 with a memory mod is a SIB, a memory operand). Instructions
-// without ModRM (opcode-embedded registers) and VEX/EVEX ones (vvvv) are always decoded.
-bool may_name_rsp(const ZydisDecodedInstruction& insn) {
-    if (!(insn.attributes & ZYDIS_ATTRIB_HAS_MODRM) || insn.encoding != ZYDIS_INSTRUCTION_ENCODING_LEGACY) return true;
-    return insn.raw.modrm.reg == 4 || (insn.raw.modrm.mod == 3 && insn.raw.modrm.rm == 4);
-}
-
-// Decodes the instruction at `offset`, and its operands when `want_operands` or they may name rsp;
-// otherwise the visible operands read as unused (no register, no immediate).
-bool decode_for_pass(const CodeLoad& code, uint32_t offset, bool want_operands, Decoded& out) {
-    ZydisDecoderContext ctx;
-    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&zydis(), &ctx, code.code.data() + offset,
-                                                    code.code.size() - offset, &out.insn))) {
-        return false;
-    }
-    if (want_operands || may_name_rsp(out.insn)) {
-        return ZYAN_SUCCESS(ZydisDecoderDecodeOperands(&zydis(), &ctx, &out.insn, out.ops, out.insn.operand_count));
-    }
-    for (uint8_t i = 0; i < out.insn.operand_count_visible; ++i) out.ops[i].type = ZYDIS_OPERAND_TYPE_UNUSED;
-    return true;
-}
-
 }  // namespace
 
 const SpRange* SpRanges::find(uint64_t offset) const {
@@ -276,7 +269,8 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
             first[st.offset] = static_cast<uint32_t>(pool.size() - 1);
             ++count[st.offset];
             const uint64_t pc = code.code_begin + st.offset;
-            if (!decode_for_pass(code, st.offset, st.saved != kNoSaved, d)) break;
+            // While a register holds a saved rsp, any instruction may overwrite it (writes_reg).
+            if (!decode_at(code, pc, d, st.saved == kNoSaved)) break;
             length[st.offset] = d.insn.length;
             const uint32_t next = st.offset + d.insn.length;
             const auto m = d.insn.mnemonic;
