@@ -232,8 +232,11 @@ void Sampler::run() {
         const int timeout_ms = static_cast<int>((due - now + 999'999) / 1'000'000);
         if (!run_cycle(timeout_ms, due)) break;
         ++cycles_;
-        if (reader_priority_.load(std::memory_order_relaxed) == kernel::ReaderPriority::kRealtime) {
-            const uint64_t at = monotonic_ns(), cpu = thread_cpu_ns();
+        // The thread's CPU clock is a system call: read once per window (the verdict needs a whole one).
+        if (const uint64_t at = monotonic_ns();
+            at - window_start >= 100'000'000 &&
+            reader_priority_.load(std::memory_order_relaxed) == kernel::ReaderPriority::kRealtime) {
+            const uint64_t cpu = thread_cpu_ns();
             if (kernel::reader_too_busy_for_real_time(cpu - window_cpu, at - window_start)) {
                 reader_priority_.store(kernel::lower_reader_priority(), std::memory_order_relaxed);
                 SF_LOG_INFO("reader: busy %.0f%% of the last %.0f ms, so it gives up real-time priority (which would "
@@ -241,10 +244,8 @@ void Sampler::run() {
                             100.0 * static_cast<double>(cpu - window_cpu) / static_cast<double>(at - window_start),
                             static_cast<double>(at - window_start) / 1e6);
             }
-            if (at - window_start >= 100'000'000) {
-                window_start = at;
-                window_cpu = cpu;
-            }
+            window_start = at;
+            window_cpu = cpu;
         }
         // A cycle that a watermark or wake() brought early leaves the schedule as it was.
         if (monotonic_ns() < due) ++early_cycles_;
