@@ -1237,9 +1237,14 @@ Walk::Step Walk::step_native() {
     detail::NativeStep next;
     bool stepped = false;
     bool needs_more_stack = false;   // libunwind needed the words above the fragment's end
+    // A module replayed against another build of its file has neither its unwind tables nor its
+    // code here: an rbp step there would be a guess that the live decode, which had the module,
+    // never made.
+    bool changed_module = false;
     if (known_module && d_.native_ && d_.options_.use_libunwind) {
         const auto outcome = d_.native_->step_dwarf(view_, pc_, sp_, fp_, top_, next);
         needs_more_stack = outcome == detail::NativeUnwinder::Outcome::kBeyondFragment;
+        changed_module = outcome == detail::NativeUnwinder::Outcome::kModuleChanged;
         // The thread's first frame (clone3, _start): a thread that never ran Java code (GC,
         // compiler, VM threads), or a Java thread sampled before its first Java call.
         if (outcome == detail::NativeUnwinder::Outcome::kEnd && !after_java_) return complete();
@@ -1248,7 +1253,7 @@ Walk::Step Walk::step_native() {
             bump(kLibunwindSteps);
         }
     }
-    if (!stepped) {
+    if (!stepped && !changed_module) {
         // rbp chain: libjvm and JNI code keep frame pointers.
         uint64_t saved_fp = 0, ret = 0;
         if (fp_ >= sp_ && (fp_ & 7) == 0 && view_.read(fp_, saved_fp) && view_.read(fp_ + kWord, ret) &&

@@ -217,12 +217,20 @@ NativeUnwinder::Module* NativeUnwinder::module_for(uint64_t pc, uint64_t& load_b
             if (std::find(changed_.begin(), changed_.end(), mapping->path) == changed_.end()) {
                 changed_.push_back(mapping->path);
             }
+            answer.changed = true;
             return nullptr;
         }
         answer.module = m;
     }
     load_bias = answer.bias;
     return answer.module;
+}
+
+bool NativeUnwinder::in_changed_module(uint64_t pc) {
+    uint64_t bias = 0;
+    if (module_for(pc, bias) != nullptr) return false;
+    const ModuleMap* mapping = map_.module_at(pc);
+    return mapping != nullptr && by_mapping_[static_cast<size_t>(mapping - map_.modules().data())].changed;
 }
 
 // Most native steps leave a frame through a return address seen before: the same ip, so the same
@@ -254,6 +262,8 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
             return Outcome::kStepped;
         }
     }
+    // Only here, on the slow path: a changed module's ips never get a rule.
+    if (in_changed_module(ip)) return Outcome::kModuleChanged;
     Observed seen;
     const Outcome outcome = libunwind_step(view, ip, sp, fp, out, &seen);
     const bool settled = rule.ip == ip && (rule.state == Rule::kNone || rule.state == Rule::kKnown);

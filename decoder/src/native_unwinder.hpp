@@ -61,8 +61,9 @@ public:
     // pc is the interrupted instruction (not a return address). kEnd: the tables say this frame is
     // the thread's first (glibc's clone3 and _start mark their return address undefined).
     // kBeyondFragment: the step needed stack words above the fragment's end (the stack is deeper
-    // than the copy: an incomplete trace, not a failure).
-    enum class Outcome : uint8_t { kStepped, kEnd, kFailed, kBeyondFragment };
+    // than the copy: an incomplete trace, not a failure). kModuleChanged: pc lies in a module of
+    // changed_modules(), which is not unwound at all (libunwind would fall back to rbp).
+    enum class Outcome : uint8_t { kStepped, kEnd, kFailed, kBeyondFragment, kModuleChanged };
     Outcome step_dwarf(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp, bool top, NativeStep& out);
 
     // Steps step_dwarf took by an ip's known rule, without libunwind.
@@ -75,7 +76,7 @@ public:
     // The symbol containing pc ("" when unknown); stable until the next call.
     const std::string& symbol(uint64_t pc);
     // The paths whose file here has another build id than the ModuleMap announced: not used to
-    // unwind or name frames (their frames go by the rbp chain, unnamed), in the order found.
+    // unwind or name frames, in the order found.
     const std::vector<std::string>& changed_modules() const { return changed_; }
 
     struct Module;   // an mmapped ELF file with its unwind table and symbols
@@ -109,6 +110,7 @@ private:
     bool cfi_rules_ = true;
     void learn_from_cfi(uint64_t ip, Rule& rule);
     Module* module_for(uint64_t pc, uint64_t& load_bias);
+    bool in_changed_module(uint64_t pc);
     // A word of a module file outside its executable mapping, by address alone.
     bool read_module_data(uint64_t address, uint64_t& out);
     void refresh();
@@ -123,6 +125,7 @@ private:
     // than the rest of the lookup.
     struct MappingAnswer {
         bool known = false;
+        bool changed = false;   // another build than the recorded one
         Module* module = nullptr;
         uint64_t bias = 0;
     };

@@ -180,6 +180,20 @@ void* snapshot_on_new_thread(void*) {
     unwind_level1();
     return nullptr;
 }
+
+// The same with frame pointers kept (as in libjvm's and JNI libraries' functions), so that an rbp
+// chain leads through these frames too.
+#define SF_KEEP_FP __attribute__((noinline, optimize("no-omit-frame-pointer")))
+SF_KEEP_FP void fp_level3() { take_snapshot(); asm volatile("" ::: "memory"); }
+SF_KEEP_FP void fp_level2() { fp_level3(); asm volatile("" ::: "memory"); }
+SF_KEEP_FP void fp_level1() { fp_level2(); asm volatile("" ::: "memory"); }
+SF_KEEP_FP void* fp_snapshot_on_new_thread(void*) {
+    prepare_snapshot();
+    fp_level1();
+    asm volatile("" ::: "memory");
+    return nullptr;
+}
+#undef SF_KEEP_FP
 // g_snapshot taken on a new thread by `body` (its stack is short and whole), and a World that knows
 // this process's modules.
 void snapshot_new_thread(void* (*body)(void*), test::World& w) {
@@ -281,7 +295,7 @@ TEST_CASE("a native stack deeper than the fragment is incomplete, not failed, wh
 TEST_CASE("a module file of another build than the recorded one is not used to unwind or name frames",
           "[decoder][native]") {
     pthread_t thread;
-    REQUIRE(pthread_create(&thread, nullptr, &snapshot_on_new_thread, nullptr) == 0);
+    REQUIRE(pthread_create(&thread, nullptr, &fp_snapshot_on_new_thread, nullptr) == 0);
     pthread_join(thread, nullptr);
     const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
     const std::string self_id = ElfFile(self).build_id();
@@ -308,7 +322,13 @@ TEST_CASE("a module file of another build than the recorded one is not used to u
     const auto [other, changed] = decode_with(other_id);
     CHECK(changed == std::vector<std::string>{self});
     INFO(symbols_of(other));
+    INFO(fail_reason_name(other.failure));
     // The test binary's frames are left unnamed: its symbols would name another build's code.
     CHECK(symbols_of(other).find("take_snapshot") == std::string::npos);
     CHECK(symbols_of(other).find("snapshot_on_new_thread") == std::string::npos);
+    // Nor is the walk continued by following rbp through that code: it fails at its first step,
+    // which keeps no frame (a failed step's own frame is dropped).
+    CHECK(other.status == TraceStatus::kFailed);
+    CHECK(other.failure == FailReason::kNativeUnwindFailed);
+    CHECK(other.frames.empty());
 }
