@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <variant>
+#include <vector>
 
 #include "log.hpp"
 #include "stackfrag/base/clock.hpp"
@@ -57,19 +58,34 @@ void AutoStack::on_thread_end(uint32_t tid) { forget(tid, UINT64_MAX); }
 
 void AutoStack::apply(uint32_t tid, TraceStatus status, size_t fragment_bytes, uint64_t sample_ns, bool first_only) {
     std::optional<StackChange> change;
+    std::vector<StackChange> family;
     {
         std::lock_guard<std::mutex> lock(controller_mutex_);
         if (first_only && controller_.tracks(tid)) return;
         change = controller_.on_sample(tid, status, fragment_bytes);
+        family = controller_.take_family_changes();
     }
-    if (!change) return;
-    (change->new_bytes > change->old_bytes ? grown_ : shrunk_)++;
-    sampler_.request_stack(static_cast<pid_t>(change->tid), change->new_bytes);
+    if (change) request(*change, sample_ns);
+    for (const StackChange& sibling : family) request(sibling, sample_ns);
+}
+
+void AutoStack::request(const StackChange& change, uint64_t sample_ns) {
+    (change.new_bytes > change.old_bytes ? grown_ : shrunk_).fetch_add(1, std::memory_order_relaxed);
+    sampler_.request_stack(static_cast<pid_t>(change.tid), change.new_bytes);
     // The sample's age says how long the way from the ring to this decision took (reader cadence,
     // hold-back, the decoder's queue).
-    SF_LOG_DEBUG("stack=auto: thread %u fragment %u -> %u bytes (%s; the deciding sample is %.1f ms old)", change->tid,
-                 change->old_bytes, change->new_bytes, change->why,
+    SF_LOG_DEBUG("stack=auto: thread %u fragment %u -> %u bytes (%s; the deciding sample is %.1f ms old)", change.tid,
+                 change.old_bytes, change.new_bytes, change.why,
                  static_cast<double>(monotonic_ns() - std::min(sample_ns, monotonic_ns())) / 1e6);
+}
+
+void AutoStack::thread_started(uint32_t tid, std::string_view name) {
+    std::optional<StackChange> change;
+    {
+        std::lock_guard<std::mutex> lock(controller_mutex_);
+        change = controller_.on_thread_started(tid, thread_family(name));
+    }
+    if (change) request(*change, monotonic_ns());
 }
 
 void AutoStack::on_trace(const Event& event, const CallTrace& trace) {

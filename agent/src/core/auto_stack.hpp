@@ -3,9 +3,11 @@
 // thread's stack top, as the reader reads the sample; it has the reader reopen a thread's events.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 
 #include "stack_controller.hpp"
@@ -28,6 +30,13 @@ public:
     // Any thread (registration, at monotonic time `now_ns`): `tid`'s stack ends below `top`.
     // The live signal judges threads without one alone; with only a recording see observe().
     void set_stack_top(uint32_t tid, uint64_t top, uint64_t now_ns);
+
+    // Any thread, once `tid` is sampled (its events are opened, or their opening is queued): its
+    // name, for its family (thread_family). A thread whose family ran off its fragments starts at
+    // the largest size, and when a thread grows from the base, its family's threads still there
+    // grow with it: a pool's threads run the same code, and each one's first deep samples would
+    // otherwise be lost to incompleteness before it grows (httpserver's 16 workers, one each).
+    void thread_started(uint32_t tid, std::string_view name);
 
     // Live signal. The decoder thread, for every decoded trace; acts on the profile's Samples (on-
     // and off-CPU). Also tallies how the decode-free signal would have judged the sample.
@@ -55,8 +64,8 @@ public:
     // The event is left as it is.
     void observe(Event&& event) override;
 
-    uint64_t grown() const { return grown_; }
-    uint64_t shrunk() const { return shrunk_; }
+    uint64_t grown() const { return grown_.load(std::memory_order_relaxed); }
+    uint64_t shrunk() const { return shrunk_.load(std::memory_order_relaxed); }
 
     // Live signal only: how the decode-free signal agreed with the decoder on samples of threads
     // with a known top (incomplete and stitched both count as "ran off").
@@ -83,6 +92,8 @@ private:
     // `first_only`: only if the controller has not changed the thread's size yet.
     void apply(uint32_t tid, TraceStatus status, size_t fragment_bytes, uint64_t sample_ns, bool first_only);
     uint32_t bytes_of(uint32_t tid) const;
+    // Has the reader reopen the thread's events for `change` (and counts it).
+    void request(const StackChange& change, uint64_t sample_ns);
     // The decode-free check on `sample`: nullopt when its thread's top is unknown.
     std::optional<bool> short_of_outermost(const Sample& sample);
 
@@ -90,8 +101,9 @@ private:
     StackController controller_;
     Sampler& sampler_;
     bool head_start_ = false;
-    uint64_t grown_ = 0;
-    uint64_t shrunk_ = 0;
+    // The decoder thread, the reader and starting threads count.
+    std::atomic<uint64_t> grown_{0};
+    std::atomic<uint64_t> shrunk_{0};
     mutable std::mutex tops_mutex_;
     struct Top {
         uint64_t top = 0;

@@ -12,6 +12,14 @@ bool fragment_short_of_outermost(uint64_t sp, size_t fragment_bytes, uint64_t st
     return below_top > fragment_bytes && below_top - fragment_bytes > entry_margin;
 }
 
+std::string thread_family(std::string_view name) {
+    size_t end = name.size();
+    while (end > 0 && name[end - 1] >= '0' && name[end - 1] <= '9') --end;
+    if (end == name.size() || end == 0) return {};
+    const std::string_view family = name.substr(0, end);
+    return family == "Thread-" ? std::string() : std::string(family);
+}
+
 uint32_t StackController::bytes_of(uint32_t tid) const {
     auto found = threads_.find(tid);
     return found == threads_.end() ? settings_.base_bytes : found->second.bytes;
@@ -22,9 +30,45 @@ uint32_t StackController::smaller(uint32_t bytes) const {
     return std::max(settings_.base_bytes, (bytes / 2) & ~7u);
 }
 
+// Bounded: threads whose end was never announced must not pile up.
+constexpr size_t kMaxThreads = 4096;
+constexpr size_t kMaxNamedThreads = 65536;
+constexpr size_t kMaxFamilies = 4096;
+constexpr const char* kFamilyRanOff = "a thread of its family ran off the fragment";
+
+StackController::Thread& StackController::track(uint32_t tid, uint32_t bytes) {
+    if (threads_.size() >= kMaxThreads) threads_.clear();
+    return threads_.emplace(tid, Thread{bytes, 0, 0, settings_.quiet_samples}).first->second;
+}
+
+std::optional<StackChange> StackController::on_thread_started(uint32_t tid, const std::string& family) {
+    if (family.empty()) return std::nullopt;
+    if (family_of_.size() >= kMaxNamedThreads) family_of_.clear();
+    family_of_[tid] = family;
+    auto deep = family_deep_.find(family);
+    if (deep == family_deep_.end() || !deep->second || threads_.count(tid) != 0 ||
+        settings_.base_bytes >= settings_.max_bytes) {
+        return std::nullopt;
+    }
+    track(tid, settings_.max_bytes);
+    return StackChange{tid, settings_.base_bytes, settings_.max_bytes, kFamilyRanOff};
+}
+
+void StackController::family_ran_off(uint32_t tid) {
+    auto family = family_of_.find(tid);
+    if (family == family_of_.end()) return;
+    if (family_deep_.size() >= kMaxFamilies && family_deep_.count(family->second) == 0) family_deep_.clear();
+    bool& deep = family_deep_[family->second];
+    if (deep) return;   // its threads grew when it turned deep, or started grown since
+    deep = true;
+    for (const auto& [other, other_family] : family_of_) {
+        if (other == tid || other_family != family->second || threads_.count(other) != 0) continue;
+        family_changes_.push_back(StackChange{other, settings_.base_bytes, settings_.max_bytes, kFamilyRanOff});
+    }
+    for (const StackChange& change : family_changes_) track(change.tid, change.new_bytes);
+}
+
 std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus status, size_t fragment_bytes) {
-    // Bounded: threads whose end was never announced must not pile up.
-    constexpr size_t kMaxThreads = 4096;
     auto found = threads_.find(tid);
     if (status == TraceStatus::kIncomplete) {
         const uint32_t now = found == threads_.end() ? settings_.base_bytes : found->second.bytes;
@@ -34,11 +78,8 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
             if (found != threads_.end()) found->second.quiet = 0;
             return std::nullopt;
         }
-        if (found == threads_.end()) {
-            if (threads_.size() >= kMaxThreads) threads_.clear();
-            found = threads_.emplace(tid, Thread{now, 0, 0, settings_.quiet_samples}).first;
-        }
-        Thread& t = found->second;
+        Thread& t = found == threads_.end() ? track(tid, now) : found->second;
+        const bool from_base = t.bytes <= settings_.base_bytes;
         StackChange change{tid, t.bytes, settings_.max_bytes, "samples ran off the fragment"};
         if (t.before_shrink != 0) {
             // A trial shrink that did not hold: back to the size that did, and wait longer next time
@@ -52,14 +93,19 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
         t.bytes = change.new_bytes;
         t.before_shrink = 0;
         t.quiet = 0;
+        if (from_base) family_ran_off(tid);   // last: it may track other threads
         return change;
     }
     if (found == threads_.end() || status == TraceStatus::kFailed) return std::nullopt;
     Thread& t = found->second;
     ++t.quiet;
     if (t.bytes <= settings_.base_bytes) {
-        // Back at the base after a trial that held for as long again: the next episode starts afresh.
-        if (t.quiet >= 2ull * t.quiet_needed) threads_.erase(found);
+        // Back at the base after a trial that held for as long again: the next episode starts afresh,
+        // and its family's next thread starts at the base again.
+        if (t.quiet >= 2ull * t.quiet_needed) {
+            threads_.erase(found);
+            if (auto family = family_of_.find(tid); family != family_of_.end()) family_deep_[family->second] = false;
+        }
         return std::nullopt;
     }
     if (t.quiet < t.quiet_needed) return std::nullopt;

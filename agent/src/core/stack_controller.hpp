@@ -5,7 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "stackfrag/decoder/call_trace.hpp"
 
@@ -43,6 +47,12 @@ struct StackControllerSettings {
 // still reach it. An unknown top (0) or a top below the fragment says nothing: false.
 bool fragment_short_of_outermost(uint64_t sp, size_t fragment_bytes, uint64_t stack_top, uint32_t entry_margin);
 
+// A thread pool's threads run the same code, so one of them running off its fragment says its
+// siblings will: the family of a thread's name is the name without its trailing digits
+// ("http-worker-12" -> "http-worker-"). Empty (no family) for a name without trailing digits and
+// for "Thread-N", the JDK's name for threads created without one, which says nothing of what they run.
+std::string thread_family(std::string_view name);
+
 struct StackChange {
     uint32_t tid = 0;
     uint32_t old_bytes = 0;
@@ -58,8 +68,19 @@ public:
     // when the thread's fragment size should change. Incomplete samples with a fragment smaller
     // than the thread's current size were taken before its last change and are not counted.
     std::optional<StackChange> on_sample(uint32_t tid, TraceStatus status, size_t fragment_bytes);
+    // A thread that started (or was found) is sampled now; `family` from thread_family (empty:
+    // none). If a thread of that family has run off its fragment and none has settled back at the
+    // base since, the new thread starts at the largest size (the returned change).
+    std::optional<StackChange> on_thread_started(uint32_t tid, const std::string& family);
+    // The changes the last on_sample implied for other threads: when a thread's fragment grows
+    // from the base, its family's threads still at the base grow with it (each once per episode of
+    // the family: until one of them has stayed at the base as long as an episode's end asks).
+    std::vector<StackChange> take_family_changes() { return std::exchange(family_changes_, {}); }
     // The thread ended.
-    void forget(uint32_t tid) { threads_.erase(tid); }
+    void forget(uint32_t tid) {
+        threads_.erase(tid);
+        family_of_.erase(tid);
+    }
     // Whether the thread's size was changed and its episode is not over (see on_sample).
     bool tracks(uint32_t tid) const { return threads_.count(tid) != 0; }
     // The thread's current fragment size (base_bytes for a thread never changed).
@@ -74,9 +95,15 @@ private:
         uint32_t quiet_needed = 0;
     };
     uint32_t smaller(uint32_t bytes) const;
+    Thread& track(uint32_t tid, uint32_t bytes);
+    // `tid` grew from the base: its family runs deep, and its siblings at the base grow.
+    void family_ran_off(uint32_t tid);
 
     StackControllerSettings settings_;
     std::unordered_map<uint32_t, Thread> threads_;   // threads whose size changed at least once
+    std::unordered_map<uint32_t, std::string> family_of_;   // sampled threads with a family
+    std::unordered_map<std::string, bool> family_deep_;      // families seen running off; false: settled since
+    std::vector<StackChange> family_changes_;
 };
 
 }  // namespace sf::agent

@@ -536,6 +536,7 @@ private:
     // `on_thread`: called by the thread itself (it knows its JNIEnv and stack).
     void register_thread(pid_t tid, std::string name, JNIEnv* jni, bool on_thread) {
         if (!threads_.add(tid, name)) return;
+        const std::string registered_name = auto_stack_ ? name : std::string();
         // stack=auto: the stack's top, known to the thread itself (the others are judged by the
         // live decoder only).
         if (auto_stack_ && on_thread) auto_stack_->set_stack_top(static_cast<uint32_t>(tid), current_thread_stack_top(), monotonic_ns());
@@ -559,6 +560,9 @@ private:
                             added.error().describe().c_str());
             }
         }
+        // stack=auto: after the events' opening and the validator's thread were queued, so that a
+        // larger fragment for a thread of a deep family reopens them (and the validator follows).
+        if (auto_stack_ && on_perf) auto_stack_->thread_started(static_cast<uint32_t>(tid), registered_name);
     }
 
     void register_existing_threads(JNIEnv* jni) {

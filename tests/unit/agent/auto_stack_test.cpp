@@ -218,3 +218,31 @@ TEST_CASE("stack=auto with a live decoder: the reader's check grows a thread at 
     autostack.on_trace(Event{sample_at(7, 100'000, 32760)}, incomplete);
     CHECK(autostack.grown() == 2);
 }
+
+TEST_CASE("stack=auto grows a deep thread's family with it, and starts the family's new threads grown",
+          "[agent][stack]") {
+    Fixture f;
+    StackControllerSettings settings;
+    settings.entry_margin_bytes = kMargin;
+    AutoStack autostack(settings, f.sampler);
+    for (uint32_t tid : {7u, 8u, 9u, 10u}) autostack.set_stack_top(tid, kTop, 100);
+    autostack.thread_started(7, "pool-1-thread-1");
+    autostack.thread_started(8, "pool-1-thread-2");
+    autostack.thread_started(9, "pool-1-thread-3");
+    autostack.thread_started(10, "main");
+    CHECK(autostack.grown() == 0);
+    // Shallow samples of the family change nothing.
+    for (uint32_t tid : {7u, 8u, 9u}) autostack.on_perf_sample(sample_at(tid, 20'000, 16384));
+    CHECK(autostack.grown() == 0);
+    // One deep sample of thread 8: it and its two siblings grow, thread 10 does not.
+    autostack.on_perf_sample(sample_at(8, 100'000, 16384));
+    CHECK(autostack.grown() == 3);
+    // The siblings' samples from before their reopen change nothing; thread 10 grows on its own.
+    autostack.on_perf_sample(sample_at(7, 100'000, 16384));
+    CHECK(autostack.grown() == 3);
+    autostack.on_perf_sample(sample_at(10, 100'000, 16384));
+    CHECK(autostack.grown() == 4);
+    // A new thread of the pool starts grown.
+    autostack.thread_started(11, "pool-1-thread-4");
+    CHECK(autostack.grown() == 5);
+}

@@ -93,3 +93,84 @@ TEST_CASE("a thread deeper than the largest fragment keeps it", "[agent][stack]"
     }
     CHECK(c.bytes_of(7) == 65528);
 }
+
+TEST_CASE("a thread's family is its name without the trailing digits", "[agent][stack]") {
+    CHECK(thread_family("http-worker-12") == "http-worker-");
+    CHECK(thread_family("pool-1-thread-3") == "pool-1-thread-");
+    CHECK(thread_family("C2 CompilerThread0") == "C2 CompilerThread");
+    // No trailing digits, only digits, the JDK's name for unnamed threads: no family.
+    CHECK(thread_family("main").empty());
+    CHECK(thread_family("HTTP-Dispatcher").empty());
+    CHECK(thread_family("12").empty());
+    CHECK(thread_family("").empty());
+    CHECK(thread_family("Thread-7").empty());
+}
+
+TEST_CASE("a thread that runs off its fragment grows its family's threads with it", "[agent][stack]") {
+    StackController c(small_settings());
+    for (uint32_t tid : {10u, 11u, 12u}) CHECK(!c.on_thread_started(tid, "worker-"));
+    CHECK(!c.on_thread_started(20, "other-"));
+    CHECK(!c.on_thread_started(21, ""));
+    // Before any of them ran off, nothing else changes.
+    CHECK(!c.on_sample(11, TraceStatus::kComplete, 16384));
+    CHECK(c.take_family_changes().empty());
+
+    auto grown = c.on_sample(10, TraceStatus::kIncomplete, 16384);
+    REQUIRE(grown);
+    CHECK(grown->new_bytes == 65528);
+    std::vector<StackChange> family = c.take_family_changes();
+    REQUIRE(family.size() == 2);
+    for (const StackChange& change : family) {
+        CHECK((change.tid == 11 || change.tid == 12));
+        CHECK(change.old_bytes == 16384);
+        CHECK(change.new_bytes == 65528);
+    }
+    CHECK(family[0].tid != family[1].tid);
+    CHECK(c.bytes_of(11) == 65528);
+    CHECK(c.bytes_of(12) == 65528);
+    CHECK(c.bytes_of(20) == 16384);
+    CHECK(c.take_family_changes().empty());   // taken once
+    // A sibling's own run-off while grown, or from a sample taken before its reopen, changes nothing more.
+    CHECK(!c.on_sample(11, TraceStatus::kIncomplete, 16384));
+    CHECK(c.take_family_changes().empty());
+
+    // A thread of the deep family that starts now starts at the largest size; others do not.
+    auto started = c.on_thread_started(13, "worker-");
+    REQUIRE(started);
+    CHECK(started->new_bytes == 65528);
+    CHECK(c.bytes_of(13) == 65528);
+    CHECK(!c.on_thread_started(22, "other-"));
+
+    // The siblings shrink by the usual trials when they stay quiet.
+    std::optional<StackChange> trial;
+    for (int i = 0; i < 10 && !trial; ++i) trial = c.on_sample(12, TraceStatus::kComplete, 65528);
+    REQUIRE(trial);
+    CHECK(trial->new_bytes == 32760);
+}
+
+TEST_CASE("a family that settled back at the base starts its next threads there", "[agent][stack]") {
+    StackController c(small_settings());
+    CHECK(!c.on_thread_started(10, "worker-"));
+    REQUIRE(c.on_sample(10, TraceStatus::kIncomplete, 16384));
+    CHECK(c.on_thread_started(11, "worker-"));
+    // Thread 10 shrinks to the base through two trials that hold, then stays there long enough
+    // for its episode to end.
+    int changes = 0;
+    for (int i = 0; i < 200; ++i) {
+        const uint32_t bytes = c.bytes_of(10);
+        if (c.on_sample(10, TraceStatus::kComplete, bytes)) ++changes;
+    }
+    CHECK(changes == 2);
+    CHECK(c.bytes_of(10) == 16384);
+    CHECK(!c.tracks(10));
+    CHECK(!c.on_thread_started(12, "worker-"));
+    CHECK(c.bytes_of(12) == 16384);
+    // A new run-off grows the family's threads at the base again (12; 11 is still grown).
+    REQUIRE(c.on_sample(10, TraceStatus::kIncomplete, 16384));
+    std::vector<StackChange> family = c.take_family_changes();
+    REQUIRE(family.size() == 1);
+    CHECK(family[0].tid == 12);
+    // An ended thread leaves its family.
+    c.forget(12);
+    CHECK(!c.on_thread_started(12, "other-"));
+}
