@@ -87,6 +87,7 @@ struct Sampler::Request {
     uint32_t stack_bytes = 0;      // kStack; kOpen: a fixed size (0: the configured one)
     uint32_t ring_pages = 0;       // kOpen with a fixed size: the ring's pages
     uint64_t posted_ns = 0;        // when post() queued it
+    uint64_t cpu_at_open_ns = 0;   // kOpen: the thread's CPU time as its event opened
     // kOpen: from before the event is enabled until the reader has added its ring, the ring's
     // samples are nowhere the reader looks; this keeps it from releasing past them meanwhile.
     std::unique_ptr<EventQueue::InFlight> not_yet_read;
@@ -102,6 +103,7 @@ struct Sampler::Ring {
     uint32_t ring_pages = 0;    // 0: the configured size
     bool fixed_stack = false;   // opened with its own fragment size, which stack=auto leaves alone
     uint64_t period_ns = 0;     // 0: the configured period (interval=auto changes it)
+    uint64_t cpu_at_open_ns = 0;   // the thread's CPU time as its clock event opened
     Status enable() {
         Status enabled = event->enable();
         if (enabled.ok() && switches) enabled = switches->enable();
@@ -315,6 +317,7 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes) {
     request->kind = Request::Kind::kOpen;
     request->tid = tid;
     request->not_yet_read = std::make_unique<EventQueue::InFlight>(queue_);
+    request->cpu_at_open_ns = thread_cpu_ns_of(tid);
     kernel::SamplingConfig config = config_;
     if (fixed_stack_bytes != 0) {
         if (!clock_events_) return {};   // off-CPU samples only: nothing to take for this thread
@@ -422,6 +425,7 @@ void Sampler::open_ring(Request& request) {
     ring->fixed_stack = request.stack_bytes != 0;
     ring->stack_bytes = request.stack_bytes;
     ring->ring_pages = request.ring_pages;
+    ring->cpu_at_open_ns = request.cpu_at_open_ns;
     if (poller_) {
         Status added = poller_->add(ring->event->fd(), key, needs_data_wakeups(*ring));
         if (!added.ok()) SF_LOG_WARN("cannot wait on the ring of thread %d: %s", tid, added.error().describe().c_str());
@@ -448,6 +452,14 @@ void Sampler::account_clock(const Ring& ring) {
     const uint64_t period = ring.period_ns != 0 ? ring.period_ns : config_.period_ns;
     clock_counted_ns_.fetch_add(*counted, std::memory_order_relaxed);
     clock_ticked_ns_.fetch_add((ring_stats.samples + ring_stats.lost_samples) * period, std::memory_order_relaxed);
+    // A thread still running (most have ended by the time their ring closes) also says how much of
+    // its CPU time since the open the event did not count: the kernel's scheduling work at each of
+    // its wake-ups (perf sees the thread only from the end of the context switch).
+    const uint64_t cpu_now = thread_cpu_ns_of(ring.tid);
+    if (cpu_now != 0 && ring.cpu_at_open_ns != 0 && cpu_now >= ring.cpu_at_open_ns + *counted) {
+        clock_uncounted_ns_.fetch_add(cpu_now - ring.cpu_at_open_ns - *counted, std::memory_order_relaxed);
+        clock_uncounted_threads_.fetch_add(1, std::memory_order_relaxed);
+    }
 }
 
 void Sampler::close_ring(uint64_t key) {
@@ -601,6 +613,7 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
     converter_->begin(ring.tid, monotonic_ns(), ring.takes_switches);
     ring.event->ring().drain(*converter_);
     account_clock(ring);
+    ring.cpu_at_open_ns = thread_cpu_ns_of(tid);
     if (poller_) (void)poller_->remove(ring.event->fd());
     ring.switches.reset();   // before the ring it writes into
     ring.event = std::move(event);
@@ -823,6 +836,8 @@ SamplerStats Sampler::stats() const {
     stats.clock_counted_ns = clock_counted_ns_.load(std::memory_order_relaxed);
     stats.reader_priority = reader_priority_.load(std::memory_order_relaxed);
     stats.clock_ticked_ns = clock_ticked_ns_.load(std::memory_order_relaxed);
+    stats.clock_uncounted_ns = clock_uncounted_ns_.load(std::memory_order_relaxed);
+    stats.clock_uncounted_threads = clock_uncounted_threads_.load(std::memory_order_relaxed);
     return stats;
 }
 

@@ -50,6 +50,10 @@ struct SamplerStats {
     // their samples (stored and lost) stand for at the period then in force.
     uint64_t clock_counted_ns = 0;
     uint64_t clock_ticked_ns = 0;
+    // Of the closed clock events whose thread still ran at the close: the thread's CPU time since
+    // the open that the event did not count, and how many such closes.
+    uint64_t clock_uncounted_ns = 0;
+    uint64_t clock_uncounted_threads = 0;
     // The scheduling the reader got (kernel::raise_reader_priority); kUnchanged before it ran.
     kernel::ReaderPriority reader_priority = kernel::ReaderPriority::kUnchanged;
 };
@@ -226,6 +230,8 @@ private:
     bool realtime_reader_ = true;
     std::atomic<uint64_t> clock_counted_ns_{0};
     std::atomic<uint64_t> clock_ticked_ns_{0};
+    std::atomic<uint64_t> clock_uncounted_ns_{0};
+    std::atomic<uint64_t> clock_uncounted_threads_{0};
     std::atomic<uint64_t> module_rescans_{0};
     std::atomic<uint64_t> modules_found_{0};
 };

@@ -135,6 +135,7 @@ void TaskWatcher::scan() {
         SF_LOG_DEBUG("native thread %d '%s'", task.tid, task.name.c_str());
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(task.tid), false, task.name, kind});
         if (sampler_ != nullptr) {
+            if (open_lag_ != nullptr) open_lag_->on_open(task.tid, kind);
             Status added = sampler_->add_thread(task.tid, kind == ThreadKind::kProfiler ? kOwnThreadStackBytes : 0);
             if (!added.ok()) SF_LOG_DEBUG("native thread %d: %s", task.tid, added.error().describe().c_str());
         }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "event_queue.hpp"
+#include "open_lag.hpp"
 #include "sampler.hpp"
 #include "stackfrag/base/result.hpp"
 
@@ -57,6 +58,8 @@ public:
     TaskWatcher(const TaskWatcher&) = delete;
     TaskWatcher& operator=(const TaskWatcher&) = delete;
 
+    // Before start(): told of each event about to open (mode=thread's accounting).
+    void set_open_lag(OpenLag* lag) { open_lag_ = lag; }
     // One scan on the calling thread. The VM's own threads (GC, compiler, VM names) are announced at
     // first sight, any other at its second (a Java thread exists for a moment before its
     // ThreadStart registers it, and every new thread is named "java" until it names itself).
@@ -79,6 +82,7 @@ private:
 
     EventQueue& queue_;
     Sampler* sampler_;
+    OpenLag* open_lag_ = nullptr;
     std::function<bool(pid_t)> is_java_;
     mutable std::mutex mutex_;
     std::condition_variable wakeup_;

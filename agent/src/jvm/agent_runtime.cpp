@@ -32,6 +32,7 @@
 #include "log.hpp"
 #include "native_bind.hpp"
 #include "options.hpp"
+#include "open_lag.hpp"
 #include "oracle.hpp"
 #include "periodic_poll.hpp"
 #include "profile_push.hpp"
@@ -167,6 +168,7 @@ public:
             EventQueue::InFlight scan_in_flight(queue_);
             // What the process ran before its events were open (the JVM's start up to VMInit, or
             // until the attach): the stream's first ProcessCpu, which coverage reports apart.
+            if (options_.mode == SamplingMode::kThread) open_lag_.snapshot_existing();
             queue_.emit(process_cpu_now(true));
             Status started = sampler_->start();
             if (!started.ok()) {
@@ -209,6 +211,7 @@ public:
             SF_LOG_DEBUG("thread end %d '%s' cpu %.3f ms", tid, name.c_str(), static_cast<double>(thread_cpu_ns()) / 1e6);
         }
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), true, std::move(name)});
+        if (options_.mode == SamplingMode::kThread) open_lag_.on_end(tid, thread_cpu_ns());
         if (OracleSampler* timer_sampler = timer()) timer_sampler->remove_thread(tid);
         if (options_.mode == SamplingMode::kThread) sampler_->end_thread(tid);
     }
@@ -331,6 +334,7 @@ private:
             }
         }
         task_watcher_ = std::make_unique<TaskWatcher>(queue_, sampler, [this](pid_t tid) { return threads_.contains(tid); });
+        task_watcher_->set_open_lag(&open_lag_);
         task_watcher_->tick();
         SF_LOG_DEBUG("%zu native threads at start", task_watcher_->native_threads());
         if (Status started = task_watcher_->start(); !started.ok()) {
@@ -544,6 +548,7 @@ private:
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), false, std::move(name)});
         bool on_perf = false;
         if (options_.mode == SamplingMode::kThread && !backend_.signal()) {
+            open_lag_.on_open(tid, ThreadKind::kJava);
             on_perf = sampler_->add_thread(tid).ok();
             if (on_perf) {
                 threads_.set_on_perf(tid);
@@ -701,6 +706,32 @@ private:
                         static_cast<double>(stats.clock_counted_ns) / 1e6, static_cast<double>(stats.clock_ticked_ns) / 1e6,
                         static_cast<double>(between) / 1e6,
                         process_ms > 0 ? 100.0 * static_cast<double>(between) / 1e6 / process_ms : 0.0);
+            // Measured only where the thread still ran when its event closed (the JVM's and the
+            // agent's threads, the main thread, a stack=auto reopen): a Java thread's ring closes
+            // after it ended. Per-thread events see a thread from the end of each context switch
+            // on, so the scheduler's work at every wake-up is CPU time of the thread's that they
+            // neither count nor sample (~12 us per wake-up on the 2-CPU VM of docs/benchmarks.md).
+            SF_LOG_INFO("clock events: %.1f ms (%.2f%% of the process's CPU time) of the CPU time of %llu threads that "
+                        "still ran when their event closed was not counted by it (the kernel's scheduling at each "
+                        "wake-up, which a per-thread event does not see), so no sample sees it",
+                        static_cast<double>(stats.clock_uncounted_ns) / 1e6,
+                        process_ms > 0 ? 100.0 * static_cast<double>(stats.clock_uncounted_ns) / 1e6 / process_ms : 0.0,
+                        static_cast<unsigned long long>(stats.clock_uncounted_threads));
+        }
+        if (const OpenLag::Totals lag = open_lag_.totals(); lag.total_ns() != 0) {
+            std::string kinds;
+            for (size_t k = 0; k < kThreadKinds; ++k) {
+                if (lag.threads[k] == 0) continue;
+                char part[96];
+                std::snprintf(part, sizeof part, "%s%s %.1f ms (%llu threads)", kinds.empty() ? "" : ", ",
+                              thread_kind_name(static_cast<ThreadKind>(k)), static_cast<double>(lag.ns[k]) / 1e6,
+                              static_cast<unsigned long long>(lag.threads[k]));
+                kinds += part;
+            }
+            SF_LOG_INFO("before their events opened (after the first ProcessCpu): the threads ran %.1f ms (%.2f%% of "
+                        "the process's CPU time) that no sample sees: %s",
+                        static_cast<double>(lag.total_ns()) / 1e6,
+                        process_ms > 0 ? 100.0 * static_cast<double>(lag.total_ns()) / 1e6 / process_ms : 0.0, kinds.c_str());
         }
         if (stats.cycles != 0) {
             SF_LOG_INFO("reader (%s): %llu cycles every %.1f ms (%llu early: a ring's watermark or a wake-up; %llu "
@@ -828,6 +859,7 @@ private:
     std::atomic<bool> shut_down_{false};
 
     ThreadRegistry threads_;   // live registered threads, and which of them perf samples
+    OpenLag open_lag_;         // mode=thread: the threads' CPU time before their events opened
 };
 
 // An attach command for the agent already loaded (or for none): answered in the reply file.

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -354,4 +355,44 @@ TEST_CASE("a watermark wake-up waits for the cycle only from a clock ring at its
     CHECK_FALSE(sf::agent::ring_can_wait(true, false, kPeriod / 4, kPeriod, 0, kRing));     // interval=auto: faster
     CHECK_FALSE(sf::agent::ring_can_wait(true, true, 0, kPeriod, 0, kRing));                // switch samples: no bound
     CHECK_FALSE(sf::agent::ring_can_wait(false, true, 0, kPeriod, 0, kRing));               // switch event alone
+}
+
+TEST_CASE("a clock event closed while its thread still runs says how much of the thread's CPU time it did not count") {
+    const std::string path = "/tmp/sf-agent-sampler-uncounted-" + std::to_string(getpid()) + ".sfr";
+    EventQueue queue;
+    StreamWriter writer(test::new_recording(path));
+    kernel::SamplingConfig config;
+    config.period_ns = 1'000'000;
+    Sampler sampler(config, queue, writer, nullptr);
+    REQUIRE(sampler.start().ok());
+    // A thread that wakes up often (the reader, the JVM's service threads): at each wake-up the
+    // kernel's scheduling work is the thread's CPU time, but its event sees the thread only from the
+    // end of the context switch.
+    std::atomic<bool> done{false};
+    std::atomic<pid_t> tid{0};
+    std::atomic<uint64_t> cpu_at_stop{0};
+    std::thread sleeper([&] {
+        tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
+        while (!done.load()) {
+            const uint64_t start = thread_cpu_ns();
+            volatile uint64_t sink = 0;
+            while (thread_cpu_ns() - start < 50'000) sink = sink + 1;
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+        }
+        cpu_at_stop.store(thread_cpu_ns());
+    });
+    while (tid.load() == 0) std::this_thread::yield();
+    REQUIRE(sampler.add_thread(tid.load()).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    REQUIRE(sampler.stop(3000));   // closes the event while the thread still runs
+    done.store(true);
+    sleeper.join();
+    const SamplerStats stats = sampler.stats();
+    INFO("uncounted " << stats.clock_uncounted_ns / 1e6 << " ms, counted " << stats.clock_counted_ns / 1e6
+                      << " ms, thread CPU " << cpu_at_stop.load() / 1e6 << " ms");
+    CHECK(stats.clock_uncounted_threads == 1);
+    CHECK(stats.clock_counted_ns > 0);
+    CHECK(stats.clock_uncounted_ns > 0);
+    CHECK(stats.clock_uncounted_ns + stats.clock_counted_ns <= cpu_at_stop.load());
+    std::remove(path.c_str());
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sys/time.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include <cstdint>
@@ -28,5 +29,10 @@ inline uint64_t monotonic_ns() { return clock_ns(CLOCK_MONOTONIC); }
 inline uint64_t realtime_ns() { return clock_ns(CLOCK_REALTIME); }
 inline uint64_t thread_cpu_ns() { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 inline uint64_t process_cpu_ns() { return clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
+// The CPU time of thread `tid` of this process (the kernel's MAKE_THREAD_CPUCLOCK(tid,
+// CPUCLOCK_SCHED) clock id); 0 when it has ended.
+inline uint64_t thread_cpu_ns_of(pid_t tid) {
+    return clock_ns(static_cast<clockid_t>((~static_cast<unsigned>(tid)) << 3) | 6);
+}
 
 }  // namespace sf
