@@ -69,10 +69,12 @@ kinds() {
     END { printf "%d %d %d %d %d %d %d\n", total, s["java"], s["gc"], s["compiler"], s["vm"], s["other"], kernel }' "$1"
 }
 
-# One run; prints "cpu_s user_s sys_s samples java gc compiler vm other kernel agent_pct before_ms lost_ms stop_ms":
-# stackfrag's stop summary also says how much CPU time the process had used before its events
-# opened (before_ms), how much the kernel ticked but could not store (lost_ms) and the process's CPU
-# time when it stopped sampling (stop_ms); "-" for async-profiler.
+# One run; prints "cpu_s user_s sys_s samples java gc compiler vm other kernel agent_pct before_ms lost_ms stop_ms
+# partial_ms wakeup_ms open_ms": stackfrag's stop summary also says how much CPU time the process had used before its
+# events opened (before_ms), how much the kernel ticked but could not store (lost_ms), the process's CPU time when it
+# stopped sampling (stop_ms) and, in mode=thread, three parts of the rest: the clock events' last partial periods
+# (partial_ms), the CPU time of threads still running at their event's close that it did not count (wakeup_ms: the
+# scheduler's work at each wake-up) and the threads' CPU time before their events opened (open_ms); "-" where not known.
 run_once() {
   local workload="$1" opts="$2" tag="$3" profiler="$4"
   local out="$SCRATCH/$tag.collapsed"
@@ -86,7 +88,7 @@ run_once() {
     exit 1
   fi
   [ -s "$out" ] || { echo "coverage: no profile from $workload with '$opts'" >&2; tail -5 "$SCRATCH/err" >&2; exit 1; }
-  local samples agent_pct before_ms=- lost_ms=- stop_ms=-
+  local samples agent_pct before_ms=- lost_ms=- stop_ms=- partial_ms=- wakeup_ms=- open_ms=-
   if [ "$profiler" = stackfrag ]; then
     samples="$(sed -n 's/.*stop summary: \([0-9]*\) samples taken.*/\1/p' "$SCRATCH/err" | tail -1)"
     agent_pct="$(sed -n 's/.*agent threads CPU: .* = \([0-9.]*\)% of.*/\1/p' "$SCRATCH/err" | tail -1)"
@@ -95,6 +97,10 @@ run_once() {
     before_ms="$(sed -n 's/.*before sampling began \([0-9.]*\) ms.*/\1/p' <<<"$line")"
     lost_ms="$(sed -n 's/.*lost in full rings [0-9]* samples (\([0-9.]*\) ms.*/\1/p' <<<"$line")"
     stop_ms="${stop_ms:--}"; before_ms="${before_ms:--}"; lost_ms="${lost_ms:-0}"
+    partial_ms="$(sed -n 's/.*clock events: .*; \([0-9.]*\) ms (.*counted after a thread.s last tick.*/\1/p' "$SCRATCH/err" | tail -1)"
+    wakeup_ms="$(sed -n 's/.*clock events: \([0-9.]*\) ms (.*was not counted by it.*/\1/p' "$SCRATCH/err" | tail -1)"
+    open_ms="$(sed -n 's/.*before their events opened.*: the threads ran \([0-9.]*\) ms.*/\1/p' "$SCRATCH/err" | tail -1)"
+    partial_ms="${partial_ms:--}"; wakeup_ms="${wakeup_ms:--}"; open_ms="${open_ms:--}"
     read -r _ java gc compiler vm other kernel < <(kinds "$out" 0)
   else
     read -r samples java gc compiler vm other kernel < <(kinds "$out" 1)
@@ -102,7 +108,7 @@ run_once() {
   fi
   [ -s "$SCRATCH/time" ] || { echo "coverage: no CPU time of the JVM from $workload" >&2; exit 1; }
   read -r user sys <"$SCRATCH/time"
-  echo "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }') $user $sys ${samples:-0} $java $gc $compiler $vm $other $kernel ${agent_pct:--} $before_ms $lost_ms $stop_ms"
+  echo "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }') $user $sys ${samples:-0} $java $gc $compiler $vm $other $kernel ${agent_pct:--} $before_ms $lost_ms $stop_ms $partial_ms $wakeup_ms $open_ms"
   rm -f "$out"
 }
 
@@ -127,11 +133,11 @@ for w in "${selected[@]}"; do
     [ -n "$AP" ] && configs+=("async-profiler event=cpu|ap|-agentpath:$AP=start,event=cpu,interval=$(ns_of "$interval"),threads,file=OUTFILE")
     for c in "${configs[@]}"; do
       IFS='|' read -r name profiler opts <<<"$c"
-      read -r cpu user sys samples java gc compiler vm other kernel agent before lost stop < <(run_once "$w" "$opts" "$w-$interval" "$profiler")
+      read -r cpu user sys samples java gc compiler vm other kernel agent before lost stop partial wakeup open < <(run_once "$w" "$opts" "$w-$interval" "$profiler")
       period_ns="$(ns_of "$interval")"
       row="$(awk -v w="$w" -v i="$interval" -v n="$name" -v cpu="$cpu" -v u="$user" -v s="$sys" -v samples="$samples" \
         -v java="$java" -v gc="$gc" -v comp="$compiler" -v vm="$vm" -v other="$other" -v kernel="$kernel" -v p="$period_ns" -v a="$agent" \
-        -v before="$before" -v lost="$lost" -v stop="$stop" '
+        -v before="$before" -v lost="$lost" -v stop="$stop" -v partial="$partial" -v wakeup="$wakeup" -v open="$open" '
         function pct(x, t) { return t > 0 ? sprintf("%.1f", 100 * x / t) : "-" }
         BEGIN {
           decoded = java + gc + comp + vm + other
@@ -141,14 +147,19 @@ for w in "${selected[@]}"; do
           # Where the rest went (stackfrag): before its events opened / ticked but lost in a full ring /
           # after it stopped sampling (writing the profile, the JVM exit) / while sampling, unexplained
           # (partial periods at a thread end or a fragment-size reopen, threads not yet found).
-          gone = "-"
+          gone = "-"; parts = "-"
           if (stop != "-" && before != "-") {
             total = cpu * 1000; sampled = samples * p / 1e6
+            rest = stop - before - sampled - lost
             gone = sprintf("%.1f / %.1f / %.1f / %.1f", 100 * before / total, 100 * lost / total,
-                           100 * (total - stop) / total, 100 * (stop - before - sampled - lost) / total)
+                           100 * (total - stop) / total, 100 * rest / total)
+            # mode=thread: what of "other" the stop summary measured, and what is left.
+            if (partial != "-" && wakeup != "-" && open != "-")
+              parts = sprintf("%.2f / %.2f / %.2f / %.2f", 100 * partial / total, 100 * wakeup / total,
+                              100 * open / total, 100 * (rest - partial - wakeup - open) / total)
           }
-          printf "| %s | %s | %s | %.2f (%.0f %% sys) | %d | **%.1f %%** | %s | %s | %s / %s / %s / %s / %s | %s |\n",
-            w, i, n, cpu, 100 * s / (u + s), samples, cov, gone, excl,
+          printf "| %s | %s | %s | %.2f (%.0f %% sys) | %d | **%.1f %%** | %s | %s | %s | %s / %s / %s / %s / %s | %s |\n",
+            w, i, n, cpu, 100 * s / (u + s), samples, cov, gone, parts, excl,
             pct(java, decoded), pct(gc, decoded), pct(comp, decoded), pct(vm, decoded), pct(other, decoded), pct(kernel, decoded)
         }')"
       rows+=("$row")
@@ -167,8 +178,10 @@ java_version="$("$JAVA" -version 2>&1 | head -1)"
   echo
   echo "Not sampled, % of the process's CPU time (stackfrag, from its stop summary): before its events opened (the JVM's start to VMInit) / ticked but lost in a full ring / after it stopped sampling (the rest of the stream decoded, the profile written, the JVM's exit and the freeing of its heap) / while sampling, unexplained (a thread's last partial period, a fragment-size reopen, a thread not yet found)."
   echo
-  echo "| workload | interval | profiler | process CPU s (sys) | samples | coverage | not sampled: before / lost / after / other % | agent threads | Java / GC / compiler / VM / other % | kernel % |"
-  echo "|---|---|---|---:|---:|---:|---|---:|---|---:|"
+  echo "Other, split (stackfrag mode=thread, % of the process's CPU time, from its stop summary): the clock events' last partial periods / CPU time of threads still running at their event's close that it did not count (the scheduler's work at each wake-up; Java threads' events close after the thread ended and are not in it) / the threads' CPU time before their events opened / the rest (mostly the Java threads' own wake-ups)."
+  echo
+  echo "| workload | interval | profiler | process CPU s (sys) | samples | coverage | not sampled: before / lost / after / other % | other: partial periods / wake-ups / before open / rest % | agent threads | Java / GC / compiler / VM / other % | kernel % |"
+  echo "|---|---|---|---:|---:|---:|---|---|---:|---|---:|"
   printf '%s\n' "${rows[@]}"
 } >"$SCRATCH/table.md"
 
