@@ -24,6 +24,7 @@ void CodeMap::apply_any(E&& event) {
             else if constexpr (std::is_same_v<T, ModuleMap>) apply_module(e);
             else return;
             ++epoch_;
+            if constexpr (!std::is_same_v<T, MethodInfo> && !std::is_same_v<T, ModuleMap>) ++code_generation_;
             if constexpr (std::is_same_v<T, VmInfo> || std::is_same_v<T, ModuleMap>) applying_everything_ = true;
             note_change();
             // Validity intervals and Method* versions begin and end at these events' times (a
@@ -66,7 +67,7 @@ void CodeMap::retire(std::shared_ptr<CompiledCode> code, uint64_t until) {
 
 void CodeMap::apply_load(CodeLoad&& load) {
     if (load.code_end <= load.code_begin) return;
-    ++live_generation_;
+    forget_live_answers(load.code_begin, load.code_end);
     // Whatever still overlaps the new range was freed before it was reused, even if its unload
     // event is still on the way.
     auto it = live_.lower_bound(load.code_begin);
@@ -79,6 +80,7 @@ void CodeMap::apply_load(CodeLoad&& load) {
     note_code_range(load.code_begin, load.code_end);
     while (it != live_.end() && it->first < load.code_end) {
         note_code_range(it->second->load.code_begin, it->second->load.code_end);
+        forget_live_answers(it->second->load.code_begin, it->second->load.code_end);
         retire(it->second, load.time_ns);
         it = live_.erase(it);
     }
@@ -98,7 +100,7 @@ void CodeMap::apply_unload(const CodeUnload& unload) {
         auto code = it->second;
         note_code_range(code->load.code_begin, code->load.code_end);
         live_.erase(it);
-        ++live_generation_;
+        forget_live_answers(code->load.code_begin, code->load.code_end);
         retire(std::move(code), unload.time_ns);
         return;
     }
@@ -180,21 +182,31 @@ const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns, bool
     return next_loaded;
 }
 
+void CodeMap::forget_live_answers(uint64_t begin, uint64_t end) {
+    for (LiveCacheEntry& e : live_cache_) {
+        if (e.pc - begin < end - begin) e.valid = false;
+    }
+}
+
 const CompiledCode* CodeMap::find_live(uint64_t pc) const {
     LiveCacheEntry& slot = live_cache_[((pc >> 3) ^ (pc >> 14)) & (kLiveCacheSize - 1)];
-    if (slot.pc == pc && slot.generation == live_generation_) return slot.code;
+    if (slot.pc == pc && slot.valid) return slot.code;
     const CompiledCode* found = nullptr;
     auto it = live_.upper_bound(pc);
     if (it != live_.begin()) {
         const CompiledCode& c = *std::prev(it)->second;
         if (c.contains(pc)) found = &c;
     }
-    slot = LiveCacheEntry{pc, live_generation_, found};
+    slot = LiveCacheEntry{pc, found, true};
     return found;
 }
 
 const CompiledCode* CodeMap::find_compiled(uint64_t pc, uint64_t time_ns) const {
     if (lookup_log_) lookup_log_->add(page_key(pc));
+    return find_compiled_unlogged(pc, time_ns);
+}
+
+const CompiledCode* CodeMap::find_compiled_unlogged(uint64_t pc, uint64_t time_ns) const {
     // A native pc (most of a JVM thread's frames, and every one its native steps ask about) lies
     // outside every range code was ever loaded at: no lookup needed.
     if (pc < loaded_lo_ || pc >= loaded_hi_) return nullptr;
@@ -292,17 +304,21 @@ CodeLookup CodeMap::find_code(uint64_t pc, uint64_t time_ns) const {
         r.region = CodeRegion::kInterpreter;
         return r;
     }
-    if (const CompiledCode* c = find_compiled(pc, time_ns)) {
+    if (lookup_log_) lookup_log_->add(page_key(pc));
+    CodeCacheEntry& cached = code_cache_[((pc >> 2) ^ (pc >> 13)) & (kCodeCacheSize - 1)];
+    if (cached.pc == pc && cached.generation == code_generation_ && same_answers_at(cached.time_ns, time_ns)) {
+        return cached.result;
+    }
+    if (const CompiledCode* c = find_compiled_unlogged(pc, time_ns)) {
         r.region = CodeRegion::kCompiled;
         r.compiled = c;
-        return r;
-    }
-    if (const Stub* s = find_stub(pc)) {
+    } else if (const Stub* s = find_stub(pc)) {
         r.region = CodeRegion::kStub;
         r.stub = s;
-        return r;
+    } else if (in_code_cache(pc)) {
+        r.region = CodeRegion::kUnknownCodeCache;
     }
-    if (in_code_cache(pc)) r.region = CodeRegion::kUnknownCodeCache;
+    cached = CodeCacheEntry{pc, time_ns, code_generation_, r};
     return r;
 }
 
@@ -312,6 +328,9 @@ void CodeMap::apply_method(MethodInfo&& method) {
     if (info->method_id != 0) methods_by_id_[info->method_id] = info;
     if (info->method_ptr == 0) return;
     applying_ = KeyRange{method_key(info->method_ptr), method_key(info->method_ptr)};
+    if (MethodCacheEntry& cached = method_cache_[method_slot(info->method_ptr)]; cached.ptr == info->method_ptr) {
+        cached.valid = false;
+    }
     const MethodVersion version{info->time_ns, info};
     const auto earlier = [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; };
     if (auto multi = versions_by_ptr_.find(info->method_ptr); multi != versions_by_ptr_.end()) {
@@ -336,11 +355,17 @@ const MethodInfo* CodeMap::method_by_id(uint64_t method_id) const {
 
 const MethodInfo* CodeMap::method_by_ptr(uint64_t method_ptr, uint64_t time_ns) const {
     if (lookup_log_) lookup_log_->add(method_key(method_ptr));
+    MethodCacheEntry& cached = method_cache_[method_slot(method_ptr)];
+    if (cached.ptr == method_ptr && cached.valid) return cached.info;
     if (auto single = single_version_by_ptr_.find(method_ptr); single != single_version_by_ptr_.end()) {
+        cached = MethodCacheEntry{method_ptr, single->second.info, true};
         return single->second.info;
     }
     auto it = versions_by_ptr_.find(method_ptr);
-    if (it == versions_by_ptr_.end() || it->second.empty()) return nullptr;
+    if (it == versions_by_ptr_.end() || it->second.empty()) {
+        cached = MethodCacheEntry{method_ptr, nullptr, true};
+        return nullptr;
+    }
     const auto& versions = it->second;
     auto pos = std::upper_bound(versions.begin(), versions.end(), time_ns,
                                 [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; });
@@ -412,6 +437,7 @@ void CodeMap::forget_before(uint64_t time_ns) {
             ++it;
         }
     }
+    if (history_.size() != history_before) ++code_generation_;   // find_code's answers may point into it
     if (versions_dropped || history_.size() != history_before) {
         ++epoch_;
         applying_everything_ = true;   // answers at times before time_ns changed, anywhere

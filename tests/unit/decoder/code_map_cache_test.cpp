@@ -2,6 +2,7 @@
 // span code was ever loaded at) must answer as a map asked for the first time does.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -59,4 +60,106 @@ TEST_CASE("the code map's cached answers follow every load and unload, as a map 
     }
     CHECK(checked > 100000);
     CHECK(compiled_answers > checked / 4);
+}
+
+namespace {
+MethodInfo method_version(uint64_t time_ns, uint64_t method_id, uint64_t method_ptr) {
+    MethodInfo m;
+    m.time_ns = time_ns;
+    m.method_id = method_id;
+    m.method_ptr = method_ptr;
+    return m;
+}
+}  // namespace
+
+TEST_CASE("the code map's cached answers hold at every sample time and for every Method*, as a map that never cached",
+          "[decoder]") {
+    // find_code keeps its answers across method announcements and for later times the map answers
+    // alike, method_by_ptr keeps those of Method*s with one version: code, stubs and Method*s
+    // announced (again, at earlier and later times) and old entries forgotten, with lookups at
+    // times before, at and after each event's, must get what a map given the same history answers.
+    std::mt19937_64 random(11);
+    constexpr uint64_t kBase = test::kCodeCacheLow + 0x10000;
+    constexpr uint64_t kSpan = 0x2000;
+    constexpr int kPtrs = 24;
+    test::World warm;
+    // The history as it was applied: an event, or (no event) forget_before at `forget`.
+    struct Step {
+        std::optional<Event> event;
+        uint64_t forget = 0;
+    };
+    std::vector<Step> history;
+    std::vector<std::pair<uint64_t, uint64_t>> loaded;   // begin, method id
+    size_t code_checks = 0, method_checks = 0, versions_seen = 0;
+    for (uint64_t t = 100; t < 100 + 20 * 250; t += 20) {
+        const uint64_t kind = random() % 8;
+        Step step;
+        if (kind < 3) {
+            CodeLoad load;
+            load.time_ns = t - random() % 60;   // announced late, sometimes after later events
+            load.method_id = test::method_id(static_cast<int>(random() % 16));
+            load.code_begin = kBase + (random() % (kSpan / 16)) * 16;
+            load.code_end = load.code_begin + 16 + (random() % 32) * 16;
+            load.entry = load.verified_entry = load.code_begin;
+            load.frame_size_words = 4;
+            loaded.emplace_back(load.code_begin, load.method_id);
+            step.event = Event{load};
+        } else if (kind == 3 && !loaded.empty()) {
+            const size_t i = random() % loaded.size();
+            step.event = Event{CodeUnload{t, loaded[i].second, loaded[i].first}};
+            loaded.erase(loaded.begin() + static_cast<long>(i));
+        } else if (kind == 4) {
+            Stub stub;
+            stub.time_ns = t;
+            stub.name = "stub";
+            stub.begin = kBase + (random() % (kSpan / 16)) * 16;
+            stub.end = stub.begin + 16 + (random() % 16) * 16;
+            step.event = Event{stub};
+        } else if (kind == 5 && t > 400) {
+            step.forget = t - 300;
+        } else {
+            const uint64_t when = t - random() % 100;
+            const int i = static_cast<int>(random() % kPtrs);
+            step.event = Event{method_version(when, test::method_id(100 + static_cast<int>(random() % 1000)),
+                                              test::method_ptr(100 + i))};
+        }
+        if (step.event) warm.map.apply(Event{*step.event});
+        else warm.map.forget_before(step.forget);
+        history.push_back(step);
+        test::World fresh;
+        for (const Step& s : history) {
+            if (s.event) fresh.map.apply(Event{*s.event});
+            else fresh.map.forget_before(s.forget);
+        }
+        const uint64_t times[] = {t - 70, t - 20, t, t + 1, t + 500};
+        for (uint64_t when : times) {
+            for (uint64_t pc = kBase - 32; pc < kBase + kSpan + 600; pc += 24) {
+                const CodeLookup a = warm.map.find_code(pc, when);
+                const CodeLookup b = fresh.map.find_code(pc, when);
+                REQUIRE(a.region == b.region);
+                REQUIRE((a.compiled == nullptr) == (b.compiled == nullptr));
+                REQUIRE((a.stub == nullptr) == (b.stub == nullptr));
+                if (a.compiled) {
+                    REQUIRE(a.compiled->load.code_begin == b.compiled->load.code_begin);
+                    REQUIRE(a.compiled->valid_from == b.compiled->valid_from);
+                }
+                if (a.stub) REQUIRE((a.stub->begin == b.stub->begin && a.stub->end == b.stub->end));
+                ++code_checks;
+            }
+            for (int i = 0; i < kPtrs + 2; ++i) {
+                const MethodInfo* a = warm.map.method_by_ptr(test::method_ptr(100 + i), when);
+                const MethodInfo* b = fresh.map.method_by_ptr(test::method_ptr(100 + i), when);
+                REQUIRE((a == nullptr) == (b == nullptr));
+                if (a) {
+                    REQUIRE(a->method_id == b->method_id);
+                    REQUIRE(a->time_ns == b->time_ns);
+                    ++versions_seen;
+                }
+                ++method_checks;
+            }
+        }
+    }
+    CHECK(code_checks > 100000);
+    CHECK(method_checks > 20000);
+    CHECK(versions_seen > method_checks / 2);
 }

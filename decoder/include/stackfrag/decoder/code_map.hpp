@@ -166,6 +166,7 @@ private:
     void apply_vm(const VmInfo& vm);
     void apply_load(CodeLoad&& load);
     const CompiledCode* find_live(uint64_t pc) const;
+    const CompiledCode* find_compiled_unlogged(uint64_t pc, uint64_t time_ns) const;
     void apply_unload(const CodeUnload& unload);
     void apply_stub(const Stub& stub);
     void apply_method(MethodInfo&& method);
@@ -184,16 +185,31 @@ private:
     // Live code does not overlap: keyed by code_begin.
     std::map<uint64_t, std::shared_ptr<CompiledCode>> live_;
     // The same pcs (hot return addresses) are looked up sample after sample, and a walk down the
-    // tree costs a cache miss per level: a direct-mapped cache of pc -> live entry, valid while
-    // live_ has not changed since (live_generation_).
+    // tree costs a cache miss per level: a direct-mapped cache of pc -> live entry. A load or unload
+    // changes the answer only for the pcs of the ranges it adds or removes, so only those entries
+    // are dropped (forget_live_answers): a JIT that installs code every few milliseconds emptied a
+    // cache that every change emptied whole before the next sample of most threads.
     struct LiveCacheEntry {
         uint64_t pc = 0;
-        uint64_t generation = 0;
         const CompiledCode* code = nullptr;
+        bool valid = false;
     };
     static constexpr size_t kLiveCacheSize = 2048;
     mutable std::vector<LiveCacheEntry> live_cache_ = std::vector<LiveCacheEntry>(kLiveCacheSize);
-    uint64_t live_generation_ = 1;
+    void forget_live_answers(uint64_t begin, uint64_t end);
+    // find_code's answers by pc (a walk asks about each return address twice, once to check it
+    // and once to step there, and about the same call targets sample after sample), valid while no
+    // code, stub or VM event was applied since (code_generation_) and for a time the map answers
+    // alike (same_answers_at): method announcements leave them be.
+    struct CodeCacheEntry {
+        uint64_t pc = 0;
+        uint64_t time_ns = 0;
+        uint64_t generation = 0;   // 0: empty
+        CodeLookup result;
+    };
+    static constexpr size_t kCodeCacheSize = 1024;
+    mutable std::vector<CodeCacheEntry> code_cache_ = std::vector<CodeCacheEntry>(kCodeCacheSize);
+    uint64_t code_generation_ = 1;
     // The span of every range code (live or since unloaded) and stubs were ever announced at.
     uint64_t loaded_lo_ = ~uint64_t{0}, loaded_hi_ = 0;
     uint64_t stubs_lo_ = ~uint64_t{0}, stubs_hi_ = 0;
@@ -218,6 +234,18 @@ private:
     // one forget_before() has work on, and single ones cost no vector of their own.
     std::unordered_map<uint64_t, MethodVersion> single_version_by_ptr_;
     std::unordered_map<uint64_t, std::vector<MethodVersion>> versions_by_ptr_;   // sorted by time
+    // method_by_ptr's time-independent answers (a Method* with one version, or none) by Method*,
+    // direct-mapped: every interpreted frame and every scan's candidate asks, and a hash map's
+    // node costs a cache miss. An entry is dropped when its Method* is announced again; one with
+    // several versions is never kept (its answer depends on the time).
+    struct MethodCacheEntry {
+        uint64_t ptr = 0;
+        const MethodInfo* info = nullptr;
+        bool valid = false;
+    };
+    static constexpr size_t kMethodCacheSize = 4096;
+    mutable std::vector<MethodCacheEntry> method_cache_ = std::vector<MethodCacheEntry>(kMethodCacheSize);
+    static size_t method_slot(uint64_t ptr) { return ((ptr >> 3) ^ (ptr >> 15)) & (kMethodCacheSize - 1); }
 
     std::vector<ModuleMap> modules_;   // sorted by begin, non-overlapping
     uint64_t modules_generation_ = 0;
