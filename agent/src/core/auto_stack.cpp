@@ -79,11 +79,12 @@ void AutoStack::request(const StackChange& change, uint64_t sample_ns) {
                  static_cast<double>(monotonic_ns() - std::min(sample_ns, monotonic_ns())) / 1e6);
 }
 
-void AutoStack::thread_started(uint32_t tid, std::string_view name) {
+void AutoStack::thread_started(uint32_t tid, std::string_view name, bool started_vm) {
     std::optional<StackChange> change;
     {
         std::lock_guard<std::mutex> lock(controller_mutex_);
         change = controller_.on_thread_started(tid, thread_family(name));
+        if (started_vm && !change) change = controller_.start_large(tid, "the thread that started the VM runs deep at first");
     }
     if (change) request(*change, monotonic_ns());
 }

@@ -54,6 +54,12 @@ std::optional<StackChange> StackController::on_thread_started(uint32_t tid, cons
     return StackChange{tid, settings_.base_bytes, settings_.max_bytes, kFamilyRanOff};
 }
 
+std::optional<StackChange> StackController::start_large(uint32_t tid, const char* why) {
+    if (threads_.count(tid) != 0 || settings_.base_bytes >= settings_.max_bytes) return std::nullopt;
+    track(tid, settings_.max_bytes);
+    return StackChange{tid, settings_.base_bytes, settings_.max_bytes, why};
+}
+
 void StackController::family_ran_off(uint32_t tid) {
     auto family = family_of_.find(tid);
     if (family == family_of_.end()) return;

@@ -72,6 +72,9 @@ public:
     // none). If a thread of that family has run off its fragment and none has settled back at the
     // base since, the new thread starts at the largest size (the returned change).
     std::optional<StackChange> on_thread_started(uint32_t tid, const std::string& family);
+    // `tid` starts at the largest size (its first samples would run off, see AutoStack::
+    // thread_started); nullopt if it is tracked already or the base is the largest size.
+    std::optional<StackChange> start_large(uint32_t tid, const char* why);
     // The changes the last on_sample implied for other threads: when a thread's fragment grows
     // from the base, its family's threads still at the base grow with it (each once per episode of
     // the family: until one of them has stayed at the base as long as an episode's end asks).

@@ -178,6 +178,7 @@ public:
                 return;
             }
             live_.store(true, std::memory_order_release);
+            if (!attach_) vm_start_tid_ = current_tid();   // the thread that created the VM runs VMInit
             if (options_.mode == SamplingMode::kCpu && attach_ && !backend_.signal()) add_cpu_events_for_existing_threads();
             register_existing_threads(jni);
             start_task_watcher();
@@ -567,7 +568,9 @@ private:
         }
         // stack=auto: after the events' opening and the validator's thread were queued, so that a
         // larger fragment for a thread of a deep family reopens them (and the validator follows).
-        if (auto_stack_ && on_perf) auto_stack_->thread_started(static_cast<uint32_t>(tid), registered_name);
+        if (auto_stack_ && on_perf) {
+            auto_stack_->thread_started(static_cast<uint32_t>(tid), registered_name, tid == vm_start_tid_);
+        }
     }
 
     void register_existing_threads(JNIEnv* jni) {
@@ -834,6 +837,7 @@ private:
     jvmtiEnv* jvmti_;
     const AgentOptions options_;
     bool attach_ = false;
+    pid_t vm_start_tid_ = 0;   // the thread that ran VMInit (not when attached): stack=auto starts it large
     bool disabled_ = false;
     EventQueue queue_;
     StreamWriter writer_;

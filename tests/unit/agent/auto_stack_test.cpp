@@ -245,4 +245,13 @@ TEST_CASE("stack=auto grows a deep thread's family with it, and starts the famil
     // A new thread of the pool starts grown.
     autostack.thread_started(11, "pool-1-thread-4");
     CHECK(autostack.grown() == 5);
+    // The thread that started the VM starts grown whatever its name; other threads named so do not.
+    autostack.thread_started(12, "main");
+    CHECK(autostack.grown() == 5);
+    autostack.thread_started(13, "main", true);
+    CHECK(autostack.grown() == 6);
+    // Grown already: its later deep samples change nothing.
+    autostack.set_stack_top(13, kTop, 100);
+    autostack.on_perf_sample(sample_at(13, 100'000, 65416));
+    CHECK(autostack.grown() == 6);
 }

@@ -174,3 +174,23 @@ TEST_CASE("a family that settled back at the base starts its next threads there"
     c.forget(12);
     CHECK(!c.on_thread_started(12, "other-"));
 }
+
+TEST_CASE("a thread can start at the largest size and shrinks by the usual trials", "[agent][stack]") {
+    StackController c(small_settings());
+    auto started = c.start_large(5, "why");
+    REQUIRE(started);
+    CHECK(started->old_bytes == 16384);
+    CHECK(started->new_bytes == 65528);
+    CHECK(c.bytes_of(5) == 65528);
+    // Once only: a tracked thread is left as it is.
+    CHECK(!c.start_large(5, "why"));
+    std::optional<StackChange> trial;
+    for (int i = 0; i < 10 && !trial; ++i) trial = c.on_sample(5, TraceStatus::kComplete, 65528);
+    REQUIRE(trial);
+    CHECK(trial->new_bytes == 32760);
+    // Not when the start size is already the largest.
+    StackControllerSettings large = small_settings();
+    large.base_bytes = large.max_bytes;
+    StackController fixed(large);
+    CHECK(!fixed.start_large(5, "why"));
+}
