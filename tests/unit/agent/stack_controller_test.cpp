@@ -28,6 +28,14 @@ std::optional<StackChange> feed(StackController& c, int n, TraceStatus status, s
     return last;
 }
 
+// Whether thread `tid`, grown to the largest size, starts its shrink trial (to 32760 bytes) within
+// a quiet period of complete samples.
+bool quiet_thread_shrinks(StackController& c, uint32_t tid) {
+    std::optional<StackChange> trial;
+    for (int i = 0; i < 10 && !trial; ++i) trial = c.on_sample(tid, TraceStatus::kComplete, 65528);
+    return trial && trial->new_bytes == 32760;
+}
+
 }  // namespace
 
 TEST_CASE("an incomplete sample grows the thread's fragment to the largest at once", "[agent][stack]") {
@@ -142,10 +150,7 @@ TEST_CASE("a thread that runs off its fragment grows its family's threads with i
     CHECK(!c.on_thread_started(22, "other-"));
 
     // The siblings shrink by the usual trials when they stay quiet.
-    std::optional<StackChange> trial;
-    for (int i = 0; i < 10 && !trial; ++i) trial = c.on_sample(12, TraceStatus::kComplete, 65528);
-    REQUIRE(trial);
-    CHECK(trial->new_bytes == 32760);
+    CHECK(quiet_thread_shrinks(c, 12));
 }
 
 TEST_CASE("a family that settled back at the base starts its next threads there", "[agent][stack]") {
@@ -184,10 +189,7 @@ TEST_CASE("a thread can start at the largest size and shrinks by the usual trial
     CHECK(c.bytes_of(5) == 65528);
     // Once only: a tracked thread is left as it is.
     CHECK(!c.start_large(5, "why"));
-    std::optional<StackChange> trial;
-    for (int i = 0; i < 10 && !trial; ++i) trial = c.on_sample(5, TraceStatus::kComplete, 65528);
-    REQUIRE(trial);
-    CHECK(trial->new_bytes == 32760);
+    CHECK(quiet_thread_shrinks(c, 5));
     // Not when the start size is already the largest.
     StackControllerSettings large = small_settings();
     large.base_bytes = large.max_bytes;
