@@ -183,21 +183,26 @@ const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns, bool
 }
 
 void CodeMap::forget_live_answers(uint64_t begin, uint64_t end) {
-    for (LiveCacheEntry& e : live_cache_) {
-        if (e.pc - begin < end - begin) e.valid = false;
+    if (end <= begin) return;
+    const uint64_t first = begin >> kGranuleBits, last = (end - 1) >> kGranuleBits;
+    if (last - first >= kGranules) {   // every granule
+        for (uint64_t& g : granule_generation_) ++g;
+        return;
     }
+    for (uint64_t g = first; g <= last; ++g) ++granule_generation_[g & (kGranules - 1)];
 }
 
 const CompiledCode* CodeMap::find_live(uint64_t pc) const {
     LiveCacheEntry& slot = live_cache_[((pc >> 3) ^ (pc >> 14)) & (kLiveCacheSize - 1)];
-    if (slot.pc == pc && slot.valid) return slot.code;
+    const uint64_t generation = granule_generation_[granule_of(pc)];
+    if (slot.pc == pc && slot.generation == generation) return slot.code;
     const CompiledCode* found = nullptr;
     auto it = live_.upper_bound(pc);
     if (it != live_.begin()) {
         const CompiledCode& c = *std::prev(it)->second;
         if (c.contains(pc)) found = &c;
     }
-    slot = LiveCacheEntry{pc, found, true};
+    slot = LiveCacheEntry{pc, generation, found};
     return found;
 }
 
