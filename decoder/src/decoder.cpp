@@ -1069,10 +1069,21 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
 
 bool Walk::scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64_t& sp, uint64_t& fp,
                            const Stub* callee) {
-    for (size_t i = 0; i < max_words; ++i) {
+    if (max_words == 0) return false;
+    uint64_t word = 0;
+    if (!view_.read(from, word)) return false;
+    // Most words are data that is_return_target turns down by their value alone (outside the code
+    // cache and the interpreter): read straight from the fragment, the view told of the words read
+    // at each candidate and where the scan ends (its record keeps their hull only).
+    const VmInfo& vm = map_.vm();
+    const bool by_value = vm.code_cache_high > vm.code_cache_low;
+    const size_t readable = static_cast<size_t>((view_.end() - from) / kWord);   // words from `from` in the view
+    const size_t scanned = std::min(max_words, readable);
+    for (size_t i = 0; i < scanned; ++i) {
         const uint64_t slot = from + words(static_cast<int64_t>(i));
-        uint64_t word = 0;
-        if (!view_.read(slot, word)) return false;
+        std::memcpy(&word, view_.data() + (slot - view_.begin()), sizeof word);
+        if (by_value && !map_.in_code_cache(word) && !map_.in_interpreter(word) && word != vm.call_stub_return) continue;
+        view_.read(slot, word);
         if (!is_return_target(word)) continue;
         // The stub either kept the caller's rbp in the register or pushed it just below the return
         // address; try both.
@@ -1088,6 +1099,8 @@ bool Walk::scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64
             }
         }
     }
+    view_.read(from + words(static_cast<int64_t>(scanned - 1)), word);
+    if (scanned < max_words) view_.read(from + words(static_cast<int64_t>(scanned)), word);   // off the view: ends the scan
     return false;
 }
 
@@ -1162,11 +1175,21 @@ Walk::Step Walk::step_stub(const Stub* stub) {
 bool Walk::try_breadcrumb() {
     namespace bc = breadcrumb;
     if (breadcrumb_used_) return false;
-    uint64_t addr = (sp_ + 7) & ~uint64_t{7};
-    for (; view_.contains(addr, bc::kWords * kWord); addr += kWord) {
+    constexpr uint64_t kRecordBytes = bc::kWords * kWord;
+    const uint64_t first = (sp_ + 7) & ~uint64_t{7};
+    if (!view_.contains(first, kRecordBytes)) return false;
+    // Every word from `first` up to the last one a record fits above is read, most of a 16 KB
+    // fragment when there is none: read straight from the fragment, and the view told once of the
+    // words read before each candidate and at the end (its record keeps their hull only).
+    const uint64_t last = first + (view_.end() - kRecordBytes - first) / kWord * kWord;
+    uint64_t word = 0;
+    view_.read(first, word);
+    for (uint64_t addr = first; addr <= last; addr += kWord) {
         uint64_t m0 = 0, m1 = 0;
-        view_.read(addr, m0);   // in bounds: checked above
+        std::memcpy(&m0, view_.data() + (addr - view_.begin()), sizeof m0);
         if (m0 != bc::kMagic0) continue;
+        view_.contains(addr, kRecordBytes);
+        view_.read(addr, m0);
         view_.read(addr + kWord, m1);
         if (m1 != bc::kMagic1) continue;
         uint64_t jsp = 0, jpc = 0, jfp = 0;
@@ -1190,6 +1213,9 @@ bool Walk::try_breadcrumb() {
         after_java_ = true;
         return true;
     }
+    view_.contains(last, kRecordBytes);
+    view_.read(last, word);
+    view_.contains(last + kWord, kRecordBytes);   // where the scan stopped: no record fits
     return false;
 }
 
