@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -131,6 +132,50 @@ TEST_CASE("sampling begins before the agent's code-map scan, and the CPU time be
     const uint64_t before = coverage.at("process_cpu_before_sampling_ns").get<uint64_t>();
     CHECK(before > 0);
     CHECK(before < coverage.at("process_cpu_ns").get<uint64_t>());
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sampling begins at the agent's load: the JVM's start before VMInit is in the profile, decoded, in both "
+          "modes", "[live][coverage]") {
+    const std::string mode = GENERATE("thread", "cpu");
+    const std::string dir = temp_dir("early-" + mode);
+    demo_classes(dir);
+    const std::string rec = dir + "/run.sfr", live = dir + "/live.collapsed";
+    const auto r = run_java({"-agentpath:" + kAgent + "=interval=100us,mode=" + mode + ",record=" + rec + ",file=" + live,
+                             "-cp", dir, "demo.Demo", "1"},
+                            dir + "/jvm");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    // The VM's initialisation (heap, stubs, the interpreter, the first classes) runs on the thread
+    // that loaded the agent, between its load and VMInit: native frames of libjvm under
+    // Threads::create_vm, not the agent's own work at VMInit (post_vm_initialized).
+    uint64_t start_samples = 0;
+    std::istringstream lines(sf::test::read_text_file(live));
+    for (std::string line; std::getline(lines, line);) {
+        if (contains(line, "Threads::create_vm") && !contains(line, "post_vm_initialized")) {
+            start_samples += std::stoull(line.substr(line.rfind(' ') + 1));
+        }
+    }
+    CHECK(start_samples >= 20);   // ~30 ms of the main thread's CPU time at 100 us
+    std::smatch m;
+    REQUIRE(std::regex_search(r.err, m, std::regex("stop summary: (\\d+) samples taken; decoded ([0-9.]+)% .*failed ([0-9.]+)%")));
+    CHECK(std::stod(m[3]) < 1.0);   // the held samples decode once the VM is announced
+    // The CPU time before sampling is the process's before the agent's load: a few ms, not the
+    // tens of ms up to VMInit.
+    const auto replay = sf::test::run_process({kCli, "replay", rec, "--json"}, {}, dir + "/replay", 120);
+    REQUIRE(replay.exit_code == 0);
+    const nlohmann::json coverage = nlohmann::json::parse(replay.out).at("coverage");
+    INFO(coverage.dump());
+    const uint64_t before = coverage.at("process_cpu_before_sampling_ns").get<uint64_t>();
+    CHECK(before > 0);
+    CHECK(before < start_samples * 100'000);   // less than the start's sampled time
+    // The live profile is what replay makes of the recording, early samples included.
+    const auto replayed = sf::test::run_process({kCli, "replay", rec, "--collapsed", dir + "/replay.collapsed"}, {},
+                                                dir + "/replay2", 120);
+    REQUIRE(replayed.exit_code == 0);
+    if (!std::regex_search(r.err, m, std::regex("(\\d+) \\(live queue full\\)")) || m[1] == "0") {
+        CHECK(sf::test::read_text_file(dir + "/replay.collapsed") == sf::test::read_text_file(live));
+    }
     std::filesystem::remove_all(dir);
 }
 

@@ -72,7 +72,7 @@ bool is_persistent(const Error& error) {
 }
 }  // namespace
 
-enum class Sampler::RequestKind : uint8_t { kOpen, kEnd, kPeriod, kStack };
+enum class Sampler::RequestKind : uint8_t { kOpen, kEnd, kPeriod, kStack, kEndCpus };
 
 struct Sampler::Request {
     using Kind = RequestKind;
@@ -392,6 +392,8 @@ void Sampler::end_thread(pid_t tid) {
     requests_.push(request);   // closed at the reader's next cycle (no wake-up, as for add_thread)
 }
 
+void Sampler::end_cpus() { post(Request::Kind::kEndCpus, 0, 0, 0); }
+
 void Sampler::request_period(pid_t tid, uint64_t period_ns) { post(Request::Kind::kPeriod, tid, period_ns, 0); }
 
 void Sampler::request_stack(pid_t tid, uint32_t bytes) { post(Request::Kind::kStack, tid, 0, bytes); }
@@ -499,6 +501,12 @@ void Sampler::apply_requests() {
             open_ring(*request);
         } else if (request->kind == Request::Kind::kPeriod) {
             set_period(request->tid, request->period_ns);
+        } else if (request->kind == Request::Kind::kEndCpus) {
+            std::vector<uint64_t> cpu_rings;
+            for (const auto& [key, ring] : rings_) {
+                if (ring->tid == 0) cpu_rings.push_back(key);
+            }
+            for (uint64_t key : cpu_rings) close_ring(key);
         } else if (request->kind == Request::Kind::kStack) {
             set_stack(request->tid, request->stack_bytes);
             SF_LOG_DEBUG("stack=auto: thread %d's %u-byte request applied %.1f ms after it was made", request->tid,

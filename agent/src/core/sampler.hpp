@@ -100,6 +100,9 @@ public:
     Status add_cpus(pid_t tid);
     // The reader drains the thread's ring one last time, then closes its event.
     void end_thread(pid_t tid);
+    // The reader drains and closes every per-CPU event (add_cpus) at its next cycle, which this
+    // brings on: the threads' own events opened before this call take over.
+    void end_cpus();
     // Makes the reader drain everything now.
     void wake();
     // Any thread, never waits: the reader sets the clock event of `tid` to `period_ns` at its

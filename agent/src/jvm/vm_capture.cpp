@@ -84,7 +84,7 @@ struct VmCapture::Impl {
     }
 
     Status read_vm_info(const SamplingParameters& params) {
-        info.time_ns = monotonic_ns();
+        info.time_ns = params.valid_from_ns != 0 ? params.valid_from_ns : monotonic_ns();
         info.pid = static_cast<uint32_t>(getpid());
         info.vm_version = system_property("java.vm.version");
         // java.specification.version is set by the class library later; the VM's own is there at VMInit.

@@ -258,6 +258,46 @@ TEST_CASE("stop without a started reader drains on the caller; per-CPU events wo
     CHECK(idle_writer.counts().of(EventKind::kVmInfo) == 1);
 }
 
+TEST_CASE("end_cpus hands a thread over from the per-CPU events to its own: its samples go on, none twice") {
+    const std::string path = "/tmp/sf-agent-endcpus-" + std::to_string(getpid()) + ".sfr";
+    EventQueue queue;
+    StreamWriter writer(test::new_recording(path));
+    kernel::SamplingConfig config;
+    config.period_ns = 1'000'000;
+    Sampler sampler(config, queue, writer, nullptr);
+    // As the agent does from its load until VMInit in mode=thread.
+    REQUIRE(sampler.add_cpus(static_cast<pid_t>(syscall(SYS_gettid))).ok());
+    REQUIRE(sampler.start().ok());
+    test::SpinningThread spinner;
+    spinner.wait_for_cpu_ms(100);
+    const uint64_t opened_before = sampler.stats().threads_opened;
+    REQUIRE(sampler.add_thread(spinner.tid()).ok());
+    sampler.end_cpus();
+    for (int waited = 0; waited < 200 && sampler.stats().threads_closed < opened_before; ++waited) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(sampler.stats().threads_closed == opened_before);   // every per-CPU ring, not the thread's
+    const uint64_t cpu_at_handover = spinner.cpu_so_far();
+    spinner.wait_for_cpu_ms(cpu_at_handover / 1'000'000 + 100);
+    const uint64_t cpu_at_end = spinner.cpu_so_far();
+    sampler.end_thread(spinner.tid());
+    for (int waited = 0; waited < 200 && sampler.stats().threads_closed == opened_before; ++waited) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const uint64_t cpu_at_close = spinner.cpu_so_far();
+    spinner.stop();
+    REQUIRE(sampler.stop(3000));
+    const Recorded recorded = read_back(path, spinner.tid());
+    CHECK(recorded.ordered);
+    // About the spinner's CPU time x rate from its first instant, through the handover: not the
+    // double an overlap of both kinds of event would give, nor a gap's loss.
+    INFO("samples " << recorded.samples_of_tid << ", spinner CPU " << cpu_at_end / 1e6 << " ms ("
+                    << cpu_at_close / 1e6 << " at the close), lost " << recorded.lost);
+    CHECK(recorded.samples_of_tid + recorded.lost >= 0.8 * static_cast<double>(cpu_at_end) / 1e6 - 5);
+    CHECK(recorded.samples_of_tid <= 1.1 * static_cast<double>(cpu_at_close) / 1e6 + 10);
+    std::remove(path.c_str());
+}
+
 TEST_CASE("an event stamped by a producer still in flight is not overtaken, however late it is emitted") {
     const std::string path = "/tmp/sf-agent-inflight-" + std::to_string(getpid()) + ".sfr";
     EventQueue queue;
