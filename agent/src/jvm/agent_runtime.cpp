@@ -145,8 +145,9 @@ public:
     // validate or mode=jvmti, whose machinery needs the live phase.
     void start_sampling_early() {
         if (disabled_ || backend_.signal() || options_.validate || timer() != nullptr ||
-            (options_.mode != SamplingMode::kThread && options_.mode != SamplingMode::kCpu)) {
-            return;
+            (options_.mode != SamplingMode::kThread && options_.mode != SamplingMode::kCpu) ||
+            (options_.mode == SamplingMode::kThread && !options_.all_threads)) {   // threads=java: the
+            return;                                                            // per-CPU events see all
         }
         early_from_ns_ = monotonic_ns();
         early_hold_ = std::make_unique<EventQueue::InFlight>(queue_);
