@@ -83,6 +83,9 @@ void AutoStack::thread_started(uint32_t tid, std::string_view name, bool started
     std::optional<StackChange> change;
     {
         std::lock_guard<std::mutex> lock(controller_mutex_);
+        // Its events open at the start size now: what was decided before had no event of its own
+        // to change (samples of the per-CPU events that sample from the agent's load until VMInit).
+        controller_.forget(tid);
         change = controller_.on_thread_started(tid, thread_family(name));
         if (started_vm && !change) change = controller_.start_large(tid, "the thread that started the VM runs deep at first");
     }

@@ -31,8 +31,9 @@ public:
     // The live signal judges threads without one alone; with only a recording see observe().
     void set_stack_top(uint32_t tid, uint64_t top, uint64_t now_ns);
 
-    // Any thread, once `tid` is sampled (its events are opened, or their opening is queued): its
-    // name, for its family (thread_family). A thread whose family ran off its fragments starts at
+    // Any thread, once `tid` is sampled (its events are opened at the start size, or their opening
+    // is queued; what the controller decided for it before is forgotten): its name, for its family
+    // (thread_family). A thread whose family ran off its fragments starts at
     // the largest size, and when a thread grows from the base, its family's threads still there
     // grow with it: a pool's threads run the same code, and each one's first deep samples would
     // otherwise be lost to incompleteness before it grows (httpserver's 16 workers, one each).

@@ -239,8 +239,9 @@ public:
             }
             // The VmInfo and the ModuleMaps are in the queue: the samples since the load may go.
             early_hold_.reset();
+            // The thread that created the VM runs VMInit; set before live_, which ThreadStart reads.
+            if (!attach_) vm_start_tid_ = current_tid();
             live_.store(true, std::memory_order_release);
-            if (!attach_) vm_start_tid_ = current_tid();   // the thread that created the VM runs VMInit
             if (options_.mode == SamplingMode::kCpu && attach_ && !backend_.signal()) add_cpu_events_for_existing_threads();
             if (early_from_ns_ != 0 && options_.mode == SamplingMode::kThread) {
                 // From the per-CPU events of the start to one event per thread: the announcing

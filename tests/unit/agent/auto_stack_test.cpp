@@ -254,4 +254,11 @@ TEST_CASE("stack=auto grows a deep thread's family with it, and starts the famil
     autostack.set_stack_top(13, kTop, 100);
     autostack.on_perf_sample(sample_at(13, 100'000, 65416));
     CHECK(autostack.grown() == 6);
+    // A thread judged before its own events opened (per-CPU samples from the agent's load until
+    // VMInit) starts afresh: the VM's starter still gets its larger fragment.
+    autostack.set_stack_top(14, kTop, 100);
+    autostack.on_perf_sample(sample_at(14, 100'000, 16384));
+    CHECK(autostack.grown() == 7);
+    autostack.thread_started(14, "main", true);
+    CHECK(autostack.grown() == 8);
 }
