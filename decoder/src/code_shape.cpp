@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstring>
 
 namespace sf::detail {
 namespace {
@@ -221,6 +222,122 @@ bool branch_target(const Decoded& d, uint64_t pc, uint64_t& target) {
 
 }  // namespace
 
+namespace {
+
+// The ModRM byte at b[at] and what follows it (SIB, displacement) in 64-bit mode without an
+// address-size prefix: its length, or 0 where it may name rsp in a register field (reg 4, or rm 4
+// with mod 3, whatever REX says: may_name_rsp's test), which only Zydis's operands can tell.
+size_t modrm_bytes(const uint8_t* b, size_t at) {
+    const uint8_t modrm = b[at];
+    const uint8_t mod = modrm >> 6, reg = (modrm >> 3) & 7, rm = modrm & 7;
+    if (reg == 4 || (mod == 3 && rm == 4)) return 0;
+    size_t n = 1;
+    if (mod != 3 && rm == 4) {   // SIB
+        ++n;
+        if (mod == 0 && (b[at + 1] & 7) == 5) n += 4;   // no base: disp32
+    }
+    if (mod == 0 && rm == 5) n += 4;   // rip + disp32
+    if (mod == 1) n += 1;
+    if (mod == 2) n += 4;
+    return n;
+}
+
+}  // namespace
+
+bool quick_decode(const uint8_t* b, size_t avail, QuickInsn& out) {
+    using Kind = QuickInsn::Kind;
+    // Long enough for any instruction: the encodings below are at most 14 bytes, and near the end
+    // of the code Zydis says what fits.
+    if (avail < 15) return false;
+    size_t i = 0;
+    const bool opsize = b[i] == 0x66;
+    if (opsize) ++i;
+    uint8_t rex = 0;
+    if ((b[i] & 0xf0) == 0x40) rex = b[i++];
+    const bool rex_w = (rex & 8) != 0, rex_b = (rex & 1) != 0;
+    const uint8_t op = b[i++];
+    const size_t iz = opsize && !rex_w ? 2 : 4;   // an imm16/32 operand's size (REX.W wins over 0x66)
+    auto with_modrm = [&](size_t imm) {
+        const size_t n = modrm_bytes(b, i);
+        if (n == 0) return false;
+        out = QuickInsn{Kind::kPlain, static_cast<uint8_t>(i + n + imm), 0};
+        return true;
+    };
+    auto plain = [&](size_t imm) {
+        out = QuickInsn{Kind::kPlain, static_cast<uint8_t>(i + imm), 0};
+        return true;
+    };
+    auto branch = [&](Kind kind, size_t imm) {
+        if (opsize) return false;
+        int32_t rel = 0;
+        if (imm == 1) {
+            rel = static_cast<int8_t>(b[i]);
+        } else {
+            std::memcpy(&rel, b + i, sizeof rel);
+        }
+        out = QuickInsn{kind, static_cast<uint8_t>(i + imm), rel};
+        return true;
+    };
+    auto simple = [&](Kind kind, size_t imm) {
+        out = QuickInsn{kind, static_cast<uint8_t>(i + imm), 0};
+        return true;
+    };
+    if (op < 0x40 && op != 0x0f) {
+        switch (op & 7) {
+            case 0: case 1: case 2: case 3: return with_modrm(0);   // add/or/adc/sbb/and/sub/xor/cmp r/m, r and r, r/m
+            case 4: return plain(1);                                 // op al, imm8
+            case 5: return plain(iz);                                // op eax, imm32
+            default: return false;                                   // prefixes, invalid in 64-bit mode
+        }
+    }
+    if (op >= 0x50 && op <= 0x57) return !opsize && simple(Kind::kPush, 0);
+    if (op >= 0x58 && op <= 0x5f) return !opsize && (op != 0x5c || rex_b) && simple(Kind::kPop, 0);
+    if (op >= 0x70 && op <= 0x7f) return branch(Kind::kJcc, 1);
+    if (op >= 0xb0 && op <= 0xb7) return rex == 0 && plain(1);                        // mov r8, imm8
+    if (op >= 0xb8 && op <= 0xbf) return (op != 0xbc || rex_b) && plain(rex_w ? 8 : iz);   // mov r, imm
+    switch (op) {
+        case 0x63: return with_modrm(0);                                     // movsxd
+        case 0x68: return !opsize && simple(Kind::kPush, 4);
+        case 0x6a: return !opsize && simple(Kind::kPush, 1);
+        case 0x69: return with_modrm(iz);                                    // imul r, r/m, imm
+        case 0x6b: return with_modrm(1);
+        case 0x80: case 0x83: case 0xc0: case 0xc1: return with_modrm(1);   // group 1 and shifts, imm8
+        case 0x81: return with_modrm(iz);
+        case 0x84: case 0x85: case 0x86: case 0x87: case 0x88: case 0x89: case 0x8a: case 0x8b:
+            return with_modrm(0);                                            // test, xchg, mov
+        case 0x8d: return (b[i] >> 6) != 3 && with_modrm(0);                 // lea
+        case 0x98: case 0x99: return plain(0);                               // cdqe, cqo
+        case 0xa8: return plain(1);                                          // test al, imm8
+        case 0xa9: return plain(iz);
+        case 0xc2: return simple(Kind::kStop, 2);                            // ret imm16
+        case 0xc3: case 0xcc: case 0xf4: return simple(Kind::kStop, 0);      // ret, int3, hlt
+        case 0xc6: return ((b[i] >> 3) & 7) == 0 && with_modrm(1);          // mov r/m8, imm8
+        case 0xc7: return ((b[i] >> 3) & 7) == 0 && with_modrm(iz);         // mov r/m, imm32
+        case 0xd0: case 0xd1: case 0xd2: case 0xd3: return ((b[i] >> 3) & 7) != 6 && with_modrm(0);   // shifts
+        case 0xe8: return branch(Kind::kCall, 4);
+        case 0xe9: return branch(Kind::kJmp, 4);
+        case 0xeb: return branch(Kind::kJmp, 1);
+        case 0xf6: return with_modrm(((b[i] >> 3) & 7) <= 1 ? 1 : 0);       // test r/m8, imm8; not, neg, mul, div
+        case 0xf7: return with_modrm(((b[i] >> 3) & 7) <= 1 ? iz : 0);
+        case 0xfe: return ((b[i] >> 3) & 7) <= 1 && with_modrm(0);          // inc, dec r/m8
+        case 0x0f: break;
+        default: return false;
+    }
+    const uint8_t op2 = b[i++];
+    if (op2 >= 0x80 && op2 <= 0x8f) return branch(Kind::kJcc, 4);
+    if (op2 >= 0x40 && op2 <= 0x4f) return with_modrm(0);   // cmovcc
+    if (op2 >= 0x90 && op2 <= 0x9f) return with_modrm(0);   // setcc
+    switch (op2) {
+        case 0x0b: return simple(Kind::kStop, 0);                            // ud2
+        case 0x1f: return ((b[i] >> 3) & 7) == 0 && with_modrm(0);          // nop r/m
+        case 0xa3: case 0xab: case 0xb3: case 0xbb: case 0xaf: case 0xb6: case 0xb7: case 0xbe: case 0xbf:
+        case 0xbc: case 0xbd:
+            return with_modrm(0);                                            // bt*, imul, movzx, movsx, bsf, bsr
+        case 0xba: return ((b[i] >> 3) & 7) >= 4 && with_modrm(1);          // bt* r/m, imm8
+        default: return false;
+    }
+}
+
 const SpRange* SpRanges::find(uint64_t offset) const {
     auto it = std::upper_bound(ranges.begin(), ranges.end(), offset,
                                [](uint64_t off, const SpRange& r) { return off < r.begin; });
@@ -269,6 +386,39 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
             first[st.offset] = static_cast<uint32_t>(pool.size() - 1);
             ++count[st.offset];
             const uint64_t pc = code.code_begin + st.offset;
+            QuickInsn q;
+            if (st.saved == kNoSaved && quick_decode(code.code.data() + st.offset, size - st.offset, q)) {
+                // What the Zydis path below does with such an instruction, without its decoding.
+                length[st.offset] = q.length;
+                const uint32_t next = st.offset + q.length;
+                const uint64_t target = pc + q.length + static_cast<uint64_t>(int64_t{q.rel});
+                const bool inside = target >= code.code_begin && target - code.code_begin < size;
+                bool falls_through = true;
+                switch (q.kind) {
+                    case QuickInsn::Kind::kPlain: break;
+                    case QuickInsn::Kind::kPush: st.delta += 8; break;
+                    case QuickInsn::Kind::kPop: st.delta -= 8; break;
+                    case QuickInsn::Kind::kStop: falls_through = false; break;
+                    case QuickInsn::Kind::kJcc:
+                        if (inside) work.push_back({static_cast<uint32_t>(target - code.code_begin), st.delta, st.saved, st.saved_reg});
+                        break;
+                    case QuickInsn::Kind::kCall:
+                        if (inside && target != code.entry && target != code.verified_entry && target != pc + q.length) {
+                            pending.push_back(static_cast<uint32_t>(target - code.code_begin));
+                        }
+                        break;
+                    case QuickInsn::Kind::kJmp:
+                        falls_through = inside;
+                        if (inside) {
+                            st.offset = static_cast<uint32_t>(target - code.code_begin);
+                            continue;
+                        }
+                        break;
+                }
+                if (!falls_through) break;
+                st.offset = next;
+                continue;
+            }
             // While a register holds a saved rsp, any instruction may overwrite it (writes_reg).
             if (!decode_at(code, pc, d, st.saved == kNoSaved)) break;
             length[st.offset] = d.insn.length;

@@ -1,0 +1,133 @@
+// The moved-rsp pass's shortcut past Zydis (code_shape.hpp, quick_decode) must, wherever it
+// answers, say what Zydis says in every respect the pass reads: the length, whether the instruction
+// is a push, a pop of another register than rsp, a relative jump, call or conditional jump (and its
+// target), an instruction that ends the path, or none of these with no register field naming rsp.
+#include <catch2/catch.hpp>
+
+#include <Zydis/Zydis.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "code_shape.hpp"
+#include "stackfrag/events/recording.hpp"
+
+using namespace sf;
+using detail::QuickInsn;
+
+namespace {
+
+// Empty when quick_decode agrees with Zydis at `bytes` (or does not answer), else what differs.
+std::string disagreement(const uint8_t* bytes, size_t avail, bool& answered) {
+    QuickInsn q;
+    answered = detail::quick_decode(bytes, avail, q);
+    if (!answered) return {};
+    static const ZydisDecoder zydis = [] {
+        ZydisDecoder d;
+        ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+        return d;
+    }();
+    ZydisDecoderContext context;
+    ZydisDecodedInstruction insn;
+    ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+    if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&zydis, &context, bytes, avail, &insn)) ||
+        !ZYAN_SUCCESS(ZydisDecoderDecodeOperands(&zydis, &context, &insn, ops, insn.operand_count_visible))) {
+        return "Zydis does not decode it";
+    }
+    if (insn.length != q.length) return "length " + std::to_string(insn.length) + " != " + std::to_string(q.length);
+    const auto m = insn.mnemonic;
+    const bool relative = insn.raw.imm[0].is_relative && insn.raw.imm[0].value.s == q.rel;
+    const bool cond = insn.meta.category == ZYDIS_CATEGORY_COND_BR;
+    switch (q.kind) {
+        case QuickInsn::Kind::kPlain: {
+            const bool special = m == ZYDIS_MNEMONIC_PUSH || m == ZYDIS_MNEMONIC_PUSHFQ || m == ZYDIS_MNEMONIC_POP ||
+                                 m == ZYDIS_MNEMONIC_POPFQ || m == ZYDIS_MNEMONIC_LEAVE || m == ZYDIS_MNEMONIC_RET ||
+                                 m == ZYDIS_MNEMONIC_INT3 || m == ZYDIS_MNEMONIC_HLT || m == ZYDIS_MNEMONIC_UD2 ||
+                                 m == ZYDIS_MNEMONIC_JMP || m == ZYDIS_MNEMONIC_CALL || cond;
+            if (special) return "plain, but a push, pop, leave or branch";
+            if (insn.encoding != ZYDIS_INSTRUCTION_ENCODING_LEGACY || !(insn.attributes & ZYDIS_ATTRIB_HAS_MODRM)) {
+                // Without a ModRM the pass decodes the visible operands: none may be rsp's register.
+                for (uint8_t i = 0; i < insn.operand_count_visible; ++i) {
+                    if (ops[i].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+                        ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, ops[i].reg.value) == ZYDIS_REGISTER_RSP) {
+                        return "plain, but it names rsp";
+                    }
+                }
+            } else if (insn.raw.modrm.reg == 4 || (insn.raw.modrm.mod == 3 && insn.raw.modrm.rm == 4)) {
+                return "plain, but its ModRM may name rsp";
+            }
+            return {};
+        }
+        case QuickInsn::Kind::kPush: return m == ZYDIS_MNEMONIC_PUSH ? "" : "not a push";
+        case QuickInsn::Kind::kPop:
+            if (m != ZYDIS_MNEMONIC_POP) return "not a pop";
+            return ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER && ops[0].reg.value == ZYDIS_REGISTER_RSP ? "pop rsp" : "";
+        case QuickInsn::Kind::kStop:
+            return m == ZYDIS_MNEMONIC_RET || m == ZYDIS_MNEMONIC_INT3 || m == ZYDIS_MNEMONIC_HLT || m == ZYDIS_MNEMONIC_UD2
+                       ? ""
+                       : "no ret, int3, hlt or ud2";
+        case QuickInsn::Kind::kJmp: return m == ZYDIS_MNEMONIC_JMP && relative ? "" : "not this jmp";
+        case QuickInsn::Kind::kCall: return m == ZYDIS_MNEMONIC_CALL && relative ? "" : "not this call";
+        case QuickInsn::Kind::kJcc: return cond && relative && m != ZYDIS_MNEMONIC_JMP ? "" : "not this jcc";
+    }
+    return "unknown kind";
+}
+
+std::string hex(const uint8_t* b, size_t n) {
+    std::string s;
+    for (size_t i = 0; i < n; ++i) {
+        static const char* digits = "0123456789abcdef";
+        s += digits[b[i] >> 4];
+        s += digits[b[i] & 15];
+        s += ' ';
+    }
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("quick_decode agrees with Zydis at every offset of the recorded compiled code", "[decoder]") {
+    size_t offsets = 0, answered_count = 0;
+    for (const char* file : {"groundtruth-jdk17-validate.sfr", "groundtruth-jdk25-validate.sfr"}) {
+        auto reader = RecordingReader::open(std::string(STACKFRAG_SOURCE_DIR) + "/tests/data/" + file);
+        REQUIRE(reader.ok());
+        while (auto event = (*reader)->next()) {
+            const auto* load = std::get_if<CodeLoad>(&*event);
+            if (load == nullptr) continue;
+            const std::vector<uint8_t>& code = load->code;
+            // Every offset, not only instruction starts: any byte can be a jump's target.
+            for (size_t off = 0; off < code.size(); ++off) {
+                bool answered = false;
+                const std::string why = disagreement(code.data() + off, code.size() - off, answered);
+                INFO(file << " code at 0x" << std::hex << load->code_begin << " + " << off << ": "
+                          << hex(code.data() + off, std::min<size_t>(15, code.size() - off)) << ": " << why);
+                REQUIRE(why.empty());
+                answered_count += answered;
+                ++offsets;
+            }
+        }
+    }
+    CHECK(offsets > 100000);
+    CHECK(answered_count > offsets / 4);   // it answers for most of what compiled code is made of
+}
+
+TEST_CASE("quick_decode agrees with Zydis on random instruction bytes", "[decoder]") {
+    // Random bytes after the prefixes and opcodes it knows, so that its every case meets every
+    // ModRM, SIB, displacement and immediate; and wholly random ones.
+    std::mt19937_64 random(5);
+    const uint8_t prefixes[] = {0x66, 0x40, 0x41, 0x44, 0x48, 0x49, 0x4c, 0x4d, 0x0f, 0xf3, 0xf2, 0xf0};
+    size_t answered_count = 0;
+    for (int n = 0; n < 2'000'000; ++n) {
+        uint8_t bytes[20];
+        for (uint8_t& b : bytes) b = static_cast<uint8_t>(random());
+        const int lead = static_cast<int>(random() % 4);
+        for (int i = 0; i < lead; ++i) bytes[i] = prefixes[random() % sizeof prefixes];
+        bool answered = false;
+        const std::string why = disagreement(bytes, sizeof bytes, answered);
+        INFO(hex(bytes, 15) << ": " << why);
+        REQUIRE(why.empty());
+        answered_count += answered;
+    }
+    CHECK(answered_count > 200000);
+}
