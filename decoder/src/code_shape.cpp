@@ -144,6 +144,14 @@ TopFrameShape analyze_top_frame(const CodeLoad& code, uint64_t pc) {
         off < static_cast<uint64_t>(code.frame_complete_offset) && pc >= code.verified_entry) {
         return emulate_prologue(code, pc);
     }
+    // Most tops are in the body: an instruction quick_decode knows that is no pop, ret, jcc or
+    // compare of rsp (the return poll) leaves the frame complete, without Zydis.
+    QuickInsn q;
+    if (quick_decode(code.code.data() + off, code.code.size() - off, q) &&
+        (q.kind == QuickInsn::Kind::kPlain || q.kind == QuickInsn::Kind::kPush || q.kind == QuickInsn::Kind::kJmp ||
+         q.kind == QuickInsn::Kind::kCall)) {
+        return shape;
+    }
     Decoded d;
     if (!decode_at(code, pc, d)) return shape;
     if (is_pop_rbp(d)) {
