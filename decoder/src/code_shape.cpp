@@ -147,7 +147,7 @@ TopFrameShape analyze_top_frame(const CodeLoad& code, uint64_t pc) {
     // Most tops are in the body: an instruction quick_decode knows that is no pop, ret, jcc or
     // compare of rsp (the return poll) leaves the frame complete, without Zydis.
     QuickInsn q;
-    if (quick_decode(code.code.data() + off, code.code.size() - off, q) &&
+    if (off < code.code.size() && quick_decode(code.code.data() + off, code.code.size() - off, q) &&
         (q.kind == QuickInsn::Kind::kPlain || q.kind == QuickInsn::Kind::kPush || q.kind == QuickInsn::Kind::kJmp ||
          q.kind == QuickInsn::Kind::kCall)) {
         return shape;

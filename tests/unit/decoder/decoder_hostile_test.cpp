@@ -119,6 +119,19 @@ TEST_CASE("degenerate samples fail with the right reason", "[decoder][hostile]")
         CallTrace t = d.decode(sample_of(s, mh.code_begin, s.at(0), 0));
         CHECK(t.status != TraceStatus::kComplete);
     }
+    SECTION("a top pc beyond the instruction bytes captured for its code reads no byte past them") {
+        // A CodeLoad's bytes may cover less than its range (a hostile or damaged recording): the top
+        // frame's shape is then found without its instruction (under ASan, a read past the 32 bytes fails).
+        CodeLoad c = nmethod(kCodeCacheLow + 0x50000, 9, 4);
+        c.code.assign(32, 0x90);
+        add_scope(c, 0x201, {mb(9, 3)});
+        w.add_code(c);
+        s.put(s.at(24), 0x42);   // the return address: no code
+        CallTrace t = d.decode(sample_of(s, c.code_begin + 0x200, s.at(0), s.at(0x100)));
+        CHECK(t.status == TraceStatus::kFailed);
+        REQUIRE(!t.frames.empty());
+        CHECK(t.frames[0].method_id == method_id(9));
+    }
     SECTION("native rbp chain pointing down the stack") {
         s.put(s.at(0x100), s.at(0x80));
         s.put(s.at(0x108), kNativePc);
