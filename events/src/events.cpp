@@ -1,6 +1,8 @@
 #include "stackfrag/events/events.hpp"
 
+#include <array>
 #include <type_traits>
+#include <utility>
 
 namespace sf {
 
@@ -23,10 +25,20 @@ constexpr EventKind kind_for() {
         return EventKind::kJvmtiTrace;
     }
 }
+
+template <size_t... I>
+constexpr std::array<EventKind, sizeof...(I)> kinds_by_index(std::index_sequence<I...>) {
+    return {kind_for<std::variant_alternative_t<I, Event>>()...};
+}
 }  // namespace
 
+// By the alternative's index: the writer asks for every event it writes.
 EventKind kind_of(const Event& event) {
-    return std::visit([](const auto& e) { return kind_for<std::decay_t<decltype(e)>>(); }, event);
+    static constexpr auto kKinds = kinds_by_index(std::make_index_sequence<std::variant_size_v<Event>>());
+    if (event.valueless_by_exception()) {
+        return std::visit([](const auto& e) { return kind_for<std::decay_t<decltype(e)>>(); }, event);   // throws
+    }
+    return kKinds[event.index()];
 }
 
 const char* thread_kind_name(ThreadKind kind) {

@@ -34,6 +34,7 @@ void AutoStack::remember_top(uint32_t tid, uint64_t top, uint64_t since_ns) {
     constexpr size_t kMaxThreads = 65536;   // bounded even if no end is ever announced
     if (tops_.size() >= kMaxThreads) tops_.clear();
     tops_[tid] = Top{top, since_ns};
+    tops_generation_.fetch_add(1, std::memory_order_release);
 }
 
 std::optional<uint64_t> AutoStack::lookup_top(uint32_t tid) const {
@@ -48,10 +49,14 @@ void AutoStack::forget(uint32_t tid, uint64_t ended_ns) {
     {
         std::lock_guard<std::mutex> lock(controller_mutex_);
         controller_.forget(tid);
+        publish_controller();
     }
     std::lock_guard<std::mutex> lock(tops_mutex_);
     auto found = tops_.find(tid);
-    if (found != tops_.end() && found->second.since_ns <= ended_ns) tops_.erase(found);
+    if (found != tops_.end() && found->second.since_ns <= ended_ns) {
+        tops_.erase(found);
+        tops_generation_.fetch_add(1, std::memory_order_release);
+    }
 }
 
 void AutoStack::on_thread_end(uint32_t tid) { forget(tid, UINT64_MAX); }
@@ -64,6 +69,7 @@ void AutoStack::apply(uint32_t tid, TraceStatus status, size_t fragment_bytes, u
         if (first_only && controller_.tracks(tid)) return;
         change = controller_.on_sample(tid, status, fragment_bytes);
         family = controller_.take_family_changes();
+        publish_controller();
     }
     if (change) request(*change, sample_ns);
     for (const StackChange& sibling : family) request(sibling, sample_ns);
@@ -79,7 +85,13 @@ void AutoStack::request(const StackChange& change, uint64_t sample_ns) {
                  static_cast<double>(monotonic_ns() - std::min(sample_ns, monotonic_ns())) / 1e6);
 }
 
-void AutoStack::thread_started(uint32_t tid, std::string_view name, bool started_vm) {
+uint32_t AutoStack::start_bytes(std::string_view name, bool started_vm) const {
+    const std::string family = thread_family(name);
+    std::lock_guard<std::mutex> lock(controller_mutex_);
+    return controller_.start_bytes(family, started_vm);
+}
+
+void AutoStack::thread_started(uint32_t tid, std::string_view name, bool started_vm, uint32_t opened_bytes) {
     std::optional<StackChange> change;
     {
         std::lock_guard<std::mutex> lock(controller_mutex_);
@@ -88,8 +100,17 @@ void AutoStack::thread_started(uint32_t tid, std::string_view name, bool started
         controller_.forget(tid);
         change = controller_.on_thread_started(tid, thread_family(name));
         if (started_vm && !change) change = controller_.start_large(tid, "the thread that started the VM runs deep at first");
+        publish_controller();
     }
-    if (change) request(*change, monotonic_ns());
+    // A change to the size its events opened at reopens nothing (Sampler::set_stack), but the
+    // request still has validate's copies follow.
+    const uint32_t base = controller_.settings().base_bytes;
+    if (change) {
+        request(*change, monotonic_ns());
+    } else if (opened_bytes > base) {
+        // Its family settled between start_bytes and now: back to the start size.
+        sampler_.request_stack(static_cast<pid_t>(tid), base);
+    }
 }
 
 void AutoStack::on_trace(const Event& event, const CallTrace& trace) {
@@ -121,14 +142,37 @@ uint32_t AutoStack::bytes_of(uint32_t tid) const {
     return controller_.bytes_of(tid);
 }
 
-void AutoStack::on_perf_sample(const Sample& sample) {
+std::optional<uint64_t> AutoStack::cached_top(uint32_t tid, SampleWatchCache& cache) const {
+    if (cache.top_generation != tops_generation_.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> lock(tops_mutex_);
+        auto found = tops_.find(tid);
+        cache.top_known = found != tops_.end();
+        cache.top = cache.top_known ? found->second.top : 0;
+        cache.top_generation = tops_generation_.load(std::memory_order_relaxed);
+    }
+    return cache.top_known ? std::optional<uint64_t>(cache.top) : std::nullopt;
+}
+
+uint32_t AutoStack::cached_bytes(uint32_t tid, SampleWatchCache& cache) const {
+    if (cache.bytes_generation != bytes_generation_.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> lock(controller_mutex_);
+        cache.bytes = controller_.bytes_of(tid);
+        cache.bytes_generation = controller_.generation();
+    }
+    return cache.bytes;
+}
+
+void AutoStack::on_perf_sample(const Sample& sample, SampleWatchCache* cache) {
     if (sample.source == SampleSource::kSignal) return;
-    const std::optional<bool> ran_off = short_of_outermost(sample);
+    SampleWatchCache none;
+    SampleWatchCache& facts = cache != nullptr ? *cache : none;
+    const std::optional<bool> ran_off = short_of_outermost(sample, facts);
     if (!ran_off) return;
     if (head_start_) {
         // Only to grow a thread the decoder has not judged: its verdicts (stitched samples need
         // no more) steer from there.
-        const bool full = sample.stack.size() >= std::min(bytes_of(sample.tid), controller_.settings().largest_fragment);
+        const bool full =
+            sample.stack.size() >= std::min(cached_bytes(sample.tid, facts), controller_.settings().largest_fragment);
         if (*ran_off && full) apply(sample.tid, TraceStatus::kIncomplete, sample.stack.size(), sample.time_ns, true);
         return;
     }
@@ -136,15 +180,17 @@ void AutoStack::on_perf_sample(const Sample& sample) {
           false);
 }
 
-std::optional<bool> AutoStack::short_of_outermost(const Sample& sample) {
-    std::optional<uint64_t> top = lookup_top(sample.tid);
+std::optional<bool> AutoStack::short_of_outermost(const Sample& sample, SampleWatchCache& cache) {
+    std::optional<uint64_t> top = cached_top(sample.tid, cache);
     if (!top) {
         // A thread the agent did not see start (the JVM's own, those running before an attach).
         // Only a full fragment may be short of the top: a shallow thread's copy stops at its
         // stack's end, so it is never looked up. Once per thread: /proc/self/maps, which names
         // the mapping that holds its sp (no VM memory is read).
         const StackControllerSettings& settings = controller_.settings();
-        if (sample.stack.size() < std::min(bytes_of(sample.tid), settings.largest_fragment)) return std::nullopt;
+        if (sample.stack.size() < std::min(cached_bytes(sample.tid, cache), settings.largest_fragment)) {
+            return std::nullopt;
+        }
         top = kernel::read_mapping_end_at(sample.stack_sp);
         remember_top(sample.tid, *top, sample.time_ns);
     }
@@ -154,7 +200,8 @@ std::optional<bool> AutoStack::short_of_outermost(const Sample& sample) {
 }
 
 bool AutoStack::may_run_off(const Sample& sample) {
-    const std::optional<bool> ran_off = short_of_outermost(sample);
+    SampleWatchCache none;
+    const std::optional<bool> ran_off = short_of_outermost(sample, none);
     return !ran_off || *ran_off;
 }
 

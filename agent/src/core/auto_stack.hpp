@@ -18,6 +18,7 @@
 namespace sf::agent {
 
 class Sampler;
+struct SampleWatchCache;
 
 // The highest address of the calling thread's stack (pthread_getattr_np), 0 if unknown.
 uint64_t current_thread_stack_top();
@@ -41,7 +42,12 @@ public:
     // at the largest size: its class loading and static initialisers run deep, and it grew within
     // 11-196 ms of its first sample in every one of 36 recordings (6 workloads, JDK 17 and 25,
     // 1 ms), after 0-8 incomplete samples, the reader's cycle.
-    void thread_started(uint32_t tid, std::string_view name, bool started_vm = false);
+    // `opened_bytes`: the size its events were asked to open with (start_bytes; 0: the start
+    // size); the reader reopens nothing when the decision is that size.
+    void thread_started(uint32_t tid, std::string_view name, bool started_vm = false, uint32_t opened_bytes = 0);
+    // Any thread, before `tid`'s events open: the size thread_started would decide for it now, so
+    // that they open at it (Sampler::add_thread's start size) instead of being reopened at once.
+    uint32_t start_bytes(std::string_view name, bool started_vm) const;
 
     // Live signal. The decoder thread, for every decoded trace; acts on the profile's Samples (on-
     // and off-CPU). Also tallies how the decode-free signal would have judged the sample.
@@ -57,7 +63,9 @@ public:
     // With the live signal too (set_head_start), this only grows a thread the controller has not
     // changed yet, at the first sample the check says ran off: the decoder's verdict on that sample
     // comes 25-65 ms later (the reader's cadence, its 20 ms hold-back, the decoder's queue).
-    void on_perf_sample(const Sample& sample);
+    // `cache` (Sampler's, per ring of the sample's thread; null: none) holds the thread's stack top
+    // and fragment size as last read, read again only once they changed (see the generations).
+    void on_perf_sample(const Sample& sample, SampleWatchCache* cache = nullptr);
     // Live signal's wake-up (the reader thread, a sample whose fragment is full at the start
     // size): whether the fragment ends further below its thread's stack top than the entry margin,
     // so that its walk may run off and the decoder should judge it soon. A thread whose top is not
@@ -97,10 +105,15 @@ private:
     // `first_only`: only if the controller has not changed the thread's size yet.
     void apply(uint32_t tid, TraceStatus status, size_t fragment_bytes, uint64_t sample_ns, bool first_only);
     uint32_t bytes_of(uint32_t tid) const;
+    // The thread's top and controller size, from `cache` while their generations say unchanged.
+    std::optional<uint64_t> cached_top(uint32_t tid, SampleWatchCache& cache) const;
+    uint32_t cached_bytes(uint32_t tid, SampleWatchCache& cache) const;
+    // After the controller changed (under controller_mutex_): publishes its generation.
+    void publish_controller() { bytes_generation_.store(controller_.generation(), std::memory_order_release); }
     // Has the reader reopen the thread's events for `change` (and counts it).
     void request(const StackChange& change, uint64_t sample_ns);
     // The decode-free check on `sample`: nullopt when its thread's top is unknown.
-    std::optional<bool> short_of_outermost(const Sample& sample);
+    std::optional<bool> short_of_outermost(const Sample& sample, SampleWatchCache& cache);
 
     mutable std::mutex controller_mutex_;   // the decoder thread and the reader (head start)
     StackController controller_;
@@ -115,6 +128,11 @@ private:
         uint64_t since_ns = 0;
     };
     std::unordered_map<uint32_t, Top> tops_;
+    // Bumped (under the mutex that guards them) at every change of tops_ and of the controller's
+    // threads: a SampleWatchCache read at the current generation is still right. From 1 on (0 is
+    // an empty cache's).
+    std::atomic<uint64_t> tops_generation_{1};
+    std::atomic<uint64_t> bytes_generation_{1};
     mutable std::mutex agreement_mutex_;
     Agreement agreement_;
 };

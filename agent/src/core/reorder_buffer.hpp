@@ -30,6 +30,21 @@ public:
         keys_.push_back(Key{time != 0 ? time : arrival_ns, next_sequence_++, slot});
     }
 
+    // A sample at `time_ns` (not 0), filled in place by the caller before the next call: add()'s
+    // moves of a Sample into and out of a temporary Event cost the reader per sample.
+    Sample& add_sample(uint64_t time_ns, uint64_t arrival_ns) {
+        uint32_t slot = 0;
+        if (!free_.empty()) {
+            slot = free_.back();
+            free_.pop_back();
+        } else {
+            slot = static_cast<uint32_t>(slots_.size());
+            slots_.emplace_back();
+        }
+        keys_.push_back(Key{time_ns != 0 ? time_ns : arrival_ns, next_sequence_++, slot});
+        return slots_[slot].emplace<Sample>();
+    }
+
     // Passes every held event with time <= horizon to `out`, oldest first (ties keep arrival order).
     // Only the small keys are sorted and shifted; an event stays in its slot from add() until it
     // is passed on (events that wait across passes were moved on every pass when held by value,

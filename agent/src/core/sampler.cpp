@@ -84,8 +84,9 @@ struct Sampler::Request {
     bool takes_switches = false;                   // the ring receives switch samples
     bool enable_on_open = false;   // opened before the reader ran: nobody could have read it
     uint64_t period_ns = 0;        // kPeriod
-    uint32_t stack_bytes = 0;      // kStack; kOpen: a fixed size (0: the configured one)
-    uint32_t ring_pages = 0;       // kOpen with a fixed size: the ring's pages
+    uint32_t stack_bytes = 0;      // kStack; kOpen: the size opened (0: the configured one)
+    uint32_t ring_pages = 0;       // kOpen with another size: the ring's pages
+    bool fixed_stack = false;      // kOpen: stack_bytes is for good (add_thread's fixed_stack_bytes)
     uint64_t posted_ns = 0;        // when post() queued it
     uint64_t cpu_at_open_ns = 0;   // kOpen: the thread's CPU time as its event opened
     // kOpen: from before the event is enabled until the reader has added its ring, the ring's
@@ -104,6 +105,7 @@ struct Sampler::Ring {
     bool fixed_stack = false;   // opened with its own fragment size, which stack=auto leaves alone
     uint64_t period_ns = 0;     // 0: the configured period (interval=auto changes it)
     uint64_t cpu_at_open_ns = 0;   // the thread's CPU time as its clock event opened
+    SampleWatchCache watch_cache;   // the sample watch's facts of the thread (not of a per-CPU ring)
     Status enable() {
         Status enabled = event->enable();
         if (enabled.ok() && switches) enabled = switches->enable();
@@ -120,14 +122,16 @@ struct Sampler::Ring {
 class Sampler::Converter final : public kernel::RingHandler {
 public:
     explicit Converter(Sampler& sampler) : sampler_(sampler) {}
-    void begin(pid_t ring_tid, uint64_t now_ns, bool takes_switches = false) {
-        ring_tid_ = ring_tid;
+    void begin(Ring& ring, uint64_t now_ns) {
+        ring_tid_ = ring.tid;
         now_ns_ = now_ns;
-        takes_switches_ = takes_switches;
+        takes_switches_ = ring.takes_switches;
+        watch_cache_ = ring.tid != 0 ? &ring.watch_cache : nullptr;
     }
 
     void on_sample(const kernel::SampleView& view) override {
-        Sample sample;
+        // Built in its reorder slot: nothing below adds to the reorder buffer.
+        Sample& sample = sampler_.reorder_.add_sample(view.time_ns, now_ns_);
         sample.time_ns = view.time_ns;
         sample.pid = view.pid;
         sample.tid = view.tid;
@@ -153,9 +157,10 @@ public:
         // fits exactly instead of sorting its bins for every sample of its own size.
         sample.stack.reserve(std::max<size_t>((view.stack_size + 4095) & ~size_t{4095}, 16384));
         sample.stack.assign(view.stack, view.stack + view.stack_size);
-        if (sampler_.sample_watch_) sampler_.sample_watch_(sample);
+        if (sampler_.sample_watch_) {
+            sampler_.sample_watch_(sample, static_cast<pid_t>(sample.tid) == ring_tid_ ? watch_cache_ : nullptr);
+        }
         if (!in_kernel && sample.regs.ip != 0) sampler_.check_code(sample.regs.ip, sample.time_ns, now_ns_);
-        sampler_.reorder_.add(std::move(sample), now_ns_);
     }
 
     void on_lost(const kernel::LostView& view) override {
@@ -171,6 +176,7 @@ private:
     pid_t ring_tid_ = 0;
     uint64_t now_ns_ = 0;
     bool takes_switches_ = false;
+    SampleWatchCache* watch_cache_ = nullptr;
 };
 
 Sampler::Sampler(const kernel::SamplingConfig& config, EventQueue& queue, StreamWriter& writer,
@@ -287,9 +293,9 @@ std::optional<Error> Sampler::open_error() const {
     return error != nullptr ? std::optional<Error>(*error) : std::nullopt;
 }
 
-Status Sampler::open_switches(pid_t tid, Request& request) {
+Status Sampler::open_switches(pid_t tid, const kernel::SamplingConfig& config, Request& request) {
     if (!switch_events_ || switches_failed_.load(std::memory_order_acquire)) return {};
-    Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread_switches(tid, config_, request.event.get());
+    Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread_switches(tid, config, request.event.get());
     if (!event.ok()) {
         Error error = std::move(event).take_error();
         if (error.sys_errno == ESRCH) return error;   // the thread is gone: nothing to sample
@@ -311,7 +317,30 @@ Status Sampler::open_switches(pid_t tid, Request& request) {
     return {};
 }
 
-Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes) {
+// The thread's clock event (if clock events are on) and switch event for `config`; on failure the
+// request holds neither.
+Status Sampler::open_events(pid_t tid, const kernel::SamplingConfig& config, Request& request) {
+    Status opened;
+    if (clock_events_) {
+        Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread(tid, config);
+        if (event.ok()) {
+            request.event = std::make_unique<kernel::PerfEvent>(std::move(event).value());
+        } else {
+            opened = std::move(event).take_error();
+        }
+    }
+    if (opened.ok()) opened = open_switches(tid, config, request);
+    if (!opened.ok() || !request.event) {
+        request.switches.reset();
+        request.event.reset();
+        request.clock = true;
+        request.takes_switches = false;
+        if (opened.ok()) opened = make_error(Errc::kInvalidArgument, "no event to sample thread " + std::to_string(tid));
+    }
+    return opened;
+}
+
+Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start_stack_bytes) {
     if (open_failed_.load(std::memory_order_acquire)) return *open_error();
     auto request = std::make_unique<Request>();
     request->kind = Request::Kind::kOpen;
@@ -319,6 +348,7 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes) {
     request->not_yet_read = std::make_unique<EventQueue::InFlight>(queue_);
     request->cpu_at_open_ns = thread_cpu_ns_of(tid);
     kernel::SamplingConfig config = config_;
+    std::optional<Error> large_refused;
     if (fixed_stack_bytes != 0) {
         if (!clock_events_) return {};   // off-CPU samples only: nothing to take for this thread
         config.stack_bytes = fixed_stack_bytes;
@@ -327,18 +357,46 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes) {
         config = with_safety_watermark(config);
         request->stack_bytes = fixed_stack_bytes;
         request->ring_pages = config.ring_pages;
+        request->fixed_stack = true;
+    } else if (start_stack_bytes > config_.stack_bytes && clock_events_ &&
+               !stack_growth_failed_.load(std::memory_order_relaxed)) {
+        // stack=auto's start size for a thread known to run deep: opened as set_stack would reopen
+        // it (the same size, ring and watermark), one open and mmap less than opening it at the
+        // configured size and reopening it at once.
+        kernel::SamplingConfig large = config_;
+        large.stack_bytes = start_stack_bytes;
+        large.ring_pages = std::max(config_.ring_pages, ring_pages_for(config_, start_stack_bytes,
+                                                                       std::max<uint32_t>(config_.ring_pages, 1024)));
+        Status opened = open_events(tid, large, *request);
+        if (!opened.ok() && opened.error().sys_errno != ESRCH && large.ring_pages != config_.ring_pages) {
+            // The larger ring may be over perf_event_mlock_kb: the configured ring's size may still do.
+            large.ring_pages = config_.ring_pages;
+            if (kernel::validate(large).ok() && open_events(tid, large, *request).ok()) opened = Status{};
+        }
+        if (opened.ok()) {
+            config = large;
+            request->stack_bytes = large.stack_bytes;
+            request->ring_pages = large.ring_pages;
+        } else if (opened.error().sys_errno != ESRCH) {
+            large_refused = std::move(opened).take_error();
+        }
     }
-    if (clock_events_) {
+    if (!request->event && clock_events_) {
         Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread(tid, config);
         if (!event.ok()) return record_open_failure(std::move(event).take_error());
         request->event = std::make_unique<kernel::PerfEvent>(std::move(event).value());
     }
-    if (fixed_stack_bytes == 0) {
-        if (Status switches = open_switches(tid, *request); !switches.ok()) {
+    if (fixed_stack_bytes == 0 && !request->takes_switches) {
+        if (Status switches = open_switches(tid, config, *request); !switches.ok()) {
             return clock_events_ ? switches : record_open_failure(std::move(switches).take_error());
         }
     }
     if (!request->event) return make_error(Errc::kInvalidArgument, "no event to sample thread " + std::to_string(tid));
+    if (large_refused && !stack_growth_failed_.exchange(true, std::memory_order_relaxed)) {
+        SF_LOG_WARN("stack=auto: cannot open thread %d's events with %u-byte fragments, so no thread's fragment grows "
+                    "beyond %u bytes (raise kernel.perf_event_mlock_kb or ulimit -l, or give ring= smaller): %s",
+                    tid, start_stack_bytes, config_.stack_bytes, large_refused->describe().c_str());
+    }
     Status enabled = enable_or_defer(*request);
     if (!enabled.ok()) return record_open_failure(std::move(enabled).take_error());
     // No wake(): the reader adds the ring at its next cycle, well before the ring can fill, and a
@@ -424,10 +482,14 @@ void Sampler::open_ring(Request& request) {
     ring->switches = std::move(request.switches);
     ring->clock = request.clock;
     ring->takes_switches = request.takes_switches;
-    ring->fixed_stack = request.stack_bytes != 0;
+    ring->fixed_stack = request.fixed_stack;
     ring->stack_bytes = request.stack_bytes;
     ring->ring_pages = request.ring_pages;
     ring->cpu_at_open_ns = request.cpu_at_open_ns;
+    if (!ring->fixed_stack && ring->stack_bytes != 0) {
+        SF_LOG_DEBUG("stack=auto: thread %d samples %u bytes of stack from its start (ring %u pages)", tid,
+                     ring->stack_bytes, ring->ring_pages);
+    }
     if (poller_) {
         Status added = poller_->add(ring->event->fd(), key, needs_data_wakeups(*ring));
         if (!added.ok()) SF_LOG_WARN("cannot wait on the ring of thread %d: %s", tid, added.error().describe().c_str());
@@ -559,7 +621,15 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
     Ring& ring = *rings_.at(found->second);
     const uint32_t now_bytes = ring.stack_bytes != 0 ? ring.stack_bytes : config_.stack_bytes;
     const uint32_t now_pages = ring.ring_pages != 0 ? ring.ring_pages : config_.ring_pages;
-    if (ring.fixed_stack || bytes == now_bytes || (bytes > now_bytes && stack_growth_failed_)) return;
+    if (ring.fixed_stack || (bytes > now_bytes && stack_growth_failed_.load(std::memory_order_relaxed))) return;
+    if (bytes == now_bytes) {
+        // A thread opened at this size already (add_thread's start size): validate's copies follow,
+        // as after a reopen (its timer was added after the events were opened).
+        if (bytes != config_.stack_bytes) {
+            if (OracleSampler* timer = oracle_.load(std::memory_order_acquire)) timer->set_stack_bytes(tid, bytes);
+        }
+        return;
+    }
     kernel::SamplingConfig config = config_;
     config.stack_bytes = bytes;
     if (ring.period_ns != 0) config.period_ns = ring.period_ns;
@@ -598,7 +668,7 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
     if (!opened.ok()) {
         if (opened.error().sys_errno == ESRCH) return;   // the thread is gone: its end is on the way
         if (bytes > now_bytes) {
-            stack_growth_failed_ = true;
+            stack_growth_failed_.store(true, std::memory_order_relaxed);
             SF_LOG_WARN("stack=auto: cannot reopen thread %d's events with %u-byte fragments, so no thread's "
                         "fragment grows beyond %u bytes (raise kernel.perf_event_mlock_kb or ulimit -l, or give "
                         "ring= smaller): %s",
@@ -618,7 +688,7 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
         (void)ring.enable();   // keep sampling with the old events
         return;
     }
-    converter_->begin(ring.tid, monotonic_ns(), ring.takes_switches);
+    converter_->begin(ring, monotonic_ns());
     ring.event->ring().drain(*converter_);
     account_clock(ring);
     ring.cpu_at_open_ns = thread_cpu_ns_of(tid);
@@ -644,7 +714,7 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
 }
 
 void Sampler::drain_ring(Ring& ring, uint64_t now_ns) {
-    converter_->begin(ring.tid, now_ns, ring.takes_switches);
+    converter_->begin(ring, now_ns);
     ring.event->ring().drain(*converter_);
 }
 

@@ -64,6 +64,18 @@ struct SamplerStats {
 bool ring_can_wait(bool clock, bool takes_switches, uint64_t period_ns, uint64_t configured_period_ns,
                    size_t pending_bytes, size_t ring_bytes);
 
+// What a sample watch (Sampler::set_sample_watch) keeps between the samples of one ring's thread:
+// facts of the thread that change seldom, each with the generation of its source it was read at,
+// so that a sample does not ask the source (a mutex and a hash lookup) while it is unchanged. The
+// reader keeps one per thread ring; per-CPU rings, whose samples are of many threads, get none.
+struct SampleWatchCache {
+    uint64_t top_generation = 0;     // 0: not read yet
+    uint64_t top = 0;
+    bool top_known = false;
+    uint64_t bytes_generation = 0;   // 0: not read yet
+    uint32_t bytes = 0;
+};
+
 class Sampler {
 public:
     // `queue` and `writer` outlive the sampler; `oracle` may be null.
@@ -95,7 +107,10 @@ public:
     // With `fixed_stack_bytes`, the thread's clock event copies that much stack instead of the
     // configured size, for good (stack=auto leaves it alone), into a ring sized to match, and it
     // gets no switch event.
-    Status add_thread(pid_t tid, uint32_t fixed_stack_bytes = 0);
+    // With `start_stack_bytes` larger than the configured size (stack=auto: a thread known to run
+    // deep), the thread's events open with that much stack and a ring sized as request_stack would
+    // size it, as if reopened at once (falling back as request_stack does).
+    Status add_thread(pid_t tid, uint32_t fixed_stack_bytes = 0, uint32_t start_stack_bytes = 0);
     // mode=cpu: one inheriting event per online CPU for `tid` and the threads it creates later.
     Status add_cpus(pid_t tid);
     // The reader drains the thread's ring one last time, then closes its event.
@@ -131,8 +146,11 @@ public:
     // perf was denied); may be set while the reader runs. `timer` outlives the sampler.
     void set_timer_sampler(OracleSampler* timer) { oracle_.store(timer, std::memory_order_release); }
     // Before start(): shown every perf sample on the reader thread as it is read from its ring,
-    // before the time-ordering hold-back (stack=auto without a live decoder reacts sooner so).
-    void set_sample_watch(std::function<void(const Sample&)> watch) { sample_watch_ = std::move(watch); }
+    // before the time-ordering hold-back (stack=auto without a live decoder reacts sooner so), with
+    // the sample's ring's cache (null for a per-CPU ring).
+    void set_sample_watch(std::function<void(const Sample&, SampleWatchCache*)> watch) {
+        sample_watch_ = std::move(watch);
+    }
     // Before start(): a perf sample whose ip lies outside every executable mapping of `modules`'s
     // last scan (a library loaded since, which the periodic refresh would announce seconds later)
     // makes the reader rescan /proc/self/maps at once (at most every kMinRescanGapNs) and put the
@@ -155,7 +173,8 @@ private:
     Status enable_or_defer(Request& request);
     void apply_requests();
     void open_ring(Request& request);
-    Status open_switches(pid_t tid, Request& request);
+    Status open_switches(pid_t tid, const kernel::SamplingConfig& config, Request& request);
+    Status open_events(pid_t tid, const kernel::SamplingConfig& config, Request& request);
     void close_ring(uint64_t key);
     void account_clock(const Ring& ring);
     void set_period(pid_t tid, uint64_t period_ns);
@@ -187,7 +206,7 @@ private:
     std::atomic<uint64_t> threads_closed_{0};
     std::atomic<uint64_t> open_failures_{0};
     std::atomic<uint64_t> stack_reopens_{0};
-    bool stack_growth_failed_ = false;   // reader: a larger ring was refused
+    std::atomic<bool> stack_growth_failed_{false};   // a larger ring was refused
     std::atomic<uint64_t> reader_cpu_ns_{0};
     bool clock_events_ = true;
     bool switch_events_ = false;
@@ -221,7 +240,7 @@ private:
     std::vector<std::vector<uint8_t>> spare_stacks_;
     uint64_t in_flight_since_ = 0;   // reader: the oldest in-flight producer at the last collect()
     std::unique_ptr<Converter> converter_;
-    std::function<void(const Sample&)> sample_watch_;
+    std::function<void(const Sample&, SampleWatchCache*)> sample_watch_;
     // Reader-thread state of set_module_tracker.
     ModuleTracker* modules_ = nullptr;
     std::vector<ModuleTracker::Range> code_ranges_;   // the tracker's last scan, as the reader has it

@@ -38,6 +38,7 @@ constexpr const char* kFamilyRanOff = "a thread of its family ran off the fragme
 
 StackController::Thread& StackController::track(uint32_t tid, uint32_t bytes) {
     if (threads_.size() >= kMaxThreads) threads_.clear();
+    ++generation_;
     return threads_.emplace(tid, Thread{bytes, 0, 0, settings_.quiet_samples}).first->second;
 }
 
@@ -58,6 +59,13 @@ std::optional<StackChange> StackController::start_large(uint32_t tid, const char
     if (threads_.count(tid) != 0 || settings_.base_bytes >= settings_.max_bytes) return std::nullopt;
     track(tid, settings_.max_bytes);
     return StackChange{tid, settings_.base_bytes, settings_.max_bytes, why};
+}
+
+uint32_t StackController::start_bytes(const std::string& family, bool large) const {
+    if (settings_.base_bytes >= settings_.max_bytes) return settings_.base_bytes;
+    if (large) return settings_.max_bytes;
+    auto deep = family.empty() ? family_deep_.end() : family_deep_.find(family);
+    return deep != family_deep_.end() && deep->second ? settings_.max_bytes : settings_.base_bytes;
 }
 
 void StackController::family_ran_off(uint32_t tid) {
@@ -99,6 +107,7 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
         t.bytes = change.new_bytes;
         t.before_shrink = 0;
         t.quiet = 0;
+        ++generation_;
         if (from_base) family_ran_off(tid);   // last: it may track other threads
         return change;
     }
@@ -110,6 +119,7 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
         // and its family's next thread starts at the base again.
         if (t.quiet >= 2ull * t.quiet_needed) {
             threads_.erase(found);
+            ++generation_;
             if (auto family = family_of_.find(tid); family != family_of_.end()) family_deep_[family->second] = false;
         }
         return std::nullopt;
@@ -119,6 +129,7 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
     t.before_shrink = t.bytes;
     t.bytes = change.new_bytes;
     t.quiet = 0;
+    ++generation_;
     return change;
 }
 

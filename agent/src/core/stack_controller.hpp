@@ -75,13 +75,16 @@ public:
     // `tid` starts at the largest size (its first samples would run off, see AutoStack::
     // thread_started); nullopt if it is tracked already or the base is the largest size.
     std::optional<StackChange> start_large(uint32_t tid, const char* why);
+    // The size a thread not tracked yet would start at, by on_thread_started with `family` or, if
+    // `large`, by start_large: max_bytes or base_bytes. Changes nothing.
+    uint32_t start_bytes(const std::string& family, bool large) const;
     // The changes the last on_sample implied for other threads: when a thread's fragment grows
     // from the base, its family's threads still at the base grow with it (each once per episode of
     // the family: until one of them has stayed at the base as long as an episode's end asks).
     std::vector<StackChange> take_family_changes() { return std::exchange(family_changes_, {}); }
     // The thread ended.
     void forget(uint32_t tid) {
-        threads_.erase(tid);
+        if (threads_.erase(tid) != 0) ++generation_;
         family_of_.erase(tid);
     }
     // Whether the thread's size was changed and its episode is not over (see on_sample).
@@ -89,6 +92,8 @@ public:
     // The thread's current fragment size (base_bytes for a thread never changed).
     uint32_t bytes_of(uint32_t tid) const;
     const StackControllerSettings& settings() const { return settings_; }
+    // Changes whenever tracks() or bytes_of() may answer differently for some thread (from 1 on).
+    uint64_t generation() const { return generation_; }
 
 private:
     struct Thread {
@@ -107,6 +112,7 @@ private:
     std::unordered_map<uint32_t, std::string> family_of_;   // sampled threads with a family
     std::unordered_map<std::string, bool> family_deep_;      // families seen running off; false: settled since
     std::vector<StackChange> family_changes_;
+    uint64_t generation_ = 1;
 };
 
 }  // namespace sf::agent

@@ -437,7 +437,8 @@ private:
                 // thread's stack top as it reads it (AutoStack::on_perf_sample); the stream it
                 // writes says when a thread ended.
                 auto_stack_ = std::make_unique<AutoStack>(deep, *sampler_);
-                sampler_->set_sample_watch([this](const Sample& sample) { auto_stack_->on_perf_sample(sample); });
+                sampler_->set_sample_watch(
+                    [this](const Sample& sample, SampleWatchCache* cache) { auto_stack_->on_perf_sample(sample, cache); });
                 writer_.set_tap(auto_stack_.get());
             }
             return;
@@ -461,7 +462,8 @@ private:
             // The reader's decode-free check grows a thread at its first sample that ran off,
             // tens of milliseconds before the decoder's verdict on it (AutoStack::on_perf_sample).
             auto_stack_->set_head_start(true);
-            sampler_->set_sample_watch([this](const Sample& sample) { auto_stack_->on_perf_sample(sample); });
+            sampler_->set_sample_watch(
+                [this](const Sample& sample, SampleWatchCache* cache) { auto_stack_->on_perf_sample(sample, cache); });
             settings.on_thread_end = [this](uint32_t tid) { auto_stack_->on_thread_end(tid); };
             settings.wake_on_fragment_bytes = options_.stack_bytes;
             settings.may_run_off = [this](const Sample& sample) { return auto_stack_->may_run_off(sample); };
@@ -626,9 +628,12 @@ private:
         SF_LOG_DEBUG("thread %d '%s'", tid, name.c_str());
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), false, std::move(name)});
         bool on_perf = false;
+        uint32_t start_bytes = 0;
         if (options_.mode == SamplingMode::kThread && !backend_.signal()) {
             open_lag_.on_open(tid, ThreadKind::kJava);
-            on_perf = sampler_->add_thread(tid).ok();
+            // stack=auto: a thread known to run deep opens at its larger size (no reopen).
+            start_bytes = auto_stack_ ? auto_stack_->start_bytes(registered_name, tid == vm_start_tid_) : 0;
+            on_perf = sampler_->add_thread(tid, 0, start_bytes).ok();
             if (on_perf) {
                 threads_.set_on_perf(tid);
             } else {
@@ -647,7 +652,7 @@ private:
         // stack=auto: after the events' opening and the validator's thread were queued, so that a
         // larger fragment for a thread of a deep family reopens them (and the validator follows).
         if (auto_stack_ && on_perf) {
-            auto_stack_->thread_started(static_cast<uint32_t>(tid), registered_name, tid == vm_start_tid_);
+            auto_stack_->thread_started(static_cast<uint32_t>(tid), registered_name, tid == vm_start_tid_, start_bytes);
         }
     }
 

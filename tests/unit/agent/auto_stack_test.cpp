@@ -262,3 +262,59 @@ TEST_CASE("stack=auto grows a deep thread's family with it, and starts the famil
     autostack.thread_started(14, "main", true);
     CHECK(autostack.grown() == 8);
 }
+
+TEST_CASE("a ring's cached stack top and fragment size follow the thread's changes", "[agent][stack]") {
+    // The reader keeps them per ring (SampleWatchCache) instead of asking under two mutexes per sample.
+    Fixture f;
+    StackControllerSettings settings;
+    settings.entry_margin_bytes = kMargin;
+    AutoStack autostack(settings, f.sampler);
+    autostack.set_head_start(true);
+    SampleWatchCache cache;
+
+    // No top known (and no mapping holds the sp): a deep full fragment says nothing.
+    autostack.on_perf_sample(sample_at(7, 100'000, 16384), &cache);
+    CHECK(autostack.grown() == 0);
+    // The top registered since: the cache reads it again, and the deep sample grows the thread.
+    autostack.set_stack_top(7, kTop, 100);
+    autostack.on_perf_sample(sample_at(7, 100'000, 16384), &cache);
+    CHECK(autostack.grown() == 1);
+    // Grown (the head start leaves it to the decoder from here): no more from the reader.
+    for (int i = 0; i < 5; ++i) autostack.on_perf_sample(sample_at(7, 100'000, 65416), &cache);
+    CHECK(autostack.grown() == 1);
+    // The thread ended: top and size forgotten, so a deep sample says nothing again...
+    autostack.on_thread_end(7);
+    autostack.on_perf_sample(sample_at(7, 100'000, 16384), &cache);
+    CHECK(autostack.grown() == 1);
+    // ... and its tid's next thread starts at the base: its full 16 KB fragment counts (a cache
+    // still holding the grown size would not call it full).
+    autostack.set_stack_top(7, kTop, 300);
+    autostack.on_perf_sample(sample_at(7, 100'000, 16384), &cache);
+    CHECK(autostack.grown() == 2);
+    // Another thread's state changing leaves this ring's answers alone.
+    autostack.set_stack_top(8, kTop, 400);
+    autostack.on_perf_sample(sample_at(8, 100'000, 16384));
+    CHECK(autostack.grown() == 3);
+    autostack.on_perf_sample(sample_at(7, 100'000, 65416), &cache);
+    CHECK(autostack.grown() == 3);
+}
+
+TEST_CASE("stack=auto tells the size a starting thread's events open with: larger for a deep family and the VM's starter",
+          "[agent][stack]") {
+    Fixture f;
+    StackControllerSettings settings;
+    settings.entry_margin_bytes = kMargin;
+    AutoStack autostack(settings, f.sampler);
+    CHECK(autostack.start_bytes("main", true) == settings.max_bytes);
+    CHECK(autostack.start_bytes("worker-1", false) == settings.base_bytes);
+    autostack.set_stack_top(7, kTop, 100);
+    autostack.thread_started(7, "worker-1");
+    autostack.on_perf_sample(sample_at(7, 100'000, 16384));   // runs off: its family turns deep
+    CHECK(autostack.grown() == 1);
+    CHECK(autostack.start_bytes("worker-2", false) == settings.max_bytes);
+    CHECK(autostack.start_bytes("other-2", false) == settings.base_bytes);
+    CHECK(autostack.start_bytes("Thread-2", false) == settings.base_bytes);
+    // Opened at that size, the thread is tracked there as before (and counted as grown).
+    autostack.thread_started(8, "worker-2", false, settings.max_bytes);
+    CHECK(autostack.grown() == 2);
+}

@@ -27,9 +27,10 @@ namespace {
 // A thread that spins 96 KB deep in its stack, so that every fragment up to 65528 bytes is full.
 class DeepSpinner {
 public:
-    explicit DeepSpinner(Sampler& sampler, uint32_t fixed_stack_bytes = 0)
-        : thread_(96, [this, &sampler, fixed_stack_bytes] {
-              added_.store(sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid)), fixed_stack_bytes).ok());
+    explicit DeepSpinner(Sampler& sampler, uint32_t fixed_stack_bytes = 0, uint32_t start_stack_bytes = 0)
+        : thread_(96, [this, &sampler, fixed_stack_bytes, start_stack_bytes] {
+              added_.store(
+                  sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid)), fixed_stack_bytes, start_stack_bytes).ok());
           }) {}
     pid_t tid() const { return thread_.tid(); }
     bool added() const { return added_.load(); }
@@ -128,6 +129,41 @@ TEST_CASE("request_stack reopens a running thread's event with another fragment 
                     << " ms at the close");
     CHECK(samples >= 0.8 * expected - 5);
     CHECK(samples <= 1.1 * static_cast<double>(cpu_at_close) / 1e6 + 10);
+    std::remove(path.c_str());
+}
+
+TEST_CASE("a thread added with a larger start size is sampled with it from its first sample, without a reopen") {
+    // stack=auto's deep families and the VM's starting thread: opened large, not opened small and
+    // reopened at once; request_stack changes it later like any other thread's.
+    RecordingSampler recorded("start");
+    const std::string& path = recorded.path;
+    Sampler& sampler = *recorded.sampler;
+    DeepSpinner spinner(sampler, 0, 65528);
+    REQUIRE(spinner.added());
+    const pid_t tid = spinner.tid();
+    spinner.wait_for_cpu_ms(100);
+    sampler.request_stack(tid, 65528);   // the size it has: nothing reopened
+    spinner.wait_for_cpu_ms(50);
+    CHECK(sampler.stats().stack_reopens == 0);
+    sampler.request_stack(tid, 16384);
+    wait_for_reopens(sampler, 1);
+    REQUIRE(sampler.stats().stack_reopens == 1);
+    spinner.wait_for_cpu_ms(100);
+    end_and_stop(sampler, spinner);
+
+    Result<std::unique_ptr<RecordingReader>> reader = RecordingReader::open(path);
+    REQUIRE(reader.ok());
+    std::vector<size_t> phases;
+    uint64_t lost = 0;
+    while (std::optional<Event> event = (*reader)->next()) {
+        if (const auto* sample = std::get_if<Sample>(&*event); sample && sample->tid == static_cast<uint32_t>(tid)) {
+            if (phases.empty() || phases.back() != sample->stack.size()) phases.push_back(sample->stack.size());
+        } else if (const auto* l = std::get_if<Lost>(&*event)) {
+            lost += l->count;
+        }
+    }
+    CHECK(lost == 0);
+    CHECK(phases == std::vector<size_t>{65416, 16384});
     std::remove(path.c_str());
 }
 
