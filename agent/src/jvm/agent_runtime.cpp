@@ -144,7 +144,10 @@ public:
     // whose announcement comes after a sample (docs/decoding.md). Not with the signal backend,
     // validate or mode=jvmti, whose machinery needs the live phase.
     void start_sampling_early() {
+        // events=switch (alone or with cpu): the early per-CPU events are clock events only, and
+        // no switch would be sampled until VMInit anyway.
         if (disabled_ || backend_.signal() || options_.validate || timer() != nullptr ||
+            !options_.sample_cpu || options_.sample_switch ||
             (options_.mode != SamplingMode::kThread && options_.mode != SamplingMode::kCpu) ||
             (options_.mode == SamplingMode::kThread && !options_.all_threads)) {   // threads=java: the
             return;                                                            // per-CPU events see all
