@@ -145,9 +145,12 @@ public:
     // validate or mode=jvmti, whose machinery needs the live phase.
     void start_sampling_early() {
         // events=switch (alone or with cpu): the early per-CPU events are clock events only, and
-        // no switch would be sampled until VMInit anyway.
+        // no switch would be sampled until VMInit anyway. Intervals under 100 us: the kernel's
+        // work per sample (~9 us on the 2-CPU VM) is then a large share of each period, and while
+        // VMInit hands the threads from the per-CPU events to their own, a thread carries both:
+        // at 10 us the JVM's start scan took 45 s instead of 0.1 s (a livelock, not a slowdown).
         if (disabled_ || backend_.signal() || options_.validate || timer() != nullptr ||
-            !options_.sample_cpu || options_.sample_switch ||
+            !options_.sample_cpu || options_.sample_switch || options_.interval_ns < 100'000 ||
             (options_.mode != SamplingMode::kThread && options_.mode != SamplingMode::kCpu) ||
             (options_.mode == SamplingMode::kThread && !options_.all_threads)) {   // threads=java: the
             return;                                                            // per-CPU events see all
