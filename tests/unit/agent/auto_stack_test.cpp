@@ -30,6 +30,14 @@ Sample sample_at(uint32_t tid, uint64_t below_top, size_t fragment, SampleSource
 }
 
 // A sampler that never starts: request_stack only queues the request.
+// The tests' entry margin; `quiet_samples` 0 keeps the default.
+StackControllerSettings with_margin(uint32_t quiet_samples = 0) {
+    StackControllerSettings settings;
+    settings.entry_margin_bytes = kMargin;
+    if (quiet_samples != 0) settings.quiet_samples = quiet_samples;
+    return settings;
+}
+
 struct Fixture {
     EventQueue queue;
     StreamWriter writer{nullptr};
@@ -83,9 +91,7 @@ TEST_CASE("a fragment ending further below the stack top than the entry margin c
 TEST_CASE("stack=auto with only a recording grows a deep thread's fragment from its samples' position in the stack",
           "[agent][stack]") {
     Fixture f;
-    StackControllerSettings settings;
-    settings.entry_margin_bytes = kMargin;
-    settings.quiet_samples = 10;
+    const StackControllerSettings settings = with_margin(10);
     AutoStack autostack(settings, f.sampler);
     autostack.set_stack_top(7, kTop, 100);
 
@@ -158,8 +164,7 @@ TEST_CASE("stack=auto with only a recording finds an unregistered thread's stack
 TEST_CASE("a full fragment may run off only when it ends short of its thread's stack top, looked up once if unknown",
           "[agent][stack]") {
     Fixture f;
-    StackControllerSettings settings;
-    settings.entry_margin_bytes = kMargin;
+    const StackControllerSettings settings = with_margin();
     AutoStack autostack(settings, f.sampler);
     // A registered thread: judged by where its fragment ends below the top.
     autostack.set_stack_top(5, kTop, 0);
@@ -184,9 +189,7 @@ TEST_CASE("a full fragment may run off only when it ends short of its thread's s
 TEST_CASE("stack=auto with a live decoder: the reader's check grows a thread at its first sample that ran off, "
           "the decoder's verdicts steer from there", "[agent][stack]") {
     Fixture f;
-    StackControllerSettings settings;
-    settings.entry_margin_bytes = kMargin;
-    settings.quiet_samples = 10;
+    const StackControllerSettings settings = with_margin(10);
     AutoStack autostack(settings, f.sampler);
     autostack.set_head_start(true);
     autostack.set_stack_top(7, kTop, 100);
@@ -222,8 +225,7 @@ TEST_CASE("stack=auto with a live decoder: the reader's check grows a thread at 
 TEST_CASE("stack=auto grows a deep thread's family with it, and starts the family's new threads grown",
           "[agent][stack]") {
     Fixture f;
-    StackControllerSettings settings;
-    settings.entry_margin_bytes = kMargin;
+    const StackControllerSettings settings = with_margin();
     AutoStack autostack(settings, f.sampler);
     for (uint32_t tid : {7u, 8u, 9u, 10u}) autostack.set_stack_top(tid, kTop, 100);
     autostack.thread_started(7, "pool-1-thread-1");
@@ -266,8 +268,7 @@ TEST_CASE("stack=auto grows a deep thread's family with it, and starts the famil
 TEST_CASE("a ring's cached stack top and fragment size follow the thread's changes", "[agent][stack]") {
     // The reader keeps them per ring (SampleWatchCache) instead of asking under two mutexes per sample.
     Fixture f;
-    StackControllerSettings settings;
-    settings.entry_margin_bytes = kMargin;
+    const StackControllerSettings settings = with_margin();
     AutoStack autostack(settings, f.sampler);
     autostack.set_head_start(true);
     SampleWatchCache cache;
@@ -302,8 +303,7 @@ TEST_CASE("a ring's cached stack top and fragment size follow the thread's chang
 TEST_CASE("stack=auto tells the size a starting thread's events open with: larger for a deep family and the VM's starter",
           "[agent][stack]") {
     Fixture f;
-    StackControllerSettings settings;
-    settings.entry_margin_bytes = kMargin;
+    const StackControllerSettings settings = with_margin();
     AutoStack autostack(settings, f.sampler);
     CHECK(autostack.start_bytes("main", true) == settings.max_bytes);
     CHECK(autostack.start_bytes("worker-1", false) == settings.base_bytes);
