@@ -317,6 +317,16 @@ Status Sampler::open_switches(pid_t tid, const kernel::SamplingConfig& config, R
     return {};
 }
 
+// The configuration for fragments of `bytes` (stack=auto's sizes): as much time of samples as the
+// configured ring holds at the configured size, the pages growing with the record up to 4 MB (or
+// the configured ring, if larger).
+kernel::SamplingConfig Sampler::grown_config(uint32_t bytes) const {
+    kernel::SamplingConfig config = config_;
+    config.stack_bytes = bytes;
+    config.ring_pages = std::max(config_.ring_pages, ring_pages_for(config_, bytes, std::max<uint32_t>(config_.ring_pages, 1024)));
+    return config;
+}
+
 // The thread's clock event (if clock events are on) and switch event for `config`; on failure the
 // request holds neither.
 Status Sampler::open_events(pid_t tid, const kernel::SamplingConfig& config, Request& request) {
@@ -363,10 +373,7 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start
         // stack=auto's start size for a thread known to run deep: opened as set_stack would reopen
         // it (the same size, ring and watermark), one open and mmap less than opening it at the
         // configured size and reopening it at once.
-        kernel::SamplingConfig large = config_;
-        large.stack_bytes = start_stack_bytes;
-        large.ring_pages = std::max(config_.ring_pages, ring_pages_for(config_, start_stack_bytes,
-                                                                       std::max<uint32_t>(config_.ring_pages, 1024)));
+        kernel::SamplingConfig large = grown_config(start_stack_bytes);
         Status opened = open_events(tid, large, *request);
         if (!opened.ok() && opened.error().sys_errno != ESRCH && large.ring_pages != config_.ring_pages) {
             // The larger ring may be over perf_event_mlock_kb: the configured ring's size may still do.
@@ -630,12 +637,8 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
         }
         return;
     }
-    kernel::SamplingConfig config = config_;
-    config.stack_bytes = bytes;
+    kernel::SamplingConfig config = grown_config(bytes);
     if (ring.period_ns != 0) config.period_ns = ring.period_ns;
-    // As much time of samples as the configured ring holds at the configured size: the pages grow
-    // with the record, up to 4 MB (or the configured ring, if larger).
-    config.ring_pages = std::max(config_.ring_pages, ring_pages_for(config_, bytes, std::max<uint32_t>(config_.ring_pages, 1024)));
     auto open = [&](kernel::SamplingConfig& c, std::unique_ptr<kernel::PerfEvent>& event,
                     std::unique_ptr<kernel::PerfEvent>& switches) -> Status {
         if (ring.clock) {

@@ -174,6 +174,7 @@ private:
     void apply_requests();
     void open_ring(Request& request);
     Status open_switches(pid_t tid, const kernel::SamplingConfig& config, Request& request);
+    kernel::SamplingConfig grown_config(uint32_t bytes) const;
     Status open_events(pid_t tid, const kernel::SamplingConfig& config, Request& request);
     void close_ring(uint64_t key);
     void account_clock(const Ring& ring);
