@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace sf::agent {
@@ -69,12 +70,36 @@ void log_message(LogLevel level, const char* format, ...) {
     if (used < 0) return;
     va_list args;
     va_start(args, format);
+    va_list again;
+    va_copy(again, args);
     const int body = std::vsnprintf(line + used, sizeof line - static_cast<size_t>(used), format, args);
     va_end(args);
-    if (body < 0) return;
-    size_t size = std::min(static_cast<size_t>(used) + static_cast<size_t>(body), sizeof line - 2);
-    line[size++] = '\n';
-    write_fully(g_log_fd.load(std::memory_order_relaxed), line, size);
+    if (body < 0) {
+        va_end(again);
+        return;
+    }
+    const size_t size = static_cast<size_t>(used) + static_cast<size_t>(body);
+    if (size + 1 <= sizeof line) {
+        va_end(again);
+        line[size] = '\n';
+        write_fully(g_log_fd.load(std::memory_order_relaxed), line, size + 1);
+        return;
+    }
+    // The stop summary outgrows any fixed line, and its last parts (off-CPU, per-kind shares) are
+    // the ones a cut would lose; a message this long is rare, so it is formatted again in full.
+    char* whole = static_cast<char*>(std::malloc(size + 2));
+    if (whole == nullptr) {
+        va_end(again);
+        line[sizeof line - 1] = '\n';
+        write_fully(g_log_fd.load(std::memory_order_relaxed), line, sizeof line);
+        return;
+    }
+    std::memcpy(whole, line, static_cast<size_t>(used));
+    std::vsnprintf(whole + used, static_cast<size_t>(body) + 1, format, again);
+    va_end(again);
+    whole[size] = '\n';
+    write_fully(g_log_fd.load(std::memory_order_relaxed), whole, size + 1);
+    std::free(whole);
 }
 
 }  // namespace sf::agent
