@@ -39,6 +39,7 @@
 #include "auto_interval.hpp"
 #include "auto_stack.hpp"
 #include "sampler.hpp"
+#include "stack_pages.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "stream_writer.hpp"
 #include "task_watcher.hpp"
@@ -108,6 +109,13 @@ public:
     void setup(bool attach) {
         attach_ = attach;
         SF_LOG_DEBUG("process CPU at load: %.1f ms", static_cast<double>(process_cpu_ns()) / 1e6);
+        // At OnLoad this thread is inside Threads::create_vm and runs the JVM's start, VMInit and
+        // main(): its samples' fragments must not stop at a page of the frames above that was
+        // never written (JDK 25: ~80 samples per xalan run failed so, native_unwind_failed).
+        if (!attach) {
+            const size_t pages = touch_stack_pages_above_current_frame();
+            SF_LOG_DEBUG("%zu stack pages above the agent's load made present", pages);
+        }
         if (backend_.signal_from_start()) {
             use_signal_backend("backend=signal");
         } else if (options_.validate) {
@@ -278,6 +286,8 @@ public:
         std::string name = thread_name(jni, thread);
         // The agent's own work is not the application's.
         if (name == kCodePollThreadName || name == JvmtiSampler::kThreadName) return;
+        // Its start frames' unwritten pages would cut every later sample's fragment short.
+        (void)touch_stack_pages_above_current_frame();
         register_thread(current_tid(), std::move(name), jni, true);
     }
 
