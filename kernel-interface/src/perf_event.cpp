@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -37,6 +38,37 @@ std::string describe_target(const perf_event_attr& attr, pid_t pid, int cpu) {
 
 }  // namespace
 
+namespace {
+// Process-wide and lock-free: rings are mapped and unmapped by the reader and by JVMTI callbacks.
+std::atomic<uint64_t> g_ring_bytes{0};
+std::atomic<uint64_t> g_rings{0};
+std::atomic<uint64_t> g_peak_ring_bytes{0};
+std::atomic<uint64_t> g_peak_rings{0};
+
+void count_mapped(size_t bytes) {
+    const uint64_t now = g_ring_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    const uint64_t rings = g_rings.fetch_add(1, std::memory_order_relaxed) + 1;
+    uint64_t peak = g_peak_ring_bytes.load(std::memory_order_relaxed);
+    while (now > peak && !g_peak_ring_bytes.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+    if (now >= peak) g_peak_rings.store(rings, std::memory_order_relaxed);
+}
+
+void count_unmapped(size_t bytes) {
+    g_ring_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+    g_rings.fetch_sub(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+RingMemory ring_memory() {
+    RingMemory memory;
+    memory.bytes = g_ring_bytes.load(std::memory_order_relaxed);
+    memory.rings = g_rings.load(std::memory_order_relaxed);
+    memory.peak_bytes = g_peak_ring_bytes.load(std::memory_order_relaxed);
+    memory.peak_rings = g_peak_rings.load(std::memory_order_relaxed);
+    return memory;
+}
+
 Result<PerfEvent> PerfEvent::open_attr(const perf_event_attr& attr, pid_t pid, int cpu,
                                        uint32_t ring_pages) {
     const std::string what = describe_target(attr, pid, cpu);
@@ -64,6 +96,7 @@ Result<PerfEvent> PerfEvent::open_attr(const perf_event_attr& attr, pid_t pid, i
         return perf_mmap_error(err, "mmap of the ring of " + what, data_bytes);
     }
     event.map_ = map;
+    count_mapped(event.map_size_);
     const uint32_t stack_bytes =
         (attr.sample_type & PERF_SAMPLE_STACK_USER) != 0 ? attr.sample_stack_user : 0;
     event.ring_ = std::make_unique<RingReader>(map, data_bytes, stack_bytes);
@@ -165,7 +198,10 @@ PerfEvent::~PerfEvent() { close(); }
 
 void PerfEvent::close() {
     ring_.reset();
-    if (map_ != nullptr) munmap(map_, map_size_);
+    if (map_ != nullptr) {
+        munmap(map_, map_size_);
+        count_unmapped(map_size_);
+    }
     map_ = nullptr;
     map_size_ = 0;
     if (fd_ >= 0) ::close(fd_);

@@ -353,6 +353,19 @@ public:
     // Which backend samples: "perf", or "signal (why)".
     std::string backend_text() const { return backend_.text(); }
 
+    // The rings' pinned memory, for the stop summary: with one ring per thread it grows with the
+    // threads (and stack=auto's larger rings), which a service with hundreds of threads must know.
+    static std::string ring_memory_text() {
+        const kernel::RingMemory memory = kernel::ring_memory();
+        if (memory.peak_rings == 0) return "";
+        char line[200];
+        std::snprintf(line, sizeof line, "\n  ring memory (pinned by the kernel): peak %.1f MB in %llu rings, %.1f MB at the stop",
+                      static_cast<double>(memory.peak_bytes) / (1024.0 * 1024.0),
+                      static_cast<unsigned long long>(memory.peak_rings),
+                      static_cast<double>(memory.bytes) / (1024.0 * 1024.0));
+        return line;
+    }
+
     // stack=auto's part of the stop summary.
     std::string stack_text() const {
         if (!auto_stack_) return "";
@@ -507,8 +520,8 @@ private:
         try {   // runs in VMDeath or an attach: nothing may escape into the JVM
             if (reader_stopped) {
                 live_profile_->stop(kShutdownTimeoutMs, final_file);
-                SF_LOG_INFO("%s\n  backend: %s%s", live_profile_->summary_text().c_str(), backend_text().c_str(),
-                            stack_text().c_str());
+                SF_LOG_INFO("%s\n  backend: %s%s%s", live_profile_->summary_text().c_str(), backend_text().c_str(),
+                            ring_memory_text().c_str(), stack_text().c_str());
             } else if (!final_file.empty() || !options_.file.empty()) {
                 // The reader still runs (and feeds the queue): the profile so far is all that can be written.
                 (void)live_profile_->dump(final_file, kShutdownTimeoutMs);
@@ -865,6 +878,9 @@ private:
                     static_cast<unsigned long long>(counts.lost_samples), oracle_text.c_str(),
                     static_cast<unsigned long long>(stats.threads_opened), static_cast<double>(stats.reader_cpu_ns) / 1e6,
                     static_cast<unsigned long long>(queue_.dropped()), counts.describe().c_str());
+        if (!live_profile_) {
+            if (const std::string memory = ring_memory_text(); !memory.empty()) SF_LOG_INFO("%s", memory.substr(3).c_str());
+        }
         if (auto_stack_ && !live_profile_) SF_LOG_INFO("%s", stack_text().substr(3).c_str());
         if (!kernel_unsampled_.empty()) {
             rusage usage{};

@@ -309,3 +309,29 @@ TEST_CASE("a ring added without data reports stays quiet at its watermark and is
     CHECK(hung_up);
     CHECK(poller->remove(event->fd()).ok());
 }
+
+TEST_CASE("ring memory counts every mapped ring, its peak and its release") {
+    using sf::kernel::ring_memory;
+    const sf::kernel::RingMemory before = ring_memory();
+    sf::kernel::SamplingConfig small;
+    small.ring_pages = 16;
+    sf::kernel::SamplingConfig large;
+    large.ring_pages = 64;
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
+    {
+        auto first = sf::kernel::PerfEvent::open_thread(self, small);
+        REQUIRE(first.ok());
+        auto second = sf::kernel::PerfEvent::open_thread(self, large);
+        REQUIRE(second.ok());
+        const sf::kernel::RingMemory both = ring_memory();
+        CHECK(both.bytes == before.bytes + (16 + 1 + 64 + 1) * page);
+        CHECK(both.rings == before.rings + 2);
+        CHECK(both.peak_bytes >= both.bytes);
+        CHECK(both.peak_rings >= before.rings + 2);
+    }
+    const sf::kernel::RingMemory after = ring_memory();
+    CHECK(after.bytes == before.bytes);
+    CHECK(after.rings == before.rings);
+    CHECK(after.peak_bytes >= before.bytes + (16 + 1 + 64 + 1) * page);
+}

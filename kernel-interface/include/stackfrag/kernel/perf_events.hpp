@@ -56,6 +56,17 @@ size_t sample_record_bytes(uint32_t stack_bytes);
 // non-sampling task-clock with exclude_kernel = 0): ok, or kPermission saying what would allow it.
 Status probe_kernel_sampling();
 
+// The ring memory this process has mapped for perf events, now and at its peak. The kernel pins it
+// (it counts against kernel.perf_event_mlock_kb and RLIMIT_MEMLOCK), and with one ring per thread
+// it grows with the number of threads, so the stop summary reports it.
+struct RingMemory {
+    uint64_t bytes = 0;
+    uint64_t rings = 0;
+    uint64_t peak_bytes = 0;
+    uint64_t peak_rings = 0;   // the rings mapped when the peak was reached
+};
+RingMemory ring_memory();
+
 // The perf_event_attr a config maps to: disabled, user-only (unless config.kernel), CLOCK_MONOTONIC time stamps,
 // sample_id_all (so LOST/THROTTLE records carry tid and time). `inherit` is for per-CPU mode.
 perf_event_attr make_attr(const SamplingConfig& config, bool inherit);
