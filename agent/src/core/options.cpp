@@ -356,6 +356,15 @@ Result<AgentOptions> parse_options(std::string_view text) {
         return make_error(Errc::kInvalidArgument, "events=switch needs perf events, not backend=signal",
                           "use backend=perf or auto");
     }
+    // mode=cpu's events belong to the process and give every thread one fragment size, so stack=auto
+    // cannot grow a deep thread's fragment there: it takes the largest from the start. The kernel
+    // copies only up to the first unmapped byte above the stack's top, so a shallow thread's samples
+    // stay small (a 200-thread pool of deep lambda chains: 26 KB on average, no incomplete trace
+    // where 16 KB left 2.2 %).
+    if (options.mode == SamplingMode::kCpu && options.stack_auto) {
+        options.stack_bytes = kernel::kMaxStackBytes;
+        options.stack_auto = false;
+    }
     // Each loop period is one profile sent; the rest of push= is checked by apply_push.
     if (!options.push_url.empty() && options.loop_ns == 0) {
         return make_error(Errc::kInvalidArgument, "push needs loop: each loop period is one profile sent",

@@ -1010,6 +1010,7 @@ jint control(const AgentOptions& options) {
         std::string text = "stopped\n";
         if (LiveProfile* live = agent->live_profile()) text += live->summary_text() + "\n";
         text += "backend: " + agent->backend_text() + "\n";
+        if (const std::string memory = agent->ring_memory_text(); !memory.empty()) text += memory.substr(3) + "\n";
         return write_reply(reply, text, true), JNI_OK;
     }
     case AgentAction::kNone:

@@ -93,6 +93,19 @@ TEST_CASE("ring is a power of two; without it the ring holds about 10 ms of samp
     CHECK(parse_ok("interval=10us").sampling_config().ring_pages == 1024);   // capped
 }
 
+TEST_CASE("mode=cpu: stack=auto takes the largest fragment (one size for every thread), a given size stays") {
+    const auto cpu = parse_ok("mode=cpu");
+    CHECK(cpu.stack_bytes == sf::kernel::kMaxStackBytes);
+    CHECK_FALSE(cpu.stack_auto);
+    CHECK(parse_ok("stack=auto,mode=cpu").stack_bytes == sf::kernel::kMaxStackBytes);
+    const auto fixed = parse_ok("mode=cpu,stack=8192");
+    CHECK(fixed.stack_bytes == 8192);
+    CHECK_FALSE(fixed.stack_auto);
+    const auto thread = parse_ok("mode=thread");
+    CHECK(thread.stack_auto);
+    CHECK(thread.stack_bytes == 16384);
+}
+
 TEST_CASE("mode is thread, cpu or jvmti") {
     CHECK(parse_ok("mode=thread").mode == SamplingMode::kThread);
     CHECK(parse_ok("mode=cpu").mode == SamplingMode::kCpu);
