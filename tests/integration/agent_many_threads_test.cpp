@@ -1,0 +1,124 @@
+// A service-like load that no shared workload has (ManyThreads.java): a pool of 120 threads, most
+// waking from a short sleep, each task going down a deep chain of lambdas into string, regex,
+// stream and reflection work. Every thread's samples decode, complete and like ASGCT; the stop
+// summary says how much ring memory the kernel pinned — one ring per thread in mode=thread, one
+// per CPU in mode=cpu, where stack=auto gives every thread the largest fragment.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+
+#include "agent_process.hpp"
+#include "collapsed_stacks.hpp"
+#include "test_env.hpp"
+
+namespace {
+
+const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
+const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
+constexpr int kThreads = 120;
+
+bool installed(const std::string& jdk) {
+    struct stat info {};
+    return stat((jdk + "/bin/java").c_str(), &info) == 0;
+}
+
+// "ring memory (pinned by the kernel): peak X MB in N rings": N, or -1 without the line.
+long peak_rings(const std::string& log) {
+    std::smatch m;
+    if (!std::regex_search(log, m, std::regex(R"(ring memory \(pinned by the kernel\): peak [0-9.]+ MB in (\d+) rings)"))) {
+        return -1;
+    }
+    return std::stol(m[1]);
+}
+
+struct Run {
+    std::string dir;
+    sf::test::ProcessResult result;
+};
+
+// Runs the pool under the agent with `options`, in which "DIR" stands for the run's directory.
+Run run_pool(const std::string& jdk, std::string options) {
+    Run run{sf::test::temp_dir("many-threads-it"), {}};
+    const auto compiled = sf::test::run_process(
+        {jdk + "/bin/javac", "-d", run.dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/ManyThreads.java"}, {},
+        run.dir + "/javac", 120);
+    INFO(compiled.err);
+    REQUIRE(compiled.exit_code == 0);
+    for (size_t at = options.find("DIR"); at != std::string::npos; at = options.find("DIR")) options.replace(at, 3, run.dir);
+    run.result = sf::test::run_process({jdk + "/bin/java", "-agentpath:" + kAgent + "=" + options, "-cp", run.dir,
+                                        "ManyThreads", std::to_string(kThreads), "150"},
+                                       {}, run.dir + "/jvm", 300);
+    return run;
+}
+
+// Samples of the collapsed profile whose stack holds `part`.
+uint64_t with(const std::vector<sf::test::Stack>& stacks, const std::string& part) {
+    uint64_t n = 0;
+    for (const auto& s : stacks) {
+        for (const auto& f : s.frames) {
+            if (f.find(part) != std::string::npos) {
+                n += s.count;
+                break;
+            }
+        }
+    }
+    return n;
+}
+
+}  // namespace
+
+TEST_CASE("a 120-thread pool with deep lambda chains decodes completely and like ASGCT, one ring per thread",
+          "[manythreads]") {
+    const Run run = run_pool(sf::test::kJdk17, "interval=1ms,validate,record=DIR/run.sfr,file=DIR/live.collapsed");
+    INFO(run.result.err);
+    REQUIRE(run.result.exit_code == 0);
+    // One ring per sampled thread: the pool's and the JVM's own.
+    CHECK(peak_rings(run.result.err) >= kThreads);
+
+    const auto replay = sf::test::run_process({kCli, "replay", "--json", run.dir + "/run.sfr"}, {}, run.dir + "/replay", 300);
+    REQUIRE(replay.exit_code == 0);
+    const nlohmann::json j = nlohmann::json::parse(replay.out);
+    INFO(j.dump(1));
+    const double samples = j["samples"].get<double>();
+    REQUIRE(samples > 1000);
+    uint64_t failed = 0;
+    for (const auto& [reason, n] : j["failed"].items()) failed += n.get<uint64_t>();
+    CHECK(failed / samples <= 0.01);
+    CHECK(j["incomplete"].get<double>() / samples <= 0.01);
+    const double both_ok = j["oracle_both_ok"].get<double>();
+    REQUIRE(both_ok > 50);
+    CHECK(j["oracle_identical_except_top_bci"].get<double>() / both_ok >= 0.97);
+
+    // The pool's work is where the profile says the pool's threads spent their time.
+    const auto stacks = sf::test::parse_collapsed(sf::test::read_text_file(run.dir + "/live.collapsed"));
+    const uint64_t total = sf::test::total(stacks);
+    CHECK(with(stacks, "ManyThreads.work") > total / 5);
+    CHECK(with(stacks, "java/util/concurrent/ThreadPoolExecutor.runWorker") > total / 4);
+    std::filesystem::remove_all(run.dir);
+}
+
+TEST_CASE("mode=cpu: the same pool in one ring per CPU, its deep stacks complete with stack=auto", "[manythreads]") {
+    const std::string jdk = installed(sf::test::kJdk25) ? sf::test::kJdk25 : sf::test::kJdk17;
+    const Run run = run_pool(jdk, "interval=1ms,mode=cpu,file=DIR/live.collapsed");
+    INFO(run.result.err);
+    REQUIRE(run.result.exit_code == 0);
+    CHECK(run.result.err.find("stack=65528") != std::string::npos);   // the loaded options
+    const long rings = peak_rings(run.result.err);
+    CHECK(rings >= 1);
+    CHECK(rings <= 2 * sysconf(_SC_NPROCESSORS_CONF) + 2);   // the per-CPU rings, and the loading thread's own
+
+    std::smatch m;
+    REQUIRE(std::regex_search(run.result.err, m,
+                              std::regex(R"(stop summary: (\d+) samples taken; decoded [0-9.]+% \((\d+)\), incomplete [0-9.]+% \((\d+)\))")));
+    const double samples = std::stod(m[1]);
+    REQUIRE(samples > 1000);
+    CHECK(std::stod(m[2]) / samples >= 0.99);
+    CHECK(std::stod(m[3]) / samples <= 0.01);
+    std::filesystem::remove_all(run.dir);
+}
