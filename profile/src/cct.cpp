@@ -1,5 +1,7 @@
 #include "stackfrag/profile/cct.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace sf::profile {
@@ -133,13 +135,30 @@ NodeId Cct::child_or_create(NodeId parent, FrameId frame, int32_t call_bci, int3
 void Cct::add_samples(NodeId leaf, uint64_t samples, uint64_t weight) {
     nodes_[leaf].self_samples += samples;
     nodes_[leaf].self_weight += weight;
-    NodeId id = leaf;
-    while (true) {
-        nodes_[id].total_samples += samples;
-        nodes_[id].total_weight += weight;
-        if (id == kRootNode) break;
-        id = nodes_[id].parent;
+    if (unsettled_by_node_.size() < nodes_.size()) unsettled_by_node_.resize(nodes_.capacity());
+    unsettled_by_node_[leaf].samples += samples;
+    unsettled_by_node_[leaf].weight += weight;
+    unsettled_ = true;
+}
+
+void Cct::settle() const {
+    // Children have larger ids than their parents: from the last node down, each passes what it
+    // gathered (its own and its subtree's) on to its parent before the parent is reached.
+    const size_t n = std::min(unsettled_by_node_.size(), nodes_.size());
+    for (size_t id = n; id-- > 0;) {
+        Unsettled& u = unsettled_by_node_[id];
+        if (u.samples == 0 && u.weight == 0) continue;
+        Node& node = nodes_[id];
+        node.total_samples += u.samples;
+        node.total_weight += u.weight;
+        if (id != kRootNode) {
+            Unsettled& up = unsettled_by_node_[node.parent];
+            up.samples += u.samples;
+            up.weight += u.weight;
+        }
+        u = {};
     }
+    unsettled_ = false;
 }
 
 std::optional<NodeId> Cct::child(NodeId parent, FrameId frame, int32_t call_bci) const {
@@ -198,10 +217,23 @@ void Cct::record_sample(const CallTrace& trace, NodeId leaf) {
     samples_.push_back(record);
 }
 
+size_t Cct::method_frame_slot(uint64_t key) const {
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+    const size_t mask = method_frames_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+        if (method_frames_[i].key == key || method_frames_[i].key == 0) return i;
+    }
+}
+
 FrameId Cct::java_frame(FrameType type, uint64_t method_id, bool& stable) {
     stable = true;
-    uint64_t cache_key = method_id * 16 + static_cast<uint64_t>(type);
-    if (auto cached = method_frames_.find(cache_key); cached != method_frames_.end()) return cached->second;
+    // The type in the low bits: never 0, the free slot's key.
+    const uint64_t cache_key = method_id * 16 + static_cast<uint64_t>(type);
+    if (!method_frames_.empty()) {
+        const MethodFrameSlot& slot = method_frames_[method_frame_slot(cache_key)];
+        if (slot.key == cache_key) return slot.frame;
+    }
     const MethodInfo* info = names_ != nullptr ? names_->find(method_id) : nullptr;
     FrameDesc desc;
     desc.type = type;
@@ -218,7 +250,15 @@ FrameId Cct::java_frame(FrameType type, uint64_t method_id, bool& stable) {
     desc.source_file = info->source_file;
     desc.first_line = first_line(*info);
     FrameId id = intern_frame(desc);
-    method_frames_.emplace(cache_key, id);
+    if ((method_frame_count_ + 1) * 2 > method_frames_.size()) {
+        std::vector<MethodFrameSlot> old = std::move(method_frames_);
+        method_frames_.assign(old.empty() ? 1024 : old.size() * 2, MethodFrameSlot{});
+        for (const MethodFrameSlot& slot : old) {
+            if (slot.key != 0) method_frames_[method_frame_slot(slot.key)] = slot;
+        }
+    }
+    method_frames_[method_frame_slot(cache_key)] = MethodFrameSlot{cache_key, id};
+    ++method_frame_count_;
     return id;
 }
 
@@ -249,9 +289,20 @@ NodeId Cct::thread_node(uint32_t tid) {
 }
 
 std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
+    constexpr size_t kMaxThreadPaths = 4096;   // bounded, whatever the thread ids
+    if (paths_.size() >= kMaxThreadPaths && !paths_.contains(trace.tid)) paths_.clear();
+    ThreadPath& path = paths_[trace.tid];
     NodeId at = options_.per_thread ? thread_node(trace.tid) : kRootNode;
-    // A non-Java thread's kind ("[GC Thread]"): its stacks sit beside the application's.
-    if (!trace.root.empty()) at = child_or_create(at, symbol_frame(FrameType::kNative, trace.root), -1, 0);
+    // A non-Java thread's kind ("[GC Thread]"): its stacks sit beside the application's. Its node
+    // for this parent never changes (frames and nodes are never removed).
+    if (!trace.root.empty()) {
+        if (path.root_parent != at || path.root != trace.root) {
+            path.root_node = child_or_create(at, symbol_frame(FrameType::kNative, trace.root), -1, 0);
+            path.root_parent = at;
+            path.root = trace.root;
+        }
+        at = path.root_node;
+    }
     if (trace.status == TraceStatus::kFailed) {
         counts_.failed++;
         size_t reason = static_cast<size_t>(trace.failure);
@@ -274,9 +325,6 @@ std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
     // The outer frames this thread's last trace had too, at the same place in the tree: their
     // nodes are known. A frame's node depends on it and the frames outside it (and on the bci of
     // the one just outside), so equal frames from the outermost on give equal nodes.
-    constexpr size_t kMaxThreadPaths = 4096;   // bounded, whatever the thread ids
-    if (paths_.size() >= kMaxThreadPaths && !paths_.contains(trace.tid)) paths_.clear();
-    ThreadPath& path = paths_[trace.tid];
     const size_t n = trace.frames.size();
     size_t taken = 0;
     if (path.start == at) {
@@ -330,6 +378,7 @@ std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
 }
 
 void Cct::merge(const Cct& other) {
+    if (other.unsettled_) other.settle();
     std::vector<FrameId> frame_map(other.frames_.size());
     for (size_t i = 0; i < other.frames_.size(); ++i) {
         frame_map[i] = intern_frame(other.frames_[i]);

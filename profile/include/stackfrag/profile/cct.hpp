@@ -157,13 +157,16 @@ public:
     const TraceCounts& trace_counts() const { return counts_; }
 
     size_t node_count() const { return nodes_.size(); }
-    const Node& node(NodeId id) const { return nodes_[id]; }
+    const Node& node(NodeId id) const {
+        if (unsettled_) settle();
+        return nodes_[id];
+    }
     size_t frame_count() const { return frames_.size(); }
     const FrameDesc& frame(FrameId id) const { return frames_[id]; }
     const FrameDesc& frame_of(NodeId id) const { return frames_[nodes_[id].frame]; }
 
-    uint64_t total_samples() const { return nodes_[kRootNode].total_samples; }
-    uint64_t total_weight() const { return nodes_[kRootNode].total_weight; }
+    uint64_t total_samples() const { return node(kRootNode).total_samples; }
+    uint64_t total_weight() const { return node(kRootNode).total_weight; }
 
     // The nodes from the root's child down to `id`, root-first (empty for the root itself).
     std::vector<NodeId> path(NodeId id) const;
@@ -183,6 +186,7 @@ public:
     // order; iterative, so deep stacks cannot overflow the caller's (maybe small JVM) stack.
     template <class Visitor>
     void visit(Visitor&& visitor) const {
+        if (unsettled_) settle();
         std::vector<NodeId> pending{kRootNode};
         while (!pending.empty()) {
             NodeId id = pending.back();
@@ -205,6 +209,8 @@ public:
     // The child of `parent` for (frame, call_bci), created (with `call_line`) when missing.
     NodeId child_or_create(NodeId parent, FrameId frame, int32_t call_bci, int32_t call_line = 0);
     // Adds samples whose innermost frame is `leaf`: self there, total on it and every ancestor.
+    // The ancestors' totals are summed when next read (node(), visit(), total_*()): a walk up
+    // through every ancestor per sample was a cache miss per level.
     void add_samples(NodeId leaf, uint64_t samples, uint64_t weight = 0);
     TraceCounts& mutable_trace_counts() { return counts_; }
 
@@ -246,6 +252,11 @@ private:
         NodeId node = kRootNode;
     };
     struct ThreadPath {
+        // A non-Java thread's root frame (CallTrace::root) and the node it got under `root_parent`:
+        // its next samples find it without hashing the name and looking up the child.
+        std::string root;
+        NodeId root_parent = kNoChild;
+        NodeId root_node = kNoChild;
         NodeId start = kNoChild;   // the node the first frame hangs under
         std::vector<PathStep> steps;
         size_t reusable = 0;       // steps [0, reusable) may be taken
@@ -256,14 +267,33 @@ private:
     CctOptions options_;
     ProfileInfo info_;
     TraceCounts counts_;
-    std::vector<Node> nodes_;
+    // Totals are kept up to date lazily: add_samples() counts at the leaf only and leaves the
+    // ancestors' share in unsettled_ (samples, weight per node, not yet in the node's totals nor
+    // passed to its parent), which settle() adds up in one pass from the last node to the root
+    // (a node's parent always has the smaller id). Both are mutable: reading settles.
+    mutable std::vector<Node> nodes_;
+    struct Unsettled {
+        uint64_t samples = 0;
+        uint64_t weight = 0;
+    };
+    mutable std::vector<Unsettled> unsettled_by_node_;
+    mutable bool unsettled_ = false;
+    void settle() const;
     std::vector<FrameDesc> frames_;
     std::unordered_map<std::string, FrameId> frame_ids_;   // identity key -> frame
     std::vector<ChildSlot> child_slots_;   // size a power of two, at most half full
     size_t child_count_ = 0;
     // (method id, type) -> frame. A jmethodID names one method (class, name, signature) for the
     // JVM's whole life and HotSpot never reuses one, so an id once resolved needs no new lookup.
-    std::unordered_map<uint64_t, FrameId> method_frames_;
+    // Open addressing with the key inline (0: free; a key has the type, never 0, in its low bits),
+    // at most half full: one cache miss per lookup, where a node-based map took two and a division.
+    struct MethodFrameSlot {
+        uint64_t key = 0;
+        FrameId frame = kRootFrame;
+    };
+    std::vector<MethodFrameSlot> method_frames_;
+    size_t method_frame_count_ = 0;
+    size_t method_frame_slot(uint64_t key) const;
     std::unordered_map<uint32_t, std::string> thread_names_;
     std::vector<SampleRecord> samples_;
     void record_sample(const CallTrace& trace, NodeId leaf);
