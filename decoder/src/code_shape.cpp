@@ -198,13 +198,46 @@ struct Seen {
 };
 constexpr uint32_t kNone = UINT32_MAX;
 
+// The per-offset arrays are as large as the largest code analysed so far and clean (kNone, 0, 0)
+// between analyses: each analysis cleans only the offsets it visited (`visited`), instead of
+// clearing (and later scanning) every byte offset of a code of tens of KB of which a flow reaches
+// a part.
 struct Scratch {
     std::vector<uint32_t> first;   // per offset: the first state seen there, in pool
     std::vector<uint8_t> count;    // per offset: states seen
     std::vector<uint8_t> length;   // per offset: the instruction's length
+    std::vector<uint32_t> visited;   // offsets with a state, in the order first reached
+    std::vector<uint64_t> visited_bits;   // the same offsets, a bit each: in ascending order
     std::vector<Seen> pool;
     std::vector<uint32_t> pending;
     std::vector<PathState> work;
+
+    void prepare(size_t size) {
+        if (first.size() < size) {
+            first.resize(size, kNone);
+            count.resize(size, 0);
+            length.resize(size, 0);
+            visited_bits.resize((size + 63) / 64, 0);
+        }
+        visited.clear();
+        pool.clear();
+        pending.clear();
+        work.clear();
+    }
+};
+
+// Leaves the scratch's per-offset arrays clean whichever way the analysis returns.
+struct CleanOnExit {
+    Scratch& s;
+    ~CleanOnExit() {
+        for (uint32_t off : s.visited) {
+            s.first[off] = kNone;
+            s.count[off] = 0;
+            s.length[off] = 0;
+            s.visited_bits[off / 64] = 0;
+        }
+        s.visited.clear();
+    }
 };
 
 ZydisRegister full(ZydisRegister r) { return ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r); }
@@ -372,12 +405,9 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
     std::vector<uint8_t>& length = scratch.length;
     std::vector<uint32_t>& pending = scratch.pending;   // call targets inside this code (call stubs)
     std::vector<PathState>& work = scratch.work;
-    first.assign(size, kNone);
-    count.assign(size, 0);
-    length.assign(size, 0);
-    pool.clear();
-    pending.clear();
-    work.clear();
+    std::vector<uint32_t>& visited = scratch.visited;
+    scratch.prepare(size);
+    const CleanOnExit clean{scratch};
     work.push_back({start, 0, kNoSaved, ZYDIS_REGISTER_NONE});
     size_t visits = 0;
     Decoded d;
@@ -390,6 +420,10 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
                 seen = pool[i].delta == st.delta && pool[i].saved == st.saved;
             }
             if (seen || count[st.offset] == kMaxStatesPerOffset) break;
+            if (count[st.offset] == 0) {
+                visited.push_back(st.offset);
+                scratch.visited_bits[st.offset / 64] |= uint64_t{1} << (st.offset % 64);
+            }
             pool.push_back({st.delta, st.saved, first[st.offset]});
             first[st.offset] = static_cast<uint32_t>(pool.size() - 1);
             ++count[st.offset];
@@ -551,14 +585,12 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
         r.call_pending = true;
         stubs.push_back(r);
     }
+    // The offsets with states in ascending order, the stubs' ranges among them: a stub's range is
+    // added where it begins and says all there is about the offsets inside it.
     size_t next_stub = 0;
-    for (uint32_t off = 0; off < size; ++off) {
-        if (next_stub > 0 && off < stubs[next_stub - 1].end) continue;   // the stub's range says it all
-        if (next_stub < stubs.size() && stubs[next_stub].begin <= off) {
-            add(stubs[next_stub++]);
-            continue;
-        }
-        if (count[off] == 0) continue;
+    auto at_offset = [&](uint32_t off) {
+        while (next_stub < stubs.size() && stubs[next_stub].begin <= off) add(stubs[next_stub++]);
+        if (next_stub > 0 && off < stubs[next_stub - 1].end) return;
         SpRange r;
         r.begin = off;
         r.end = off + std::max<uint32_t>(length[off], 1);
@@ -570,11 +602,16 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
             if (r.count == SpRange::kMaxDeltas) too_many = true;
             else r.deltas[r.count++] = v;
         }
-        if (!nonzero || too_many) continue;   // too many ways here: no answer rather than a wrong one
+        if (!nonzero || too_many) return;   // too many ways here: no answer rather than a wrong one
         for (uint8_t i = 1; i < r.count; ++i) {   // ascending (a loop: GCC's -Warray-bounds misreads std::sort here)
             for (uint8_t j = i; j > 0 && r.deltas[j - 1] > r.deltas[j]; --j) std::swap(r.deltas[j - 1], r.deltas[j]);
         }
         add(r);
+    };
+    for (size_t word = 0; word < (size + 63) / 64; ++word) {
+        for (uint64_t bits = scratch.visited_bits[word]; bits != 0; bits &= bits - 1) {
+            at_offset(static_cast<uint32_t>(word * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
+        }
     }
     while (next_stub < stubs.size()) add(stubs[next_stub++]);
     std::sort(out.ranges.begin(), out.ranges.end(), [](const SpRange& a, const SpRange& b) { return a.begin < b.begin; });
