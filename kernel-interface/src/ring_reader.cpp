@@ -69,6 +69,8 @@ bool RingPositions::has_news() const {
     return head != tail;
 }
 
+void RingPositions::prefetch() const { __builtin_prefetch(&meta_->data_head); }
+
 const uint8_t* RingReader::record_bytes(uint64_t offset, size_t size) {
     const size_t start = static_cast<size_t>(offset & (data_size_ - 1));
     if (start + size <= data_size_) return data_ + start;

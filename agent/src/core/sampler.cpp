@@ -724,6 +724,10 @@ void Sampler::drain_ring(Ring& ring, uint64_t now_ns) {
 void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
     const uint64_t now = monotonic_ns();
     ring_looks_ += watched_.size();
+    // Each ring's positions are a line the kernel wrote from another CPU, or one the JVM's work
+    // evicted since the last cycle: a miss each (~300 ns on the VM, 4 % of the reader with 45
+    // rings at 1 kHz). Asked for all at once, the misses overlap.
+    for (const Watched& watched : watched_) watched.positions.prefetch();
     for (const Watched& watched : watched_) {
         if (!watched.positions.has_news()) continue;
         ++ring_drains_;

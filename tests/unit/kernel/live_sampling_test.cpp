@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -334,4 +335,41 @@ TEST_CASE("ring memory counts every mapped ring, its peak and its release") {
     CHECK(after.bytes == before.bytes);
     CHECK(after.rings == before.rings);
     CHECK(after.peak_bytes >= before.bytes + (16 + 1 + 64 + 1) * page);
+}
+
+TEST_CASE("a ring added without data reports does not wake the waiting thread at its watermark") {
+    // perf wakes its wait queue at every watermark's worth written, whatever the fd was registered
+    // for; a waiter in the same epoll set was woken each time to find nothing and sleep again
+    // (a context switch each, invisible in wait()'s result). Counted here as the waiting thread's
+    // voluntary context switches during one wait.
+    auto poller = sf::kernel::RingPoller::create();
+    REQUIRE(poller.ok());
+    sf::kernel::SamplingConfig config;
+    config.period_ns = 100'000;
+    config.ring_pages = 64;
+    config.stack_bytes = 64;
+    config.wakeup_bytes = 256;   // every sample crosses it
+    std::vector<sf::kernel::RingReady> ready;
+    BusyThread busy;
+    auto opened = sf::kernel::PerfEvent::open_thread(busy.tid(), config);
+    if (!opened) FAIL(opened.error().describe());
+    sf::kernel::PerfEvent event = std::move(opened).value();
+    REQUIRE(poller->add(event.fd(), 9, false).ok());
+    REQUIRE(event.enable().ok());
+    rusage before{};
+    REQUIRE(getrusage(RUSAGE_THREAD, &before) == 0);
+    auto count = poller->wait(300, ready);
+    rusage after{};
+    REQUIRE(getrusage(RUSAGE_THREAD, &after) == 0);
+    REQUIRE(count.ok());
+    CHECK(*count == 0);
+    const size_t written = event.ring().pending_bytes();
+    const uint64_t samples = written / sf::kernel::sample_record_bytes(config.stack_bytes);
+    const long sleeps = after.ru_nvcsw - before.ru_nvcsw;
+    INFO("samples written during the wait: " << samples << ", the waiter's sleeps: " << sleeps);
+    // The busy thread is sampled every 100 us of its CPU time: hundreds of watermark crossings
+    // even on a loaded machine (fewer than 20 would make this test say nothing).
+    REQUIRE(samples >= 20);
+    CHECK(sleeps <= 3);
+    CHECK(poller->remove(event.fd()).ok());
 }
