@@ -330,7 +330,7 @@ void Walk::run() {
         fail(FailReason::kEmptyStack);
     } else {
         const uint32_t wanted = map_.vm().sample_stack_bytes;
-        fragment_full_ = wanted == 0 || sample_.stack.size() >= wanted;
+        fragment_full_ = wanted == 0 || sample_.stack.size() >= std::min(wanted, kLargestPerfFragment);
         pc_ = sample_.regs.ip;
         sp_ = sample_.regs.sp;
         fp_ = sample_.regs.bp;

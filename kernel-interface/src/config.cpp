@@ -52,6 +52,11 @@ uint64_t sample_regs_user_mask() {
            (1ULL << PERF_REG_X86_R15);
 }
 
+// perf cuts the stack part so the record's 16-bit size holds it: the fields before the stack (96
+// bytes here), the stack's size and dyn_size words, rounded up to 8. The decoder knows the result as
+// kLargestPerfFragment (a recording's fact), so the two must agree.
+static_assert((65535 - (8 + 8 + 8 + 8 + 8 + 7 * 8) - 2 * 8 - 8 + 7) / 8 * 8 == kLargestPerfFragment);
+
 size_t sample_record_bytes(uint32_t stack_bytes) {
     constexpr size_t kRegs = 7;
     // header, ip, pid+tid, time, abi, regs, stack size, stack, dyn_size

@@ -12,15 +12,15 @@
 #include <vector>
 
 #include "stackfrag/decoder/call_trace.hpp"
+#include "stackfrag/events/events.hpp"
 
 namespace sf::agent {
 
 struct StackControllerSettings {
     uint32_t base_bytes = 16384;   // every thread starts here and returns here
     uint32_t max_bytes = 65528;    // the largest stack= perf takes
-    // What perf copies at most when asked for max_bytes: a sample record's size is 16 bits, so with
-    // our registers the fragment is cut to 65416 bytes.
-    uint32_t largest_fragment = 65416;
+    // What perf copies at most when asked for max_bytes (the record's size is 16 bits).
+    uint32_t largest_fragment = kLargestPerfFragment;
     // A larger fragment is kept this many samples without an incomplete one, then halved as a
     // trial (stitching usually completes the traces of a stack that stays deep). A trial that
     // fails soon, within twice that, doubles the thread's wait before the next one, up to

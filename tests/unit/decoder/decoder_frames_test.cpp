@@ -669,6 +669,30 @@ TEST_CASE("a deep stack running off the fragment is incomplete", "[decoder][inte
     }
 }
 
+TEST_CASE("asked for 65528 bytes, perf copies 65416: a walk running off that fragment is incomplete", "[decoder][interpreter]") {
+    World w(jdk_param());
+    VmInfo vm = w.map.vm();
+    vm.sample_stack_bytes = 65528;   // stack=65528, and mode=cpu's stack=auto
+    w.map.apply(Event{vm});
+    FakeStack s;
+    s.bytes.resize(kLargestPerfFragment);
+    uint64_t fp = s.at(0x100);
+    int frames = 0;
+    while (fp + 0x100 + 16 <= s.at(kLargestPerfFragment)) {
+        w.interp_frame(s, fp, 1 + frames % 3, bcp(1 + frames % 3, 5), fp + 16, kInterpReturnPc, fp + 0x100);
+        fp += 0x100;
+        ++frames;
+    }
+    w.interp_frame(s, fp - 0x100, 1, bcp(1, 5), fp + 16, kInterpReturnPc, fp + 0x100);
+    DecoderOptions options = test_options();
+    options.max_frames = 1000;
+    Decoder d(w.map, options);
+    CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+    INFO(fail_reason_name(t.failure));
+    CHECK(t.status == TraceStatus::kIncomplete);
+    CHECK(t.frames.size() == size_t(frames));
+}
+
 TEST_CASE("frame limit", "[decoder]") {
     World w;
     FakeStack s;

@@ -148,6 +148,11 @@ struct CodeRange {
     bool operator==(const CodeRange&) const = default;
 };
 
+// The most stack a perf sample of the agent carries: a sample record's size is 16 bits, and with
+// the registers the agent samples the kernel cuts a larger request (up to 65528) to this. A
+// fragment this large is full whatever was asked.
+inline constexpr uint32_t kLargestPerfFragment = 65416;
+
 // Facts about the VM that hold for its whole life, sent once before any sample.
 struct VmInfo {
     uint64_t time_ns = 0;
@@ -162,7 +167,7 @@ struct VmInfo {
     uint64_t code_cache_low = 0;
     uint64_t code_cache_high = 0;
     uint64_t continuation_return_pc = 0;     // JDK 21+: ContinuationEntry::_return_pc, else 0
-    uint32_t sample_stack_bytes = 0;         // requested fragment size
+    uint32_t sample_stack_bytes = 0;         // requested fragment size (perf copies at most kLargestPerfFragment)
     uint64_t sample_period_ns = 0;
     bool operator==(const VmInfo&) const = default;
 };
