@@ -316,9 +316,29 @@ kernel::SamplingConfig AgentOptions::sampling_config() const {
     return config;
 }
 
+namespace {
+// An automatic ring holds this much time of samples of a thread (or CPU) that runs without pause,
+// up to this many pages.
+constexpr uint64_t kRingSlackNs = 10'000'000;
+constexpr uint32_t kMaxAutoRingPages = 1024;
+
+// mode=cpu's stack=auto: the largest fragment (every thread gets the same) whose samples of
+// kRingSlackNs still fit the ring (the largest automatic one unless ring= is given). A per-CPU ring
+// takes every sample of its CPU, and perf reserves the whole requested size per record, so at
+// 100 us 65528 bytes overflowed it (xalan: 5.4 % of the samples lost in full rings).
+uint32_t cpu_mode_stack_bytes(uint64_t interval_ns, uint32_t ring_pages) {
+    const uint64_t samples = kRingSlackNs / std::max<uint64_t>(interval_ns, 1) + 1;
+    const uint64_t ring = static_cast<uint64_t>(ring_pages != 0 ? ring_pages : kMaxAutoRingPages) * 4096;
+    const uint64_t per_sample = ring / samples;
+    const uint64_t overhead = kernel::sample_record_bytes(0);
+    const uint64_t bytes = per_sample > overhead ? (per_sample - overhead) / 8 * 8 : 0;
+    return static_cast<uint32_t>(std::clamp<uint64_t>(bytes, AgentOptions{}.stack_bytes, kernel::kMaxStackBytes));
+}
+}  // namespace
+
 uint32_t AgentOptions::auto_ring_pages() const {
-    constexpr uint64_t kSlackNs = 10'000'000;
-    constexpr uint32_t kMaxPages = 1024;
+    constexpr uint64_t kSlackNs = kRingSlackNs;
+    constexpr uint32_t kMaxPages = kMaxAutoRingPages;
     const uint64_t samples = kSlackNs / std::max<uint64_t>(interval_ns, 1) + 1;
     const uint64_t bytes = samples * kernel::sample_record_bytes(stack_bytes);
     uint32_t pages = kernel::SamplingConfig{}.ring_pages;
@@ -357,12 +377,12 @@ Result<AgentOptions> parse_options(std::string_view text) {
                           "use backend=perf or auto");
     }
     // mode=cpu's events belong to the process and give every thread one fragment size, so stack=auto
-    // cannot grow a deep thread's fragment there: it takes the largest from the start. The kernel
-    // copies only up to the first unmapped byte above the stack's top, so a shallow thread's samples
-    // stay small (a 200-thread pool of deep lambda chains: 26 KB on average, no incomplete trace
-    // where 16 KB left 2.2 %).
+    // cannot grow a deep thread's fragment there: it takes the largest its ring can hold from the
+    // start (65528 at 1 ms, ~41 KB at 100 us). The kernel copies only up to the first unmapped byte
+    // above the stack's top, so a shallow thread's samples stay small to read (a 200-thread pool of
+    // deep lambda chains: 26 KB on average, no incomplete trace where 16 KB left 2.2 %).
     if (options.mode == SamplingMode::kCpu && options.stack_auto) {
-        options.stack_bytes = kernel::kMaxStackBytes;
+        options.stack_bytes = cpu_mode_stack_bytes(options.interval_ns, options.ring_pages);
         options.stack_auto = false;
     }
     // Each loop period is one profile sent; the rest of push= is checked by apply_push.

@@ -93,7 +93,7 @@ TEST_CASE("ring is a power of two; without it the ring holds about 10 ms of samp
     CHECK(parse_ok("interval=10us").sampling_config().ring_pages == 1024);   // capped
 }
 
-TEST_CASE("mode=cpu: stack=auto takes the largest fragment (one size for every thread), a given size stays") {
+TEST_CASE("mode=cpu: stack=auto takes the largest fragment its ring holds (one size for every thread), a given size stays") {
     const auto cpu = parse_ok("mode=cpu");
     CHECK(cpu.stack_bytes == sf::kernel::kMaxStackBytes);
     CHECK_FALSE(cpu.stack_auto);
@@ -101,6 +101,17 @@ TEST_CASE("mode=cpu: stack=auto takes the largest fragment (one size for every t
     const auto fixed = parse_ok("mode=cpu,stack=8192");
     CHECK(fixed.stack_bytes == 8192);
     CHECK_FALSE(fixed.stack_auto);
+    // A per-CPU ring takes every sample of its CPU, each reserving the whole size: at 100 us the
+    // largest fragment whose 10 ms of samples fit the 4 MB ring, at 10 us the default.
+    const auto fast = parse_ok("mode=cpu,interval=100us");
+    CHECK(fast.stack_bytes > 16384);
+    CHECK(fast.stack_bytes < sf::kernel::kMaxStackBytes);
+    CHECK(fast.stack_bytes % 8 == 0);
+    CHECK(101 * sf::kernel::sample_record_bytes(fast.stack_bytes) <= 1024 * 4096);
+    CHECK(101 * sf::kernel::sample_record_bytes(fast.stack_bytes + 8) > 1024 * 4096);
+    CHECK(fast.sampling_config().ring_pages == 1024);
+    CHECK(parse_ok("mode=cpu,interval=10us").stack_bytes == 16384);
+    CHECK(parse_ok("mode=cpu,interval=100us,ring=4096").stack_bytes == sf::kernel::kMaxStackBytes);
     const auto thread = parse_ok("mode=thread");
     CHECK(thread.stack_auto);
     CHECK(thread.stack_bytes == 16384);
