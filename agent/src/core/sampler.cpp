@@ -59,6 +59,20 @@ uint32_t ring_pages_for(const kernel::SamplingConfig& configured, uint32_t stack
     while (pages < cap && pages < scale * configured.ring_pages) pages *= 2;
     return pages;
 }
+// A ring of fixed `stack_bytes` fragments (the profiler's own threads: 8 bytes) holds at least
+// this much of its thread's time at the period: the reader's ring fills while the reader runs one
+// cycle, which it cannot drain meanwhile, and at the start (the held samples released at VMInit,
+// the threads' events opened) a cycle took 13 ms of CPU at 100 us, more than the 13.6 ms a ring
+// scaled from the configured one holds there (4 pages): the reader lost its own samples
+// (groundtruth, JDK 17: 9; with record=, whose compression runs in the cycle, 173 and 258 on xalan).
+constexpr uint64_t kFixedRingMinNs = 100'000'000;
+uint32_t fixed_ring_pages(const kernel::SamplingConfig& configured, uint32_t stack_bytes, uint32_t cap) {
+    uint32_t pages = ring_pages_for(configured, stack_bytes, cap);
+    const uint64_t samples = kFixedRingMinNs / std::max<uint64_t>(configured.period_ns, 1) + 1;
+    const uint64_t bytes = samples * kernel::sample_record_bytes(stack_bytes);
+    while (pages < cap && static_cast<uint64_t>(pages) * 4096 < bytes) pages *= 2;
+    return pages;
+}
 constexpr size_t kMaxSpareStacks = 256;
 // set_module_tracker: a rescan of /proc/self/maps costs 0.1-1 ms of the reader. A sample outside
 // every mapping found after a fresh scan (its library unmapped since) doubles the gap up to the max.
@@ -320,10 +334,10 @@ Status Sampler::open_switches(pid_t tid, const kernel::SamplingConfig& config, R
 // The configuration for fragments of `bytes` (stack=auto's sizes): as much time of samples as the
 // configured ring holds at the configured size, the pages growing with the record up to 4 MB (or
 // the configured ring, if larger).
-kernel::SamplingConfig Sampler::grown_config(uint32_t bytes) const {
+kernel::SamplingConfig Sampler::grown_config(uint32_t bytes, uint32_t max_pages) const {
     kernel::SamplingConfig config = config_;
     config.stack_bytes = bytes;
-    config.ring_pages = std::max(config_.ring_pages, ring_pages_for(config_, bytes, std::max<uint32_t>(config_.ring_pages, 1024)));
+    config.ring_pages = std::max(config_.ring_pages, ring_pages_for(config_, bytes, std::max(config_.ring_pages, max_pages)));
     return config;
 }
 
@@ -350,7 +364,7 @@ Status Sampler::open_events(pid_t tid, const kernel::SamplingConfig& config, Req
     return opened;
 }
 
-Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start_stack_bytes) {
+Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start_stack_bytes, bool started_vm) {
     if (open_failed_.load(std::memory_order_acquire)) return *open_error();
     auto request = std::make_unique<Request>();
     request->kind = Request::Kind::kOpen;
@@ -362,7 +376,7 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start
     if (fixed_stack_bytes != 0) {
         if (!clock_events_) return {};   // off-CPU samples only: nothing to take for this thread
         config.stack_bytes = fixed_stack_bytes;
-        config.ring_pages = ring_pages_for(config_, fixed_stack_bytes, std::max<uint32_t>(config_.ring_pages, 1024));
+        config.ring_pages = fixed_ring_pages(config_, fixed_stack_bytes, std::max<uint32_t>(config_.ring_pages, 1024));
         config.wakeup_bytes = 0;
         config = with_safety_watermark(config);
         request->stack_bytes = fixed_stack_bytes;
@@ -373,7 +387,11 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start
         // stack=auto's start size for a thread known to run deep: opened as set_stack would reopen
         // it (the same size, ring and watermark), one open and mmap less than opening it at the
         // configured size and reopening it at once.
-        kernel::SamplingConfig large = grown_config(start_stack_bytes);
+        // The VM's starting thread runs through the reader's longest cycles (at 100 us, 13 ms of
+        // CPU where the held samples are released and the threads' events opened): its ring holds
+        // the configured ring's time (65528-byte fragments are ~4 times the size of 16384-byte ones).
+        kernel::SamplingConfig large =
+            grown_config(start_stack_bytes, started_vm ? std::min<uint32_t>(4 * config_.ring_pages, 65536) : 1024);
         Status opened = open_events(tid, large, *request);
         if (!opened.ok() && opened.error().sys_errno != ESRCH && large.ring_pages != config_.ring_pages) {
             // The larger ring may be over perf_event_mlock_kb: the configured ring's size may still do.

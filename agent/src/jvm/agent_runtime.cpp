@@ -662,7 +662,7 @@ private:
             open_lag_.on_open(tid, ThreadKind::kJava);
             // stack=auto: a thread known to run deep opens at its larger size (no reopen).
             start_bytes = auto_stack_ ? auto_stack_->start_bytes(registered_name, tid == vm_start_tid_) : 0;
-            on_perf = sampler_->add_thread(tid, 0, start_bytes).ok();
+            on_perf = sampler_->add_thread(tid, 0, start_bytes, tid == vm_start_tid_).ok();
             if (on_perf) {
                 threads_.set_on_perf(tid);
             } else {
