@@ -202,61 +202,62 @@ TEST_CASE("a thread added with a fixed fragment size is sampled with that size, 
     std::remove(path.c_str());
 }
 
+// A sampler at 100 us with the ring the agent configures there (512 pages, ~127 samples of 16 KB:
+// 12.7 ms), never started: add_thread maps each ring on the calling thread, and the rings' mapped
+// memory tells its size.
+struct HighRateSampler {
+    explicit HighRateSampler(const std::string& name)
+        : path("/tmp/sf-agent-sampler-" + name + "-" + std::to_string(getpid()) + ".sfr"),
+          writer(test::new_recording(path)), sampler(config(), queue, writer, nullptr) {}
+    ~HighRateSampler() { std::remove(path.c_str()); }
+    static kernel::SamplingConfig config() {
+        kernel::SamplingConfig c;
+        c.period_ns = 100'000;
+        c.ring_pages = 512;
+        return c;
+    }
+    // The data pages of the ring that add_thread(self, ...) maps.
+    uint64_t ring_pages_of_open(uint32_t fixed_stack_bytes, uint32_t start_stack_bytes, bool started_vm) {
+        const kernel::RingMemory before = kernel::ring_memory();
+        REQUIRE(sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid)), fixed_stack_bytes, start_stack_bytes, started_vm)
+                    .ok());
+        const kernel::RingMemory after = kernel::ring_memory();
+        REQUIRE(after.rings == before.rings + 1);
+        return (after.bytes - before.bytes) / page - 1;   // less the header page
+    }
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    std::string path;
+    EventQueue queue;
+    StreamWriter writer;
+    Sampler sampler;
+};
+
 TEST_CASE("a fixed-fragment ring holds at least 100 ms of its thread's samples, which the reader's own ring fills during "
           "a long cycle") {
-    // At 100 us with the ring the agent configures there (512 pages): a ring scaled down from it to
-    // 8-byte fragments was 4 pages (~136 samples, 13.6 ms), and the reader lost its own samples in a
-    // 13 ms cycle at the JVM's start.
-    const std::string path = "/tmp/sf-agent-sampler-fixedring-" + std::to_string(getpid()) + ".sfr";
-    EventQueue queue;
-    StreamWriter writer(test::new_recording(path));
-    kernel::SamplingConfig config;
-    config.period_ns = 100'000;
-    config.ring_pages = 512;
-    Sampler sampler(config, queue, writer, nullptr);
-    const kernel::RingMemory before = kernel::ring_memory();
-    REQUIRE(sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid)), 8).ok());
-    const kernel::RingMemory after = kernel::ring_memory();
-    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    REQUIRE(after.rings == before.rings + 1);
-    const uint64_t data_bytes = after.bytes - before.bytes - page;   // less the ring's header page
-    INFO("ring of " << data_bytes / page << " pages");
-    CHECK(data_bytes >= 1000 * kernel::sample_record_bytes(8));
+    // A ring scaled down from the configured one to 8-byte fragments was 4 pages (~136 samples,
+    // 13.6 ms), and the reader lost its own samples in a 13 ms cycle at the JVM's start.
+    HighRateSampler high("fixedring");
+    const uint64_t pages = high.ring_pages_of_open(8, 0, false);
+    INFO("ring of " << pages << " pages");
+    CHECK(pages * high.page >= 1000 * kernel::sample_record_bytes(8));
     // Still small beside the configured ring (2 MB): 100 ms of 120-byte records.
-    CHECK(data_bytes <= 256 * 1024);
-    REQUIRE(sampler.stop(3000));
-    std::remove(path.c_str());
+    CHECK(pages * high.page <= 256 * 1024);
+    REQUIRE(high.sampler.stop(3000));
 }
 
 TEST_CASE("the thread that created the VM starts large with a ring holding the configured ring's time; other threads "
           "that start large stop at 1024 pages") {
-    // At 100 us (ring=512, the agent's choice there, ~127 samples of 16 KB: 12.7 ms): a 1024-page
-    // ring of 64 KB fragments holds 63 samples, 6.3 ms, less than the reader's longest cycles at
-    // the JVM's start, during which the main thread lost samples.
-    const std::string path = "/tmp/sf-agent-sampler-vmring-" + std::to_string(getpid()) + ".sfr";
-    EventQueue queue;
-    StreamWriter writer(test::new_recording(path));
-    kernel::SamplingConfig config;
-    config.period_ns = 100'000;
-    config.ring_pages = 512;
-    Sampler sampler(config, queue, writer, nullptr);
-    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    const pid_t self = static_cast<pid_t>(syscall(SYS_gettid));
-    auto ring_pages_of_open = [&](bool started_vm) {
-        const kernel::RingMemory before = kernel::ring_memory();
-        REQUIRE(sampler.add_thread(self, 0, 65528, started_vm).ok());
-        const kernel::RingMemory after = kernel::ring_memory();
-        REQUIRE(after.rings == before.rings + 1);
-        return (after.bytes - before.bytes) / page - 1;   // less the header page
-    };
-    const uint64_t vm_pages = ring_pages_of_open(true);
-    const uint64_t other_pages = ring_pages_of_open(false);
+    // A 1024-page ring of 64 KB fragments holds 63 samples, 6.3 ms at 100 us, less than the reader's
+    // longest cycles at the JVM's start, during which the main thread lost samples.
+    HighRateSampler high("vmring");
+    const uint64_t vm_pages = high.ring_pages_of_open(0, 65528, true);
+    const uint64_t other_pages = high.ring_pages_of_open(0, 65528, false);
     CHECK(vm_pages == 2048);
     CHECK(other_pages == 1024);
     // The VM's thread's ring holds as many samples as the configured one, give or take one.
-    CHECK(vm_pages * page / kernel::sample_record_bytes(65528) + 1 >= 512 * page / kernel::sample_record_bytes(16384));
-    REQUIRE(sampler.stop(3000));
-    std::remove(path.c_str());
+    CHECK(vm_pages * high.page / kernel::sample_record_bytes(65528) + 1 >=
+          512 * high.page / kernel::sample_record_bytes(16384));
+    REQUIRE(high.sampler.stop(3000));
 }
 
 TEST_CASE("with the validate oracle, a thread's oracle copies follow the fragment size request_stack gives its perf event") {
