@@ -230,13 +230,16 @@ void CodeMap::apply_stub(const Stub& stub) {
     note_code_range(stub.begin, stub.end);
     stubs_lo_ = std::min(stubs_lo_, stub.begin);
     stubs_hi_ = std::max(stubs_hi_, stub.end);
-    for (auto& s : stubs_) {
+    for (size_t i = 0; i < stubs_.size(); ++i) {
+        Stub& s = stubs_[i];
         if (s.begin == stub.begin && s.end == stub.end) {
             s = stub;   // re-announced (the start scan, DynamicCodeGenerated, each code poll): same segments
+            stub_memos_[i] = 0;
             return;
         }
     }
     stubs_.push_back(stub);
+    stub_memos_.push_back(0);
     if (stubs_dirty_) return;
     // Stubs generated while the program runs (adapters, method handle stubs) mostly land where no
     // stub is yet: one more segment, instead of re-flattening all of them at the next lookup.

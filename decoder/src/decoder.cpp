@@ -108,6 +108,22 @@ bool no_java_returns_into(const Stub* stub) {
            n.find("wrong_method") != std::string::npos || n.find("ic_miss") != std::string::npos;
 }
 
+// Both, from the name once per stub announcement (the map's memo for it): a walk asks them of
+// each return address into a stub and each call target in a stub, a dozen string comparisons.
+constexpr uint8_t kMemoSet = 1, kMemoCallsIntoVm = 2, kMemoNoJavaReturns = 4;
+uint8_t stub_facts(const CodeMap& map, const Stub* stub) {
+    uint8_t& memo = map.stub_memo(stub);
+    if (memo == 0) {
+        memo = static_cast<uint8_t>(kMemoSet | (calls_into_vm(stub) ? kMemoCallsIntoVm : 0) |
+                                    (no_java_returns_into(stub) ? kMemoNoJavaReturns : 0));
+    }
+    return memo;
+}
+bool calls_into_vm(const CodeMap& map, const Stub* stub) { return stub && (stub_facts(map, stub) & kMemoCallsIntoVm); }
+bool no_java_returns_into(const CodeMap& map, const Stub* stub) {
+    return stub && (stub_facts(map, stub) & kMemoNoJavaReturns);
+}
+
 // The DecodeStats counters a step can bump, each at most once per step (a journal keeps them as bits).
 enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
@@ -952,7 +968,7 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
 // so "calls this method" cannot be asked.
 Walk::ReturnCheck Walk::check_return(uint64_t ret) const {
     const CodeLookup c = map_.find_code(ret, time_);
-    if (c.region == CodeRegion::kStub) return no_java_returns_into(c.stub) ? ReturnCheck::kVmStub : ReturnCheck::kOk;
+    if (c.region == CodeRegion::kStub) return no_java_returns_into(map_, c.stub) ? ReturnCheck::kVmStub : ReturnCheck::kOk;
     if (c.region != CodeRegion::kCompiled) return ReturnCheck::kOk;   // the step there judges it
     const CodeLoad& nm = c.compiled->load;
     if (ret == nm.deopt_handler || ret - nm.code_begin > nm.code.size()) return ReturnCheck::kOk;   // no bytes to check
@@ -962,7 +978,7 @@ Walk::ReturnCheck Walk::check_return(uint64_t ret) const {
     switch (t.region) {
         case CodeRegion::kCompiled:
         case CodeRegion::kUnknownCodeCache: return ReturnCheck::kOk;
-        case CodeRegion::kStub: return calls_into_vm(t.stub) ? ReturnCheck::kBadTarget : ReturnCheck::kOk;
+        case CodeRegion::kStub: return calls_into_vm(map_, t.stub) ? ReturnCheck::kBadTarget : ReturnCheck::kOk;
         default: return ReturnCheck::kBadTarget;
     }
 }
@@ -1031,7 +1047,7 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
                     if (!callee || !leaf_call_target(nm, pc, target)) return false;
                     if (target < callee->begin || target >= callee->end) {
                         const CodeLookup t = map_.find_code(target, time_);
-                        if (t.region != CodeRegion::kStub || calls_into_vm(t.stub)) return false;
+                        if (t.region != CodeRegion::kStub || calls_into_vm(map_, t.stub)) return false;
                     }
                 }
             }

@@ -163,3 +163,26 @@ TEST_CASE("the code map's cached answers hold at every sample time and for every
     CHECK(method_checks > 20000);
     CHECK(versions_seen > method_checks / 2);
 }
+
+TEST_CASE("a stub's memo belongs to that stub and is cleared when its range is announced anew", "[decoder]") {
+    // The decoder files what a stub's name says (calls into the VM, no Java frame returns into it)
+    // in the map's memo for the stub: a new stub elsewhere leaves it, a new name for the same
+    // range must clear it, or the walk would judge return addresses by the old name.
+    test::World w;
+    const uint64_t a = test::kCodeCacheLow + 0x3000, b = test::kCodeCacheLow + 0x5000;
+    w.map.apply(Event{Stub{1, "SafepointBlob", a, a + 0x100, 2}});
+    const Stub* first = w.map.find_stub(a + 8);
+    REQUIRE(first != nullptr);
+    CHECK(w.map.stub_memo(first) == 0);
+    w.map.stub_memo(first) = 7;
+    for (int i = 0; i < 100; ++i) {   // enough to move the stubs' storage
+        const uint64_t at = b + static_cast<uint64_t>(i) * 0x100;
+        w.map.apply(Event{Stub{2, "vtable chunks", at, at + 0x80, -1}});
+        CHECK(w.map.stub_memo(w.map.find_stub(at + 8)) == 0);
+    }
+    CHECK(w.map.stub_memo(w.map.find_stub(a + 8)) == 7);
+    w.map.apply(Event{Stub{3, "resolve_static_call", a, a + 0x100, -1}});
+    const Stub* renamed = w.map.find_stub(a + 8);
+    REQUIRE(renamed->name == "resolve_static_call");
+    CHECK(w.map.stub_memo(renamed) == 0);
+}

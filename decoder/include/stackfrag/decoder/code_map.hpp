@@ -82,6 +82,9 @@ public:
     CodeLookup find_code(uint64_t pc, uint64_t time_ns) const;
     const CompiledCode* find_compiled(uint64_t pc, uint64_t time_ns) const;
     const Stub* find_stub(uint64_t pc) const;
+    // A byte the decoder keeps with `stub` (one of this map's) for what it worked out from the
+    // stub's name: 0 until it sets one, and again whenever the stub is announced anew.
+    uint8_t& stub_memo(const Stub* stub) const { return stub_memos_[static_cast<size_t>(stub - stubs_.data())]; }
     bool in_interpreter(uint64_t pc) const {
         return pc >= vm_.interpreter_begin && pc < vm_.interpreter_end;
     }
@@ -227,6 +230,7 @@ private:
     void rebuild_history_reach(size_t from);
 
     std::vector<Stub> stubs_;
+    mutable std::vector<uint8_t> stub_memos_;   // by index in stubs_
     // Flattened, non-overlapping, sorted; rebuilt by the first lookup after stubs changed (stubs
     // arrive in bursts at start). Hence: apply() and lookups must not run concurrently.
     mutable std::vector<StubSegment> stub_segments_;
