@@ -128,7 +128,7 @@ bool no_java_returns_into(const CodeMap& map, const Stub* stub) {
 enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
     kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kSpMoved,
-    kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kCounterCount
+    kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kReturnBarriers, kCounterCount
 };
 static_assert(kCounterCount <= 32, "a journal keeps the counters of a step in 32 bits");
 // The step counters are the first kCounterCount rows of kDecodeStatFields, in this enum's order.
@@ -141,7 +141,8 @@ static_assert(kCounterFields[kPrologueTops] == &DecodeStats::prologue_tops &&
                   kCounterFields[kUnannouncedCode] == &DecodeStats::unannounced_code_steps &&
                   kCounterFields[kRejectVmStub] == &DecodeStats::returns_rejected_vm_stub &&
                   kCounterFields[kUnknownMethodPassed] == &DecodeStats::unknown_methods_passed &&
-                  kCounterFields[kStubRbpFrames] == &DecodeStats::stub_rbp_frames,
+                  kCounterFields[kStubRbpFrames] == &DecodeStats::stub_rbp_frames &&
+                  kCounterFields[kReturnBarriers] == &DecodeStats::return_barriers_crossed,
               "kDecodeStatFields starts with the step counters, in Counter's order");
 
 // WalkState::flags
@@ -627,7 +628,19 @@ Walk::Step Walk::step() {
         case CodeRegion::kCallStubReturn: return step_entry();
         case CodeRegion::kInterpreter: return step_interpreted();
         case CodeRegion::kCompiled: return step_compiled(*code.compiled);
-        case CodeRegion::kStub: return step_stub(code.stub);
+        case CodeRegion::kStub:
+            if (pc_ == code.stub->begin && map_.vm().continuation_return_pc != 0 &&
+                detail::is_continuation_return_barrier(code.stub)) {
+                // A virtual thread's bottom thawed frame returned here: HotSpot's own sender of this
+                // pc is Continuation.enterSpecial at the thread's ContinuationEntry return pc, at
+                // the same sp (the entry lies there); the frames it froze are in the heap.
+                bump(kReturnBarriers);
+                pc_ = map_.vm().continuation_return_pc;
+                code = map_.find_code(pc_, time_);
+                if (code.region == CodeRegion::kCompiled) return step_compiled(*code.compiled);
+                return fail(FailReason::kBadReturnAddress);
+            }
+            return step_stub(code.stub);
         case CodeRegion::kUnknownCodeCache:
             bump(kUnannouncedCode);
             return step_stub(code.stub);
@@ -1508,6 +1521,10 @@ void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, c
         copy_frames(last.frames, frames);
     }
     top.start();
+}
+
+bool is_continuation_return_barrier(const Stub* stub) {
+    return stub != nullptr && (stub->name == "cont_returnBarrier" || stub->name == "cont_returnBarrierExc");
 }
 
 bool calls_into_vm(const Stub* stub) {

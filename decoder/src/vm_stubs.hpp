@@ -12,4 +12,8 @@ namespace sf::detail {
 // StubRoutines code without a frame size), so AsyncGetCallTrace's walk ends at such a frame.
 bool calls_into_vm(const Stub* stub);
 
+// The stubs a virtual thread's bottom thawed frame returns to (JDK 21+: lazy thawing patches that
+// frame's return address). Their caller is Continuation.enterSpecial (VmInfo::continuation_return_pc).
+bool is_continuation_return_barrier(const Stub* stub);
+
 }  // namespace sf::detail

@@ -706,3 +706,32 @@ TEST_CASE("frame limit", "[decoder]") {
     CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
     CHECK(t.failure == FailReason::kTooDeep);
 }
+
+TEST_CASE("a virtual thread's frame returning into the continuation return barrier: its caller is "
+          "Continuation.enterSpecial at the entry's return pc", "[decoder][compiled][continuation]") {
+    // Lazy thawing patched C's return address to the return barrier; the frames C's continuation
+    // froze are in the heap. HotSpot's sender of the barrier is enterSpecial (here D, whose call
+    // site is the ContinuationEntry's return pc) at the same sp; AsyncGetCallTrace names it too.
+    CompiledWorld cw(jdk_param());
+    const Stub barrier{1, "cont_returnBarrier", kCodeCacheLow + 0x90000, kCodeCacheLow + 0x90080, -1};
+    cw.w.map.apply(Event{barrier});
+    cw.s.put(cw.sp_c + 3 * 8, barrier.begin);
+    SECTION("with the entry's return pc announced") {
+        VmInfo vm = cw.w.map.vm();
+        vm.continuation_return_pc = cw.d_begin + 0x30;
+        cw.w.map.apply(Event{vm});
+        Decoder d(cw.w.map, test_options());
+        CallTrace t = d.decode(sample_of(cw.s, cw.c_begin + 0x4f, cw.sp_c, 0x2222));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(6, 3), mb(4, 7), mb(5, 21)});
+        for (const Frame& f : t.frames) CHECK(f.kind != FrameKind::kStub);
+        CHECK(d.stats().return_barriers_crossed == 1);
+    }
+    SECTION("without it (before JDK 21) the barrier is a stub like any other") {
+        Decoder d(cw.w.map, test_options());
+        CallTrace t = d.decode(sample_of(cw.s, cw.c_begin + 0x4f, cw.sp_c, 0x2222));
+        CHECK(d.stats().return_barriers_crossed == 0);
+        CHECK(java_frames(t) != std::vector<MethodBci>{mb(6, 3), mb(4, 7), mb(5, 21)});
+    }
+}

@@ -68,6 +68,10 @@ struct DecodeStats {
     // Stubs of unknown size reached from native code whose caller was found through the stub's own rbp
     // frame ([rbp+8]) instead of by a scan (the arraycopy stubs calling G1's post barrier).
     uint64_t stub_rbp_frames = 0;
+    // Virtual threads (JDK 21+): returns into the continuation return barrier, whose caller is
+    // Continuation.enterSpecial at ContinuationEntry::_return_pc (the frames between are frozen
+    // in the heap, where AsyncGetCallTrace does not look either).
+    uint64_t return_barriers_crossed = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;
@@ -103,6 +107,7 @@ inline constexpr DecodeStatField kDecodeStatFields[] = {
     {"vm_stub", "returns_rejected", "rejected-vm-stub", &DecodeStats::returns_rejected_vm_stub},
     {"unknown_methods_passed", "stats", "unknown-passed", &DecodeStats::unknown_methods_passed},
     {"stub_rbp_frames", "stats", "stub-rbp", &DecodeStats::stub_rbp_frames},
+    {"return_barriers_crossed", "stats", "return-barrier", &DecodeStats::return_barriers_crossed},
     {"samples", "incremental", "samples", &DecodeStats::incremental_samples},
     {"steps_reused", "incremental", "steps", &DecodeStats::steps_reused},
     {"frames_reused", "incremental", "frames", &DecodeStats::frames_reused},
