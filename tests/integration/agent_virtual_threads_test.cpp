@@ -10,11 +10,11 @@
 #include <string>
 
 #include "agent_process.hpp"
+#include "replay_json.hpp"
 #include "test_env.hpp"
 
 namespace {
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
-const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
 }  // namespace
 
 TEST_CASE("virtual threads (JDK 25): frames above the continuation return barrier decode like ASGCT",
@@ -37,19 +37,14 @@ TEST_CASE("virtual threads (JDK 25): frames above the continuation return barrie
         {}, dir + "/jvm", 300);
     INFO(run.err);
     REQUIRE(run.exit_code == 0);
-    const auto replay = sf::test::run_process({kCli, "replay", "--json", rec}, {}, dir + "/replay", 300);
-    REQUIRE(replay.exit_code == 0);
-    const nlohmann::json j = nlohmann::json::parse(replay.out);
+    const nlohmann::json j = sf::test::replay_json(rec, dir);
     INFO(j.dump(1));
     const double samples = j["samples"].get<double>();
     REQUIRE(samples > 1000);
-    uint64_t failed = 0;
-    for (const auto& [reason, n] : j["failed"].items()) failed += n.get<uint64_t>();
-    CHECK(failed / samples <= 0.02);
+    CHECK(sf::test::failed_samples(j) / samples <= 0.02);
     CHECK(j["stats"]["return_barriers_crossed"].get<uint64_t>() > 100);
-    const double both_ok = j["oracle_both_ok"].get<double>();
-    REQUIRE(both_ok > 100);
+    REQUIRE(j["oracle_both_ok"].get<double>() > 100);
     // Before the decoder knew the barrier: 110 of 350 (it named the barrier stub, not enterSpecial).
-    CHECK(j["oracle_identical_except_top_bci"].get<double>() / both_ok >= 0.95);
+    CHECK(sf::test::agreement_except_top_bci(j) >= 0.95);
     std::filesystem::remove_all(dir);
 }

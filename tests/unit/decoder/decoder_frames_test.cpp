@@ -141,6 +141,20 @@ TEST_CASE("partially built interpreter frames in a method-entry codelet", "[deco
 
 namespace {
 // Compiled frames: D (method 5, fs 6) called by the call stub; C (method 4, fs 4) called by D.
+// Interpreted frames every 0x100 bytes from 0x100 up to the end of the fragment, the last one's
+// caller beyond it; returns how many.
+int interpreted_frames_to_the_end(const World& w, FakeStack& s) {
+    uint64_t fp = s.at(0x100);
+    int frames = 0;
+    while (fp + 0x100 + 16 <= s.at(static_cast<int64_t>(s.bytes.size()))) {
+        w.interp_frame(s, fp, 1 + frames % 3, bcp(1 + frames % 3, 5), fp + 16, kInterpReturnPc, fp + 0x100);
+        fp += 0x100;
+        ++frames;
+    }
+    w.interp_frame(s, fp - 0x100, 1, bcp(1, 5), fp + 16, kInterpReturnPc, fp + 0x100);
+    return frames;
+}
+
 struct CompiledWorld {
     World w;
     FakeStack s;
@@ -643,16 +657,7 @@ TEST_CASE("nested stubs: the smallest containing range wins", "[decoder][codemap
 TEST_CASE("a deep stack running off the fragment is incomplete", "[decoder][interpreter]") {
     World w(jdk_param());
     FakeStack s;
-    // Interpreted frames every 0x100 bytes up to the end of the fragment.
-    uint64_t fp = s.at(0x100);
-    int frames = 0;
-    while (fp + 0x100 + 16 <= s.at(kStackBytes)) {
-        w.interp_frame(s, fp, 1 + frames % 3, bcp(1 + frames % 3, 5), fp + 16, kInterpReturnPc, fp + 0x100);
-        fp += 0x100;
-        ++frames;
-    }
-    // The last frame's caller lies beyond the fragment.
-    w.interp_frame(s, fp - 0x100, 1, bcp(1, 5), fp + 16, kInterpReturnPc, fp + 0x100);
+    const int frames = interpreted_frames_to_the_end(w, s);
     Decoder d(w.map, test_options());
     CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
     INFO(fail_reason_name(t.failure));
@@ -676,14 +681,7 @@ TEST_CASE("asked for 65528 bytes, perf copies 65416: a walk running off that fra
     w.map.apply(Event{vm});
     FakeStack s;
     s.bytes.resize(kLargestPerfFragment);
-    uint64_t fp = s.at(0x100);
-    int frames = 0;
-    while (fp + 0x100 + 16 <= s.at(kLargestPerfFragment)) {
-        w.interp_frame(s, fp, 1 + frames % 3, bcp(1 + frames % 3, 5), fp + 16, kInterpReturnPc, fp + 0x100);
-        fp += 0x100;
-        ++frames;
-    }
-    w.interp_frame(s, fp - 0x100, 1, bcp(1, 5), fp + 16, kInterpReturnPc, fp + 0x100);
+    const int frames = interpreted_frames_to_the_end(w, s);
     DecoderOptions options = test_options();
     options.max_frames = 1000;
     Decoder d(w.map, options);

@@ -1,0 +1,38 @@
+// What the accuracy tests read from `stackfrag replay --json` of a run's recording: the parsed
+// object, and the figures each of them holds to a bound.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "agent_process.hpp"
+
+namespace sf::test {
+
+// `stackfrag replay --json RECORDING`, run with its output files in `dir`; fails the test when the
+// replay fails.
+inline nlohmann::json replay_json(const std::string& recording, const std::string& dir) {
+    const auto replay = run_process({STACKFRAG_BINARY_DIR "/bin/stackfrag", "replay", "--json", recording}, {},
+                                    dir + "/replay", 300);
+    INFO(replay.err);
+    REQUIRE(replay.exit_code == 0);
+    return nlohmann::json::parse(replay.out);
+}
+
+// Failed samples, every reason together.
+inline uint64_t failed_samples(const nlohmann::json& replay) {
+    uint64_t failed = 0;
+    for (const auto& [reason, n] : replay["failed"].items()) failed += n.get<uint64_t>();
+    return failed;
+}
+
+// Of the oracle pairs where both walks succeeded, the share that agree apart from the top bci.
+inline double agreement_except_top_bci(const nlohmann::json& replay) {
+    const double both_ok = replay["oracle_both_ok"].get<double>();
+    return both_ok > 0 ? replay["oracle_identical_except_top_bci"].get<double>() / both_ok : 0.0;
+}
+
+}  // namespace sf::test
