@@ -1,5 +1,7 @@
 #include "stackfrag/kernel/proc_maps.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -57,5 +59,15 @@ uint64_t mapping_end_at(std::string_view maps_text, uint64_t address) {
 }
 
 uint64_t read_mapping_end_at(uint64_t address, pid_t pid) { return mapping_end_at(read_maps(pid), address); }
+
+uint64_t current_thread_stack_top() {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
+    void* low = nullptr;
+    size_t size = 0;
+    const bool got = pthread_attr_getstack(&attr, &low, &size) == 0;
+    pthread_attr_destroy(&attr);
+    return got && low != nullptr ? reinterpret_cast<uint64_t>(low) + size : 0;
+}
 
 }  // namespace sf::kernel

@@ -1,7 +1,5 @@
 #include "auto_stack.hpp"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <variant>
 #include <vector>
@@ -13,15 +11,7 @@
 
 namespace sf::agent {
 
-uint64_t current_thread_stack_top() {
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0) return 0;
-    void* low = nullptr;
-    size_t size = 0;
-    const bool got = pthread_attr_getstack(&attr, &low, &size) == 0;
-    pthread_attr_destroy(&attr);
-    return got && low != nullptr ? reinterpret_cast<uint64_t>(low) + size : 0;
-}
+uint64_t current_thread_stack_top() { return kernel::current_thread_stack_top(); }
 
 AutoStack::AutoStack(StackControllerSettings settings, Sampler& sampler) : controller_(settings), sampler_(sampler) {}
 

@@ -11,6 +11,7 @@
 #include "stackfrag/base/clock.hpp"
 #include "log.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
+#include "stackfrag/kernel/proc_maps.hpp"
 
 namespace sf::agent {
 
@@ -103,6 +104,7 @@ struct Sampler::Request {
     bool fixed_stack = false;      // kOpen: stack_bytes is for good (add_thread's fixed_stack_bytes)
     uint64_t posted_ns = 0;        // when post() queued it
     uint64_t cpu_at_open_ns = 0;   // kOpen: the thread's CPU time as its event opened
+    uint64_t stack_top = 0;        // kOpen: the thread's stack top, when it registered itself (else 0)
     // kOpen: from before the event is enabled until the reader has added its ring, the ring's
     // samples are nowhere the reader looks; this keeps it from releasing past them meanwhile.
     std::unique_ptr<EventQueue::InFlight> not_yet_read;
@@ -119,6 +121,7 @@ struct Sampler::Ring {
     bool fixed_stack = false;   // opened with its own fragment size, which stack=auto leaves alone
     uint64_t period_ns = 0;     // 0: the configured period (interval=auto changes it)
     uint64_t cpu_at_open_ns = 0;   // the thread's CPU time as its clock event opened
+    uint64_t stack_top = 0;        // the thread's stack top (0: unknown), see Converter::on_sample
     SampleWatchCache watch_cache;   // the sample watch's facts of the thread (not of a per-CPU ring)
     Status enable() {
         Status enabled = event->enable();
@@ -140,6 +143,7 @@ public:
         ring_tid_ = ring.tid;
         now_ns_ = now_ns;
         takes_switches_ = ring.takes_switches;
+        stack_top_ = ring.tid != 0 ? ring.stack_top : 0;
         watch_cache_ = ring.tid != 0 ? &ring.watch_cache : nullptr;
     }
 
@@ -169,8 +173,19 @@ public:
         // of at least the default fragment: buffers then come in a few sizes, a recycled one
         // mostly fits the next sample whatever its depth, and the allocator finds a freed one that
         // fits exactly instead of sorting its bins for every sample of its own size.
-        sample.stack.reserve(std::max<size_t>((view.stack_size + 4095) & ~size_t{4095}, 16384));
-        sample.stack.assign(view.stack, view.stack + view.stack_size);
+        // The kernel copies the configured size from sp up whatever lies above the thread's stack:
+        // its thread descriptor, then the next mapping where the kernel merged it with this one
+        // (thread stacks side by side). Nothing the decoder unwinds lies at or above the top, so a
+        // thread whose top is known keeps only the bytes below it; a recording stores the same
+        // fragment. On httpserver the workers' fragments shrink from ~16 KB to the few KB their
+        // stacks use: less to copy here, to hand over, to store and to compress.
+        size_t bytes = view.stack_size;
+        if (stack_top_ != 0 && static_cast<pid_t>(view.tid) == ring_tid_ && sample.stack_sp < stack_top_ &&
+            stack_top_ - sample.stack_sp < bytes) {
+            bytes = static_cast<size_t>(stack_top_ - sample.stack_sp);
+        }
+        sample.stack.reserve(std::max<size_t>((bytes + 4095) & ~size_t{4095}, 16384));
+        sample.stack.assign(view.stack, view.stack + bytes);
         if (sampler_.sample_watch_) {
             sampler_.sample_watch_(sample, static_cast<pid_t>(sample.tid) == ring_tid_ ? watch_cache_ : nullptr);
         }
@@ -190,6 +205,7 @@ private:
     pid_t ring_tid_ = 0;
     uint64_t now_ns_ = 0;
     bool takes_switches_ = false;
+    uint64_t stack_top_ = 0;
     SampleWatchCache* watch_cache_ = nullptr;
 };
 
@@ -371,6 +387,7 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start
     request->tid = tid;
     request->not_yet_read = std::make_unique<EventQueue::InFlight>(queue_);
     request->cpu_at_open_ns = thread_cpu_ns_of(tid);
+    if (tid == static_cast<pid_t>(syscall(SYS_gettid))) request->stack_top = kernel::current_thread_stack_top();
     kernel::SamplingConfig config = config_;
     std::optional<Error> large_refused;
     if (fixed_stack_bytes != 0) {
@@ -511,6 +528,7 @@ void Sampler::open_ring(Request& request) {
     ring->stack_bytes = request.stack_bytes;
     ring->ring_pages = request.ring_pages;
     ring->cpu_at_open_ns = request.cpu_at_open_ns;
+    ring->stack_top = request.stack_top;
     if (!ring->fixed_stack && ring->stack_bytes != 0) {
         SF_LOG_DEBUG("stack=auto: thread %d samples %u bytes of stack from its start (ring %u pages)", tid,
                      ring->stack_bytes, ring->ring_pages);

@@ -113,6 +113,9 @@ public:
     // thread that created the VM) a ring holding as much time as the configured ring does, beyond
     // the 1024 pages grown rings stop at (at 100 us: 8 MB, 12.6 ms of samples, not 4 MB, 6.3 ms):
     // the JVM's start is when the reader's cycles are longest.
+    // Called by the thread `tid` itself, its samples' fragments end at its stack's top (no frame
+    // lies above it; the kernel copies on into whatever follows): the recording and the live
+    // decoder get the same shorter fragment.
     Status add_thread(pid_t tid, uint32_t fixed_stack_bytes = 0, uint32_t start_stack_bytes = 0, bool started_vm = false);
     // mode=cpu: one inheriting event per online CPU for `tid` and the threads it creates later.
     Status add_cpus(pid_t tid);

@@ -2,12 +2,15 @@
 // while it runs; the samples already taken are read, the stream stays in time order.
 #include <catch2/catch.hpp>
 
+#include <pthread.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "sampler.hpp"
 #include "test_recording.hpp"
 #include "stackfrag/events/recording.hpp"
+#include "stackfrag/kernel/proc_maps.hpp"
 
 using namespace sf;
 using namespace sf::agent;
@@ -311,4 +315,117 @@ TEST_CASE("with the validate oracle, a thread's oracle copies follow the fragmen
     // As much as perf copies, switched when the perf event was reopened.
     CHECK(oracle_phases == std::vector<size_t>{16384, 65416, 16384});
     std::remove(path.c_str());
+}
+
+namespace {
+
+// A thread whose stack is the lower half of one readable mapping, so that the kernel's copy runs
+// on past the stack's top into the upper half (as it runs into a neighbouring thread's stack where
+// the kernel merged the two mappings); it registers itself (and so its stack top) or is
+// registered by the test's thread.
+class StackInMapping {
+public:
+    static constexpr size_t kStack = 512 * 1024;
+    StackInMapping(Sampler& sampler, bool registers_itself) : sampler_(sampler), itself_(registers_itself) {
+        block_ = mmap(nullptr, 2 * kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        REQUIRE(block_ != MAP_FAILED);
+        // Touched: the kernel copies from interrupt context and stops at a page not present.
+        std::memset(block_, 0x5a, 2 * kStack);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstack(&attr, block_, kStack);
+        REQUIRE(pthread_create(&thread_, &attr, &StackInMapping::main, this) == 0);
+        pthread_attr_destroy(&attr);
+        while (tid_.load() == 0) std::this_thread::yield();
+        if (!itself_) added_.store(sampler_.add_thread(tid_.load()).ok());
+    }
+    ~StackInMapping() {
+        stop();
+        munmap(block_, 2 * kStack);
+    }
+    void stop() {
+        if (stopped_) return;
+        stop_.store(true);
+        pthread_join(thread_, nullptr);
+        stopped_ = true;
+    }
+    pid_t tid() const { return tid_.load(); }
+    bool added() const { return added_.load(); }
+    uint64_t top() const { return top_.load(); }
+    uint64_t cpu_ns() {
+        clockid_t clock{};
+        return pthread_getcpuclockid(thread_, &clock) == 0 ? clock_ns(clock) : 0;
+    }
+    void wait_for_cpu_ms(uint64_t ms) {
+        const uint64_t until = cpu_ns() + ms * 1'000'000u;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (cpu_ns() < until && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+
+private:
+    static void* main(void* self) {
+        auto* me = static_cast<StackInMapping*>(self);
+        me->top_.store(kernel::current_thread_stack_top());
+        const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+        if (me->itself_) me->added_.store(me->sampler_.add_thread(tid).ok());
+        me->tid_.store(tid);
+        volatile uint64_t x = 1;
+        while (!me->stop_.load(std::memory_order_relaxed)) x = x * 6364136223846793005ULL + 1;
+        return nullptr;
+    }
+    Sampler& sampler_;
+    const bool itself_;
+    void* block_ = nullptr;
+    pthread_t thread_{};
+    bool stopped_ = false;
+    std::atomic<pid_t> tid_{0};
+    std::atomic<bool> added_{false};
+    std::atomic<bool> stop_{false};
+    std::atomic<uint64_t> top_{0};
+};
+
+// The fragments of `tid`'s samples in the recording at `path`: (sp, size) each.
+std::vector<std::pair<uint64_t, size_t>> fragments_of(const std::string& path, pid_t tid) {
+    Result<std::unique_ptr<RecordingReader>> reader = RecordingReader::open(path);
+    REQUIRE(reader.ok());
+    std::vector<std::pair<uint64_t, size_t>> fragments;
+    while (std::optional<Event> event = (*reader)->next()) {
+        if (const auto* sample = std::get_if<Sample>(&*event); sample && sample->tid == static_cast<uint32_t>(tid)) {
+            fragments.emplace_back(sample->stack_sp, sample->stack.size());
+        }
+    }
+    return fragments;
+}
+
+}  // namespace
+
+TEST_CASE("a thread that registers itself has its fragments end at its stack's top, a recording stores them so") {
+    uint64_t top = 0;
+    std::vector<std::pair<uint64_t, size_t>> own, others;
+    for (const bool itself : {true, false}) {
+        RecordingSampler recorded(itself ? "top-own" : "top-other");
+        StackInMapping thread(*recorded.sampler, itself);
+        REQUIRE(thread.added());
+        thread.wait_for_cpu_ms(60);
+        recorded.sampler->end_thread(thread.tid());
+        thread.stop();
+        REQUIRE(recorded.sampler->stop(3000));
+        (itself ? own : others) = fragments_of(recorded.path, thread.tid());
+        if (itself) top = thread.top();
+        std::remove(recorded.path.c_str());
+    }
+    REQUIRE(top != 0);
+    REQUIRE(own.size() >= 10);
+    REQUIRE(others.size() >= 10);
+    for (const auto& [sp, size] : own) {
+        INFO("sp " << sp << ", top " << top << ", fragment " << size);
+        CHECK(sp < top);
+        CHECK(sp + size == top);   // only the thread's stack, which it uses only a few KB of
+        CHECK(size < 16384);
+    }
+    // Registered by another thread (the JVM's own threads, found by the thread watcher) its top is
+    // not known: the kernel's whole copy, past the top.
+    for (const auto& [sp, size] : others) CHECK(size == 16384);
 }

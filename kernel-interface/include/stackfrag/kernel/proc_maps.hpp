@@ -33,5 +33,9 @@ std::vector<ExecutableMapping> read_executable_maps(pid_t pid = 0);
 uint64_t mapping_end_at(std::string_view maps_text, uint64_t address);
 // The same from /proc/PID/maps (pid 0: this process); 0 when it cannot be read.
 uint64_t read_mapping_end_at(uint64_t address, pid_t pid = 0);
+// The highest address of the calling thread's stack (pthread_getattr_np: for a thread of
+// pthread_create the end of its stack block, for the process's first thread that of [stack]),
+// 0 if unknown. No frame of the thread lies at or above it.
+uint64_t current_thread_stack_top();
 
 }  // namespace sf::kernel
