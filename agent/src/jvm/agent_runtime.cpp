@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "process_cpu.hpp"
+#include "callback_cpu.hpp"
 #include "stackfrag/base/clock.hpp"
 #include "event_queue.hpp"
 #include "jvmti_sampler.hpp"
@@ -608,7 +609,7 @@ private:
         callbacks.CompiledMethodLoad = &Agent::cb_compiled_method_load;
         callbacks.CompiledMethodUnload = &Agent::cb_compiled_method_unload;
         callbacks.DynamicCodeGenerated = &Agent::cb_dynamic_code_generated;
-        if (options_.breadcrumbs) callbacks.NativeMethodBind = &native_bind::on_native_method_bind;
+        if (options_.breadcrumbs) callbacks.NativeMethodBind = &Agent::cb_native_method_bind;
         error = jvmti_->SetEventCallbacks(&callbacks, sizeof callbacks);
         if (error != JVMTI_ERROR_NONE) {
             SF_LOG_ERROR("SetEventCallbacks failed, sampling is off: %s", jvmti_error_text(jvmti_, error).c_str());
@@ -800,6 +801,10 @@ private:
                     agent_ms, static_cast<double>(reader) / 1e6, static_cast<double>(decoder) / 1e6,
                     static_cast<double>(poll) / 1e6, static_cast<double>(tasks) / 1e6,
                     process_ms > 0 ? 100.0 * agent_ms / process_ms : 0.0, process_ms);
+        // Not in the line above: the JVM's own threads ran this, in the agent's callbacks.
+        SF_LOG_INFO("agent code on the JVM's threads CPU: %s = %.2f%% of the process's CPU time",
+                    callback_cpu_.describe().c_str(),
+                    process_ms > 0 ? 100.0 * static_cast<double>(callback_cpu_.total_ns()) / 1e6 / process_ms : 0.0);
         {
             const SamplerStats sampled = sampler_->stats();
             SF_LOG_DEBUG("reader: %llu rescans of the maps for samples in unknown code, %llu libraries announced so",
@@ -900,12 +905,27 @@ private:
     }
 
     // JVMTI callbacks: plain functions forwarding to the one agent.
-    static void JNICALL cb_vm_init(jvmtiEnv*, JNIEnv* jni, jthread) { the_agent()->go_live(jni); }
+    static void JNICALL cb_vm_init(jvmtiEnv*, JNIEnv* jni, jthread) {
+        Agent* const agent = the_agent();
+        CallbackCpu::Scope timed(agent->callback_cpu_, CallbackCpu::kVmInit);
+        agent->go_live(jni);
+    }
     static void JNICALL cb_vm_death(jvmtiEnv*, JNIEnv*) { the_agent()->shutdown(); }
     static void JNICALL cb_thread_start(jvmtiEnv*, JNIEnv* jni, jthread thread) {
-        the_agent()->on_thread_start(jni, thread);
+        Agent* const agent = the_agent();
+        CallbackCpu::Scope timed(agent->callback_cpu_, CallbackCpu::kThreadStart);
+        agent->on_thread_start(jni, thread);
     }
-    static void JNICALL cb_thread_end(jvmtiEnv*, JNIEnv* jni, jthread thread) { the_agent()->on_thread_end(jni, thread); }
+    static void JNICALL cb_thread_end(jvmtiEnv*, JNIEnv* jni, jthread thread) {
+        Agent* const agent = the_agent();
+        CallbackCpu::Scope timed(agent->callback_cpu_, CallbackCpu::kThreadEnd);
+        agent->on_thread_end(jni, thread);
+    }
+    static void JNICALL cb_native_method_bind(jvmtiEnv* jvmti, JNIEnv* jni, jthread thread, jmethodID method,
+                                              void* address, void** new_address_ptr) {
+        CallbackCpu::Scope timed(the_agent()->callback_cpu_, CallbackCpu::kNativeBind);
+        native_bind::on_native_method_bind(jvmti, jni, thread, method, address, new_address_ptr);
+    }
     // AsyncGetCallTrace answers only while ClassLoad events are enabled (it relies on the
     // jmethodIDs they cause); nothing to do with the event itself.
     static void JNICALL cb_class_load(jvmtiEnv*, JNIEnv*, jthread, jclass) {}
@@ -913,6 +933,7 @@ private:
     // an InFlight meanwhile (see EventQueue::InFlight).
     static void JNICALL cb_class_prepare(jvmtiEnv*, JNIEnv* jni, jthread thread, jclass klass) {
         Agent* const agent = the_agent();
+        CallbackCpu::Scope timed(agent->callback_cpu_, CallbackCpu::kClassPrepare);
         EventQueue::InFlight in_flight(agent->queue_);
         if (VmCapture* capture = agent->capture()) capture->on_class_prepare(jni, thread, klass);
     }
@@ -920,6 +941,7 @@ private:
                                                 jint map_length, const jvmtiAddrLocationMap* map,
                                                 const void* compile_info) {
         Agent* const agent = the_agent();
+        CallbackCpu::Scope timed(agent->callback_cpu_, CallbackCpu::kCompiledMethodLoad);
         EventQueue::InFlight in_flight(agent->queue_);
         if (VmCapture* capture = agent->capture()) {
             capture->on_compiled_method_load(method, code_size, code_addr, map_length, map, compile_info);
@@ -927,11 +949,13 @@ private:
     }
     static void JNICALL cb_compiled_method_unload(jvmtiEnv*, jmethodID method, const void* code_addr) {
         Agent* const agent = the_agent();
+        CallbackCpu::Scope timed(agent->callback_cpu_, CallbackCpu::kCompiledMethodUnload);
         EventQueue::InFlight in_flight(agent->queue_);
         if (VmCapture* capture = agent->capture()) capture->on_compiled_method_unload(method, code_addr);
     }
     static void JNICALL cb_dynamic_code_generated(jvmtiEnv*, const char* name, const void* address, jint length) {
         Agent* const agent = the_agent();
+        CallbackCpu::Scope timed(agent->callback_cpu_, CallbackCpu::kDynamicCode);
         EventQueue::InFlight in_flight(agent->queue_);
         if (VmCapture* capture = agent->capture()) capture->on_dynamic_code_generated(name, address, length);
     }
@@ -954,6 +978,7 @@ private:
     bool attach_ = false;
     pid_t vm_start_tid_ = 0;   // the thread that ran VMInit (not when attached): stack=auto starts it large
     bool disabled_ = false;
+    CallbackCpu callback_cpu_;   // the agent's code on the JVM's threads
     EventQueue queue_;
     StreamWriter writer_;
     std::unique_ptr<OracleSampler> oracle_;           // owns timer_; set once, before timer_
