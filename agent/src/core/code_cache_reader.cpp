@@ -232,39 +232,68 @@ bool CodeCacheReader::read_nmethod_fields(const vm::VmMemory& source, BlobInfo& 
     return true;
 }
 
+void CodeCacheReader::remember_range(size_t index, const HeapRange& range) const {
+    std::lock_guard lock(ranges_mutex_);
+    if (ranges_.size() != heaps_.size()) ranges_.assign(heaps_.size(), HeapRange{});
+    if (range.high > ranges_[index].high) ranges_[index] = range;
+}
+
+std::optional<CodeCacheReader::HeapRange> CodeCacheReader::heap_of(uint64_t pc) const {
+    {
+        std::lock_guard lock(ranges_mutex_);
+        for (const HeapRange& known : ranges_) {
+            if (known.high != 0 && pc >= known.low && pc < known.high) return known;
+        }
+    }
+    for (size_t index = 0; index < heaps_.size(); ++index) {
+        auto range = heap_range(heaps_[index]);
+        if (!range) continue;
+        remember_range(index, *range);
+        if (pc >= range->low && pc < range->high) return range;
+    }
+    return std::nullopt;
+}
+
 std::optional<BlobInfo> CodeCacheReader::find_blob(uint64_t pc) const {
     if (pc < code_cache_low_ || pc >= code_cache_high_) return std::nullopt;
     static const std::function<bool(uint64_t)> always = [](uint64_t) { return true; };
-    size_t header = layout_.size_of(TypeSize::kHeapBlock);
-    for (uint64_t heap : heaps_) {
-        auto range = heap_range(heap);
-        if (!range || pc < range->low || pc >= range->high) continue;
-        size_t segments = (range->high - range->low) >> range->shift;
-        size_t index = (pc - range->low) >> range->shift;
-        // Each hop moves back by the byte's value (< 0xFF), so large blobs need several.
-        bool found = false;
-        for (size_t hops = 0; hops <= segments; ++hops) {
-            auto back = memory_.value<uint8_t>(range->segmap + index);
-            if (!back) {
-                note_bad_read(__LINE__);
-                return std::nullopt;
-            }
-            if (*back == 0xFF || *back > index) return std::nullopt;
-            if (*back == 0) {
-                found = true;
-                break;
-            }
-            index -= *back;
+    const size_t header = layout_.size_of(TypeSize::kHeapBlock);
+    const size_t blob_header = std::max(layout_.size_of(TypeSize::kCodeBlob), layout_.size_of(TypeSize::kNmethod));
+    const std::optional<HeapRange> range = heap_of(pc);
+    if (!range) return std::nullopt;
+    size_t segments = (range->high - range->low) >> range->shift;
+    size_t index = (pc - range->low) >> range->shift;
+    // Each hop moves back by the byte's value (< 0xFF), so large blobs need several.
+    bool found = false;
+    for (size_t hops = 0; hops <= segments; ++hops) {
+        auto back = memory_.value<uint8_t>(range->segmap + index);
+        if (!back) {
+            note_bad_read(__LINE__);
+            return std::nullopt;
         }
-        if (!found) return std::nullopt;
-        uint64_t block = range->low + (static_cast<uint64_t>(index) << range->shift);
-        auto used = memory_.int_field(block, f(Field::kHeapBlockUsed));
-        if (!used || *used == 0) return std::nullopt;
-        auto blob = read_blob(memory_, block + header, always);
-        if (!blob || pc < blob->blob || pc >= blob->blob + blob->size) return std::nullopt;
-        return blob;
+        if (*back == 0xFF || *back > index) return std::nullopt;
+        if (*back == 0) {
+            found = true;
+            break;
+        }
+        index -= *back;
     }
-    return std::nullopt;
+    if (!found) return std::nullopt;
+    uint64_t block = range->low + (static_cast<uint64_t>(index) << range->shift);
+    // The block's header, the blob's and the nmethod's in one read of VM memory (three before).
+    std::vector<uint8_t> buffer;
+    vm::WindowedMemory window(memory_, buffer, header + blob_header);
+    window.set_limit(range->high);
+    uint8_t block_header[kMaxHeaderBytes];
+    if (header == 0 || header > kMaxHeaderBytes || !window.read(block, block_header, header)) {
+        note_bad_read(__LINE__);
+        return std::nullopt;
+    }
+    auto used = vm::header_int(block_header, header, f(Field::kHeapBlockUsed));
+    if (!used || *used == 0) return std::nullopt;
+    auto blob = read_blob(window, block + header, always);
+    if (!blob || pc < blob->blob || pc >= blob->blob + blob->size) return std::nullopt;
+    return blob;
 }
 
 void CodeCacheReader::walk(const std::function<void(const BlobInfo&)>& visit,
@@ -276,12 +305,14 @@ void CodeCacheReader::walk(const std::function<void(const BlobInfo&)>& visit,
     uint8_t block_header[kMaxHeaderBytes];
     std::lock_guard lock(walk_mutex_);
     vm::WindowedMemory window(memory_, walk_buffer_, kWalkWindow);
-    for (uint64_t heap : heaps_) {
-        auto range = heap_range(heap);
+    for (size_t heap = 0; heap < heaps_.size(); ++heap) {
+        // A walk reads the heap's range afresh (its new blobs may lie past the end remembered).
+        auto range = heap_range(heaps_[heap]);
         if (!range) {
             note_bad_read(__LINE__);
             continue;
         }
+        remember_range(heap, *range);
         window.set_limit(range->high);
         uint64_t block = range->low;
         while (block + header <= range->high) {

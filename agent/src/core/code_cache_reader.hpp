@@ -85,6 +85,12 @@ private:
     Status read_code_heaps();
     Status read_interpreter(VmInfo& info);
     std::optional<HeapRange> heap_range(uint64_t heap) const;
+    // The range of the heap that holds `pc`, from the ranges remembered: a heap's start, segment
+    // map and segment size never change and its committed end only grows, so VM memory is read
+    // again only for a pc outside every range remembered (find_blob runs on the JVM's threads in
+    // every code callback, and read four fields per heap before it found the pc's).
+    std::optional<HeapRange> heap_of(uint64_t pc) const;
+    void remember_range(size_t index, const HeapRange& range) const;
     std::string blob_name(uint64_t address) const;
     // The blob's headers come from `source`: the memory itself, or a walk's window onto it.
     std::optional<BlobInfo> read_blob(const vm::VmMemory& source, uint64_t blob,
@@ -98,6 +104,8 @@ private:
     mutable std::mutex names_mutex_;
     mutable std::unordered_map<uint64_t, std::string> names_;   // blob name address -> text
     mutable std::atomic<uint64_t> bad_reads_{0};
+    mutable std::mutex ranges_mutex_;
+    mutable std::vector<HeapRange> ranges_;   // by heaps_'s index, under ranges_mutex_; high 0: unread
     mutable std::mutex walk_mutex_;
     mutable std::vector<uint8_t> walk_buffer_;   // under walk_mutex_
     mutable std::atomic<uint64_t> last_walk_reads_{0};

@@ -299,6 +299,34 @@ TEST_CASE("the CodeCache reader on a fake VM image, in both blob header layouts"
         CHECK_FALSE(reader.find_blob(b + 0x200));
         CHECK(reader.bad_reads() == 2);
     }
+    SECTION("once the heaps' ranges are known a lookup reads VM memory twice, and a heap that grew is read again") {
+        // Heap 1 committed up to just past the stub; a blob beyond it comes later.
+        const uint64_t old_high = stub + (8u << kShift);
+        image.mem.put64(image.heaps[1].object + image.L[Field::kCodeHeapMemory].offset +
+                            image.L[Field::kVirtualSpaceHigh].offset,
+                        old_high);
+        REQUIRE(reader.find_blob(stub + 0x10));
+        REQUIRE(reader.find_blob(a + 0x10));   // (blob names are read once)
+        // A pc in its block's first segment: the segment map's byte, then the headers in one read.
+        uint64_t before = image.mem.reads;
+        auto found = reader.find_blob(a + 0x10);
+        REQUIRE(found);
+        CHECK(found->method_ptr == kMethod);
+        CHECK(image.mem.reads - before == 2);
+        before = image.mem.reads;
+        REQUIRE(reader.find_blob(stub + 0x10));
+        CHECK(image.mem.reads - before == 2);
+        // The heap commits more and a blob appears there: its range is read afresh.
+        image.mem.put64(image.heaps[1].object + image.L[Field::kCodeHeapMemory].offset +
+                            image.L[Field::kVirtualSpaceHigh].offset,
+                        kHigh);
+        const uint64_t later = image.add_blob(1, 80, 4, "StubRoutines (2)", false, 0x80, 0x100, 0);
+        REQUIRE(later > old_high);
+        auto grown = reader.find_blob(later + 0x90);
+        REQUIRE(grown);
+        CHECK(grown->name == "StubRoutines (2)");
+        CHECK(reader.bad_reads() == 0);
+    }
     SECTION("a method's bytecodes follow its ConstMethod header") {
         auto code = reader.bytecodes(kMethod);
         REQUIRE(code);
