@@ -1,6 +1,7 @@
 #include "code_cache_reader.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 
@@ -345,6 +346,44 @@ std::optional<CodeCacheReader::Bytecodes> CodeCacheReader::bytecodes(uint64_t me
     auto code_size = memory_.int_field(*const_method, f(Field::kConstMethodCodeSize));
     if (!code_size || *code_size < 0) return std::nullopt;
     return Bytecodes{*const_method + layout_.size_of(TypeSize::kConstMethod), static_cast<uint32_t>(*code_size)};
+}
+
+std::vector<std::optional<CodeCacheReader::Bytecodes>> CodeCacheReader::bytecodes_of(
+    const std::vector<uint64_t>& method_ptrs) const {
+    const size_t n = method_ptrs.size();
+    std::vector<std::optional<Bytecodes>> out(n);
+    const vm::ResolvedField& const_method_field = f(Field::kMethodConstMethod);
+    const vm::ResolvedField& size_field = f(Field::kConstMethodCodeSize);
+    if (!const_method_field.present || const_method_field.is_static || !size_field.present || size_field.is_static ||
+        size_field.width == 0 || size_field.width > 8) {
+        return out;
+    }
+    std::vector<uint64_t> const_methods(n, 0);
+    std::vector<vm::VmMemory::Request> requests(n);
+    for (size_t i = 0; i < n; ++i) {
+        requests[i] = {method_ptrs[i] + const_method_field.offset, &const_methods[i], sizeof(uint64_t), false};
+    }
+    memory_.read_each(requests.data(), n);
+    std::vector<std::array<uint8_t, 8>> sizes(n);
+    std::vector<size_t> asked;   // index of each size request's method
+    std::vector<vm::VmMemory::Request> size_requests;
+    for (size_t i = 0; i < n; ++i) {
+        if (!requests[i].ok || const_methods[i] == 0) continue;
+        sizes[i].fill(0);
+        size_requests.push_back({const_methods[i] + size_field.offset, sizes[i].data(), size_field.width, false});
+        asked.push_back(i);
+    }
+    memory_.read_each(size_requests.data(), size_requests.size());
+    vm::ResolvedField size_at_zero = size_field;   // the field's bytes alone were read
+    size_at_zero.offset = 0;
+    for (size_t k = 0; k < asked.size(); ++k) {
+        if (!size_requests[k].ok) continue;
+        const size_t i = asked[k];
+        const std::optional<int64_t> code_size = vm::header_int(sizes[i].data(), sizes[i].size(), size_at_zero);
+        if (!code_size || *code_size < 0) continue;
+        out[i] = Bytecodes{const_methods[i] + layout_.size_of(TypeSize::kConstMethod), static_cast<uint32_t>(*code_size)};
+    }
+    return out;
 }
 
 }  // namespace sf::agent

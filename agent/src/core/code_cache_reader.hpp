@@ -65,6 +65,8 @@ public:
         uint32_t size = 0;
     };
     std::optional<Bytecodes> bytecodes(uint64_t method_ptr) const;
+    // bytecodes() of many methods (a class's), with two batched reads of VM memory in all.
+    std::vector<std::optional<Bytecodes>> bytecodes_of(const std::vector<uint64_t>& method_ptrs) const;
 
     const vm::VmLayoutOffsets& layout() const { return layout_; }
     size_t heap_count() const { return heaps_.size(); }

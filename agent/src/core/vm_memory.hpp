@@ -19,6 +19,18 @@ public:
     // Copies `size` bytes at `address`; false (never a fault) when any of them is unreadable.
     virtual bool read(uint64_t address, void* out, size_t size) const = 0;
 
+    struct Request {
+        uint64_t address;
+        void* out;
+        size_t size;
+        bool ok;   // set by read_each
+    };
+    // read() for each request. A memory whose reads are system calls overrides it to serve many
+    // requests with one call.
+    virtual void read_each(Request* requests, size_t count) const {
+        for (size_t i = 0; i < count; ++i) requests[i].ok = read(requests[i].address, requests[i].out, requests[i].size);
+    }
+
     template <class T>
     std::optional<T> value(uint64_t address) const {
         T v{};

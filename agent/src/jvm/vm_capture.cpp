@@ -137,8 +137,9 @@ struct VmCapture::Impl {
     }
 
     // Reads everything about one method; false if it vanished (unloaded) or is unreadable.
+    // `known`: the method's bytecodes, read with its class's (else read here).
     bool build_method_info(jmethodID id, uint64_t method_ptr, const ClassFacts& facts, uint64_t time_ns,
-                           MethodInfo& out) {
+                           MethodInfo& out, const std::optional<CodeCacheReader::Bytecodes>* known = nullptr) {
         out.time_ns = time_ns;
         out.method_id = reinterpret_cast<uint64_t>(id);
         out.method_ptr = method_ptr;
@@ -153,7 +154,7 @@ struct VmCapture::Impl {
         if (jvmti->GetMethodModifiers(id, &modifiers) == JVMTI_ERROR_NONE) {
             out.access_flags = static_cast<uint32_t>(modifiers);
         }
-        if (auto bytecodes = code_cache->bytecodes(method_ptr)) {
+        if (auto bytecodes = known != nullptr ? *known : code_cache->bytecodes(method_ptr)) {
             out.bytecode_begin = bytecodes->begin;
             out.bytecode_size = bytecodes->size;
         } else {
@@ -209,7 +210,10 @@ struct VmCapture::Impl {
         if (jvmti->GetClassMethods(klass, &count, &methods) != JVMTI_ERROR_NONE || methods == nullptr) {
             return;
         }
-        std::optional<ClassFacts> facts;
+        // The methods this class announces, then their bytecodes in two batched reads of VM
+        // memory (two system calls per method before: ~2.8 of the ~8 us each took on a JVM thread).
+        std::vector<jmethodID> claimed;
+        std::vector<uint64_t> ptrs;
         for (jint i = 0; i < count; ++i) {
             auto ptr = method_ptr_of(methods[i]);
             if (!ptr) {
@@ -217,17 +221,23 @@ struct VmCapture::Impl {
                 continue;
             }
             if (!announced.claim_method(reinterpret_cast<uint64_t>(methods[i]), *ptr)) continue;
-            if (!facts) facts = class_facts(klass);
+            claimed.push_back(methods[i]);
+            ptrs.push_back(*ptr);
+        }
+        jvmti->Deallocate(reinterpret_cast<unsigned char*>(methods));
+        if (claimed.empty()) return;
+        const std::vector<std::optional<CodeCacheReader::Bytecodes>> bytecodes = code_cache->bytecodes_of(ptrs);
+        const ClassFacts facts = class_facts(klass);
+        for (size_t i = 0; i < claimed.size(); ++i) {
             MethodInfo method;
-            if (!build_method_info(methods[i], *ptr, *facts, time_ns, method)) {
-                announced.unclaim_method(reinterpret_cast<uint64_t>(methods[i]));
+            if (!build_method_info(claimed[i], ptrs[i], facts, time_ns, method, &bytecodes[i])) {
+                announced.unclaim_method(reinterpret_cast<uint64_t>(claimed[i]));
                 counters.method_failures++;
                 continue;
             }
             counters.methods++;
             sink.emit(std::move(method));
         }
-        jvmti->Deallocate(reinterpret_cast<unsigned char*>(methods));
     }
 
     void announce_loaded_classes(JNIEnv* jni, uint64_t time_ns) {

@@ -334,6 +334,22 @@ TEST_CASE("the CodeCache reader on a fake VM image, in both blob header layouts"
         CHECK(code->size == 77);
         CHECK_FALSE(reader.bytecodes(kMethod + 0x10'0000));
     }
+    SECTION("a class's methods' bytecodes read together match the one-by-one reads, an unreadable one missing") {
+        const uint64_t second = kMethod + 0x100, second_const = kConstMethod + 0x800;
+        image.mem.put64(second + image.L[Field::kMethodConstMethod].offset, second_const);
+        image.put(second_const, Field::kConstMethodCodeSize, 5);
+        const uint64_t unreadable = kMethod + 0x10'0000;
+        const auto all = reader.bytecodes_of({kMethod, unreadable, second});
+        REQUIRE(all.size() == 3);
+        REQUIRE(all[0]);
+        CHECK(all[0]->begin == reader.bytecodes(kMethod)->begin);
+        CHECK(all[0]->size == 77);
+        CHECK_FALSE(all[1]);
+        REQUIRE(all[2]);
+        CHECK(all[2]->begin == second_const + image.L.size_of(TypeSize::kConstMethod));
+        CHECK(all[2]->size == 5);
+        CHECK(reader.bytecodes_of({}).empty());
+    }
 }
 
 TEST_CASE("the CodeCache reader refuses a VM whose code facts do not add up", "[vm_capture]") {
