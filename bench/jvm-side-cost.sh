@@ -118,8 +118,8 @@ run_once() {
   callback_ms="$(sed -n "s/.*agent code on the JVM's threads CPU: \([0-9.]*\) ms.*/\1/p" "$SCRATCH/err" | tail -1)"
   awk -F, -v a="${agent_ms:-0}" -v cb="${callback_ms:-0}" '
     $3 == "task-clock" { t = $1 }
-    $3 ~ /^instructions:u/ { u = $1 }
-    $3 ~ /^instructions:k/ { k = $1 }
+    $3 ~ /^instructions:u/ { u = $1 ~ /^[0-9]+$/ ? $1 : "NA" }   # "<not supported>" without a PMU
+    $3 ~ /^instructions:k/ { k = $1 ~ /^[0-9]+$/ ? $1 : "NA" }
     $3 == "context-switches" { c = $1 }
     END { printf "%.1f %s %s %s %s %s\n", t, u, k, c, a, cb }' "$SCRATCH/stat"
 }
