@@ -40,13 +40,14 @@ while getopts "i:r:w:c:" opt; do
     *) sed -n '2,21p' "$0" >&2; exit 2 ;;
   esac
 done
-[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "jvm-side-cost: -r wants a number of rounds, got '$ROUNDS'" >&2; exit 2; }
-[[ "$ITER" =~ ^[1-9][0-9]*$ ]] || { echo "jvm-side-cost: -i wants a number of iterations, got '$ITER'" >&2; exit 2; }
-JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
-JAVA="$(command -v "$JAVA" || true)"
-[ -n "$JAVA" ] || { echo "jvm-side-cost: no java (set JAVA_HOME)" >&2; exit 2; }
-[ -r "$AGENT" ] || { echo "jvm-side-cost: no agent at $AGENT (scripts/build.sh, or set STACKFRAG_AGENT)" >&2; exit 2; }
-[ -z "$ASYNC_PROFILER" ] || [ -r "$ASYNC_PROFILER" ] || { echo "jvm-side-cost: ASYNC_PROFILER=$ASYNC_PROFILER is not a readable file" >&2; exit 2; }
+BENCH=jvm-side-cost
+# shellcheck source=common/checks.sh
+. "$ROOT/bench/common/checks.sh"
+need_count -r "$ROUNDS" rounds
+need_count -i "$ITER" iterations
+JAVA="$(need_java)"
+need_agent "$AGENT"
+need_async_profiler_if_given "$ASYNC_PROFILER"
 command -v perf >/dev/null || { echo "jvm-side-cost: perf is missing (linux-perf)" >&2; exit 2; }
 SCRATCH="$(mktemp -d /dev/shm/sf-jvmside.XXXXXX)"
 trap 'rm -rf "$SCRATCH"' EXIT

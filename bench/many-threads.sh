@@ -28,8 +28,14 @@ while getopts "t:k:r:i:j:" opt; do
     *) sed -n '2,12p' "$0" >&2; exit 2 ;;
   esac
 done
-[ -r "$AGENT" ] || { echo "many-threads: no agent at $AGENT (scripts/build.sh, or set STACKFRAG_AGENT)" >&2; exit 2; }
-[ -z "$AP" ] || [ -r "$AP" ] || { echo "many-threads: ASYNC_PROFILER=$AP is not readable" >&2; exit 2; }
+BENCH=many-threads
+# shellcheck source=common/checks.sh
+. "$ROOT/bench/common/checks.sh"
+need_count -t "$THREADS" threads
+need_count -k "$TASK_ROUNDS" "rounds of tasks"
+need_count -r "$ROUNDS" rounds
+need_agent "$AGENT"
+need_async_profiler_if_given "$AP"
 SCRATCH="$(mktemp -d /dev/shm/sf-many-threads.XXXXXX)"
 trap 'rm -rf "$SCRATCH"' EXIT
 "$JDK/bin/javac" -d "$SCRATCH" "$ROOT/tests/integration/java/ManyThreads.java"

@@ -44,13 +44,14 @@ while getopts "i:r:w:c:e:n" opt; do
     *) sed -n '2,22p' "$0" >&2; exit 2 ;;
   esac
 done
-[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "overhead: -r wants a number of rounds, got '$ROUNDS'" >&2; exit 2; }
-[[ "$ITER" =~ ^[1-9][0-9]*$ ]] || { echo "overhead: -i wants a number of iterations, got '$ITER'" >&2; exit 2; }
-JAVA="${JAVA_HOME:+$JAVA_HOME/bin/}java"
-JAVA="$(command -v "$JAVA" || true)"
-[ -n "$JAVA" ] || { echo "overhead: no java (set JAVA_HOME)" >&2; exit 2; }
-[ -r "$AGENT" ] || { echo "overhead: no agent at $AGENT (scripts/build.sh, or set STACKFRAG_AGENT)" >&2; exit 2; }
-[ -z "$ASYNC_PROFILER" ] || [ -r "$ASYNC_PROFILER" ] || { echo "overhead: ASYNC_PROFILER=$ASYNC_PROFILER is not a readable file" >&2; exit 2; }
+BENCH=overhead
+# shellcheck source=common/checks.sh
+. "$ROOT/bench/common/checks.sh"
+need_count -r "$ROUNDS" rounds
+need_count -i "$ITER" iterations
+JAVA="$(need_java)"
+need_agent "$AGENT"
+need_async_profiler_if_given "$ASYNC_PROFILER"
 [ -x /usr/bin/time ] || { echo "overhead: /usr/bin/time is missing (apt-get install time)" >&2; exit 2; }
 SCRATCH="$(mktemp -d /dev/shm/sf-overhead.XXXXXX)"
 trap 'rm -rf "$SCRATCH"' EXIT

@@ -1,0 +1,21 @@
+# Argument and tool checks the bench scripts share; source it after setting BENCH (the script's name
+# for its messages). Each check exits 2 with a message naming what is wrong and how to mend it.
+
+need_count() {   # need_count FLAG VALUE WHAT: a positive integer
+  [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "$BENCH: $1 wants a number of $3, got '$2'" >&2; exit 2; }
+}
+
+need_java() {   # prints the java of JAVA_HOME (or PATH)
+  local java="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+  java="$(command -v "$java" || true)"
+  [ -n "$java" ] || { echo "$BENCH: no java (set JAVA_HOME)" >&2; exit 2; }
+  echo "$java"
+}
+
+need_agent() {   # need_agent PATH
+  [ -r "$1" ] || { echo "$BENCH: no agent at $1 (scripts/build.sh, or set STACKFRAG_AGENT)" >&2; exit 2; }
+}
+
+need_async_profiler_if_given() {   # need_async_profiler_if_given PATH_OR_EMPTY
+  [ -z "$1" ] || [ -r "$1" ] || { echo "$BENCH: ASYNC_PROFILER=$1 is not a readable file" >&2; exit 2; }
+}
