@@ -75,18 +75,7 @@ CONFIG_LIST=(
   "ap1ms|async-profiler 1 ms|$AP,interval=1ms"
 )
 CONFIGS=("none|no profiler|")
-for entry in "${CONFIG_LIST[@]}"; do
-  key="${entry%%|*}"
-  if [ -n "$CHOSEN" ]; then [[ " $CHOSEN " == *" $key "* ]] || continue; fi
-  if [[ "$key" == ap* ]] && [ -z "$ASYNC_PROFILER" ]; then
-    [ -n "$CHOSEN" ] && { echo "jvm-side-cost: $key needs ASYNC_PROFILER=/path/libasyncProfiler.so" >&2; exit 2; }
-    continue
-  fi
-  CONFIGS+=("$entry")
-done
-for key in $CHOSEN; do
-  printf '%s\n' "${CONFIG_LIST[@]}" | grep -q "^$key|" || { echo "jvm-side-cost: unknown configuration '$key'" >&2; exit 2; }
-done
+add_chosen_configs CONFIG_LIST
 
 # Prints "task_ms instr_u instr_k switches agent_ms callback_ms" of one run.
 run_once() {

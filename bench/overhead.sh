@@ -84,20 +84,7 @@ ALL_CONFIGS=(
   "ap100us|async-profiler 100 µs|$AP,interval=100us"
 )
 CONFIGS=("none|no profiler|")
-for entry in "${ALL_CONFIGS[@]}"; do
-  key="${entry%%|*}"
-  if [ -n "$CHOSEN" ]; then
-    [[ " $CHOSEN " == *" $key "* ]] || continue
-  fi
-  if [[ "$key" == ap* ]] && [ -z "$ASYNC_PROFILER" ]; then
-    [ -n "$CHOSEN" ] && { echo "overhead: $key needs ASYNC_PROFILER=/path/libasyncProfiler.so" >&2; exit 2; }
-    continue
-  fi
-  CONFIGS+=("$entry")
-done
-for key in $CHOSEN; do
-  printf '%s\n' "${ALL_CONFIGS[@]}" | grep -q "^$key|" || { echo "overhead: unknown configuration '$key' (see -c in the usage)" >&2; exit 2; }
-done
+add_chosen_configs ALL_CONFIGS
 [ "${#CONFIGS[@]}" -gt 1 ] || { echo "overhead: no configuration to compare with no profiler" >&2; exit 2; }
 
 # Prints "jvm_cpu_seconds wall_seconds agent_percent" of one run, or ends the script with the

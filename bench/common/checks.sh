@@ -19,3 +19,23 @@ need_agent() {   # need_agent PATH
 need_async_profiler_if_given() {   # need_async_profiler_if_given PATH_OR_EMPTY
   [ -z "$1" ] || [ -r "$1" ] || { echo "$BENCH: ASYNC_PROFILER=$1 is not a readable file" >&2; exit 2; }
 }
+
+# add_chosen_configs LIST: appends to CONFIGS the entries ("key|label|options") of the array named
+# LIST that CHOSEN names (every one when CHOSEN is empty); an ap* entry needs ASYNC_PROFILER, and
+# naming it without that, or naming a key LIST lacks, exits.
+add_chosen_configs() {
+  local -n list="$1"
+  local entry key
+  for entry in "${list[@]}"; do
+    key="${entry%%|*}"
+    if [ -n "$CHOSEN" ]; then [[ " $CHOSEN " == *" $key "* ]] || continue; fi
+    if [[ "$key" == ap* ]] && [ -z "$ASYNC_PROFILER" ]; then
+      [ -n "$CHOSEN" ] && { echo "$BENCH: $key needs ASYNC_PROFILER=/path/libasyncProfiler.so" >&2; exit 2; }
+      continue
+    fi
+    CONFIGS+=("$entry")
+  done
+  for key in $CHOSEN; do
+    printf '%s\n' "${list[@]}" | grep -q "^$key|" || { echo "$BENCH: unknown configuration '$key' (see -c in the usage)" >&2; exit 2; }
+  done
+}
