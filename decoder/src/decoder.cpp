@@ -108,20 +108,24 @@ bool no_java_returns_into(const Stub* stub) {
            n.find("wrong_method") != std::string::npos || n.find("ic_miss") != std::string::npos;
 }
 
-// Both, from the name once per stub announcement (the map's memo for it): a walk asks them of
+// These, from the name once per stub announcement (the map's memo for it): a walk asks them of
 // each return address into a stub and each call target in a stub, a dozen string comparisons.
-constexpr uint8_t kMemoSet = 1, kMemoCallsIntoVm = 2, kMemoNoJavaReturns = 4;
+constexpr uint8_t kMemoSet = 1, kMemoCallsIntoVm = 2, kMemoNoJavaReturns = 4, kMemoReturnBarrier = 8;
 uint8_t stub_facts(const CodeMap& map, const Stub* stub) {
     uint8_t& memo = map.stub_memo(stub);
     if (memo == 0) {
         memo = static_cast<uint8_t>(kMemoSet | (calls_into_vm(stub) ? kMemoCallsIntoVm : 0) |
-                                    (no_java_returns_into(stub) ? kMemoNoJavaReturns : 0));
+                                    (no_java_returns_into(stub) ? kMemoNoJavaReturns : 0) |
+                                    (detail::is_continuation_return_barrier(stub) ? kMemoReturnBarrier : 0));
     }
     return memo;
 }
 bool calls_into_vm(const CodeMap& map, const Stub* stub) { return stub && (stub_facts(map, stub) & kMemoCallsIntoVm); }
 bool no_java_returns_into(const CodeMap& map, const Stub* stub) {
     return stub && (stub_facts(map, stub) & kMemoNoJavaReturns);
+}
+bool is_continuation_return_barrier(const CodeMap& map, const Stub* stub) {
+    return stub && (stub_facts(map, stub) & kMemoReturnBarrier);
 }
 
 // The DecodeStats counters a step can bump, each at most once per step (a journal keeps them as bits).
@@ -630,7 +634,7 @@ Walk::Step Walk::step() {
         case CodeRegion::kCompiled: return step_compiled(*code.compiled);
         case CodeRegion::kStub:
             if (pc_ == code.stub->begin && map_.vm().continuation_return_pc != 0 &&
-                detail::is_continuation_return_barrier(code.stub)) {
+                is_continuation_return_barrier(map_, code.stub)) {
                 // A virtual thread's bottom thawed frame returned here: HotSpot's own sender of this
                 // pc is Continuation.enterSpecial at the thread's ContinuationEntry return pc, at
                 // the same sp (the entry lies there); the frames it froze are in the heap.

@@ -11,8 +11,6 @@
 
 namespace sf::agent {
 
-uint64_t current_thread_stack_top() { return kernel::current_thread_stack_top(); }
-
 AutoStack::AutoStack(StackControllerSettings settings, Sampler& sampler) : controller_(settings), sampler_(sampler) {}
 
 void AutoStack::set_stack_top(uint32_t tid, uint64_t top, uint64_t now_ns) {

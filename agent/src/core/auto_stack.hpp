@@ -20,9 +20,6 @@ namespace sf::agent {
 class Sampler;
 struct SampleWatchCache;
 
-// The highest address of the calling thread's stack (pthread_getattr_np), 0 if unknown.
-uint64_t current_thread_stack_top();
-
 class AutoStack final : public EventTap {
 public:
     // `sampler` outlives this object.

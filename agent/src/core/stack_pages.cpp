@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "auto_stack.hpp"
+#include "stackfrag/kernel/proc_maps.hpp"
 
 namespace sf::agent {
 
@@ -13,7 +13,7 @@ constexpr uintptr_t kPageSize = 4096;   // x86_64; a larger page is read more th
 // Not instrumented: the frames above hold the callers' locals (and, under AddressSanitizer, their
 // poisoned red zones), which are read here, never interpreted.
 __attribute__((noinline, no_sanitize("address"))) size_t touch_stack_pages_above_current_frame() {
-    const uintptr_t top = static_cast<uintptr_t>(current_thread_stack_top());
+    const uintptr_t top = static_cast<uintptr_t>(kernel::current_thread_stack_top());
     const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
     if (top == 0 || here >= top) return 0;
     size_t pages = 0;

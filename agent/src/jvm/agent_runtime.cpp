@@ -42,6 +42,7 @@
 #include "sampler.hpp"
 #include "stack_pages.hpp"
 #include "stackfrag/events/recording.hpp"
+#include "stackfrag/kernel/proc_maps.hpp"
 #include "stream_writer.hpp"
 #include "task_watcher.hpp"
 #include "thread_registry.hpp"
@@ -654,7 +655,7 @@ private:
         const std::string registered_name = auto_stack_ ? name : std::string();
         // stack=auto: the stack's top, known to the thread itself (the others are judged by the
         // live decoder only).
-        if (auto_stack_ && on_thread) auto_stack_->set_stack_top(static_cast<uint32_t>(tid), current_thread_stack_top(), monotonic_ns());
+        if (auto_stack_ && on_thread) auto_stack_->set_stack_top(static_cast<uint32_t>(tid), kernel::current_thread_stack_top(), monotonic_ns());
         SF_LOG_DEBUG("thread %d '%s'", tid, name.c_str());
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), false, std::move(name)});
         bool on_perf = false;

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "auto_stack.hpp"
+#include "stackfrag/kernel/proc_maps.hpp"
 #include "sampler.hpp"
 
 using namespace sf;
@@ -52,7 +53,7 @@ void on_thread_with_1mb_stack(const std::function<void(uint64_t top)>& body) {
     REQUIRE(pthread_attr_setstacksize(&attr, 1 << 20) == 0);
     pthread_t thread{};
     auto run = [](void* arg) -> void* {
-        (*static_cast<const std::function<void(uint64_t)>*>(arg))(current_thread_stack_top());
+        (*static_cast<const std::function<void(uint64_t)>*>(arg))(sf::kernel::current_thread_stack_top());
         return nullptr;
     };
     REQUIRE(pthread_create(&thread, &attr, run, const_cast<std::function<void(uint64_t)>*>(&body)) == 0);
