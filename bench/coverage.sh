@@ -147,7 +147,10 @@ for w in "${selected[@]}"; do
           # Where the rest went (stackfrag): before its events opened / ticked but lost in a full ring /
           # after it stopped sampling (writing the profile, the JVM exit) / while sampling, unexplained
           # (partial periods at a thread end or a fragment-size reopen, threads not yet found).
-          gone = "-"; parts = "-"
+          gone = "-"; parts = "-"; at_stop = "-"
+          # Issue 13 defines coverage against the process CPU time when stackfrag stops (what the stop
+          # summary prints); the whole-run figure above also charges the JVM exit after it.
+          if (stop != "-" && stop > 0) at_stop = sprintf("%.1f %%", 100 * samples * p / 1e6 / stop)
           if (stop != "-" && before != "-") {
             total = cpu * 1000; sampled = samples * p / 1e6
             rest = stop - before - sampled - lost
@@ -158,8 +161,8 @@ for w in "${selected[@]}"; do
               parts = sprintf("%.2f / %.2f / %.2f / %.2f", 100 * partial / total, 100 * wakeup / total,
                               100 * open / total, 100 * (rest - partial - wakeup - open) / total)
           }
-          printf "| %s | %s | %s | %.2f (%.0f %% sys) | %d | **%.1f %%** | %s | %s | %s | %s / %s / %s / %s / %s | %s |\n",
-            w, i, n, cpu, 100 * s / (u + s), samples, cov, gone, parts, excl,
+          printf "| %s | %s | %s | %.2f (%.0f %% sys) | %d | **%.1f %%** | %s | %s | %s | %s | %s / %s / %s / %s / %s | %s |\n",
+            w, i, n, cpu, 100 * s / (u + s), samples, cov, at_stop, gone, parts, excl,
             pct(java, decoded), pct(gc, decoded), pct(comp, decoded), pct(vm, decoded), pct(other, decoded), pct(kernel, decoded)
         }')"
       rows+=("$row")
@@ -174,14 +177,14 @@ java_version="$("$JAVA" -version 2>&1 | head -1)"
 {
   echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`${JAVA_HOME:+JAVA_HOME=$JAVA_HOME }bench/coverage.sh -i $ITER -w \"${selected[*]}\" -t \"$INTERVALS\" -m \"$MODES\"\`${AP:+ and ASYNC_PROFILER set}, as $(id -un) (kernel.perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid)): $(nproc) CPUs ($cpu_model), kernel $(uname -r), $java_version. Load average (1/5/15 min) $uptime_before before, $uptime_after after: the machine was shared with other work, which changes the CPU times but not what a run's samples explain of its own."
   echo
-  echo "One run per cell. coverage = samples taken × interval ÷ the process's CPU time (user + sys, the java command alone, bench/common/java-cpu.sh, so JVM start and exit count and the load generator does not). \"agent threads\": stackfrag's own threads' share of that CPU time (its stop summary's \"agent threads CPU\"); they are sampled too, under \`[stackfrag-...]\` roots (in \"other\"). Kind shares are of the decoded samples in the collapsed profile (stackfrag: by the root frame its non-Java threads get; async-profiler: by the thread frame of its \`threads\` option); kernel: samples whose leaf is \`[kernel]\` (stackfrag) or a kernel frame (async-profiler \`_[k]\`)."
+  echo "One run per cell. coverage = samples taken × interval ÷ the process's CPU time (user + sys, the java command alone, bench/common/java-cpu.sh, so JVM start and exit count and the load generator does not). \"at stop\": the same samples ÷ the process's CPU time when stackfrag stopped sampling (issue 13's definition, the stop summary's coverage line): it leaves out only the time after the stop (the profile written, the JVM's exit). \"agent threads\": stackfrag's own threads' share of that CPU time (its stop summary's \"agent threads CPU\"); they are sampled too, under \`[stackfrag-...]\` roots (in \"other\"). Kind shares are of the decoded samples in the collapsed profile (stackfrag: by the root frame its non-Java threads get; async-profiler: by the thread frame of its \`threads\` option); kernel: samples whose leaf is \`[kernel]\` (stackfrag) or a kernel frame (async-profiler \`_[k]\`)."
   echo
   echo "Not sampled, % of the process's CPU time (stackfrag, from its stop summary): before its events opened (the JVM's start to VMInit) / ticked but lost in a full ring / after it stopped sampling (the rest of the stream decoded, the profile written, the JVM's exit and the freeing of its heap) / while sampling, unexplained (a thread's last partial period, a fragment-size reopen, a thread not yet found)."
   echo
   echo "Other, split (stackfrag mode=thread, % of the process's CPU time, from its stop summary): the clock events' last partial periods / CPU time of threads still running at their event's close that it did not count (the scheduler's work at each wake-up; Java threads' events close after the thread ended and are not in it) / the threads' CPU time before their events opened / the rest (mostly the Java threads' own wake-ups)."
   echo
-  echo "| workload | interval | profiler | process CPU s (sys) | samples | coverage | not sampled: before / lost / after / other % | other: partial periods / wake-ups / before open / rest % | agent threads | Java / GC / compiler / VM / other % | kernel % |"
-  echo "|---|---|---|---:|---:|---:|---|---|---:|---|---:|"
+  echo "| workload | interval | profiler | process CPU s (sys) | samples | coverage | at stop | not sampled: before / lost / after / other % | other: partial periods / wake-ups / before open / rest % | agent threads | Java / GC / compiler / VM / other % | kernel % |"
+  echo "|---|---|---|---:|---:|---:|---:|---|---|---:|---|---:|"
   printf '%s\n' "${rows[@]}"
 } >"$SCRATCH/table.md"
 
