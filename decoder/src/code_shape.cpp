@@ -618,4 +618,33 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
     return out;
 }
 
+uint32_t continuation_offset(const CodeLoad& code, uint32_t offset) {
+    // ZGC's C2 load-barrier stub restores four registers and rsp in six instructions; a handful more
+    // covers the other stubs' shapes without running into unrelated code.
+    constexpr int kMaxInstructions = 24;
+    uint64_t off = offset;
+    for (int i = 0; i < kMaxInstructions && off < code.code.size(); ++i) {
+        ZydisDecodedInstruction insn;
+        ZydisDecoderContext context;
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&zydis(), &context, code.code.data() + off,
+                                                        code.code.size() - off, &insn))) {
+            break;
+        }
+        if (insn.meta.category == ZYDIS_CATEGORY_UNCOND_BR) {
+            if (!(insn.attributes & ZYDIS_ATTRIB_IS_RELATIVE) || insn.raw.imm[0].size == 0) break;
+            const int64_t to = static_cast<int64_t>(off + insn.length) + insn.raw.imm[0].value.s;
+            if (to >= 0 && static_cast<uint64_t>(to) < code.code.size()) return static_cast<uint32_t>(to);
+            break;
+        }
+        if (insn.meta.branch_type != ZYDIS_BRANCH_TYPE_NONE || insn.meta.category == ZYDIS_CATEGORY_RET ||
+            insn.meta.category == ZYDIS_CATEGORY_CALL || insn.meta.category == ZYDIS_CATEGORY_INTERRUPT ||
+            insn.meta.category == ZYDIS_CATEGORY_SYSTEM || insn.mnemonic == ZYDIS_MNEMONIC_UD2 ||
+            insn.mnemonic == ZYDIS_MNEMONIC_HLT) {
+            break;
+        }
+        off += insn.length;
+    }
+    return offset;
+}
+
 }  // namespace sf::detail

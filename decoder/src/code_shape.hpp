@@ -49,6 +49,12 @@ struct SpRanges {
 
 SpRanges analyze_sp_ranges(const CodeLoad& code);
 
+// Where code reached by a leaf call from compiled code goes on in its method: from `offset` (the
+// call's return address), instructions without control flow (restoring the registers an
+// out-of-line barrier or check stub saved: moves, pops, `add rsp`, vzeroupper) up to a `jmp` back
+// into the code; the jmp's target offset, or `offset` itself when anything else comes first.
+uint32_t continuation_offset(const CodeLoad& code, uint32_t offset);
+
 // The moved-rsp pass's shortcut past Zydis for the plainest and commonest instructions of compiled
 // code: a general-purpose instruction that names rsp in no register field and is no push, pop or
 // branch moves neither rsp nor control. For a whitelisted legacy encoding (at most a 0x66 prefix and

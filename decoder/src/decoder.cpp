@@ -132,7 +132,7 @@ bool is_continuation_return_barrier(const CodeMap& map, const Stub* stub) {
 enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
     kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kSpMoved,
-    kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kReturnBarriers, kCounterCount
+    kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kReturnBarriers, kStubContinuations, kCounterCount
 };
 static_assert(kCounterCount <= 32, "a journal keeps the counters of a step in 32 bits");
 // The step counters are the first kCounterCount rows of kDecodeStatFields, in this enum's order.
@@ -146,7 +146,8 @@ static_assert(kCounterFields[kPrologueTops] == &DecodeStats::prologue_tops &&
                   kCounterFields[kRejectVmStub] == &DecodeStats::returns_rejected_vm_stub &&
                   kCounterFields[kUnknownMethodPassed] == &DecodeStats::unknown_methods_passed &&
                   kCounterFields[kStubRbpFrames] == &DecodeStats::stub_rbp_frames &&
-                  kCounterFields[kReturnBarriers] == &DecodeStats::return_barriers_crossed,
+                  kCounterFields[kReturnBarriers] == &DecodeStats::return_barriers_crossed &&
+                  kCounterFields[kStubContinuations] == &DecodeStats::stub_continuations,
               "kDecodeStatFields starts with the step counters, in Counter's order");
 
 // WalkState::flags
@@ -852,9 +853,13 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
     // not run for code that only ever appears as a caller). A C1 frame whose callee was Java made a
     // Java call, with rsp at the frame's sp too: the pass (most of the decoder's work where
     // samples land in code not seen before) runs for it only after a stub or native callee.
+    // C2 code's exception to that: a leaf call with no PcDesc from an out-of-line stub that saved
+    // registers below the frame's sp first (ZGC's load barrier calling the runtime).
     const bool c1 = nm.comp_level >= 1 && nm.comp_level <= 3;
+    const bool leaf_callee = !top_ && !after_java_ && !via_anchor_ &&
+                             (c1 || !CodeMap::scope_at(nm, static_cast<uint32_t>(pc_ - nm.code_begin)));
     if (!frameless && !nm.code.empty() && shape.kind == detail::TopFrameShape::Kind::kComplete &&
-        pc_ != nm.deopt_handler && (top_ || (c1 && !after_java_))) {
+        pc_ != nm.deopt_handler && (top_ || leaf_callee)) {
         const detail::SpRange* range = sp_ranges_of(compiled).find(pc_ - nm.code_begin);
         if (range && range->call_pending && top_) {
             // A call stub of this code (`mov rbx, Method*; jmp`): the call's return address is at
@@ -941,6 +946,13 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
             // calls, inline or in an out-of-line stub that jumps back): the method is the code's
             // where execution goes on.
             scope = CodeMap::scope_at_or_after(nm, continuation_offset(nm, scope_pc) + 1);
+            // Nothing after it: an out-of-line stub at the code's end that restores more than pops
+            // before jumping back (ZGC's C2 load barrier: moves from the stack, vzeroupper, add rsp).
+            if (!scope) {
+                scope = CodeMap::scope_at_or_after(
+                    nm, detail::continuation_offset(nm, static_cast<uint32_t>(scope_pc - nm.code_begin)) + 1);
+                if (scope) bump(kStubContinuations);
+            }
         }
         if (!scope) {
             if (!top_) return fail(FailReason::kNoPcDesc);

@@ -292,6 +292,34 @@ TEST_CASE("C1's G1 post-barrier call from an out-of-line stub: no PcDesc, the me
     }
 }
 
+TEST_CASE("ZGC's C2 load barrier: an out-of-line stub saves registers below the frame's sp and calls the "
+          "runtime; the caller is the frame the stub jumps back into", "[decoder][moved_sp]") {
+    MovedWorld mw(jdk_param());
+    // 0x20 jne 0x100 | 0x26 ... PcDesc 0x30
+    // 0x100 sub rsp, 0x20; mov r10, runtime; call r10 | 0x111 (no PcDesc) mov rdi, rax; mov rsi, [rsp];
+    // vzeroupper; add rsp, 0x20; jmp 0x26
+    put_bytes(mw.c, 0x20, {0x0f, 0x85, 0xda, 0x00, 0x00, 0x00});
+    add_scope(mw.c, 0x30, {{method_id(4), 12}});
+    put_bytes(mw.c, 0x100, {0x48, 0x83, 0xec, 0x20, 0x49, 0xba});
+    std::memcpy(mw.c.code.data() + 0x106, &kNativePc, 8);
+    put_bytes(mw.c, 0x10e, {0x41, 0xff, 0xd2});
+    put_bytes(mw.c, 0x111, {0x48, 0x8b, 0xf8, 0x48, 0x8b, 0x34, 0x24, 0xc5, 0xf8, 0x77, 0x48, 0x83, 0xc4, 0x20,
+                            0xe9, 0x02, 0xff, 0xff, 0xff});
+    mw.announce();
+    // The runtime function keeps rbp: its frame below the 0x20 bytes of saved registers.
+    const uint64_t fp_native = mw.sp_c - 0x30;
+    mw.s.put(fp_native + 8, mw.c_begin + 0x111);
+    mw.s.put(fp_native, 0x2222);
+    mw.stale_at(mw.sp_c - 0x20 + 3 * 8);
+    Decoder d(mw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(mw.s, kNativePc, fp_native - 0x20, fp_native));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(t.frames.front().kind == FrameKind::kNative);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 12), mb(5, 21)});
+    CHECK(d.stats().stub_continuations == 1);
+}
+
 TEST_CASE("C2's leaf call into a StubRoutines stub through r10: no PcDesc at the return address", "[decoder][moved_sp]") {
     MovedWorld mw(jdk_param());
     const uint64_t blob = kCodeCacheLow + 0x40000;

@@ -72,6 +72,9 @@ struct DecodeStats {
     // Continuation.enterSpecial at ContinuationEntry::_return_pc (the frames between are frozen
     // in the heap, where AsyncGetCallTrace does not look either).
     uint64_t return_barriers_crossed = 0;
+    // Compiled frames returned to inside an out-of-line stub at the end of their code (ZGC's C2 load
+    // barrier calling the runtime) whose Java scope is that of the code the stub jumps back to.
+    uint64_t stub_continuations = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;
@@ -108,6 +111,7 @@ inline constexpr DecodeStatField kDecodeStatFields[] = {
     {"unknown_methods_passed", "stats", "unknown-passed", &DecodeStats::unknown_methods_passed},
     {"stub_rbp_frames", "stats", "stub-rbp", &DecodeStats::stub_rbp_frames},
     {"return_barriers_crossed", "stats", "return-barrier", &DecodeStats::return_barriers_crossed},
+    {"stub_continuations", "stats", "stub-continuation", &DecodeStats::stub_continuations},
     {"samples", "incremental", "samples", &DecodeStats::incremental_samples},
     {"steps_reused", "incremental", "steps", &DecodeStats::steps_reused},
     {"frames_reused", "incremental", "frames", &DecodeStats::frames_reused},
