@@ -3,21 +3,24 @@
 # AsyncGetCallTrace oracle on (validate), replays the recording, and prints decoded %, incomplete %,
 # failures, agreement with AsyncGetCallTrace and decode time as a Markdown table; the table replaces
 # the "Decoder accuracy" section of docs/benchmarks.md.
-# Usage: bench/decode-accuracy.sh [-i ITER] [-t INTERVAL] [-w "xalan lucene ..."] [-k DIR] [--no-doc]
+# Usage: bench/decode-accuracy.sh [-i ITER] [-t INTERVAL] [-w "xalan lucene ..."] [-j "JVM flags"] [-k DIR] [--no-doc]
 # -k DIR keeps each recording and its replay --json in DIR (for --show-disagreements afterwards).
+# -j adds JVM flags to every run (another GC or JIT tier: -XX:+UseZGC, -XX:TieredStopAtLevel=1, ...);
+#    the table is then printed only, and docs/benchmarks.md left alone.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SHARED="$ROOT/../shared/bench/workloads"
 BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
-ITER=2 INTERVAL=100us WORKLOADS="xalan lucene h2 jython groundtruth httpserver" DOC=1 KEEP=
+ITER=2 INTERVAL=100us WORKLOADS="xalan lucene h2 jython groundtruth httpserver" DOC=1 KEEP= JVM_FLAGS=
 while [ $# -gt 0 ]; do
   case "$1" in
     -i) ITER="$2"; shift 2 ;;
     -t) INTERVAL="$2"; shift 2 ;;
     -w) WORKLOADS="$2"; shift 2 ;;
     -k) KEEP="$2"; shift 2 ;;
+    -j) JVM_FLAGS="$2"; DOC=0; shift 2 ;;
     --no-doc) DOC=0; shift ;;
-    *) echo "usage: $0 [-i ITER] [-t INTERVAL] [-w \"workloads\"] [-k DIR] [--no-doc]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-i ITER] [-t INTERVAL] [-w \"workloads\"] [-j \"JVM flags\"] [-k DIR] [--no-doc]" >&2; exit 2 ;;
   esac
 done
 [ -x "$BUILD/bin/stackfrag" ] || "$ROOT/scripts/build.sh"
@@ -37,7 +40,7 @@ for jdk in "${JDKS[@]}"; do
     rec="$WORK/$w-$major.sfr"
     echo "== JDK $major $w (ITER=$ITER, interval=$INTERVAL)" >&2
     if ! JAVA_HOME="$jdk" ITER="$ITER" THREADS=2 GT_SLICE_MS=500 REQUESTS=2000 \
-        JAVA_OPTS="-agentpath:$BUILD/lib/libstackfrag.so=interval=$INTERVAL,validate,record=$rec" \
+        JAVA_OPTS="${JVM_FLAGS:+$JVM_FLAGS }-agentpath:$BUILD/lib/libstackfrag.so=interval=$INTERVAL,validate,record=$rec" \
         "$SHARED/$w/run.sh" > "$WORK/$w-$major.out" 2>&1; then
       echo "| $major | $w | run failed (see below) | | | | | | | | |" >> "$table"
       tail -5 "$WORK/$w-$major.out" >&2
@@ -63,6 +66,7 @@ print(f"| {sys.argv[2]} | {sys.argv[3]} | {r['samples']} | {r['decoded_pct']:.2f
 PY
   done
 done
+[ -z "$JVM_FLAGS" ] || echo "JVM flags: $JVM_FLAGS"
 cat "$table"
 if [ "$DOC" = 1 ]; then
   body="$WORK/body.md"
