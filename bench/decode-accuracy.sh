@@ -3,15 +3,18 @@
 # AsyncGetCallTrace oracle on (validate), replays the recording, and prints decoded %, incomplete %,
 # failures, agreement with AsyncGetCallTrace and decode time as a Markdown table; the table replaces
 # the "Decoder accuracy" section of docs/benchmarks.md.
-# Usage: bench/decode-accuracy.sh [-i ITER] [-t INTERVAL] [-w "xalan lucene ..."] [-j "JVM flags"] [-k DIR] [--no-doc]
+# Usage: bench/decode-accuracy.sh [-i ITER] [-t INTERVAL] [-w "xalan lucene ..."] [-j "JVM flags"] [-o OPTS] [-J JDK] [-k DIR] [--no-doc]
 # -k DIR keeps each recording and its replay --json in DIR (for --show-disagreements afterwards).
 # -j adds JVM flags to every run (another GC or JIT tier: -XX:+UseZGC, -XX:TieredStopAtLevel=1, ...);
 #    the table is then printed only, and docs/benchmarks.md left alone.
+# -o OPTS adds agent options (e.g. -o mode=cpu; the validate oracle decodes its own SIGPROF copies in
+#    every mode, so its columns do not depend on the mode, the profile's decoded / incomplete / failed do).
+# -J JDK measures that JDK only (a JAVA_HOME) instead of JDK 17 and 25.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-SHARED="$ROOT/../shared/bench/workloads"
+SHARED="${STACKFRAG_SHARED_DIR:-$ROOT/../shared}/bench/workloads"
 BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
-ITER=2 INTERVAL=100us WORKLOADS="xalan lucene h2 jython groundtruth httpserver" DOC=1 KEEP= JVM_FLAGS=
+ITER=2 INTERVAL=100us WORKLOADS="xalan lucene h2 jython groundtruth httpserver" DOC=1 KEEP= JVM_FLAGS= EXTRA= ONLY_JDK=
 while [ $# -gt 0 ]; do
   case "$1" in
     -i) ITER="$2"; shift 2 ;;
@@ -19,13 +22,16 @@ while [ $# -gt 0 ]; do
     -w) WORKLOADS="$2"; shift 2 ;;
     -k) KEEP="$2"; shift 2 ;;
     -j) JVM_FLAGS="$2"; DOC=0; shift 2 ;;
+    -o) EXTRA=",$2"; shift 2 ;;
+    -J) ONLY_JDK="$2"; shift 2 ;;
     --no-doc) DOC=0; shift ;;
-    *) echo "usage: $0 [-i ITER] [-t INTERVAL] [-w \"workloads\"] [-j \"JVM flags\"] [-k DIR] [--no-doc]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-i ITER] [-t INTERVAL] [-w \"workloads\"] [-j \"JVM flags\"] [-o OPTS] [-J JDK] [-k DIR] [--no-doc]" >&2; exit 2 ;;
   esac
 done
 [ -x "$BUILD/bin/stackfrag" ] || "$ROOT/scripts/build.sh"
 JDKS=(/usr/lib/jvm/java-17-openjdk-amd64)
 [ -d /usr/lib/jvm/temurin-25-jdk-amd64 ] && JDKS+=(/usr/lib/jvm/temurin-25-jdk-amd64)
+[ -n "$ONLY_JDK" ] && JDKS=("$ONLY_JDK")
 WORK="$(mktemp -d /dev/shm/sf-accuracy.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 
@@ -40,7 +46,7 @@ for jdk in "${JDKS[@]}"; do
     rec="$WORK/$w-$major.sfr"
     echo "== JDK $major $w (ITER=$ITER, interval=$INTERVAL)" >&2
     if ! JAVA_HOME="$jdk" ITER="$ITER" THREADS=2 GT_SLICE_MS=500 REQUESTS=2000 \
-        JAVA_OPTS="${JVM_FLAGS:+$JVM_FLAGS }-agentpath:$BUILD/lib/libstackfrag.so=interval=$INTERVAL,validate,record=$rec" \
+        JAVA_OPTS="${JVM_FLAGS:+$JVM_FLAGS }-agentpath:$BUILD/lib/libstackfrag.so=interval=$INTERVAL,validate,record=$rec$EXTRA" \
         "$SHARED/$w/run.sh" > "$WORK/$w-$major.out" 2>&1; then
       echo "| $major | $w | run failed (see below) | | | | | | | | |" >> "$table"
       tail -5 "$WORK/$w-$major.out" >&2
@@ -71,7 +77,7 @@ cat "$table"
 if [ "$DOC" = 1 ]; then
   body="$WORK/body.md"
   {
-    echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/decode-accuracy.sh -i $ITER -t $INTERVAL\`."
+    echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/decode-accuracy.sh -i $ITER -t $INTERVAL${EXTRA:+ -o ${EXTRA#,}}${ONLY_JDK:+ -J $ONLY_JDK}\`."
     echo
     echo "Machine: $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), kernel $(uname -r), load average $(cut -d' ' -f1 /proc/loadavg) at the end."
     echo

@@ -14,7 +14,9 @@
 #   -r ROUNDS   rounds, each running every configuration once (default 7)
 #   -w LIST     workloads (default: xalan lucene h2 jython groundtruth httpserver, those installed)
 #   -c LIST     configurations besides "none" (default: all that can run), from
-#               sf10ms sf1ms sf100us jfr10ms jfr1ms ap10ms ap1ms ap100us
+#               sf10ms sf1ms sf100us jfr10ms jfr1ms ap10ms ap1ms ap100us, and for a side-by-side
+#               of the sampling modes sfthread10ms sfthread1ms sfthread100us sfcpu10ms sfcpu1ms
+#               sfcpu100us (stackfrag with mode=thread / mode=cpu; not in the default set)
 #   -e EXT      profile format stackfrag writes at exit: html, pb.gz, collapsed, json (default html)
 #   -n          print the table only; leave docs/benchmarks.md alone
 # Env: ASYNC_PROFILER (path of libasyncProfiler.so: adds the ap* configurations; build it yourself,
@@ -83,6 +85,16 @@ ALL_CONFIGS=(
   "ap1ms|async-profiler 1 ms|$AP,interval=1ms"
   "ap100us|async-profiler 100 µs|$AP,interval=100us"
 )
+# The sampling modes side by side (issue 15's question of the default mode): only when -c names them.
+MODE_CONFIGS=(
+  "sfthread10ms|stackfrag mode=thread 100/s|$SF,interval=10ms,mode=thread"
+  "sfthread1ms|stackfrag mode=thread 1k/s|$SF,interval=1ms,mode=thread"
+  "sfthread100us|stackfrag mode=thread 10k/s|$SF,interval=100us,mode=thread"
+  "sfcpu10ms|stackfrag mode=cpu 100/s|$SF,interval=10ms,mode=cpu"
+  "sfcpu1ms|stackfrag mode=cpu 1k/s|$SF,interval=1ms,mode=cpu"
+  "sfcpu100us|stackfrag mode=cpu 10k/s|$SF,interval=100us,mode=cpu"
+)
+[ -n "$CHOSEN" ] && ALL_CONFIGS+=("${MODE_CONFIGS[@]}")
 CONFIGS=("none|no profiler|")
 add_chosen_configs ALL_CONFIGS
 [ "${#CONFIGS[@]}" -gt 1 ] || { echo "overhead: no configuration to compare with no profiler" >&2; exit 2; }
