@@ -11,6 +11,9 @@
 // bench_decode --sp-analysis REC: the moved-sp pass (code_shape.cpp, once per CodeLoad the walk
 // meets) over every CodeLoad of the recording: its CPU time per CodeLoad (median, p99, the largest
 // and the code size there) and how many CodeLoads have moved-sp ranges.
+//
+// bench_decode --sp-dump REC: the moved-sp pass's ranges of every CodeLoad as text, one line per
+// range, to compare two builds of the pass (they must print the same).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -186,16 +189,37 @@ int sp_analysis(const char* path) {
     return 0;
 }
 
+int sp_dump(const char* path) {
+    auto reader = sf::RecordingReader::open(path);
+    if (!reader) {
+        fmt::print(stderr, "{}\n", reader.error().describe());
+        return 2;
+    }
+    while (auto e = (*reader)->next()) {
+        const auto* load = std::get_if<sf::CodeLoad>(&*e);
+        if (!load) continue;
+        const sf::detail::SpRanges r = sf::detail::analyze_sp_ranges(*load);
+        fmt::print("code {:#x} {} bytes, {} ranges\n", load->code_begin, load->code.size(), r.ranges.size());
+        for (const sf::detail::SpRange& range : r.ranges) {
+            fmt::print("  [{:#x}, {:#x}){}", range.begin, range.end, range.call_pending ? " call pending" : "");
+            for (uint8_t i = 0; i < range.count; ++i) fmt::print(" {}", range.deltas[i]);
+            fmt::print("\n");
+        }
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc >= 3 && std::strcmp(argv[1], "--sp-analysis") == 0) return sp_analysis(argv[2]);
+    if (argc >= 3 && std::strcmp(argv[1], "--sp-dump") == 0) return sp_dump(argv[2]);
     if (argc >= 3 && std::strcmp(argv[1], "--incremental") == 0) {
         return compare_incremental(argv[2], argc > 3 ? std::max(1, std::atoi(argv[3])) : 1);
     }
     if (argc < 2) {
         fmt::print(stderr, "usage: bench_decode REC [ROUNDS] | bench_decode --incremental REC [ROUNDS] | "
-                           "bench_decode --sp-analysis REC\n");
+                           "bench_decode --sp-analysis REC | bench_decode --sp-dump REC\n");
         return 2;
     }
     const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 20;
