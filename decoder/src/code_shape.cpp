@@ -144,12 +144,13 @@ TopFrameShape analyze_top_frame(const CodeLoad& code, uint64_t pc) {
         off < static_cast<uint64_t>(code.frame_complete_offset) && pc >= code.verified_entry) {
         return emulate_prologue(code, pc);
     }
-    // Most tops are in the body: an instruction quick_decode knows that is no pop, ret, jcc or
-    // compare of rsp (the return poll) leaves the frame complete, without Zydis.
+    // Most tops are in the body: an instruction quick_decode knows that is no pop, ret, jcc,
+    // indirect jmp or compare of rsp (the return poll) leaves the frame complete, without Zydis.
     QuickInsn q;
     if (off < code.code.size() && quick_decode(code.code.data() + off, code.code.size() - off, q) &&
         (q.kind == QuickInsn::Kind::kPlain || q.kind == QuickInsn::Kind::kPush || q.kind == QuickInsn::Kind::kJmp ||
-         q.kind == QuickInsn::Kind::kCall)) {
+         q.kind == QuickInsn::Kind::kCall || q.kind == QuickInsn::Kind::kCallIndirect ||
+         q.kind == QuickInsn::Kind::kMoveSp)) {
         return shape;
     }
     Decoded d;
@@ -207,7 +208,8 @@ struct Scratch {
     std::vector<uint8_t> count;    // per offset: states seen
     std::vector<uint8_t> length;   // per offset: the instruction's length
     std::vector<uint32_t> visited;   // offsets with a state, in the order first reached
-    std::vector<uint64_t> visited_bits;   // the same offsets, a bit each: in ascending order
+    std::vector<uint64_t> moved_bits;     // offsets reached with a nonzero delta, a bit each: the
+                                          // only ones that can have a range (in ascending order)
     std::vector<Seen> pool;
     std::vector<uint32_t> pending;
     std::vector<PathState> work;
@@ -217,7 +219,7 @@ struct Scratch {
             first.resize(size, kNone);
             count.resize(size, 0);
             length.resize(size, 0);
-            visited_bits.resize((size + 63) / 64, 0);
+            moved_bits.resize((size + 63) / 64, 0);
         }
         visited.clear();
         pool.clear();
@@ -234,7 +236,7 @@ struct CleanOnExit {
             s.first[off] = kNone;
             s.count[off] = 0;
             s.length[off] = 0;
-            s.visited_bits[off / 64] = 0;
+            s.moved_bits[off / 64] = 0;
         }
         s.visited.clear();
     }
@@ -266,12 +268,10 @@ bool branch_target(const Decoded& d, uint64_t pc, uint64_t& target) {
 namespace {
 
 // The ModRM byte at b[at] and what follows it (SIB, displacement) in 64-bit mode without an
-// address-size prefix: its length, or 0 where it may name rsp in a register field (reg 4, or rm 4
-// with mod 3, whatever REX says: may_name_rsp's test), which only Zydis's operands can tell.
-size_t modrm_bytes(const uint8_t* b, size_t at) {
+// address-size prefix: its length.
+size_t modrm_length(const uint8_t* b, size_t at) {
     const uint8_t modrm = b[at];
-    const uint8_t mod = modrm >> 6, reg = (modrm >> 3) & 7, rm = modrm & 7;
-    if (reg == 4 || (mod == 3 && rm == 4)) return 0;
+    const uint8_t mod = modrm >> 6, rm = modrm & 7;
     size_t n = 1;
     if (mod != 3 && rm == 4) {   // SIB
         ++n;
@@ -283,31 +283,69 @@ size_t modrm_bytes(const uint8_t* b, size_t at) {
     return n;
 }
 
+// Whether the ModRM at b[at] names rsp (esp, sp, spl) in a register field: rm with mod 3, and reg
+// unless the opcode uses it as an extension; REX.R or REX.B turn a field's 4 into r12.
+bool modrm_names_rsp(uint8_t modrm, uint8_t rex, bool reg_is_extension) {
+    const bool reg_rsp = !reg_is_extension && ((modrm >> 3) & 7) == 4 && !(rex & 4);
+    const bool rm_rsp = (modrm >> 6) == 3 && (modrm & 7) == 4 && !(rex & 1);
+    return reg_rsp || rm_rsp;
+}
+
+// Which opcodes (after the prefixes) take a lock prefix in their memory form, the ones below.
+bool lockable(uint8_t op, uint8_t op2, uint8_t ext) {
+    if (op < 0x38) return (op & 7) <= 1;                           // add/or/adc/sbb/and/sub/xor r/m, r
+    if (op == 0x80 || op == 0x81 || op == 0x83) return ext != 7;   // the same with imm; not cmp
+    if (op == 0x86 || op == 0x87) return true;                     // xchg
+    if (op == 0xfe || op == 0xff) return ext <= 1;                 // inc, dec
+    if (op == 0xf6 || op == 0xf7) return ext == 2 || ext == 3;     // not, neg
+    if (op == 0x0f) return op2 == 0xb0 || op2 == 0xb1 || op2 == 0xc0 || op2 == 0xc1;   // cmpxchg, xadd
+    return false;
+}
+
 }  // namespace
 
 bool quick_decode(const uint8_t* b, size_t avail, QuickInsn& out) {
     using Kind = QuickInsn::Kind;
-    // Long enough for any instruction: the encodings below are at most 14 bytes, and near the end
+    // Long enough for any instruction: the encodings below are at most 15 bytes, and near the end
     // of the code Zydis says what fits.
     if (avail < 15) return false;
     size_t i = 0;
-    const bool opsize = b[i] == 0x66;
-    if (opsize) ++i;
+    const bool lock = b[0] == 0xf0;
+    if (lock) ++i;
+    const size_t prefixes_from = i;
+    while (b[i] == 0x66 && i < prefixes_from + 3) ++i;   // operand size, repeated as padding in nops
+    const bool opsize = i > prefixes_from;
+    if (b[i] == 0x66) return false;
+    if (b[0] == 0xc5 && b[1] == 0xf8 && b[2] == 0x77) {   // vzeroupper
+        out = QuickInsn{Kind::kPlain, 3, 0};
+        return true;
+    }
     uint8_t rex = 0;
     if ((b[i] & 0xf0) == 0x40) rex = b[i++];
     const bool rex_w = (rex & 8) != 0, rex_b = (rex & 1) != 0;
     const uint8_t op = b[i++];
+    const uint8_t op2 = op == 0x0f ? b[i++] : 0;
     const size_t iz = opsize && !rex_w ? 2 : 4;   // an imm16/32 operand's size (REX.W wins over 0x66)
-    auto with_modrm = [&](size_t imm) {
-        const size_t n = modrm_bytes(b, i);
-        if (n == 0) return false;
-        out = QuickInsn{Kind::kPlain, static_cast<uint8_t>(i + n + imm), 0};
+    // Below, `modrm` is the byte after the opcode and `ext` its reg field (for the opcodes that
+    // use it as an extension).
+    const uint8_t modrm = b[i];
+    const uint8_t ext = (modrm >> 3) & 7;
+    const bool mem = (modrm >> 6) != 3;
+    if (lock && !(mem && lockable(op, op2, ext))) return false;
+    auto done = [&](Kind kind, size_t length, int32_t rel) {
+        if (length > 15) return false;   // too many prefixes: Zydis refuses it
+        out = QuickInsn{kind, static_cast<uint8_t>(length), rel};
         return true;
     };
-    auto plain = [&](size_t imm) {
-        out = QuickInsn{Kind::kPlain, static_cast<uint8_t>(i + imm), 0};
-        return true;
+    // An instruction with a ModRM and `imm` immediate bytes that the pass treats as plain: none of
+    // its register fields names rsp (`reg_is_extension`: the reg field is part of the opcode), or,
+    // with `reads_only`, it only reads its operands (cmp, test).
+    auto with_modrm = [&](size_t imm, bool reg_is_extension = false, bool reads_only = false) {
+        const bool names_rsp = modrm_names_rsp(modrm, rex, reg_is_extension);
+        if (names_rsp && !reads_only) return false;
+        return done(names_rsp ? Kind::kReadsSp : Kind::kPlain, i + modrm_length(b, i) + imm, 0);
     };
+    auto plain = [&](size_t imm) { return done(Kind::kPlain, i + imm, 0); };
     auto branch = [&](Kind kind, size_t imm) {
         if (opsize) return false;
         int32_t rel = 0;
@@ -316,16 +354,28 @@ bool quick_decode(const uint8_t* b, size_t avail, QuickInsn& out) {
         } else {
             std::memcpy(&rel, b + i, sizeof rel);
         }
-        out = QuickInsn{kind, static_cast<uint8_t>(i + imm), rel};
-        return true;
+        return done(kind, i + imm, rel);
     };
-    auto simple = [&](Kind kind, size_t imm) {
-        out = QuickInsn{kind, static_cast<uint8_t>(i + imm), 0};
-        return true;
-    };
-    if (op < 0x40 && op != 0x0f) {
+    auto simple = [&](Kind kind, size_t imm) { return done(kind, i + imm, 0); };
+    if (op == 0x0f) {
+        if (op2 >= 0x80 && op2 <= 0x8f) return branch(Kind::kJcc, 4);
+        if (op2 >= 0x40 && op2 <= 0x4f) return with_modrm(0);   // cmovcc
+        if (op2 >= 0x90 && op2 <= 0x9f) return with_modrm(0);   // setcc
+        switch (op2) {
+            case 0x0b: return simple(Kind::kStop, 0);                   // ud2
+            case 0x18: return ext <= 3 && mem && with_modrm(0, true);   // prefetch
+            case 0x1f: return ext == 0 && with_modrm(0, true);          // nop r/m
+            case 0xa3: case 0xab: case 0xb3: case 0xbb: case 0xaf: case 0xb6: case 0xb7: case 0xbe: case 0xbf:
+            case 0xbc: case 0xbd: case 0xb0: case 0xb1: case 0xc0: case 0xc1:
+                return with_modrm(0);   // bt*, imul, movzx, movsx, bsf, bsr, cmpxchg, xadd
+            case 0xba: return ext >= 4 && with_modrm(1, true);   // bt* r/m, imm8
+            default: return false;
+        }
+    }
+    if (op < 0x40) {
+        if (op >= 0x38 && op <= 0x3b) return with_modrm(0, false, true);   // cmp
         switch (op & 7) {
-            case 0: case 1: case 2: case 3: return with_modrm(0);   // add/or/adc/sbb/and/sub/xor/cmp r/m, r and r, r/m
+            case 0: case 1: case 2: case 3: return with_modrm(0);   // add/or/adc/sbb/and/sub/xor r/m, r and r, r/m
             case 4: return plain(1);                                 // op al, imm8
             case 5: return plain(iz);                                // op eax, imm32
             default: return false;                                   // prefixes, invalid in 64-bit mode
@@ -342,39 +392,50 @@ bool quick_decode(const uint8_t* b, size_t avail, QuickInsn& out) {
         case 0x6a: return !opsize && simple(Kind::kPush, 1);
         case 0x69: return with_modrm(iz);                                    // imul r, r/m, imm
         case 0x6b: return with_modrm(1);
-        case 0x80: case 0x83: case 0xc0: case 0xc1: return with_modrm(1);   // group 1 and shifts, imm8
-        case 0x81: return with_modrm(iz);
-        case 0x84: case 0x85: case 0x86: case 0x87: case 0x88: case 0x89: case 0x8a: case 0x8b:
-            return with_modrm(0);                                            // test, xchg, mov
-        case 0x8d: return (b[i] >> 6) != 3 && with_modrm(0);                 // lea
+        case 0x80: case 0x81: case 0x83: {                                   // group 1: op r/m, imm
+            const size_t imm = op == 0x81 ? iz : 1;
+            if (ext == 7) return with_modrm(imm, true, true);                // cmp
+            if (!mem && (modrm & 7) == 4 && !rex_b && op != 0x80 && rex_w && !opsize && (ext == 0 || ext == 5)) {
+                int32_t v = 0;                                               // add/sub rsp, imm
+                if (op == 0x83) {
+                    v = static_cast<int8_t>(b[i + 1]);
+                } else {
+                    std::memcpy(&v, b + i + 1, sizeof v);
+                }
+                return done(Kind::kMoveSp, i + 1 + imm, ext == 5 ? v : static_cast<int32_t>(-int64_t{v}));
+            }
+            return with_modrm(imm, true);
+        }
+        case 0xc0: case 0xc1: return with_modrm(1, true);                    // shifts, imm8
+        case 0x84: case 0x85: return with_modrm(0, false, true);             // test
+        case 0x86: case 0x87: case 0x88: case 0x89: case 0x8a: case 0x8b:
+            return with_modrm(0);                                            // xchg, mov
+        case 0x8d: return mem && with_modrm(0);                              // lea
+        case 0x8f:                                                           // pop r/m, not rsp
+            return ext == 0 && !opsize && !modrm_names_rsp(modrm, rex, true) && done(Kind::kPop, i + modrm_length(b, i), 0);
+        case 0x90: return plain(0);                                          // nop, xchg r8, rax
         case 0x98: case 0x99: return plain(0);                               // cdqe, cqo
         case 0xa8: return plain(1);                                          // test al, imm8
         case 0xa9: return plain(iz);
         case 0xc2: return simple(Kind::kStop, 2);                            // ret imm16
         case 0xc3: case 0xcc: case 0xf4: return simple(Kind::kStop, 0);      // ret, int3, hlt
-        case 0xc6: return ((b[i] >> 3) & 7) == 0 && with_modrm(1);          // mov r/m8, imm8
-        case 0xc7: return ((b[i] >> 3) & 7) == 0 && with_modrm(iz);         // mov r/m, imm32
-        case 0xd0: case 0xd1: case 0xd2: case 0xd3: return ((b[i] >> 3) & 7) != 6 && with_modrm(0);   // shifts
+        case 0xc6: return ext == 0 && with_modrm(1, true);                   // mov r/m8, imm8
+        case 0xc7: return ext == 0 && with_modrm(iz, true);                  // mov r/m, imm32
+        case 0xd0: case 0xd1: case 0xd2: case 0xd3: return ext != 6 && with_modrm(0, true);   // shifts
         case 0xe8: return branch(Kind::kCall, 4);
         case 0xe9: return branch(Kind::kJmp, 4);
         case 0xeb: return branch(Kind::kJmp, 1);
-        case 0xf6: return with_modrm(((b[i] >> 3) & 7) <= 1 ? 1 : 0);       // test r/m8, imm8; not, neg, mul, div
-        case 0xf7: return with_modrm(((b[i] >> 3) & 7) <= 1 ? iz : 0);
-        case 0xfe: return ((b[i] >> 3) & 7) <= 1 && with_modrm(0);          // inc, dec r/m8
-        case 0x0f: break;
-        default: return false;
-    }
-    const uint8_t op2 = b[i++];
-    if (op2 >= 0x80 && op2 <= 0x8f) return branch(Kind::kJcc, 4);
-    if (op2 >= 0x40 && op2 <= 0x4f) return with_modrm(0);   // cmovcc
-    if (op2 >= 0x90 && op2 <= 0x9f) return with_modrm(0);   // setcc
-    switch (op2) {
-        case 0x0b: return simple(Kind::kStop, 0);                            // ud2
-        case 0x1f: return ((b[i] >> 3) & 7) == 0 && with_modrm(0);          // nop r/m
-        case 0xa3: case 0xab: case 0xb3: case 0xbb: case 0xaf: case 0xb6: case 0xb7: case 0xbe: case 0xbf:
-        case 0xbc: case 0xbd:
-            return with_modrm(0);                                            // bt*, imul, movzx, movsx, bsf, bsr
-        case 0xba: return ((b[i] >> 3) & 7) >= 4 && with_modrm(1);          // bt* r/m, imm8
+        case 0xf6: return ext <= 1 ? with_modrm(1, true, true) : with_modrm(0, true);    // test r/m8, imm8; not, neg, mul, div
+        case 0xf7: return ext <= 1 ? with_modrm(iz, true, true) : with_modrm(0, true);
+        case 0xfe: return ext <= 1 && with_modrm(0, true);                   // inc, dec r/m8
+        case 0xff:
+            switch (ext) {
+                case 0: case 1: return with_modrm(0, true);                  // inc, dec
+                case 2: return !opsize && done(Kind::kCallIndirect, i + modrm_length(b, i), 0);
+                case 4: return !opsize && done(Kind::kStop, i + modrm_length(b, i), 0);   // jmp r/m: the path ends
+                case 6: return !opsize && done(Kind::kPush, i + modrm_length(b, i), 0);
+                default: return false;
+            }
         default: return false;
     }
 }
@@ -420,10 +481,8 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
                 seen = pool[i].delta == st.delta && pool[i].saved == st.saved;
             }
             if (seen || count[st.offset] == kMaxStatesPerOffset) break;
-            if (count[st.offset] == 0) {
-                visited.push_back(st.offset);
-                scratch.visited_bits[st.offset / 64] |= uint64_t{1} << (st.offset % 64);
-            }
+            if (count[st.offset] == 0) visited.push_back(st.offset);
+            if (st.delta != 0) scratch.moved_bits[st.offset / 64] |= uint64_t{1} << (st.offset % 64);
             pool.push_back({st.delta, st.saved, first[st.offset]});
             first[st.offset] = static_cast<uint32_t>(pool.size() - 1);
             ++count[st.offset];
@@ -437,7 +496,10 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
                 const bool inside = target >= code.code_begin && target - code.code_begin < size;
                 bool falls_through = true;
                 switch (q.kind) {
-                    case QuickInsn::Kind::kPlain: break;
+                    case QuickInsn::Kind::kPlain:
+                    case QuickInsn::Kind::kReadsSp:
+                    case QuickInsn::Kind::kCallIndirect: break;
+                    case QuickInsn::Kind::kMoveSp: st.delta += q.rel; break;
                     case QuickInsn::Kind::kPush: st.delta += 8; break;
                     case QuickInsn::Kind::kPop: st.delta -= 8; break;
                     case QuickInsn::Kind::kStop: falls_through = false; break;
@@ -585,8 +647,9 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
         r.call_pending = true;
         stubs.push_back(r);
     }
-    // The offsets with states in ascending order, the stubs' ranges among them: a stub's range is
-    // added where it begins and says all there is about the offsets inside it.
+    // The offsets with a nonzero delta in ascending order, the stubs' ranges among them: a stub's
+    // range is added where it begins and says all there is about the offsets inside it. (An offset
+    // reached with delta 0 only has no range.)
     size_t next_stub = 0;
     auto at_offset = [&](uint32_t off) {
         while (next_stub < stubs.size() && stubs[next_stub].begin <= off) add(stubs[next_stub++]);
@@ -609,7 +672,7 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
         add(r);
     };
     for (size_t word = 0; word < (size + 63) / 64; ++word) {
-        for (uint64_t bits = scratch.visited_bits[word]; bits != 0; bits &= bits - 1) {
+        for (uint64_t bits = scratch.moved_bits[word]; bits != 0; bits &= bits - 1) {
             at_offset(static_cast<uint32_t>(word * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
         }
     }

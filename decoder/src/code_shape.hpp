@@ -56,25 +56,28 @@ SpRanges analyze_sp_ranges(const CodeLoad& code);
 uint32_t continuation_offset(const CodeLoad& code, uint32_t offset);
 
 // The moved-rsp pass's shortcut past Zydis for the plainest and commonest instructions of compiled
-// code: a general-purpose instruction that names rsp in no register field and is no push, pop or
-// branch moves neither rsp nor control. For a whitelisted legacy encoding (at most a 0x66 prefix and
-// a REX) `quick_decode` gives its length and which of these it is; for anything else, false (the
-// pass asks Zydis). Wherever it answers, Zydis decodes the same length and an instruction the pass
-// treats alike (tests/unit/decoder/quick_decode_test.cpp checks every offset of recorded code and
-// random bytes).
+// code. For a whitelisted legacy encoding (a lock prefix, 0x66 prefixes and a REX at most; and
+// vzeroupper) `quick_decode` gives its length and what the pass does with it; for anything else,
+// false (the pass asks Zydis). Wherever it answers, Zydis decodes the same length and an instruction
+// the pass treats alike (tests/unit/decoder/quick_decode_test.cpp checks every offset of recorded
+// code and random bytes).
 struct QuickInsn {
     enum class Kind : uint8_t {
-        kPlain,    // neither rsp nor control flow
-        kPush,     // push r64 / imm: rsp -= 8
-        kPop,      // pop r64, not rsp: rsp += 8
-        kJcc,      // conditional jump to next + rel
-        kJmp,      // jump to next + rel
-        kCall,     // call next + rel
-        kStop,     // ret, int3, hlt, ud2: the path ends
+        kPlain,          // names rsp in no register field, no push, pop or branch: moves neither rsp
+                         // nor control
+        kReadsSp,        // cmp or test with rsp as an operand (the return poll): moves neither
+        kMoveSp,         // add/sub rsp, imm: rsp -= rel
+        kPush,           // push r64 / imm / r/m: rsp -= 8
+        kPop,            // pop r64 / r/m, not rsp: rsp += 8
+        kJcc,            // conditional jump to next + rel
+        kJmp,            // jump to next + rel
+        kCall,           // call next + rel
+        kCallIndirect,   // call r/m: goes on after it
+        kStop,           // ret, int3, hlt, ud2, jmp r/m: the path ends
     };
     Kind kind = Kind::kPlain;
     uint8_t length = 0;
-    int32_t rel = 0;   // kJcc, kJmp, kCall
+    int32_t rel = 0;   // kJcc, kJmp, kCall; kMoveSp: how far rsp moves down (sub rsp, 8: 8)
 };
 bool quick_decode(const uint8_t* bytes, size_t avail, QuickInsn& out);
 

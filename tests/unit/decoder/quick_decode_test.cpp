@@ -1,7 +1,8 @@
 // The moved-rsp pass's shortcut past Zydis (code_shape.hpp, quick_decode) must, wherever it
 // answers, say what Zydis says in every respect the pass reads: the length, whether the instruction
-// is a push, a pop of another register than rsp, a relative jump, call or conditional jump (and its
-// target), an instruction that ends the path, or none of these with no register field naming rsp.
+// is a push, a pop of another register than rsp, an add/sub rsp, imm (and by how much), a relative
+// jump, call or conditional jump (and its target), an indirect call, an instruction that ends the
+// path, a cmp or test that reads rsp, or none of these with no operand naming rsp.
 #include <catch2/catch.hpp>
 
 #include <Zydis/Zydis.h>
@@ -39,36 +40,52 @@ std::string disagreement(const uint8_t* bytes, size_t avail, bool& answered) {
     const auto m = insn.mnemonic;
     const bool relative = insn.raw.imm[0].is_relative && insn.raw.imm[0].value.s == q.rel;
     const bool cond = insn.meta.category == ZYDIS_CATEGORY_COND_BR;
-    switch (q.kind) {
-        case QuickInsn::Kind::kPlain: {
-            const bool special = m == ZYDIS_MNEMONIC_PUSH || m == ZYDIS_MNEMONIC_PUSHFQ || m == ZYDIS_MNEMONIC_POP ||
-                                 m == ZYDIS_MNEMONIC_POPFQ || m == ZYDIS_MNEMONIC_LEAVE || m == ZYDIS_MNEMONIC_RET ||
-                                 m == ZYDIS_MNEMONIC_INT3 || m == ZYDIS_MNEMONIC_HLT || m == ZYDIS_MNEMONIC_UD2 ||
-                                 m == ZYDIS_MNEMONIC_JMP || m == ZYDIS_MNEMONIC_CALL || cond;
-            if (special) return "plain, but a push, pop, leave or branch";
-            if (insn.encoding != ZYDIS_INSTRUCTION_ENCODING_LEGACY || !(insn.attributes & ZYDIS_ATTRIB_HAS_MODRM)) {
-                // Without a ModRM the pass decodes the visible operands: none may be rsp's register.
-                for (uint8_t i = 0; i < insn.operand_count_visible; ++i) {
-                    if (ops[i].type == ZYDIS_OPERAND_TYPE_REGISTER &&
-                        ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, ops[i].reg.value) == ZYDIS_REGISTER_RSP) {
-                        return "plain, but it names rsp";
-                    }
-                }
-            } else if (insn.raw.modrm.reg == 4 || (insn.raw.modrm.mod == 3 && insn.raw.modrm.rm == 4)) {
-                return "plain, but its ModRM may name rsp";
+    auto names_rsp = [&](bool written_only) {
+        for (uint8_t i = 0; i < insn.operand_count_visible; ++i) {
+            if (ops[i].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+                ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, ops[i].reg.value) == ZYDIS_REGISTER_RSP &&
+                (!written_only || (ops[i].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))) {
+                return true;
             }
-            return {};
+        }
+        return false;
+    };
+    const bool special = m == ZYDIS_MNEMONIC_PUSH || m == ZYDIS_MNEMONIC_PUSHFQ || m == ZYDIS_MNEMONIC_POP ||
+                         m == ZYDIS_MNEMONIC_POPFQ || m == ZYDIS_MNEMONIC_LEAVE || m == ZYDIS_MNEMONIC_RET ||
+                         m == ZYDIS_MNEMONIC_INT3 || m == ZYDIS_MNEMONIC_HLT || m == ZYDIS_MNEMONIC_UD2 ||
+                         m == ZYDIS_MNEMONIC_JMP || m == ZYDIS_MNEMONIC_CALL || cond;
+    switch (q.kind) {
+        case QuickInsn::Kind::kPlain:
+            if (special) return "plain, but a push, pop, leave or branch";
+            return names_rsp(false) ? "plain, but it names rsp" : "";
+        case QuickInsn::Kind::kReadsSp:
+            // The pass reads rsp operands of add, sub, lea and mov only, and anything that writes rsp (a
+            // ModRM field 4 may also be ah: quick_decode does not tell).
+            if (special) return "reads rsp, but a push, pop, leave or branch";
+            if (m != ZYDIS_MNEMONIC_CMP && m != ZYDIS_MNEMONIC_TEST) return "reads rsp, but no cmp or test";
+            return names_rsp(true) ? "reads rsp, but writes it" : "";
+        case QuickInsn::Kind::kMoveSp: {
+            if (m != ZYDIS_MNEMONIC_ADD && m != ZYDIS_MNEMONIC_SUB) return "moves rsp, but no add or sub";
+            if (ops[0].type != ZYDIS_OPERAND_TYPE_REGISTER || ops[0].reg.value != ZYDIS_REGISTER_RSP ||
+                ops[1].type != ZYDIS_OPERAND_TYPE_IMMEDIATE) {
+                return "moves rsp, but not by add/sub rsp, imm";
+            }
+            const int64_t imm = ops[1].imm.value.s;
+            return static_cast<int32_t>(m == ZYDIS_MNEMONIC_SUB ? imm : -imm) == q.rel ? "" : "moves rsp by another amount";
         }
         case QuickInsn::Kind::kPush: return m == ZYDIS_MNEMONIC_PUSH ? "" : "not a push";
         case QuickInsn::Kind::kPop:
             if (m != ZYDIS_MNEMONIC_POP) return "not a pop";
             return ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER && ops[0].reg.value == ZYDIS_REGISTER_RSP ? "pop rsp" : "";
         case QuickInsn::Kind::kStop:
-            return m == ZYDIS_MNEMONIC_RET || m == ZYDIS_MNEMONIC_INT3 || m == ZYDIS_MNEMONIC_HLT || m == ZYDIS_MNEMONIC_UD2
+            return m == ZYDIS_MNEMONIC_RET || m == ZYDIS_MNEMONIC_INT3 || m == ZYDIS_MNEMONIC_HLT ||
+                           m == ZYDIS_MNEMONIC_UD2 || (m == ZYDIS_MNEMONIC_JMP && !insn.raw.imm[0].is_relative)
                        ? ""
-                       : "no ret, int3, hlt or ud2";
+                       : "no ret, int3, hlt, ud2 or indirect jmp";
         case QuickInsn::Kind::kJmp: return m == ZYDIS_MNEMONIC_JMP && relative ? "" : "not this jmp";
         case QuickInsn::Kind::kCall: return m == ZYDIS_MNEMONIC_CALL && relative ? "" : "not this call";
+        case QuickInsn::Kind::kCallIndirect:
+            return m == ZYDIS_MNEMONIC_CALL && !insn.raw.imm[0].is_relative ? "" : "not an indirect call";
         case QuickInsn::Kind::kJcc: return cond && relative && m != ZYDIS_MNEMONIC_JMP ? "" : "not this jcc";
     }
     return "unknown kind";
@@ -116,7 +133,7 @@ TEST_CASE("quick_decode agrees with Zydis on random instruction bytes", "[decode
     // Random bytes after the prefixes and opcodes it knows, so that its every case meets every
     // ModRM, SIB, displacement and immediate; and wholly random ones.
     std::mt19937_64 random(5);
-    const uint8_t prefixes[] = {0x66, 0x40, 0x41, 0x44, 0x48, 0x49, 0x4c, 0x4d, 0x0f, 0xf3, 0xf2, 0xf0};
+    const uint8_t prefixes[] = {0x66, 0x40, 0x41, 0x44, 0x48, 0x49, 0x4c, 0x4d, 0x0f, 0xf3, 0xf2, 0xf0, 0xc5};
     size_t answered_count = 0;
     for (int n = 0; n < 2'000'000; ++n) {
         uint8_t bytes[20];
