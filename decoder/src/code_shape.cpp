@@ -199,14 +199,22 @@ struct Seen {
 };
 constexpr uint32_t kNone = UINT32_MAX;
 
-// The per-offset arrays are as large as the largest code analysed so far and clean (kNone, 0, 0)
-// between analyses: each analysis cleans only the offsets it visited (`visited`), instead of
-// clearing (and later scanning) every byte offset of a code of tens of KB of which a flow reaches
-// a part.
+// Per byte offset: the first (delta, saved) state it was reached with, the others (a list in the
+// scratch's pool), how many, and the instruction's length there. One record for all of it, so that
+// an offset reached once (most are) costs no pool entry.
+struct Slot {
+    int32_t delta, saved;
+    uint32_t more;    // the other states, in pool; kNone: none
+    uint8_t count;    // states seen; 0: not reached (a clean slot)
+    uint8_t length;
+};
+
+// The per-offset slots are as many as the largest code analysed so far has bytes and clean
+// (count 0) between analyses: each analysis cleans only the offsets it visited (`visited`),
+// instead of clearing (and later scanning) every byte offset of a code of tens of KB of which a
+// flow reaches a part.
 struct Scratch {
-    std::vector<uint32_t> first;   // per offset: the first state seen there, in pool
-    std::vector<uint8_t> count;    // per offset: states seen
-    std::vector<uint8_t> length;   // per offset: the instruction's length
+    std::vector<Slot> slots;
     std::vector<uint32_t> visited;   // offsets with a state, in the order first reached
     std::vector<uint64_t> moved_bits;     // offsets reached with a nonzero delta, a bit each: the
                                           // only ones that can have a range (in ascending order)
@@ -215,10 +223,8 @@ struct Scratch {
     std::vector<PathState> work;
 
     void prepare(size_t size) {
-        if (first.size() < size) {
-            first.resize(size, kNone);
-            count.resize(size, 0);
-            length.resize(size, 0);
+        if (slots.size() < size) {
+            slots.resize(size, Slot{0, 0, kNone, 0, 0});
             moved_bits.resize((size + 63) / 64, 0);
         }
         visited.clear();
@@ -233,9 +239,7 @@ struct CleanOnExit {
     Scratch& s;
     ~CleanOnExit() {
         for (uint32_t off : s.visited) {
-            s.first[off] = kNone;
-            s.count[off] = 0;
-            s.length[off] = 0;
+            s.slots[off].count = 0;
             s.moved_bits[off / 64] = 0;
         }
         s.visited.clear();
@@ -269,7 +273,7 @@ namespace {
 
 // The ModRM byte at b[at] and what follows it (SIB, displacement) in 64-bit mode without an
 // address-size prefix: its length.
-size_t modrm_length(const uint8_t* b, size_t at) {
+inline __attribute__((always_inline)) size_t modrm_length(const uint8_t* b, size_t at) {
     const uint8_t modrm = b[at];
     const uint8_t mod = modrm >> 6, rm = modrm & 7;
     size_t n = 1;
@@ -285,7 +289,7 @@ size_t modrm_length(const uint8_t* b, size_t at) {
 
 // Whether the ModRM at b[at] names rsp (esp, sp, spl) in a register field: rm with mod 3, and reg
 // unless the opcode uses it as an extension; REX.R or REX.B turn a field's 4 into r12.
-bool modrm_names_rsp(uint8_t modrm, uint8_t rex, bool reg_is_extension) {
+inline __attribute__((always_inline)) bool modrm_names_rsp(uint8_t modrm, uint8_t rex, bool reg_is_extension) {
     const bool reg_rsp = !reg_is_extension && ((modrm >> 3) & 7) == 4 && !(rex & 4);
     const bool rm_rsp = (modrm >> 6) == 3 && (modrm & 7) == 4 && !(rex & 1);
     return reg_rsp || rm_rsp;
@@ -304,21 +308,28 @@ bool lockable(uint8_t op, uint8_t op2, uint8_t ext) {
 
 }  // namespace
 
-bool quick_decode(const uint8_t* b, size_t avail, QuickInsn& out) {
+namespace {
+
+// quick_decode, inlined into the moved-rsp pass's loop.
+inline __attribute__((always_inline)) bool quick_decode_inline(const uint8_t* b, size_t avail, QuickInsn& out) {
     using Kind = QuickInsn::Kind;
     // Long enough for any instruction: the encodings below are at most 15 bytes, and near the end
     // of the code Zydis says what fits.
     if (avail < 15) return false;
     size_t i = 0;
-    const bool lock = b[0] == 0xf0;
-    if (lock) ++i;
-    const size_t prefixes_from = i;
-    while (b[i] == 0x66 && i < prefixes_from + 3) ++i;   // operand size, repeated as padding in nops
-    const bool opsize = i > prefixes_from;
-    if (b[i] == 0x66) return false;
-    if (b[0] == 0xc5 && b[1] == 0xf8 && b[2] == 0x77) {   // vzeroupper
-        out = QuickInsn{Kind::kPlain, 3, 0};
-        return true;
+    bool lock = false, opsize = false;
+    if (b[0] == 0xf0 || b[0] == 0x66 || b[0] == 0xc5) {   // the rarer starts
+        if (b[0] == 0xc5) {
+            if (b[1] != 0xf8 || b[2] != 0x77) return false;
+            out = QuickInsn{Kind::kPlain, 3, 0};   // vzeroupper
+            return true;
+        }
+        lock = b[0] == 0xf0;
+        if (lock) ++i;
+        const size_t prefixes_from = i;
+        while (b[i] == 0x66 && i < prefixes_from + 3) ++i;   // operand size, repeated as padding in nops
+        opsize = i > prefixes_from;
+        if (b[i] == 0x66) return false;
     }
     uint8_t rex = 0;
     if ((b[i] & 0xf0) == 0x40) rex = b[i++];
@@ -332,7 +343,7 @@ bool quick_decode(const uint8_t* b, size_t avail, QuickInsn& out) {
     const uint8_t ext = (modrm >> 3) & 7;
     const bool mem = (modrm >> 6) != 3;
     if (lock && !(mem && lockable(op, op2, ext))) return false;
-    auto done = [&](Kind kind, size_t length, int32_t rel) {
+    auto done = [&](Kind kind, size_t length, int32_t rel) __attribute__((always_inline)) {
         if (length > 15) return false;   // too many prefixes: Zydis refuses it
         out = QuickInsn{kind, static_cast<uint8_t>(length), rel};
         return true;
@@ -340,7 +351,7 @@ bool quick_decode(const uint8_t* b, size_t avail, QuickInsn& out) {
     // An instruction with a ModRM and `imm` immediate bytes that the pass treats as plain: none of
     // its register fields names rsp (`reg_is_extension`: the reg field is part of the opcode), or,
     // with `reads_only`, it only reads its operands (cmp, test).
-    auto with_modrm = [&](size_t imm, bool reg_is_extension = false, bool reads_only = false) {
+    auto with_modrm = [&](size_t imm, bool reg_is_extension = false, bool reads_only = false) __attribute__((always_inline)) {
         const bool names_rsp = modrm_names_rsp(modrm, rex, reg_is_extension);
         if (names_rsp && !reads_only) return false;
         return done(names_rsp ? Kind::kReadsSp : Kind::kPlain, i + modrm_length(b, i) + imm, 0);
@@ -357,36 +368,20 @@ bool quick_decode(const uint8_t* b, size_t avail, QuickInsn& out) {
         return done(kind, i + imm, rel);
     };
     auto simple = [&](Kind kind, size_t imm) { return done(kind, i + imm, 0); };
-    if (op == 0x0f) {
-        if (op2 >= 0x80 && op2 <= 0x8f) return branch(Kind::kJcc, 4);
-        if (op2 >= 0x40 && op2 <= 0x4f) return with_modrm(0);   // cmovcc
-        if (op2 >= 0x90 && op2 <= 0x9f) return with_modrm(0);   // setcc
-        switch (op2) {
-            case 0x0b: return simple(Kind::kStop, 0);                   // ud2
-            case 0x18: return ext <= 3 && mem && with_modrm(0, true);   // prefetch
-            case 0x1f: return ext == 0 && with_modrm(0, true);          // nop r/m
-            case 0xa3: case 0xab: case 0xb3: case 0xbb: case 0xaf: case 0xb6: case 0xb7: case 0xbe: case 0xbf:
-            case 0xbc: case 0xbd: case 0xb0: case 0xb1: case 0xc0: case 0xc1:
-                return with_modrm(0);   // bt*, imul, movzx, movsx, bsf, bsr, cmpxchg, xadd
-            case 0xba: return ext >= 4 && with_modrm(1, true);   // bt* r/m, imm8
-            default: return false;
-        }
-    }
-    if (op < 0x40) {
-        if (op >= 0x38 && op <= 0x3b) return with_modrm(0, false, true);   // cmp
-        switch (op & 7) {
-            case 0: case 1: case 2: case 3: return with_modrm(0);   // add/or/adc/sbb/and/sub/xor r/m, r and r, r/m
-            case 4: return plain(1);                                 // op al, imm8
-            case 5: return plain(iz);                                // op eax, imm32
-            default: return false;                                   // prefixes, invalid in 64-bit mode
-        }
-    }
-    if (op >= 0x50 && op <= 0x57) return !opsize && simple(Kind::kPush, 0);
-    if (op >= 0x58 && op <= 0x5f) return !opsize && (op != 0x5c || rex_b) && simple(Kind::kPop, 0);
-    if (op >= 0x70 && op <= 0x7f) return branch(Kind::kJcc, 1);
-    if (op >= 0xb0 && op <= 0xb7) return rex == 0 && plain(1);                        // mov r8, imm8
-    if (op >= 0xb8 && op <= 0xbf) return (op != 0xbc || rex_b) && plain(rex_w ? 8 : iz);   // mov r, imm
-    switch (op) {
+    switch (op) {   // one jump table: the ranges as GNU case ranges
+        case 0x00 ... 0x03: case 0x08 ... 0x0b: case 0x10 ... 0x13: case 0x18 ... 0x1b:
+        case 0x20 ... 0x23: case 0x28 ... 0x2b: case 0x30 ... 0x33:
+            return with_modrm(0);                                            // add/or/adc/sbb/and/sub/xor r/m, r and r, r/m
+        case 0x38 ... 0x3b: return with_modrm(0, false, true);               // cmp
+        case 0x04: case 0x0c: case 0x14: case 0x1c: case 0x24: case 0x2c: case 0x34: case 0x3c:
+            return plain(1);                                                 // op al, imm8
+        case 0x05: case 0x0d: case 0x15: case 0x1d: case 0x25: case 0x2d: case 0x35: case 0x3d:
+            return plain(opsize && !rex_w ? 2 : 4);                          // op eax, imm32
+        case 0x50 ... 0x57: return !opsize && simple(Kind::kPush, 0);
+        case 0x58 ... 0x5f: return !opsize && (op != 0x5c || rex_b) && simple(Kind::kPop, 0);
+        case 0x70 ... 0x7f: return branch(Kind::kJcc, 1);
+        case 0xb0 ... 0xb7: return rex == 0 && plain(1);                    // mov r8, imm8
+        case 0xb8 ... 0xbf: return (op != 0xbc || rex_b) && plain(rex_w ? 8 : iz);   // mov r, imm
         case 0x63: return with_modrm(0);                                     // movsxd
         case 0x68: return !opsize && simple(Kind::kPush, 4);
         case 0x6a: return !opsize && simple(Kind::kPush, 1);
@@ -436,9 +431,27 @@ bool quick_decode(const uint8_t* b, size_t avail, QuickInsn& out) {
                 case 6: return !opsize && done(Kind::kPush, i + modrm_length(b, i), 0);
                 default: return false;
             }
+        case 0x0f:
+            if (op2 >= 0x80 && op2 <= 0x8f) return branch(Kind::kJcc, 4);
+            if (op2 >= 0x40 && op2 <= 0x4f) return with_modrm(0);   // cmovcc
+            if (op2 >= 0x90 && op2 <= 0x9f) return with_modrm(0);   // setcc
+            switch (op2) {
+                case 0x0b: return simple(Kind::kStop, 0);                   // ud2
+                case 0x18: return ext <= 3 && mem && with_modrm(0, true);   // prefetch
+                case 0x1f: return ext == 0 && with_modrm(0, true);          // nop r/m
+                case 0xa3: case 0xab: case 0xb3: case 0xbb: case 0xaf: case 0xb6: case 0xb7: case 0xbe: case 0xbf:
+                case 0xbc: case 0xbd: case 0xb0: case 0xb1: case 0xc0: case 0xc1:
+                    return with_modrm(0);   // bt*, imul, movzx, movsx, bsf, bsr, cmpxchg, xadd
+                case 0xba: return ext >= 4 && with_modrm(1, true);   // bt* r/m, imm8
+                default: return false;
+            }
         default: return false;
     }
 }
+
+}  // namespace
+
+bool quick_decode(const uint8_t* b, size_t avail, QuickInsn& out) { return quick_decode_inline(b, avail, out); }
 
 const SpRange* SpRanges::find(uint64_t offset) const {
     auto it = std::upper_bound(ranges.begin(), ranges.end(), offset,
@@ -456,14 +469,10 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
     if (start >= size) return out;
     const int32_t ret_from_sp = (code.frame_size_words - 1) * 8;   // frame sp to the return address
 
-    // Per instruction offset: the (delta, saved) states it was reached with (a list in `pool`), and
-    // its length.
     // Per-offset scratch kept between calls (one CodeLoad after another: no page faults, no malloc).
     thread_local Scratch scratch;
-    std::vector<uint32_t>& first = scratch.first;
-    std::vector<uint8_t>& count = scratch.count;
+    std::vector<Slot>& slots = scratch.slots;
     std::vector<Seen>& pool = scratch.pool;
-    std::vector<uint8_t>& length = scratch.length;
     std::vector<uint32_t>& pending = scratch.pending;   // call targets inside this code (call stubs)
     std::vector<PathState>& work = scratch.work;
     std::vector<uint32_t>& visited = scratch.visited;
@@ -476,21 +485,26 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
         PathState st = work.back();
         work.pop_back();
         while (st.offset < size && visits++ < kMaxVisits) {
-            bool seen = false;
-            for (uint32_t i = first[st.offset]; i != kNone && !seen; i = pool[i].next) {
-                seen = pool[i].delta == st.delta && pool[i].saved == st.saved;
+            Slot& slot = slots[st.offset];
+            if (slot.count == 0) {
+                slot = Slot{st.delta, st.saved, kNone, 1, 0};
+                visited.push_back(st.offset);
+            } else {
+                bool seen = slot.delta == st.delta && slot.saved == st.saved;
+                for (uint32_t i = slot.more; i != kNone && !seen; i = pool[i].next) {
+                    seen = pool[i].delta == st.delta && pool[i].saved == st.saved;
+                }
+                if (seen || slot.count == kMaxStatesPerOffset) break;
+                pool.push_back({st.delta, st.saved, slot.more});
+                slot.more = static_cast<uint32_t>(pool.size() - 1);
+                ++slot.count;
             }
-            if (seen || count[st.offset] == kMaxStatesPerOffset) break;
-            if (count[st.offset] == 0) visited.push_back(st.offset);
             if (st.delta != 0) scratch.moved_bits[st.offset / 64] |= uint64_t{1} << (st.offset % 64);
-            pool.push_back({st.delta, st.saved, first[st.offset]});
-            first[st.offset] = static_cast<uint32_t>(pool.size() - 1);
-            ++count[st.offset];
             const uint64_t pc = code.code_begin + st.offset;
             QuickInsn q;
-            if (st.saved == kNoSaved && quick_decode(code.code.data() + st.offset, size - st.offset, q)) {
+            if (st.saved == kNoSaved && quick_decode_inline(code.code.data() + st.offset, size - st.offset, q)) {
                 // What the Zydis path below does with such an instruction, without its decoding.
-                length[st.offset] = q.length;
+                slot.length = q.length;
                 const uint32_t next = st.offset + q.length;
                 const uint64_t target = pc + q.length + static_cast<uint64_t>(int64_t{q.rel});
                 const bool inside = target >= code.code_begin && target - code.code_begin < size;
@@ -525,7 +539,7 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
             }
             // While a register holds a saved rsp, any instruction may overwrite it (writes_reg).
             if (!decode_at(code, pc, d, st.saved == kNoSaved)) break;
-            length[st.offset] = d.insn.length;
+            slot.length = d.insn.length;
             const uint32_t next = st.offset + d.insn.length;
             const auto m = d.insn.mnemonic;
             // The register keeping the saved rsp is overwritten: nothing to restore from any more.
@@ -656,15 +670,17 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
         if (next_stub > 0 && off < stubs[next_stub - 1].end) return;
         SpRange r;
         r.begin = off;
-        r.end = off + std::max<uint32_t>(length[off], 1);
+        const Slot& slot = slots[off];
+        r.end = off + std::max<uint32_t>(slot.length, 1);
         bool nonzero = false, too_many = false;
-        for (uint32_t i = first[off]; i != kNone; i = pool[i].next) {
-            const int32_t v = pool[i].delta;
+        auto take = [&](int32_t v) {
             nonzero = nonzero || v != 0;
-            if (std::find(r.deltas, r.deltas + r.count, v) != r.deltas + r.count) continue;
+            if (std::find(r.deltas, r.deltas + r.count, v) != r.deltas + r.count) return;
             if (r.count == SpRange::kMaxDeltas) too_many = true;
             else r.deltas[r.count++] = v;
-        }
+        };
+        take(slot.delta);
+        for (uint32_t i = slot.more; i != kNone; i = pool[i].next) take(pool[i].delta);
         if (!nonzero || too_many) return;   // too many ways here: no answer rather than a wrong one
         for (uint8_t i = 1; i < r.count; ++i) {   // ascending (a loop: GCC's -Warray-bounds misreads std::sort here)
             for (uint8_t j = i; j > 0 && r.deltas[j - 1] > r.deltas[j]; --j) std::swap(r.deltas[j - 1], r.deltas[j]);
