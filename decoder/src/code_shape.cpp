@@ -204,46 +204,46 @@ constexpr uint32_t kNone = UINT32_MAX;
 // an offset reached once (most are) costs no pool entry.
 struct Slot {
     int32_t delta, saved;
-    uint32_t more;    // the other states, in pool; kNone: none
-    uint8_t count;    // states seen; 0: not reached (a clean slot)
+    uint32_t more;         // the other states, in pool; kNone: none
+    uint32_t generation;   // the analysis that reached it; another: the slot is not reached
+    uint8_t count;         // states seen
     uint8_t length;
 };
 
-// The per-offset slots are as many as the largest code analysed so far has bytes and clean
-// (count 0) between analyses: each analysis cleans only the offsets it visited (`visited`),
-// instead of clearing (and later scanning) every byte offset of a code of tens of KB of which a
-// flow reaches a part.
+// The per-offset slots are as many as the largest code analysed so far has bytes. A slot counts
+// only in the analysis that wrote it (its generation), so that nothing is cleared between
+// analyses of codes of tens of KB of which a flow reaches a part.
 struct Scratch {
     std::vector<Slot> slots;
-    std::vector<uint32_t> visited;   // offsets with a state, in the order first reached
+    uint32_t generation = 0;
     std::vector<uint64_t> moved_bits;     // offsets reached with a nonzero delta, a bit each: the
-                                          // only ones that can have a range (in ascending order)
+                                          // only ones that can have a range (in ascending order);
+                                          // zero between analyses
+    size_t words = 0;                     // of moved_bits, this analysis's
     std::vector<Seen> pool;
     std::vector<uint32_t> pending;
     std::vector<PathState> work;
 
     void prepare(size_t size) {
         if (slots.size() < size) {
-            slots.resize(size, Slot{0, 0, kNone, 0, 0});
+            slots.resize(size, Slot{0, 0, kNone, 0, 0, 0});
             moved_bits.resize((size + 63) / 64, 0);
         }
-        visited.clear();
+        if (++generation == 0) {   // wrapped: no slot may look reached
+            for (Slot& slot : slots) slot.generation = 0;
+            generation = 1;
+        }
+        words = (size + 63) / 64;
         pool.clear();
         pending.clear();
         work.clear();
     }
 };
 
-// Leaves the scratch's per-offset arrays clean whichever way the analysis returns.
+// Leaves the scratch's moved bits zero whichever way the analysis returns.
 struct CleanOnExit {
     Scratch& s;
-    ~CleanOnExit() {
-        for (uint32_t off : s.visited) {
-            s.slots[off].count = 0;
-            s.moved_bits[off / 64] = 0;
-        }
-        s.visited.clear();
-    }
+    ~CleanOnExit() { std::fill(s.moved_bits.begin(), s.moved_bits.begin() + static_cast<ptrdiff_t>(s.words), 0); }
 };
 
 ZydisRegister full(ZydisRegister r) { return ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r); }
@@ -297,13 +297,40 @@ inline __attribute__((always_inline)) bool modrm_names_rsp(uint8_t modrm, uint8_
 
 // Which opcodes (after the prefixes) take a lock prefix in their memory form, the ones below.
 bool lockable(uint8_t op, uint8_t op2, uint8_t ext) {
+    if (op == 0x0f) return op2 == 0xb0 || op2 == 0xb1 || op2 == 0xc0 || op2 == 0xc1;   // cmpxchg, xadd
     if (op < 0x38) return (op & 7) <= 1;                           // add/or/adc/sbb/and/sub/xor r/m, r
     if (op == 0x80 || op == 0x81 || op == 0x83) return ext != 7;   // the same with imm; not cmp
     if (op == 0x86 || op == 0x87) return true;                     // xchg
     if (op == 0xfe || op == 0xff) return ext <= 1;                 // inc, dec
     if (op == 0xf6 || op == 0xf7) return ext == 2 || ext == 3;     // not, neg
-    if (op == 0x0f) return op2 == 0xb0 || op2 == 0xb1 || op2 == 0xc0 || op2 == 0xc1;   // cmpxchg, xadd
     return false;
+}
+
+// The commonest two-byte-VEX (c5) instructions of compiled code: vzeroupper and moves of vector
+// registers to and from memory, none of which names a general register but vmovd's (not rsp here).
+// `b[1]` is ~R, ~vvvv, L, pp.
+bool quick_vex2(const uint8_t* b, QuickInsn& out) {
+    const uint8_t v = b[1], op = b[2];
+    if (v == 0xf8 && op == 0x77) {   // vzeroupper
+        out = QuickInsn{QuickInsn::Kind::kPlain, 3, 0};
+        return true;
+    }
+    const bool no_vvvv = (v & 0x78) == 0x78, l = (v & 4) != 0;
+    const uint8_t pp = v & 3;   // 1: 0x66, 2: 0xf3, 3: 0xf2
+    const uint8_t modrm = b[3];
+    const bool mem = (modrm >> 6) != 3, rm_rsp = !mem && (modrm & 7) == 4;
+    bool ok = false;
+    switch (op) {
+        case 0x10: case 0x11: ok = (pp == 2 || pp == 3) && mem && no_vvvv && !l; break;   // vmovss, vmovsd
+        case 0x6f: case 0x7f: ok = (pp == 1 || pp == 2) && no_vvvv; break;                // vmovdqa, vmovdqu
+        case 0xef: ok = pp == 1; break;                                                    // vpxor
+        case 0xd6: ok = pp == 1 && no_vvvv && !l; break;                                   // vmovq m64, xmm
+        case 0x6e: case 0x7e: ok = pp == 1 && no_vvvv && !l && !rm_rsp; break;             // vmovd
+        default: break;
+    }
+    if (!ok) return false;
+    out = QuickInsn{QuickInsn::Kind::kPlain, static_cast<uint8_t>(3 + modrm_length(b, 3)), 0};
+    return true;
 }
 
 }  // namespace
@@ -319,11 +346,7 @@ inline __attribute__((always_inline)) bool quick_decode_inline(const uint8_t* b,
     size_t i = 0;
     bool lock = false, opsize = false;
     if (b[0] == 0xf0 || b[0] == 0x66 || b[0] == 0xc5) {   // the rarer starts
-        if (b[0] == 0xc5) {
-            if (b[1] != 0xf8 || b[2] != 0x77) return false;
-            out = QuickInsn{Kind::kPlain, 3, 0};   // vzeroupper
-            return true;
-        }
+        if (b[0] == 0xc5) return quick_vex2(b, out);
         lock = b[0] == 0xf0;
         if (lock) ++i;
         const size_t prefixes_from = i;
@@ -335,14 +358,17 @@ inline __attribute__((always_inline)) bool quick_decode_inline(const uint8_t* b,
     if ((b[i] & 0xf0) == 0x40) rex = b[i++];
     const bool rex_w = (rex & 8) != 0, rex_b = (rex & 1) != 0;
     const uint8_t op = b[i++];
-    const uint8_t op2 = op == 0x0f ? b[i++] : 0;
-    const size_t iz = opsize && !rex_w ? 2 : 4;   // an imm16/32 operand's size (REX.W wins over 0x66)
-    // Below, `modrm` is the byte after the opcode and `ext` its reg field (for the opcodes that
-    // use it as an extension).
-    const uint8_t modrm = b[i];
-    const uint8_t ext = (modrm >> 3) & 7;
-    const bool mem = (modrm >> 6) != 3;
-    if (lock && !(mem && lockable(op, op2, ext))) return false;
+    if (lock) {
+        const uint8_t op2 = op == 0x0f ? b[i] : 0, modrm = b[op == 0x0f ? i + 1 : i];
+        if ((modrm >> 6) == 3 || !lockable(op, op2, (modrm >> 3) & 7)) return false;
+    }
+    const bool wide = !opsize || rex_w;   // an imm16/32 operand is 4 bytes (REX.W wins over 0x66)
+    auto iz = [&] { return wide ? size_t{4} : size_t{2}; };
+    // Below, `modrm` is the byte after the opcode (the second opcode byte after 0x0f), `ext` its
+    // reg field (for the opcodes that use it as an extension).
+    uint8_t modrm = b[i];
+    auto ext = [&] { return (modrm >> 3) & 7; };
+    auto mem = [&] { return (modrm >> 6) != 3; };
     auto done = [&](Kind kind, size_t length, int32_t rel) __attribute__((always_inline)) {
         if (length > 15) return false;   // too many prefixes: Zydis refuses it
         out = QuickInsn{kind, static_cast<uint8_t>(length), rel};
@@ -381,23 +407,23 @@ inline __attribute__((always_inline)) bool quick_decode_inline(const uint8_t* b,
         case 0x58 ... 0x5f: return !opsize && (op != 0x5c || rex_b) && simple(Kind::kPop, 0);
         case 0x70 ... 0x7f: return branch(Kind::kJcc, 1);
         case 0xb0 ... 0xb7: return rex == 0 && plain(1);                    // mov r8, imm8
-        case 0xb8 ... 0xbf: return (op != 0xbc || rex_b) && plain(rex_w ? 8 : iz);   // mov r, imm
+        case 0xb8 ... 0xbf: return (op != 0xbc || rex_b) && plain(rex_w ? 8 : iz());   // mov r, imm
         case 0x63: return with_modrm(0);                                     // movsxd
         case 0x68: return !opsize && simple(Kind::kPush, 4);
         case 0x6a: return !opsize && simple(Kind::kPush, 1);
-        case 0x69: return with_modrm(iz);                                    // imul r, r/m, imm
+        case 0x69: return with_modrm(iz());                                    // imul r, r/m, imm
         case 0x6b: return with_modrm(1);
         case 0x80: case 0x81: case 0x83: {                                   // group 1: op r/m, imm
-            const size_t imm = op == 0x81 ? iz : 1;
-            if (ext == 7) return with_modrm(imm, true, true);                // cmp
-            if (!mem && (modrm & 7) == 4 && !rex_b && op != 0x80 && rex_w && !opsize && (ext == 0 || ext == 5)) {
+            const size_t imm = op == 0x81 ? iz() : 1;
+            if (ext() == 7) return with_modrm(imm, true, true);                // cmp
+            if (!mem() && (modrm & 7) == 4 && !rex_b && op != 0x80 && rex_w && !opsize && (ext() == 0 || ext() == 5)) {
                 int32_t v = 0;                                               // add/sub rsp, imm
                 if (op == 0x83) {
                     v = static_cast<int8_t>(b[i + 1]);
                 } else {
                     std::memcpy(&v, b + i + 1, sizeof v);
                 }
-                return done(Kind::kMoveSp, i + 1 + imm, ext == 5 ? v : static_cast<int32_t>(-int64_t{v}));
+                return done(Kind::kMoveSp, i + 1 + imm, ext() == 5 ? v : static_cast<int32_t>(-int64_t{v}));
             }
             return with_modrm(imm, true);
         }
@@ -405,46 +431,49 @@ inline __attribute__((always_inline)) bool quick_decode_inline(const uint8_t* b,
         case 0x84: case 0x85: return with_modrm(0, false, true);             // test
         case 0x86: case 0x87: case 0x88: case 0x89: case 0x8a: case 0x8b:
             return with_modrm(0);                                            // xchg, mov
-        case 0x8d: return mem && with_modrm(0);                              // lea
+        case 0x8d: return mem() && with_modrm(0);                              // lea
         case 0x8f:                                                           // pop r/m, not rsp
-            return ext == 0 && !opsize && !modrm_names_rsp(modrm, rex, true) && done(Kind::kPop, i + modrm_length(b, i), 0);
+            return ext() == 0 && !opsize && !modrm_names_rsp(modrm, rex, true) && done(Kind::kPop, i + modrm_length(b, i), 0);
         case 0x90: return plain(0);                                          // nop, xchg r8, rax
         case 0x98: case 0x99: return plain(0);                               // cdqe, cqo
         case 0xa8: return plain(1);                                          // test al, imm8
-        case 0xa9: return plain(iz);
+        case 0xa9: return plain(iz());
         case 0xc2: return simple(Kind::kStop, 2);                            // ret imm16
         case 0xc3: case 0xcc: case 0xf4: return simple(Kind::kStop, 0);      // ret, int3, hlt
-        case 0xc6: return ext == 0 && with_modrm(1, true);                   // mov r/m8, imm8
-        case 0xc7: return ext == 0 && with_modrm(iz, true);                  // mov r/m, imm32
-        case 0xd0: case 0xd1: case 0xd2: case 0xd3: return ext != 6 && with_modrm(0, true);   // shifts
+        case 0xc6: return ext() == 0 && with_modrm(1, true);                   // mov r/m8, imm8
+        case 0xc7: return ext() == 0 && with_modrm(iz(), true);                  // mov r/m, imm32
+        case 0xd0: case 0xd1: case 0xd2: case 0xd3: return ext() != 6 && with_modrm(0, true);   // shifts
         case 0xe8: return branch(Kind::kCall, 4);
         case 0xe9: return branch(Kind::kJmp, 4);
         case 0xeb: return branch(Kind::kJmp, 1);
-        case 0xf6: return ext <= 1 ? with_modrm(1, true, true) : with_modrm(0, true);    // test r/m8, imm8; not, neg, mul, div
-        case 0xf7: return ext <= 1 ? with_modrm(iz, true, true) : with_modrm(0, true);
-        case 0xfe: return ext <= 1 && with_modrm(0, true);                   // inc, dec r/m8
+        case 0xf6: return ext() <= 1 ? with_modrm(1, true, true) : with_modrm(0, true);    // test r/m8, imm8; not, neg, mul, div
+        case 0xf7: return ext() <= 1 ? with_modrm(iz(), true, true) : with_modrm(0, true);
+        case 0xfe: return ext() <= 1 && with_modrm(0, true);                   // inc, dec r/m8
         case 0xff:
-            switch (ext) {
+            switch (ext()) {
                 case 0: case 1: return with_modrm(0, true);                  // inc, dec
                 case 2: return !opsize && done(Kind::kCallIndirect, i + modrm_length(b, i), 0);
                 case 4: return !opsize && done(Kind::kStop, i + modrm_length(b, i), 0);   // jmp r/m: the path ends
                 case 6: return !opsize && done(Kind::kPush, i + modrm_length(b, i), 0);
                 default: return false;
             }
-        case 0x0f:
+        case 0x0f: {
+            const uint8_t op2 = b[i++];
+            modrm = b[i];
             if (op2 >= 0x80 && op2 <= 0x8f) return branch(Kind::kJcc, 4);
             if (op2 >= 0x40 && op2 <= 0x4f) return with_modrm(0);   // cmovcc
             if (op2 >= 0x90 && op2 <= 0x9f) return with_modrm(0);   // setcc
             switch (op2) {
                 case 0x0b: return simple(Kind::kStop, 0);                   // ud2
-                case 0x18: return ext <= 3 && mem && with_modrm(0, true);   // prefetch
-                case 0x1f: return ext == 0 && with_modrm(0, true);          // nop r/m
+                case 0x18: return ext() <= 3 && mem() && with_modrm(0, true);   // prefetch
+                case 0x1f: return ext() == 0 && with_modrm(0, true);          // nop r/m
                 case 0xa3: case 0xab: case 0xb3: case 0xbb: case 0xaf: case 0xb6: case 0xb7: case 0xbe: case 0xbf:
                 case 0xbc: case 0xbd: case 0xb0: case 0xb1: case 0xc0: case 0xc1:
                     return with_modrm(0);   // bt*, imul, movzx, movsx, bsf, bsr, cmpxchg, xadd
-                case 0xba: return ext >= 4 && with_modrm(1, true);   // bt* r/m, imm8
+                case 0xba: return ext() >= 4 && with_modrm(1, true);   // bt* r/m, imm8
                 default: return false;
             }
+        }
         default: return false;
     }
 }
@@ -475,8 +504,8 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
     std::vector<Seen>& pool = scratch.pool;
     std::vector<uint32_t>& pending = scratch.pending;   // call targets inside this code (call stubs)
     std::vector<PathState>& work = scratch.work;
-    std::vector<uint32_t>& visited = scratch.visited;
     scratch.prepare(size);
+    const uint32_t generation = scratch.generation;
     const CleanOnExit clean{scratch};
     work.push_back({start, 0, kNoSaved, ZYDIS_REGISTER_NONE});
     size_t visits = 0;
@@ -486,9 +515,8 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
         work.pop_back();
         while (st.offset < size && visits++ < kMaxVisits) {
             Slot& slot = slots[st.offset];
-            if (slot.count == 0) {
-                slot = Slot{st.delta, st.saved, kNone, 1, 0};
-                visited.push_back(st.offset);
+            if (slot.generation != generation) {
+                slot = Slot{st.delta, st.saved, kNone, generation, 1, 0};
             } else {
                 bool seen = slot.delta == st.delta && slot.saved == st.saved;
                 for (uint32_t i = slot.more; i != kNone && !seen; i = pool[i].next) {
@@ -687,7 +715,7 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
         }
         add(r);
     };
-    for (size_t word = 0; word < (size + 63) / 64; ++word) {
+    for (size_t word = 0; word < scratch.words; ++word) {
         for (uint64_t bits = scratch.moved_bits[word]; bits != 0; bits &= bits - 1) {
             at_offset(static_cast<uint32_t>(word * 64 + static_cast<size_t>(__builtin_ctzll(bits))));
         }
