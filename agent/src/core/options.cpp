@@ -339,6 +339,12 @@ uint32_t cpu_mode_stack_bytes(uint64_t interval_ns, uint32_t ring_pages) {
 uint32_t AgentOptions::auto_ring_pages() const {
     constexpr uint64_t kSlackNs = kRingSlackNs;
     constexpr uint32_t kMaxPages = kMaxAutoRingPages;
+    // mode=cpu: the largest automatic ring, which cpu_mode_stack_bytes sized the fragment for. One
+    // per CPU, so it costs little memory; sized for 10 ms of 64 KB samples instead (1 MB at 1 ms)
+    // it held 15 samples, and the reader, whose cadence is half a ring's fill time, cycled every
+    // 7.5 ms with ~1,500 watermark wake-ups per httpserver run: 12-17 us of reader time per sample
+    // against mode=thread's 9-11 (docs/benchmarks.md, 2026-11-28).
+    if (mode == SamplingMode::kCpu) return kMaxPages;
     const uint64_t samples = kSlackNs / std::max<uint64_t>(interval_ns, 1) + 1;
     const uint64_t bytes = samples * kernel::sample_record_bytes(stack_bytes);
     uint32_t pages = kernel::SamplingConfig{}.ring_pages;

@@ -97,6 +97,13 @@ TEST_CASE("mode=cpu: stack=auto takes the largest fragment its ring holds (one s
     const auto cpu = parse_ok("mode=cpu");
     CHECK(cpu.stack_bytes == sf::kernel::kMaxStackBytes);
     CHECK_FALSE(cpu.stack_auto);
+    // The ring the fragment was sized for, one per CPU: at 1 ms a ring for 10 ms of 64 KB samples
+    // (256 pages) made the reader cycle every 7.5 ms.
+    CHECK(cpu.sampling_config().ring_pages == 1024);
+    CHECK(parse_ok("mode=cpu,interval=10ms").sampling_config().ring_pages == 1024);
+    CHECK(parse_ok("mode=cpu,stack=8192").sampling_config().ring_pages == 1024);
+    CHECK(parse_ok("mode=cpu,ring=64").sampling_config().ring_pages == 64);
+    CHECK(parse_ok("mode=thread").sampling_config().ring_pages == 128);
     CHECK(parse_ok("stack=auto,mode=cpu").stack_bytes == sf::kernel::kMaxStackBytes);
     const auto fixed = parse_ok("mode=cpu,stack=8192");
     CHECK(fixed.stack_bytes == 8192);
