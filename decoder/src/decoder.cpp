@@ -423,6 +423,28 @@ void Walk::restore(const detail::WalkState& at, int64_t delta, int64_t native_de
     }
 }
 
+namespace {
+// Most steps read one or two words (a return address, a saved rbp): compared inline, where a call to
+// memcmp for every step taken over cost more than the comparison.
+bool same_bytes(const uint8_t* a, const uint8_t* b, uint64_t n) {
+    uint64_t x = 0, y = 0;
+    if (n == 8) {
+        std::memcpy(&x, a, 8);
+        std::memcpy(&y, b, 8);
+        return x == y;
+    }
+    if (n == 16) {
+        uint64_t x2 = 0, y2 = 0;
+        std::memcpy(&x, a, 8);
+        std::memcpy(&y, b, 8);
+        std::memcpy(&x2, a + 8, 8);
+        std::memcpy(&y2, b + 8, 8);
+        return ((x ^ y) | (x2 ^ y2)) == 0;
+    }
+    return std::memcmp(a, b, n) == 0;
+}
+}  // namespace
+
 // `loose_diff`: the kLoose flags in which this walk differs from the record's; after the first step
 // taken over only the sticky ones can still differ.
 bool Walk::replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next,
@@ -447,15 +469,15 @@ bool Walk::replayable(const detail::StepRecord& r, int64_t delta, int64_t native
     }
     if (a.miss_below_end > view_.begin() || a.miss_above <= view_.end()) return false;   // one outside is not
     if (a.read_hi > a.read_lo &&
-        std::memcmp(view_.data() + (a.read_lo - view_.begin()), previous_->bytes.data() + r.bytes_offset,
-                    a.read_hi - a.read_lo) != 0) {
+        !same_bytes(view_.data() + (a.read_lo - view_.begin()), previous_->bytes.data() + r.bytes_offset,
+                    a.read_hi - a.read_lo)) {
         return false;
     }
     return true;
 }
 
 Walk::Reuse Walk::reuse_previous() {
-    const std::vector<detail::StepRecord>& steps = previous_->steps;
+    const detail::FrontGapVector<detail::StepRecord>& steps = previous_->steps;
     if (sp_ < last_lookup_sp_) previous_pos_ = 0;   // a rescan went back down the stack
     last_lookup_sp_ = sp_;
     while (previous_pos_ < steps.size() && steps[previous_pos_].at.sp < sp_) ++previous_pos_;
@@ -534,7 +556,7 @@ Walk::Reuse Walk::reuse_previous() {
 // The common case, the whole rest of the last walk unchanged: checked first, and then taken over
 // without copying its records (the caller splices them into the journal in place).
 bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta, uint8_t loose_diff, bool run_diff) {
-    const std::vector<detail::StepRecord>& steps = previous_->steps;
+    const detail::FrontGapVector<detail::StepRecord>& steps = previous_->steps;
     const size_t n = steps.size();
     if (journal_->steps.size() + (n - from) > detail::WalkJournal::kMaxSteps) return false;
     const uint8_t sticky_diff = static_cast<uint8_t>(loose_diff & kSticky);
@@ -1474,19 +1496,11 @@ CallTrace Decoder::decode(const Sample& sample) {
 namespace sf::detail {
 
 void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, const std::vector<Frame>& frames) {
-    std::vector<StepRecord>& steps = last.steps;
-    const size_t kept = steps.size() - splice.from;
+    FrontGapVector<StepRecord>& steps = last.steps;
     const size_t new_top = top.steps.size();
     const uint32_t old_first_frame = steps[splice.from].at.count;
-    // Move the steps taken over to follow the new top's steps; renumber their frames.
-    if (new_top < splice.from) {
-        std::move(steps.begin() + static_cast<long>(splice.from), steps.end(), steps.begin() + static_cast<long>(new_top));
-        steps.resize(new_top + kept);
-    } else if (new_top > splice.from) {
-        steps.resize(new_top + kept);
-        std::move_backward(steps.begin() + static_cast<long>(splice.from),
-                           steps.begin() + static_cast<long>(splice.from + kept), steps.end());
-    }
+    // The steps taken over stay where they are; the new top's take the place of the old top's.
+    steps.replace_front(splice.from, new_top);
     // The first step taken over starts from this walk's flags; the sticky ones differ in all.
     steps[new_top].at.flags = splice.first_flags;
     if (splice.sticky_diff != 0) {
@@ -1529,9 +1543,11 @@ void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, c
         std::swap(last.bytes, top.bytes);
         if (last.bytes.size() > 2 * WalkJournal::kMaxBytes) last.valid = false;   // bounded, whatever the input
     }
-    // The frames: only the new top's when the rest stayed at its indices.
+    // The frames: only the new top's; those taken over stay where they are.
     const size_t new_first_frame = static_cast<size_t>(int64_t{old_first_frame} + splice.delta);
-    if (splice.delta == 0 && last.frames.size() == frames.size()) {
+    if (old_first_frame <= last.frames.size() && new_first_frame <= frames.size() &&
+        last.frames.size() - old_first_frame == frames.size() - new_first_frame) {
+        last.frames.replace_front(old_first_frame, new_first_frame);
         for (size_t i = 0; i < new_first_frame; ++i) copy_frame(last.frames[i], frames[i]);
     } else {
         copy_frames(last.frames, frames);

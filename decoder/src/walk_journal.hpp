@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "stack_view.hpp"
@@ -47,6 +49,66 @@ struct StepRecord {
     CodeMap::LookupKeys lookups;        // what it asked the code map (pc pages, Method*s)
 };
 
+// A vector whose first elements can be replaced by more or fewer without moving the rest: it keeps
+// unused room in front. A thread's journal keeps its outer steps and frames from one sample to the
+// next while the steps at the top change in number; moving the kept ones (160 bytes a step) each
+// time the depth changed cost more than the rest of the splice.
+template <class T>
+class FrontGapVector {
+public:
+    size_t size() const { return buf_.size() - head_; }
+    bool empty() const { return size() == 0; }
+    T& operator[](size_t i) { return buf_[head_ + i]; }
+    const T& operator[](size_t i) const { return buf_[head_ + i]; }
+    T* begin() { return buf_.data() + head_; }
+    T* end() { return buf_.data() + buf_.size(); }
+    const T* begin() const { return buf_.data() + head_; }
+    const T* end() const { return buf_.data() + buf_.size(); }
+    T& back() { return buf_.back(); }
+    void clear() {
+        buf_.clear();
+        head_ = 0;
+    }
+    void resize(size_t n) { buf_.resize(head_ + n); }
+    template <class... Args>
+    T& emplace_back(Args&&... args) {
+        return buf_.emplace_back(std::forward<Args>(args)...);
+    }
+    // Makes the first `old_front` elements `new_front` ones, the others staying as they are, in order,
+    // after them. The new front elements hold whatever was there (the caller assigns every one).
+    void replace_front(size_t old_front, size_t new_front) {
+        if (new_front <= old_front) {
+            head_ += old_front - new_front;
+            if (head_ > kMaxRoom && head_ > size()) {   // bounded: give back room a shrunk stack left
+                const size_t n = size();
+                std::move(buf_.begin() + static_cast<std::ptrdiff_t>(head_), buf_.end(),
+                          buf_.begin() + static_cast<std::ptrdiff_t>(kSlack));
+                buf_.resize(kSlack + n);
+                head_ = kSlack;
+            }
+            return;
+        }
+        const size_t grow = new_front - old_front;
+        if (head_ < grow) {   // room for this and some more growth later
+            const size_t shift = grow - head_ + kSlack;
+            const size_t old_size = buf_.size();
+            buf_.resize(old_size + shift);
+            std::move_backward(buf_.begin() + static_cast<std::ptrdiff_t>(head_),
+                               buf_.begin() + static_cast<std::ptrdiff_t>(old_size), buf_.end());
+            head_ += shift;
+        }
+        head_ -= grow;
+    }
+    // Room in front now, for tests.
+    size_t front_room() const { return head_; }
+
+private:
+    static constexpr size_t kSlack = 8;
+    static constexpr size_t kMaxRoom = 64;
+    std::vector<T> buf_;
+    size_t head_ = 0;
+};
+
 // One walk of one snapshot. Valid for another snapshot of the thread when the map answers every
 // step's lookups as it did: at the same CodeMap epoch, or at a later one whose changes since touch
 // none of the steps' lookups (CodeMap::changes_since); and for a sample time that the map of then
@@ -56,9 +118,9 @@ struct WalkJournal {
     uint64_t epoch = 0;
     uint64_t horizon = 0;   // the map's time_horizon() at `epoch`
     uint64_t time_ns = 0;
-    std::vector<StepRecord> steps;   // the steps after the top one, in walk order (sp increasing)
+    FrontGapVector<StepRecord> steps;   // the steps after the top one, in walk order (sp increasing)
     std::vector<uint8_t> bytes;      // the stack bytes each step read
-    std::vector<Frame> frames;       // the trace the walk produced
+    FrontGapVector<Frame> frames;       // the trace the walk produced
 
     // Bounds on what one thread's journal holds: a 16 KB fragment has at most 1024 frames of two
     // words; steps beyond these limits are walked every time.
@@ -88,7 +150,8 @@ inline void copy_frame(Frame& to, const Frame& from) {
     if (!from.symbol.empty() || !to.symbol.empty()) to.symbol = from.symbol;
 }
 
-inline void copy_frames(std::vector<Frame>& to, const std::vector<Frame>& from) {
+template <class To>
+void copy_frames(To& to, const std::vector<Frame>& from) {
     to.resize(from.size());
     for (size_t i = 0; i < from.size(); ++i) copy_frame(to[i], from[i]);
 }
