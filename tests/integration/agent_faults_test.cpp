@@ -92,8 +92,12 @@ TEST_CASE("rings overflowing at the highest rate: lost samples are counted in th
           "no code or method event is lost", "[faults]") {
     FaultsDir dir("lost");
     const std::string rec = dir.path + "/run.sfr", live = dir.path + "/live.json";
-    // 10us is the option's floor; two pages hold three 2 KB samples, so the kernel drops many.
-    const auto r = run_faults(dir, "interval=10us,ring=2,stack=2048,record=" + rec + ",file=" + live, {"busy", "4", "2500"});
+    // 10us is the option's floor; two pages hold three 2 KB samples, so the kernel drops many. At
+    // 10us the kernel's own ~9us per sample leaves the JVM's start little of each period: ~20 s on
+    // an idle 2-CPU machine, over 90 s at a load average above 20 (the other tests' JVMs), so the
+    // limit is generous; what the test checks is the accounting, not the time.
+    const auto r = run_faults(dir, "interval=10us,ring=2,stack=2048,record=" + rec + ",file=" + live, {"busy", "4", "2500"},
+                              300);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
 
