@@ -71,6 +71,11 @@ bool RingPositions::has_news() const {
 
 void RingPositions::prefetch() const { __builtin_prefetch(&meta_->data_head); }
 
+void RingPositions::prefetch_oldest_record() const {
+    const uint64_t tail = std::atomic_ref<__u64>(meta_->data_tail).load(std::memory_order_relaxed);
+    __builtin_prefetch(data_ + (tail & (data_size_ - 1)));
+}
+
 const uint8_t* RingReader::record_bytes(uint64_t offset, size_t size) {
     const size_t start = static_cast<size_t>(offset & (data_size_ - 1));
     if (start + size <= data_size_) return data_ + start;
@@ -108,6 +113,12 @@ size_t RingReader::drain(RingHandler& handler) {
             break;
         }
         if (head - tail < header.size) break;   // incomplete: stays for a later drain
+        // The kernel wrote the ring from another CPU, and the JVM's work since evicted it: every
+        // line is a miss, and a page's first one a TLB miss too. Asked for ahead, the record's last
+        // line (a sample's dyn_size, read before its fragment is copied) and the next record's
+        // header arrive while this one's fields are parsed, instead of one after the other.
+        __builtin_prefetch(data_ + ((tail + header.size - 8) & (data_size_ - 1)));
+        if (head - tail > header.size) __builtin_prefetch(data_ + ((tail + header.size) & (data_size_ - 1)));
 
         const uint8_t* record = record_bytes(tail, header.size);
         switch (header.type) {

@@ -226,9 +226,11 @@ private:
     struct Watched {
         kernel::RingPositions positions;
         Ring* ring = nullptr;
+        kernel::RingReader* reader = nullptr;   // ring->event->ring(), without the two hops
         uint64_t key = 0;
     };
     std::vector<Watched> watched_;
+    std::vector<uint32_t> with_news_;   // drain_rings: indexes into watched_ of the rings to drain
     uint64_t cycles_ = 0;
     uint64_t early_cycles_ = 0;
     uint64_t quiet_wakes_ = 0;

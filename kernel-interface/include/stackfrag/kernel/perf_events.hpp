@@ -145,15 +145,22 @@ public:
 class RingPositions {
 public:
     RingPositions() = default;
-    explicit RingPositions(void* meta_page) : meta_(static_cast<perf_event_mmap_page*>(meta_page)) {}
+    RingPositions(void* meta_page, const uint8_t* data, size_t data_size)
+        : meta_(static_cast<perf_event_mmap_page*>(meta_page)), data_(data), data_size_(data_size) {}
     // The kernel published something since the consumer last moved the tail.
     bool has_news() const;
     // Asks the CPU for the positions' cache line ahead of has_news(): a reader that prefetches
     // every ring's line first has their misses overlap instead of taking them one after another.
     void prefetch() const;
+    // Asks the CPU for the first line of the oldest unread record (after has_news() said there is
+    // one), so that a reader draining several rings has the next ring's first miss overlap with
+    // the current ring's work.
+    void prefetch_oldest_record() const;
 
 private:
     perf_event_mmap_page* meta_ = nullptr;
+    const uint8_t* data_ = nullptr;
+    size_t data_size_ = 0;
 };
 
 // Reads a perf mmap ring: acquire-load data_head, hand out records (copied to a scratch buffer
@@ -172,7 +179,7 @@ public:
     // Bytes published by the kernel and not yet consumed.
     size_t pending_bytes() const;
     size_t data_size() const { return data_size_; }
-    RingPositions positions() const { return RingPositions(base_); }
+    RingPositions positions() const { return RingPositions(base_, data_, data_size_); }
     const RingStats& stats() const { return stats_; }
 
 private:
