@@ -168,6 +168,9 @@ Event* LiveProfile::owned_event(Event&& event) {
     if (!emptied_spares_.empty()) {
         spare = emptied_spares_.back();
         emptied_spares_.pop_back();
+        // Parked there by spare_stack() when its sample was read, cold since: the next one's miss
+        // overlaps with this event's move.
+        if (!emptied_spares_.empty()) __builtin_prefetch(emptied_spares_.back());
     } else if (!spare_events_.pop(spare)) {
         return new Event(std::move(event));
     } else if (auto* sample = std::get_if<Sample>(spare); sample && sample->stack.capacity() != 0) {
