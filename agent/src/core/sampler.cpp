@@ -51,6 +51,16 @@ uint64_t cadence_ns(const kernel::SamplingConfig& config, uint64_t limit_ns) {
     const uint64_t half_fill_ns = records * config.period_ns / 2;
     return std::max(kMinCadenceNs, std::min(limit_ns, half_fill_ns));
 }
+// A cycle costs the reader ~60 us on the 2-CPU VM whatever it drains (the wake-up and context
+// switch, the epoll calls, a cold line per ring, the callbacks' queue): at 1 kHz on httpserver
+// half its time, six samples' worth each (docs/benchmarks.md, 2026-11-28). Half the fill time
+// leaves the reader as long again to get to a ring as the cadence itself, which an ordinary
+// thread on a loaded machine needs (a scheduler tick or more before it runs). A reader at
+// SCHED_FIFO runs within microseconds of its timer and drains a ring within its cycle (~1 ms):
+// it keeps this much of the thread's CPU time in hand and waits the rest, 21 ms instead of
+// 15.5 ms at 1 kHz with the default ring, a quarter fewer cycles. Faster rates (fill times
+// under twice this) keep half their fill time.
+constexpr uint64_t kRealtimeSlackNs = 10'000'000;
 // Pages for a ring of `stack_bytes` fragments that holds as much time of samples as the configured
 // ring holds at the configured size (a power of two, at most `cap`).
 uint32_t ring_pages_for(const kernel::SamplingConfig& configured, uint32_t stack_bytes, uint32_t cap) {
@@ -75,6 +85,18 @@ uint32_t fixed_ring_pages(const kernel::SamplingConfig& configured, uint32_t sta
     return pages;
 }
 constexpr size_t kMaxSpareStacks = 256;
+}  // namespace
+
+uint64_t reader_cadence_ns(const kernel::SamplingConfig& config, uint64_t limit_ns, bool realtime) {
+    const uint64_t half = cadence_ns(config, limit_ns);
+    if (!realtime) return half;
+    const uint64_t records = ring_bytes(config) / std::max<uint64_t>(kernel::sample_record_bytes(config.stack_bytes), 1);
+    const uint64_t fill_ns = records * config.period_ns;
+    if (fill_ns < 2 * kRealtimeSlackNs) return half;
+    return std::max(half, std::min(limit_ns, fill_ns - kRealtimeSlackNs));
+}
+
+namespace {
 // set_module_tracker: a rescan of /proc/self/maps costs 0.1-1 ms of the reader. A sample outside
 // every mapping found after a fresh scan (its library unmapped since) doubles the gap up to the max.
 constexpr uint64_t kMinRescanGapNs = 20'000'000;
@@ -268,9 +290,16 @@ void Sampler::run() {
     uint64_t window_start = monotonic_ns(), window_cpu = thread_cpu_ns();
     const uint64_t with_timer = cadence_ns(config_, kTimerCadenceNs);
     const uint64_t rings_only = cadence_ns(config_, kCadenceNs);
+    const uint64_t rings_only_realtime = reader_cadence_ns(config_, kCadenceNs, true);
     uint64_t due = monotonic_ns();
     for (;;) {
-        const uint64_t cadence = oracle_.load(std::memory_order_acquire) == nullptr ? rings_only : with_timer;
+        // Rings placed by needs_data_wakeups() hold at least twice rings_only (or have their
+        // watermark), so the longer real-time cadence still leaves kRealtimeSlackNs of each
+        // thread's CPU time in hand; a reader that gave up real-time priority is back at half.
+        const bool realtime = reader_priority_.load(std::memory_order_relaxed) == kernel::ReaderPriority::kRealtime;
+        const uint64_t cadence = oracle_.load(std::memory_order_acquire) != nullptr ? with_timer
+                                 : realtime                                          ? rings_only_realtime
+                                                                                     : rings_only;
         cadence_ns_.store(cadence, std::memory_order_relaxed);
         const uint64_t now = monotonic_ns();
         if (now >= due) due = now + cadence;
@@ -886,6 +915,9 @@ bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
             if (quiet >= 16 || !quiet_wake(ready) || stop_requested_.load(std::memory_order_acquire)) break;
             const uint64_t now = monotonic_ns();
             if (now >= due_ns) break;
+            // A ring less than half full waits at most what the half-fill cadence would have had
+            // it wait (ring_can_wait's bound), not the longer real-time cadence.
+            if (due_ns - now > cadence_ns(config_, kCadenceNs)) break;
             ++quiet_wakes_;
             ready.clear();
             timeout_ms = static_cast<int>((due_ns - now + 999'999) / 1'000'000);

@@ -64,6 +64,11 @@ struct SamplerStats {
 bool ring_can_wait(bool clock, bool takes_switches, uint64_t period_ns, uint64_t configured_period_ns,
                    size_t pending_bytes, size_t ring_bytes);
 
+// The reader's cadence for `config` (rings of its size and period), at most `limit_ns`: half the
+// time one thread sampling without pause takes to fill its ring, and with a real-time reader
+// (`realtime`) up to that fill time less kRealtimeSlackNs (see sampler.cpp).
+uint64_t reader_cadence_ns(const kernel::SamplingConfig& config, uint64_t limit_ns, bool realtime);
+
 // What a sample watch (Sampler::set_sample_watch) keeps between the samples of one ring's thread:
 // facts of the thread that change seldom, each with the generation of its source it was read at,
 // so that a sample does not ask the source (a mutex and a hash lookup) while it is unchanged. The

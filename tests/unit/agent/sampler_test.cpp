@@ -372,9 +372,11 @@ TEST_CASE("idle threads' rings cost the reader a look per cycle, never a drain o
                    << " ns; ring looks " << stats.ring_looks << ", drains " << stats.ring_drains << "; samples "
                    << writer.counts().of(EventKind::kSample));
     CHECK(writer.counts().of(EventKind::kSample) > 100);
-    // One cadence for all rings: at most half the time the busy thread takes to fill its ring.
+    // One cadence for all rings, which leaves the reader half the time the busy thread takes to
+    // fill its ring, or (a real-time reader) 10 ms of it, whichever is less.
     const uint64_t ring_records = config.ring_pages * 4096u / kernel::sample_record_bytes(config.stack_bytes);
-    CHECK(stats.cadence_ns <= ring_records * config.period_ns / 2);
+    const uint64_t fill_ns = ring_records * config.period_ns;
+    CHECK(stats.cadence_ns + std::min<uint64_t>(fill_ns / 2, 10'000'000) <= fill_ns);
     CHECK(stats.cadence_ns >= 5'000'000);
     CHECK(stats.cycles >= 10);
     // Every ring is looked at in every cycle once registered, but only rings with samples are
@@ -395,6 +397,22 @@ TEST_CASE("a watermark wake-up waits for the cycle only from a clock ring at its
     CHECK_FALSE(sf::agent::ring_can_wait(true, false, kPeriod / 4, kPeriod, 0, kRing));     // interval=auto: faster
     CHECK_FALSE(sf::agent::ring_can_wait(true, true, 0, kPeriod, 0, kRing));                // switch samples: no bound
     CHECK_FALSE(sf::agent::ring_can_wait(false, true, 0, kPeriod, 0, kRing));               // switch event alone
+}
+
+TEST_CASE("a real-time reader waits until its rings hold the slack's worth less than full, an ordinary one half") {
+    sf::kernel::SamplingConfig config;   // 1 ms, 16 KB fragments, 128 pages
+    const uint64_t records = 128 * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / sf::kernel::sample_record_bytes(16384);
+    const uint64_t fill_ns = records * config.period_ns;   // a thread sampling without pause fills its ring
+    constexpr uint64_t kLimit = 100'000'000;
+    CHECK(sf::agent::reader_cadence_ns(config, kLimit, false) == fill_ns / 2);
+    CHECK(sf::agent::reader_cadence_ns(config, kLimit, true) == fill_ns - 10'000'000);
+    // 10 kHz: a ring fills in a few ms, the reader's cycle is no longer small beside it: half.
+    config.period_ns = 100'000;
+    CHECK(sf::agent::reader_cadence_ns(config, kLimit, true) == records * config.period_ns / 2);
+    // 100/s: the limit (the callbacks' events wait no longer) either way.
+    config.period_ns = 10'000'000;
+    CHECK(sf::agent::reader_cadence_ns(config, kLimit, true) == kLimit);
+    CHECK(sf::agent::reader_cadence_ns(config, kLimit, false) == kLimit);
 }
 
 TEST_CASE("a clock event closed while its thread still runs says how much of the thread's CPU time it did not count") {
