@@ -26,17 +26,34 @@ public:
     };
 
     // Times one callback on the calling thread's CPU clock (a system call at each end, ~0.3 µs).
+    // A callback the VM runs inside another on the same thread (GenerateEvents in VMInit's start
+    // scan posts DynamicCodeGenerated and CompiledMethodLoad there) is charged to its own kind
+    // only: the enclosing scope leaves that time out, so that the kinds add up to the total.
     class Scope {
     public:
-        Scope(CallbackCpu& owner, Kind kind) : owner_(owner), kind_(kind), begin_(thread_cpu_ns()) {}
-        ~Scope() { owner_.add(kind_, thread_cpu_ns() - begin_); }
+        Scope(CallbackCpu& owner, Kind kind)
+            : owner_(owner), kind_(kind), parent_(current()), begin_(thread_cpu_ns()) {
+            current() = this;
+        }
+        ~Scope() {
+            const uint64_t elapsed = thread_cpu_ns() - begin_;
+            owner_.add(kind_, elapsed > nested_ns_ ? elapsed - nested_ns_ : 0);
+            if (parent_ != nullptr) parent_->nested_ns_ += elapsed;
+            current() = parent_;
+        }
         Scope(const Scope&) = delete;
         Scope& operator=(const Scope&) = delete;
 
     private:
+        static Scope*& current() {
+            static thread_local Scope* innermost = nullptr;
+            return innermost;
+        }
         CallbackCpu& owner_;
         Kind kind_;
+        Scope* parent_;
         uint64_t begin_;
+        uint64_t nested_ns_ = 0;
     };
 
     void add(Kind kind, uint64_t ns) {
