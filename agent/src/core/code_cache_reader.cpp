@@ -16,6 +16,8 @@ using hotspot::TypeSize;
 // Sanity bounds: no real blob or header is anywhere near these.
 constexpr uint64_t kMaxBlobBytes = 64ull << 20;
 constexpr size_t kMaxHeaderBytes = 4096;
+// Bytes of the segment map read at once by find_blob: one hop back reaches at most 0xFE segments.
+constexpr size_t kSegmapWindow = 256;
 constexpr int32_t kMaxFrameWords = 1 << 20;
 constexpr size_t kMaxCodeHeaps = 16;
 constexpr size_t kMaxCodelets = 4096;
@@ -264,14 +266,25 @@ std::optional<BlobInfo> CodeCacheReader::find_blob(uint64_t pc) const {
     if (!range) return std::nullopt;
     size_t segments = (range->high - range->low) >> range->shift;
     size_t index = (pc - range->low) >> range->shift;
-    // Each hop moves back by the byte's value (< 0xFF), so large blobs need several.
+    // Each hop moves back by the byte's value (< 0xFF), so large blobs need several. The hops read
+    // from one copy of the map's bytes up to `index` (a pc in a blob's first 0xFF segments, as
+    // every CompiledMethodLoad's code_begin, needs no other), a new copy when a hop leaves it.
     bool found = false;
+    uint8_t map_bytes[kSegmapWindow];
+    size_t map_low = 1, map_high = 0;   // map_bytes holds the map's bytes [map_low, map_high]
     for (size_t hops = 0; hops <= segments; ++hops) {
-        auto back = memory_.value<uint8_t>(range->segmap + index);
-        if (!back) {
-            note_bad_read(__LINE__);
-            return std::nullopt;
+        if (index < map_low || index > map_high) {
+            map_high = index;
+            map_low = index >= kSegmapWindow - 1 ? index - (kSegmapWindow - 1) : 0;
+            if (!memory_.read(range->segmap + map_low, map_bytes, map_high - map_low + 1)) {
+                map_low = map_high = index;   // the byte alone, as before the window
+                if (!memory_.read(range->segmap + index, map_bytes, 1)) {
+                    note_bad_read(__LINE__);
+                    return std::nullopt;
+                }
+            }
         }
+        const std::optional<uint8_t> back = map_bytes[index - map_low];
         if (*back == 0xFF || *back > index) return std::nullopt;
         if (*back == 0) {
             found = true;
@@ -363,7 +376,7 @@ std::vector<std::optional<CodeCacheReader::Bytecodes>> CodeCacheReader::bytecode
     for (size_t i = 0; i < n; ++i) {
         requests[i] = {method_ptrs[i] + const_method_field.offset, &const_methods[i], sizeof(uint64_t), false};
     }
-    memory_.read_each(requests.data(), n);
+    vm::read_each_coalesced(memory_, requests.data(), n);
     std::vector<std::array<uint8_t, 8>> sizes(n);
     std::vector<size_t> asked;   // index of each size request's method
     std::vector<vm::VmMemory::Request> size_requests;
@@ -373,7 +386,7 @@ std::vector<std::optional<CodeCacheReader::Bytecodes>> CodeCacheReader::bytecode
         size_requests.push_back({const_methods[i] + size_field.offset, sizes[i].data(), size_field.width, false});
         asked.push_back(i);
     }
-    memory_.read_each(size_requests.data(), size_requests.size());
+    vm::read_each_coalesced(memory_, size_requests.data(), size_requests.size());
     vm::ResolvedField size_at_zero = size_field;   // the field's bytes alone were read
     size_at_zero.offset = 0;
     for (size_t k = 0; k < asked.size(); ++k) {

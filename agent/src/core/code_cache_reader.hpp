@@ -65,7 +65,8 @@ public:
         uint32_t size = 0;
     };
     std::optional<Bytecodes> bytecodes(uint64_t method_ptr) const;
-    // bytecodes() of many methods (a class's), with two batched reads of VM memory in all.
+    // bytecodes() of many methods (a class's), with two batched reads of VM memory in all, each
+    // read as few spans as the methods' neighbourhood allows (vm::read_each_coalesced).
     std::vector<std::optional<Bytecodes>> bytecodes_of(const std::vector<uint64_t>& method_ptrs) const;
 
     const vm::VmLayoutOffsets& layout() const { return layout_; }

@@ -98,4 +98,70 @@ bool WindowedMemory::read(uint64_t address, void* out, size_t size) const {
     return true;
 }
 
+void read_each_coalesced(const VmMemory& memory, VmMemory::Request* requests, size_t count, size_t max_gap,
+                         size_t max_span) {
+    if (count == 0) return;
+    std::vector<size_t> order(count);
+    for (size_t i = 0; i < count; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return requests[a].address < requests[b].address; });
+    struct Run {
+        size_t first, last;   // positions in `order`
+        uint64_t begin, end;
+    };
+    std::vector<Run> runs;
+    for (size_t k = 0; k < count; ++k) {
+        const VmMemory::Request& r = requests[order[k]];
+        const uint64_t end = r.address + r.size;
+        if (end < r.address) {   // wraps: left to the memory alone
+            runs.push_back(Run{k, k, r.address, r.address});
+            continue;
+        }
+        if (!runs.empty()) {
+            Run& run = runs.back();
+            if (run.end > run.begin && r.address <= run.end + max_gap && std::max(end, run.end) - run.begin <= max_span) {
+                run.last = k;
+                run.end = std::max(end, run.end);
+                continue;
+            }
+        }
+        runs.push_back(Run{k, k, r.address, end});
+    }
+    // One request per run: a single request's own, a longer run's span into a buffer of its own.
+    std::vector<VmMemory::Request> merged(runs.size());
+    std::vector<std::vector<uint8_t>> spans(runs.size());
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const Run& run = runs[i];
+        if (run.first == run.last) {
+            merged[i] = requests[order[run.first]];
+        } else {
+            spans[i].resize(run.end - run.begin);
+            merged[i] = VmMemory::Request{run.begin, spans[i].data(), spans[i].size(), false};
+        }
+    }
+    memory.read_each(merged.data(), merged.size());
+    std::vector<VmMemory::Request> retry;
+    std::vector<size_t> retried;   // index into `requests` of each retry
+    for (size_t i = 0; i < runs.size(); ++i) {
+        const Run& run = runs[i];
+        if (run.first == run.last) {
+            requests[order[run.first]].ok = merged[i].ok;
+            continue;
+        }
+        for (size_t k = run.first; k <= run.last; ++k) {
+            VmMemory::Request& r = requests[order[k]];
+            if (merged[i].ok) {
+                std::memcpy(r.out, spans[i].data() + (r.address - run.begin), r.size);
+                r.ok = true;
+            } else {
+                retry.push_back(r);
+                retried.push_back(order[k]);
+            }
+        }
+    }
+    if (retry.empty()) return;
+    memory.read_each(retry.data(), retry.size());
+    for (size_t j = 0; j < retry.size(); ++j) requests[retried[j]].ok = retry[j].ok;
+}
+
 }  // namespace sf::agent::vm

@@ -70,6 +70,15 @@ private:
     mutable uint64_t underlying_reads_ = 0;
 };
 
+// read_each for requests that often lie close together (a class's Method and ConstMethod objects
+// are neighbours in metaspace): each run of requests, in address order, no more than `max_gap`
+// bytes apart and within `max_span` bytes in all, goes to `memory` as one request for the run's
+// whole span, so that a system-call memory pays one copy per run instead of one per request; the
+// requests of a run whose span cannot be read whole (an unreadable page between them) are read
+// one by one. Results as read_each's.
+void read_each_coalesced(const VmMemory& memory, VmMemory::Request* requests, size_t count, size_t max_gap = 2048,
+                         size_t max_span = 16384);
+
 // An integer field of a structure already copied into `bytes` (offsets from the structure's start).
 std::optional<int64_t> header_int(const uint8_t* bytes, size_t size, const ResolvedField& field);
 inline std::optional<int64_t> header_int(const std::vector<uint8_t>& bytes, const ResolvedField& field) {

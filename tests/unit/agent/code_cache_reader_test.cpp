@@ -245,6 +245,12 @@ TEST_CASE("the CodeCache reader on a fake VM image, in both blob header layouts"
         CHECK(found->entry_bci == -1);
         CHECK(found->orig_pc_offset == 16);
     }
+    SECTION("a pc a few segments into an nmethod costs one read of the segment map and one of the headers") {
+        REQUIRE(reader.find_blob(a + 0x180 + 0x44));   // reads the blob's name, kept from then on
+        const uint64_t before = image.mem.reads;
+        REQUIRE(reader.find_blob(a + 0x180 + 0x44));
+        CHECK(image.mem.reads - before == 2);   // a read per hop would make it 3
+    }
     SECTION("a pc 290 segments into a blob is found through several segment-map hops") {
         auto found = reader.find_blob(b + (290u << kShift));
         REQUIRE(found);
@@ -403,5 +409,48 @@ TEST_CASE("a memory window serves neighbouring reads from one read of the memory
         CHECK(read_matches(base + 4096 + 100, 8));   // the window [+4196, +8292) is not readable whole
         std::vector<uint8_t> out(8);
         CHECK_FALSE(window.read(base + 2 * 4096 + 8, out.data(), out.size()));
+    }
+}
+
+TEST_CASE("neighbouring requests are read as one span, and a span with a hole request by request", "[vm_capture]") {
+    FakeMemory memory;
+    std::vector<uint8_t> bytes(3 * 4096);
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 13 + 1);
+    const uint64_t base = 0x20'0000;
+    memory.write(base, bytes.data(), bytes.size());
+    memory.write(base + 0x10'0000, bytes.data(), 64);   // far away: a run of its own
+    // Out of address order, overlapping, a zero-sized one, one far away, one unreadable.
+    const uint64_t addresses[] = {base + 0x300, base + 0x10, base + 0x308, base + 0x900, base + 0x10'0000,
+                                  base + 0x4000, base + 0x50};
+    const size_t sizes[] = {8, 8, 8, 4, 8, 8, 0};
+    constexpr size_t n = std::size(addresses);
+    std::vector<std::array<uint8_t, 8>> out(n), expected(n);
+    std::vector<vm::VmMemory::Request> requests(n);
+    for (size_t i = 0; i < n; ++i) {
+        out[i].fill(0xAA);
+        expected[i].fill(0xAA);
+        requests[i] = {addresses[i], out[i].data(), sizes[i], false};
+    }
+    memory.reads = 0;
+    vm::read_each_coalesced(memory, requests.data(), n);
+    // The four neighbours below base + 0x1000 in one read, the far one, the unreadable one: three.
+    CHECK(memory.reads == 3);
+    for (size_t i = 0; i < n; ++i) {
+        const bool readable = addresses[i] != base + 0x4000;
+        CHECK(requests[i].ok == readable);
+        if (readable) CHECK(memory.read(addresses[i], expected[i].data(), sizes[i]));
+        CHECK(out[i] == expected[i]);
+    }
+
+    SECTION("a hole between neighbours: each read alone") {
+        memory.unmap_page(base + 0x1000);
+        std::array<uint64_t, 2> values{};
+        vm::VmMemory::Request pair[] = {{base + 0xff8, &values[0], 8, false}, {base + 0x2000, &values[1], 8, false}};
+        vm::read_each_coalesced(memory, pair, 2, 8192, 16384);
+        CHECK(pair[0].ok);
+        CHECK(pair[1].ok);
+        uint64_t direct = 0;
+        REQUIRE(memory.read(base + 0x2000, &direct, 8));
+        CHECK(values[1] == direct);
     }
 }
