@@ -79,7 +79,8 @@ CompileInfoStats append_inline_scopes(const void* compile_info, CodeLoad& load,
             for (jint f = 0; f < info.numstackframes; ++f) {
                 load.frames.push_back(
                     MethodBci{reinterpret_cast<uint64_t>(info.methods[f]), info.bcis[f]});
-                methods_seen.push_back(info.methods[f]);
+                // Neighbouring pcs mostly repeat their callers: the same method in a row is listed once.
+                if (methods_seen.empty() || methods_seen.back() != info.methods[f]) methods_seen.push_back(info.methods[f]);
             }
             load.scopes.push_back(scope);
         }

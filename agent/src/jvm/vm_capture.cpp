@@ -160,16 +160,22 @@ struct VmCapture::Impl {
         } else {
             note_bad_read(__LINE__);
         }
+        // Native and abstract methods have no line table (JVMTI answers NATIVE_METHOD or
+        // ABSENT_INFORMATION): not asked.
+        constexpr jint kNoBytecodes = 0x0100 | 0x0400;   // ACC_NATIVE | ACC_ABSTRACT
         jint entry_count = 0;
         jvmtiLineNumberEntry* table = nullptr;
-        if (jvmti->GetLineNumberTable(id, &entry_count, &table) == JVMTI_ERROR_NONE && table != nullptr) {
+        if ((modifiers & kNoBytecodes) == 0 &&
+            jvmti->GetLineNumberTable(id, &entry_count, &table) == JVMTI_ERROR_NONE && table != nullptr) {
             out.lines.reserve(static_cast<size_t>(entry_count));
             for (jint i = 0; i < entry_count; ++i) {
                 out.lines.push_back(LineEntry{static_cast<int32_t>(table[i].start_location), table[i].line_number});
             }
             jvmti->Deallocate(reinterpret_cast<unsigned char*>(table));
-            std::stable_sort(out.lines.begin(), out.lines.end(),
-                             [](const LineEntry& a, const LineEntry& b) { return a.start_bci < b.start_bci; });
+            const auto by_bci = [](const LineEntry& a, const LineEntry& b) { return a.start_bci < b.start_bci; };
+            if (!std::is_sorted(out.lines.begin(), out.lines.end(), by_bci)) {
+                std::stable_sort(out.lines.begin(), out.lines.end(), by_bci);
+            }
         }
         return true;
     }
