@@ -729,12 +729,12 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
     return out;
 }
 
-uint32_t continuation_offset(const CodeLoad& code, uint32_t offset) {
+uint32_t continuation_offset(const CodeLoad& code, uint32_t offset, Restores restores) {
     // ZGC's C2 load-barrier stub restores four registers and rsp in six instructions; a handful more
     // covers the other stubs' shapes without running into unrelated code.
-    constexpr int kMaxInstructions = 24;
+    const int max_instructions = restores == Restores::kPops ? 4 : 24;
     uint64_t off = offset;
-    for (int i = 0; i < kMaxInstructions && off < code.code.size(); ++i) {
+    for (int i = 0; i <= max_instructions && off < code.code.size(); ++i) {
         ZydisDecodedInstruction insn;
         ZydisDecoderContext context;
         if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&zydis(), &context, code.code.data() + off,
@@ -747,10 +747,17 @@ uint32_t continuation_offset(const CodeLoad& code, uint32_t offset) {
             if (to >= 0 && static_cast<uint64_t>(to) < code.code.size()) return static_cast<uint32_t>(to);
             break;
         }
-        if (insn.meta.branch_type != ZYDIS_BRANCH_TYPE_NONE || insn.meta.category == ZYDIS_CATEGORY_RET ||
-            insn.meta.category == ZYDIS_CATEGORY_CALL || insn.meta.category == ZYDIS_CATEGORY_INTERRUPT ||
-            insn.meta.category == ZYDIS_CATEGORY_SYSTEM || insn.mnemonic == ZYDIS_MNEMONIC_UD2 ||
-            insn.mnemonic == ZYDIS_MNEMONIC_HLT) {
+        if (i == max_instructions) break;
+        if (restores == Restores::kPops) {
+            // pop r64, with or without REX.B (58+r, 41 58+r)
+            const uint8_t b = code.code[off];
+            const bool pop = (b >= 0x58 && b <= 0x5f) ||
+                             (b == 0x41 && off + 1 < code.code.size() && code.code[off + 1] >= 0x58 && code.code[off + 1] <= 0x5f);
+            if (!pop) break;
+        } else if (insn.meta.branch_type != ZYDIS_BRANCH_TYPE_NONE || insn.meta.category == ZYDIS_CATEGORY_RET ||
+                   insn.meta.category == ZYDIS_CATEGORY_CALL || insn.meta.category == ZYDIS_CATEGORY_INTERRUPT ||
+                   insn.meta.category == ZYDIS_CATEGORY_SYSTEM || insn.mnemonic == ZYDIS_MNEMONIC_UD2 ||
+                   insn.mnemonic == ZYDIS_MNEMONIC_HLT) {
             break;
         }
         off += insn.length;

@@ -50,10 +50,13 @@ struct SpRanges {
 SpRanges analyze_sp_ranges(const CodeLoad& code);
 
 // Where code reached by a leaf call from compiled code goes on in its method: from `offset` (the
-// call's return address), instructions without control flow (restoring the registers an
-// out-of-line barrier or check stub saved: moves, pops, `add rsp`, vzeroupper) up to a `jmp` back
-// into the code; the jmp's target offset, or `offset` itself when anything else comes first.
-uint32_t continuation_offset(const CodeLoad& code, uint32_t offset);
+// call's return address), the instructions `restores` allows, then a `jmp` back into the code; the
+// jmp's target offset, or `offset` itself when anything else comes first. kPops: at most four pops
+// (C1's barrier and subtype-check stubs); kStraightLine: at most 24 instructions without control
+// flow (an out-of-line stub restoring the registers it saved: ZGC's C2 load barrier's moves from the
+// stack, vzeroupper, `add rsp`).
+enum class Restores : uint8_t { kPops, kStraightLine };
+uint32_t continuation_offset(const CodeLoad& code, uint32_t offset, Restores restores);
 
 // The moved-rsp pass's shortcut past Zydis for the plainest and commonest instructions of compiled
 // code. For a whitelisted legacy encoding (a lock prefix, 0x66 prefixes and a REX at most; and

@@ -40,33 +40,6 @@ int32_t delta_at_return(const CompiledCode& code, uint64_t pc) {
     return r && !r->call_pending && r->count == 1 && r->deltas[0] > 0 ? r->deltas[0] : 0;
 }
 
-// Where execution goes on after a leaf call that returns to `pc`: the target of the jmp that follows
-// within a few pops (an out-of-line stub going back), else pc itself. An offset in `code`.
-uint32_t continuation_offset(const CodeLoad& code, uint64_t pc) {
-    uint64_t off = pc - code.code_begin;
-    for (int i = 0; i < 4 && off + 5 <= code.code.size(); ++i) {
-        const uint8_t b = code.code[off];
-        if (b >= 0x58 && b <= 0x5f) {   // pop r64
-            ++off;
-        } else if (b == 0x41 && code.code[off + 1] >= 0x58 && code.code[off + 1] <= 0x5f) {   // pop r8..r15
-            off += 2;
-        } else if (b == 0xe9) {   // jmp rel32
-            int32_t rel = 0;
-            std::memcpy(&rel, code.code.data() + off + 1, sizeof rel);
-            const int64_t to = static_cast<int64_t>(off) + 5 + rel;
-            if (to >= 0 && static_cast<uint64_t>(to) < code.code.size()) return static_cast<uint32_t>(to);
-            break;
-        } else if (b == 0xeb) {   // jmp rel8
-            const int64_t to = static_cast<int64_t>(off) + 2 + static_cast<int8_t>(code.code[off + 1]);
-            if (to >= 0 && static_cast<uint64_t>(to) < code.code.size()) return static_cast<uint32_t>(to);
-            break;
-        } else {
-            break;
-        }
-    }
-    return static_cast<uint32_t>(pc - code.code_begin);
-}
-
 // The target of the e8 call that ends at `ret` in `code`, if one does.
 bool call_target(const CodeLoad& code, uint64_t ret, uint64_t& target) {
     constexpr uint64_t kCallRel32 = 5;
@@ -967,12 +940,13 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
             // Returned to from a stub by a leaf call without a PcDesc (C1's barrier and subtype-check
             // calls, inline or in an out-of-line stub that jumps back): the method is the code's
             // where execution goes on.
-            scope = CodeMap::scope_at_or_after(nm, continuation_offset(nm, scope_pc) + 1);
+            const uint32_t off_pc = static_cast<uint32_t>(scope_pc - nm.code_begin);
+            scope = CodeMap::scope_at_or_after(nm, detail::continuation_offset(nm, off_pc, detail::Restores::kPops) + 1);
             // Nothing after it: an out-of-line stub at the code's end that restores more than pops
-            // before jumping back (ZGC's C2 load barrier: moves from the stack, vzeroupper, add rsp).
+            // before jumping back (ZGC's C2 load barrier).
             if (!scope) {
                 scope = CodeMap::scope_at_or_after(
-                    nm, detail::continuation_offset(nm, static_cast<uint32_t>(scope_pc - nm.code_begin)) + 1);
+                    nm, detail::continuation_offset(nm, off_pc, detail::Restores::kStraightLine) + 1);
                 if (scope) bump(kStubContinuations);
             }
         }

@@ -284,13 +284,13 @@ std::optional<BlobInfo> CodeCacheReader::find_blob(uint64_t pc) const {
                 }
             }
         }
-        const std::optional<uint8_t> back = map_bytes[index - map_low];
-        if (*back == 0xFF || *back > index) return std::nullopt;
-        if (*back == 0) {
+        const uint8_t back = map_bytes[index - map_low];
+        if (back == 0xFF || back > index) return std::nullopt;
+        if (back == 0) {
             found = true;
             break;
         }
-        index -= *back;
+        index -= back;
     }
     if (!found) return std::nullopt;
     uint64_t block = range->low + (static_cast<uint64_t>(index) << range->shift);
