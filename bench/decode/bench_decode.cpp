@@ -8,6 +8,15 @@
 // and steps the incremental one took over, and whether every trace was equal; then the incremental
 // decoder's ns and walked (not taken over) frames per sample by the thread's kind (java, compiler, ...).
 //
+// bench_decode --by-class REC [ROUNDS]: the incremental decoder in stream order (as --incremental),
+// its time split by the class of sample: a Java thread's sample with a Java (or stub) top frame, a
+// Java thread's with a native top frame, a compiler thread's, a GC thread's, any other thread's, and
+// a Java thread's failed or empty one (classes found by a first, unmeasured pass). Per class: samples,
+// mean and median clock ns, and the class's share of the summed time (the mean sample is what the
+// live decoder thread pays). Each class's decodes go through a function of its own
+// (decode_class_java_top, ...), so that `valgrind --tool=callgrind bench_decode --by-class REC 1`
+// gives each class's instructions as that function's inclusive cost.
+//
 // bench_decode --sp-analysis REC: the moved-sp pass (code_shape.cpp, once per CodeLoad the walk
 // meets) over every CodeLoad of the recording: its CPU time per CodeLoad (median, p99, the largest
 // and the code size there) and how many CodeLoads have moved-sp ranges.
@@ -161,6 +170,118 @@ int compare_incremental(const char* path, int rounds) {
     return differing == 0 ? 0 : 1;
 }
 
+// One function per sample class, never inlined: callgrind's inclusive cost of each is its class's.
+#define SF_CLASS_DECODE(name)                                                                         \
+    [[gnu::noinline]] void name(sf::Decoder& decoder, const sf::Sample& s, sf::CallTrace& trace) { \
+        decoder.decode(s, trace);                                                                  \
+        asm volatile("" ::: "memory");                                                             \
+    }
+SF_CLASS_DECODE(decode_class_java_top)
+SF_CLASS_DECODE(decode_class_java_native_top)
+SF_CLASS_DECODE(decode_class_compiler)
+SF_CLASS_DECODE(decode_class_gc)
+SF_CLASS_DECODE(decode_class_other)
+SF_CLASS_DECODE(decode_class_java_failed)
+#undef SF_CLASS_DECODE
+
+int by_class(const char* path, int rounds) {
+    auto reader = sf::RecordingReader::open(path);
+    if (!reader) {
+        fmt::print(stderr, "{}\n", reader.error().describe());
+        return 2;
+    }
+    std::vector<sf::Event> events;
+    while (auto e = (*reader)->next()) events.push_back(std::move(*e));
+    constexpr size_t kClasses = 6;
+    const char* const names[kClasses] = {"java, Java top", "java, native top", "compiler", "gc", "other", "java, failed"};
+    void (*const decode[kClasses])(sf::Decoder&, const sf::Sample&, sf::CallTrace&) = {
+        decode_class_java_top, decode_class_java_native_top, decode_class_compiler,
+        decode_class_gc,       decode_class_other,           decode_class_java_failed};
+    // The classes, by a full walk of every sample (the traces are the incremental decoder's too).
+    std::vector<uint8_t> classes;
+    {
+        sf::CodeMap map;
+        sf::DecoderOptions options;
+        options.incremental = false;
+        sf::Decoder decoder(map, options);
+        sf::CallTrace trace;
+        std::map<uint32_t, sf::ThreadKind> kinds;
+        for (const auto& e : events) {
+            const sf::Sample* s = std::get_if<sf::Sample>(&e);
+            if (const auto* o = std::get_if<sf::Oracle>(&e)) s = &o->sample;
+            if (!s) {
+                map.apply(e);
+                if (const auto* t = std::get_if<sf::ThreadInfo>(&e); t && !t->ended) kinds[t->tid] = t->kind;
+                continue;
+            }
+            const auto it = kinds.find(s->tid);
+            const sf::ThreadKind kind = it == kinds.end() ? sf::ThreadKind::kJava : it->second;
+            decoder.decode(*s, trace);
+            uint8_t c = 4;
+            if (kind == sf::ThreadKind::kJava) {
+                c = trace.status == sf::TraceStatus::kFailed || trace.frames.empty() ? 5
+                    : trace.frames[0].kind == sf::FrameKind::kNative                 ? 1
+                                                                                      : 0;
+            } else if (kind == sf::ThreadKind::kCompiler) {
+                c = 2;
+            } else if (kind == sf::ThreadKind::kGc) {
+                c = 3;
+            }
+            classes.push_back(c);
+        }
+    }
+    // Per class, the least summed ns over the rounds, and the median of its samples' ns in that round.
+    uint64_t best_sum[kClasses], best_median[kClasses], count[kClasses] = {};
+    std::fill(std::begin(best_sum), std::end(best_sum), UINT64_MAX);
+    std::fill(std::begin(best_median), std::end(best_median), 0);
+    for (int r = 0; r < rounds; ++r) {
+        sf::CodeMap map;
+        sf::DecoderOptions options;
+        options.incremental = true;
+        sf::Decoder decoder(map, options);
+        sf::CallTrace trace;
+        std::vector<uint64_t> ns[kClasses];
+        size_t i = 0;
+        for (const auto& e : events) {
+            const sf::Sample* s = std::get_if<sf::Sample>(&e);
+            if (const auto* o = std::get_if<sf::Oracle>(&e)) s = &o->sample;
+            if (!s) {
+                map.apply(e);
+                if (const auto* t = std::get_if<sf::ThreadInfo>(&e); t && t->ended) decoder.forget_thread(t->tid);
+                continue;
+            }
+            const uint8_t c = classes[i++];
+            const auto t0 = Clock::now();
+            decode[c](decoder, *s, trace);
+            const auto t1 = Clock::now();
+            ns[c].push_back(ns_between(t0, t1));
+        }
+        for (size_t c = 0; c < kClasses; ++c) {
+            uint64_t sum = 0;
+            for (uint64_t x : ns[c]) sum += x;
+            count[c] = ns[c].size();
+            if (sum < best_sum[c]) {
+                best_sum[c] = sum;
+                std::sort(ns[c].begin(), ns[c].end());
+                best_median[c] = ns[c].empty() ? 0 : ns[c][ns[c].size() / 2];
+            }
+        }
+    }
+    uint64_t total = 0;
+    for (size_t c = 0; c < kClasses; ++c) total += count[c] ? best_sum[c] : 0;
+    fmt::print("{} samples x {} rounds, incremental, stream order; clock ns, least sum over the rounds per class\n",
+               classes.size(), rounds);
+    fmt::print("{:<18} {:>8} {:>8} {:>10} {:>10} {:>7}\n", "class", "samples", "share", "mean ns", "median ns", "time");
+    for (size_t c = 0; c < kClasses; ++c) {
+        if (count[c] == 0) continue;
+        fmt::print("{:<18} {:>7.1f}% {:>7.1f}% {:>10} {:>10} {:>5} ms\n", names[c], 100.0 * double(count[c]) / double(classes.size()),
+                   total ? 100.0 * double(best_sum[c]) / double(total) : 0.0, best_sum[c] / count[c], best_median[c],
+                   best_sum[c] / 1000000);
+    }
+    fmt::print("{:<18} {:>8} {:>8} {:>10}\n", "all", classes.size(), "100%", classes.empty() ? 0 : total / classes.size());
+    return 0;
+}
+
 int sp_analysis(const char* path) {
     auto reader = sf::RecordingReader::open(path);
     if (!reader) {
@@ -214,12 +335,16 @@ int sp_dump(const char* path) {
 int main(int argc, char** argv) {
     if (argc >= 3 && std::strcmp(argv[1], "--sp-analysis") == 0) return sp_analysis(argv[2]);
     if (argc >= 3 && std::strcmp(argv[1], "--sp-dump") == 0) return sp_dump(argv[2]);
+    if (argc >= 3 && std::strcmp(argv[1], "--by-class") == 0) {
+        return by_class(argv[2], argc > 3 ? std::max(1, std::atoi(argv[3])) : 1);
+    }
     if (argc >= 3 && std::strcmp(argv[1], "--incremental") == 0) {
         return compare_incremental(argv[2], argc > 3 ? std::max(1, std::atoi(argv[3])) : 1);
     }
     if (argc < 2) {
         fmt::print(stderr, "usage: bench_decode REC [ROUNDS] | bench_decode --incremental REC [ROUNDS] | "
-                           "bench_decode --sp-analysis REC | bench_decode --sp-dump REC\n");
+                           "bench_decode --by-class REC [ROUNDS] | bench_decode --sp-analysis REC | "
+                           "bench_decode --sp-dump REC\n");
         return 2;
     }
     const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 20;
