@@ -82,7 +82,7 @@ struct Cursor {
 };
 
 // A register's rule, as far as the answer needs to tell them apart.
-enum class Where : uint8_t { kSame, kCfaOffset, kOther, kExpression };
+enum class Where : uint8_t { kSame, kCfaOffset, kOther, kExpression, kUndefined };
 struct Reg {
     Where where = Where::kSame;
     int64_t offset = 0;
@@ -218,13 +218,16 @@ bool run(Cursor c, const Cie& cie, uint64_t loc, uint64_t target, State& state, 
                 break;
             }
             case 0x07:   // undefined
+                if (!(r = reg(c.uleb()))) return false;
+                *r = {Where::kUndefined, 0};
+                break;
             case 0x09:   // register
             case 0x14:   // val_offset
             case 0x15:   // val_offset_sf
                 if (!(r = reg(c.uleb()))) return false;
                 *r = {Where::kOther, 0};
                 if (op == 0x15) c.sleb();
-                else if (op != 0x07) c.uleb();
+                else c.uleb();
                 break;
             case 0x08:   // same_value
                 if (!(r = reg(c.uleb()))) return false;
@@ -313,7 +316,8 @@ PageIndex cfi_table_index(const ElfFile& elf) {
     return index;
 }
 
-bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out, const PageIndex* table_index) {
+bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out, const PageIndex* table_index, bool* first_frame) {
+    if (first_frame) *first_frame = false;
     HdrTable t;
     if (!hdr_table(elf, t)) return false;
     if (vaddr < t.entry(0, 0)) return false;
@@ -363,7 +367,9 @@ bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out, const PageInd
     }
     const Reg& ra = state.regs[kRa];
     const Reg& fp = state.regs[kRbp];
-    if (ra.where != Where::kCfaOffset || (fp.where != Where::kSame && fp.where != Where::kCfaOffset)) return false;
+    if (fp.where != Where::kSame && fp.where != Where::kCfaOffset) return false;
+    if (ra.where == Where::kUndefined && first_frame) *first_frame = true;
+    if (ra.where != Where::kCfaOffset) return false;
     out.cfa_from_fp = state.cfa_reg == kRbp;
     out.cfa_offset = state.cfa_offset;
     out.ra_offset = ra.offset;

@@ -31,7 +31,13 @@ struct CfiRule {
 // libunwind step answers (tests/unit/decoder/dwarf_cfi_test.cpp compares them over whole modules).
 // `table_index` (from cfi_table_index, for the same file): where to search the .eh_frame_hdr table,
 // which is then read in a few places rather than along a binary search through all of it.
-bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out, const PageIndex* table_index = nullptr);
+// `first_frame`, when given, is set when the answer is false only because the row leaves the return
+// address undefined (DW_CFA_undefined: glibc's clone3 and _start mark a thread's first frame so)
+// while the CFA is rsp or rbp plus an offset, rbp stays or lies at a CFA offset and no register has
+// an expression: a row whose libunwind step ends the stack (unw_step answers 0) whatever the stack
+// holds.
+bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out, const PageIndex* table_index = nullptr,
+                 bool* first_frame = nullptr);
 PageIndex cfi_table_index(const ElfFile& elf);
 
 }  // namespace sf::detail

@@ -252,20 +252,40 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     if (cfi_rules_ && !(rule.ip == ip && (rule.state == Rule::kKnown || rule.state == Rule::kNone || rule.cfi_tried))) {
         learn_from_cfi(ip, rule);
     }
+    if (rule.ip == ip && rule.state == Rule::kEnd) {
+        ++rule_ends_;
+        return Outcome::kEnd;
+    }
     if (rule.ip == ip && rule.state == Rule::kKnown) {
         const uint64_t cfa = (rule.cfa_from_fp ? fp : sp) + static_cast<uint64_t>(rule.cfa_offset);
         uint64_t ra = 0, caller_fp = fp;
-        if (view.read(cfa + static_cast<uint64_t>(rule.ra_offset), ra) && ra != 0 && !(ra == ip && cfa == sp) &&
+        const uint64_t ra_slot = cfa + static_cast<uint64_t>(rule.ra_offset);
+        if (view.read(ra_slot, ra) && ra != 0 && !(ra == ip && cfa == sp) &&
             (!rule.fp_saved || view.read(cfa + static_cast<uint64_t>(rule.fp_offset), caller_fp))) {
             out = {ra, cfa, caller_fp};
             ++rule_steps_;
             return Outcome::kStepped;
+        }
+        // The return address's slot lies above the fragment (a stack deeper than its copy, the
+        // agent's own threads' above all): the first word a libunwind step reads by this rule is
+        // that slot, and it fails there, kBeyondFragment, as its accessor reports a read past the
+        // fragment's end. Answered so without the libunwind step (~20 k instructions and its locks).
+        if (ra_slot >= view.end()) {
+            ++rule_steps_beyond_;
+            return Outcome::kBeyondFragment;
         }
     }
     // Only here, on the slow path: a changed module's ips never get a rule.
     if (in_changed_module(ip)) return Outcome::kModuleChanged;
     Observed seen;
     const Outcome outcome = libunwind_step(view, ip, sp, fp, out, &seen);
+    // A thread's first frame (clone3, _start): libunwind ends the stack there by the row alone, and
+    // every non-Java thread's walk ends so; without this, each such walk's last step went through
+    // libunwind, locks, sigprocmask and all.
+    if (outcome == Outcome::kEnd && rule.ip == ip && rule.first_frame) {
+        rule.state = Rule::kEnd;
+        return outcome;
+    }
     const bool settled = rule.ip == ip && (rule.state == Rule::kNone || rule.state == Rule::kKnown);
     if (outcome != Outcome::kStepped || settled) return outcome;
     // What the rule would say: the slots must hold what libunwind read from them. Slots outside the
@@ -279,9 +299,11 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     const int64_t fp_offset = static_cast<int64_t>(seen.fp_slot - seen.cfa);
     if (rule.ip != ip || rule.state == Rule::kEmpty) {   // first seen (or the slot held another ip)
         const bool cfi_tried = rule.ip == ip && rule.cfi_tried;
+        const bool first_frame = rule.ip == ip && rule.first_frame;
         rule = Rule{};
         rule.ip = ip;
         rule.cfi_tried = cfi_tried;
+        rule.first_frame = first_frame;
         rule.state = fits ? Rule::kSeenOnce : Rule::kNone;
         rule.ra_offset = ra_offset;
         rule.fp_saved = seen.fp_slot != 0;
@@ -320,14 +342,14 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
 // show (cfi_tried).
 void NativeUnwinder::learn_from_cfi(uint64_t ip, Rule& rule) {
     CfiRule cfi;
-    bool found = false;
+    bool found = false, first_frame = false;
     if (const CfiRule* known = cfi_rows_.find(ip)) {
         cfi = *known;
         found = true;
     } else {
         uint64_t bias = 0;
         Module* m = module_for(ip, bias);
-        if (m && cfi_rule_at(m->elf, ip - bias, cfi, &m->cfi_pages())) {
+        if (m && cfi_rule_at(m->elf, ip - bias, cfi, &m->cfi_pages(), &first_frame)) {
             found = true;
             const ModuleMap* mapping = map_.module_at(ip);
             cfi_rows_.add(std::max(cfi.row_begin + bias, mapping->begin), std::min(cfi.row_end + bias, mapping->end), ip, cfi);
@@ -350,6 +372,7 @@ void NativeUnwinder::learn_from_cfi(uint64_t ip, Rule& rule) {
         rule.ip = ip;
     }
     rule.cfi_tried = true;
+    rule.first_frame = first_frame;
 }
 
 NativeUnwinder::Outcome NativeUnwinder::libunwind_step(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp,
@@ -369,6 +392,7 @@ NativeUnwinder::Outcome NativeUnwinder::libunwind_step(const StackView& view, ui
                         [](NativeUnwinder* self, uint64_t addr, uint64_t& bias) { return self->module_for(addr, bias); },
                         [](NativeUnwinder* self, uint64_t addr, uint64_t& out) { return self->read_module_data(addr, out); }};
     unw_cursor_t cursor;
+    ++libunwind_steps_;
     if (unw_init_remote(&cursor, static_cast<unw_addr_space_t>(address_space_), &access) != 0) return Outcome::kFailed;
     const int stepped = unw_step(&cursor);
     if (stepped == 0) return access.no_unwind_info ? Outcome::kFailed : Outcome::kEnd;

@@ -68,6 +68,14 @@ public:
 
     // Steps step_dwarf took by an ip's known rule, without libunwind.
     uint64_t rule_steps() const { return rule_steps_; }
+    // Steps step_dwarf answered kEnd without libunwind: an ip whose CFI row marks the thread's first
+    // frame (return address undefined), once a libunwind step there ended the stack.
+    uint64_t rule_ends() const { return rule_ends_; }
+    // Steps step_dwarf answered kBeyondFragment without libunwind: an ip's known rule put the return
+    // address above the fragment's end.
+    uint64_t rule_steps_beyond() const { return rule_steps_beyond_; }
+    // Steps libunwind took (its probes included).
+    uint64_t libunwind_steps() const { return libunwind_steps_; }
     // Rules read from the modules' CFI (dwarf_cfi.hpp) rather than learnt from libunwind's steps.
     uint64_t cfi_rules_learned() const { return cfi_rules_learned_; }
     // Off: rules only from libunwind's steps (tests compare the two).
@@ -91,7 +99,9 @@ private:
                            Observed* observed);
     // The unwind rule of one ip as far as two libunwind steps showed it (see step_dwarf).
     struct Rule {
-        enum State : uint8_t { kEmpty, kSeenOnce, kKnown, kNone };
+        // kEnd: the ip's CFI row leaves the return address undefined (cfi_rule_at's first_frame)
+        // and a libunwind step there ended the stack, as every step there does.
+        enum State : uint8_t { kEmpty, kSeenOnce, kKnown, kNone, kEnd };
         uint64_t ip = 0;
         int64_t cfa_offset = 0;     // kKnown: CFA = (fp or sp) + cfa_offset
         int64_t ra_offset = 0;      // return address slot - CFA
@@ -100,12 +110,16 @@ private:
         int64_t fp_distance = 0;
         State state = kEmpty;
         bool cfi_tried = false;     // the module's CFI row for ip is not of this form
+        bool first_frame = false;   // cfi_tried, and the row marks the thread's first frame
         bool cfa_from_fp = false;
         bool fp_saved = false;      // else the caller's rbp is still in rbp
     };
     static constexpr size_t kRuleCacheSize = 2048;   // 112 KB
     std::vector<Rule> rules_;
     uint64_t rule_steps_ = 0;
+    uint64_t rule_ends_ = 0;
+    uint64_t rule_steps_beyond_ = 0;
+    uint64_t libunwind_steps_ = 0;
     uint64_t cfi_rules_learned_ = 0;
     bool cfi_rules_ = true;
     void learn_from_cfi(uint64_t ip, Rule& rule);

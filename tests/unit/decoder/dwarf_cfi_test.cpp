@@ -59,6 +59,8 @@ TEST_CASE("an unwind rule read from the CFI steps as libunwind does, over whole 
     libunwind_only.set_cfi_rules(false);
     const std::vector<uint8_t> stack = marked_stack();
     const detail::StackView view(kSp, stack.data(), stack.size());
+    const detail::StackView short_view(kSp, stack.data(), 24);
+    size_t cut_by_rule = 0;
 
     // Each file once, at its first executable mapping.
     std::map<std::string, const ModuleMap*> files;
@@ -98,6 +100,25 @@ TEST_CASE("an unwind rule read from the CFI steps as libunwind does, over whole 
                 }
                 ++compared;
             }
+            // The same ip on a copy of the stack cut 24 bytes above rsp: a rule whose return address
+            // lies above the cut answers kBeyondFragment without libunwind, as libunwind does with it.
+            detail::NativeStep a, b;
+            const uint64_t libunwind_before = with_cfi.libunwind_steps();
+            const uint64_t beyond_before = with_cfi.rule_steps_beyond();
+            const auto got = with_cfi.step_dwarf(short_view, pc, kSp, kSp + 1024, true, a);
+            const auto want = libunwind_only.step_dwarf(short_view, pc, kSp, kSp + 1024, true, b);
+            INFO(path << " vaddr 0x" << std::hex << vaddr << " on the cut stack");
+            REQUIRE(static_cast<int>(got) == static_cast<int>(want));
+            if (want == detail::NativeUnwinder::Outcome::kStepped) {
+                REQUIRE(a.pc == b.pc);
+                REQUIRE(a.sp == b.sp);
+                REQUIRE(a.fp == b.fp);
+            }
+            if (with_cfi.rule_steps_beyond() != beyond_before) {
+                CHECK(got == detail::NativeUnwinder::Outcome::kBeyondFragment);
+                CHECK(with_cfi.libunwind_steps() == libunwind_before);
+                ++cut_by_rule;
+            }
         }
     }
     INFO("compared " << compared << " steps in " << modules << " modules; rules from the CFI "
@@ -110,6 +131,7 @@ TEST_CASE("an unwind rule read from the CFI steps as libunwind does, over whole 
     CHECK(with_cfi.cfi_rules_learned() * 10 >= compared / 2 * 8);
     CHECK(with_cfi.rule_steps() * 10 >= compared * 8);
     CHECK(libunwind_only.cfi_rules_learned() == 0);
+    CHECK(cut_by_rule * 10 >= compared / 2 / 2);   // most frames' return address lies above rsp + 24
 }
 
 TEST_CASE("the CFI table's page index finds the rows a search of the whole table finds", "[decoder][native]") {
@@ -198,4 +220,52 @@ TEST_CASE("a native frame's name found by its function's range is the name a fre
     }
     CHECK(compared > 4000);
     CHECK(warm.symbol(reinterpret_cast<uint64_t>(&marked_stack)).find("marked_stack") != std::string::npos);
+}
+
+TEST_CASE("a row that marks a thread's first frame ends the stack without libunwind once it did so", "[decoder][native]") {
+    CodeMap map;
+    for (const auto& m : test::self_modules()) map.apply(Event{m});
+    detail::NativeUnwinder with_cfi(map, true, false);
+    detail::NativeUnwinder libunwind_only(map, true, false);
+    libunwind_only.set_cfi_rules(false);
+    const std::vector<uint8_t> stack = marked_stack();
+    const detail::StackView view(kSp, stack.data(), stack.size());
+    // Every such row's ips in this process's modules (glibc's clone3 and _start have one each).
+    std::map<std::string, const ModuleMap*> files;
+    for (const ModuleMap& m : map.modules()) files.emplace(m.path, &m);
+    std::vector<uint64_t> pcs;
+    for (const auto& [path, mapping] : files) {
+        ElfFile elf(path);
+        uint64_t bias = 0;
+        if (!elf.valid() || !elf.bias_for(mapping->begin, mapping->file_offset, bias)) continue;
+        const std::vector<uint64_t> starts = fde_starts(elf);
+        const PageIndex index = detail::cfi_table_index(elf);
+        for (size_t i = 0; i + 1 < starts.size(); ++i) {
+            if (starts[i + 1] <= starts[i] || starts[i + 1] - starts[i] > 4096) continue;
+            for (uint64_t vaddr = starts[i]; vaddr < starts[i + 1]; ++vaddr) {
+                detail::CfiRule rule{};
+                bool first_frame = false;
+                if (!detail::cfi_rule_at(elf, vaddr, rule, &index, &first_frame) && first_frame &&
+                    map.module_at(vaddr + bias)) {
+                    pcs.push_back(vaddr + bias);
+                }
+            }
+        }
+    }
+    INFO("first-frame rows' ips: " << pcs.size());
+    REQUIRE(!pcs.empty());
+    for (uint64_t pc : pcs) {
+        INFO("pc 0x" << std::hex << pc);
+        for (uint64_t fp : {kSp + 1024, kSp + 40, uint64_t{0}}) {
+            detail::NativeStep a, b;
+            const uint64_t libunwind_before = with_cfi.libunwind_steps();
+            const auto got = with_cfi.step_dwarf(view, pc, kSp + (fp & 0xff), fp, true, a);
+            const auto want = libunwind_only.step_dwarf(view, pc, kSp + (fp & 0xff), fp, true, b);
+            REQUIRE(want == detail::NativeUnwinder::Outcome::kEnd);
+            REQUIRE(got == want);
+            // The first step at the ip was libunwind's; every later one is the rule's.
+            if (fp != kSp + 1024) CHECK(with_cfi.libunwind_steps() == libunwind_before);
+        }
+    }
+    CHECK(with_cfi.rule_ends() == 2 * pcs.size());
 }
