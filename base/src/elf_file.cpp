@@ -147,13 +147,26 @@ void ElfFile::load_symbols() {
             if (str.sh_offset > size_ || size_ - str.sh_offset < str.sh_size) return false;
             strtab_ = reinterpret_cast<const char*>(image_ + str.sh_offset);
             strtab_size_ = str.sh_size;
-            const uint64_t n = sh.sh_size / sizeof(Elf64_Sym);
+            // The entries that lie within the file, read in place (libjvm's .symtab has ~58 k: a
+            // bounds-checked copy and a growing vector per entry cost more than sorting them).
+            uint64_t n = sh.sh_size / sizeof(Elf64_Sym);
+            if (sh.sh_offset > size_) n = 0;
+            else n = std::min<uint64_t>(n, (size_ - sh.sh_offset) / sizeof(Elf64_Sym));
+            const uint8_t* const first = image_ + sh.sh_offset;
+            auto is_function = [&](const Elf64_Sym& sym) {
+                return ELF64_ST_TYPE(sym.st_info) == STT_FUNC && sym.st_value != 0 && sym.st_name < strtab_size_;
+            };
+            size_t functions = 0;
             for (uint64_t k = 0; k < n; ++k) {
                 Elf64_Sym sym;
-                if (!read(sh.sh_offset + k * sizeof(Elf64_Sym), sym)) break;
-                if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_value == 0) continue;
-                if (sym.st_name >= strtab_size_) continue;
-                symbols_.push_back({sym.st_value, sym.st_size, sym.st_name});
+                std::memcpy(&sym, first + k * sizeof(Elf64_Sym), sizeof sym);
+                functions += is_function(sym);
+            }
+            symbols_.reserve(functions);   // growing by doubling copied more than this count costs
+            for (uint64_t k = 0; k < n; ++k) {
+                Elf64_Sym sym;
+                std::memcpy(&sym, first + k * sizeof(Elf64_Sym), sizeof sym);
+                if (is_function(sym)) symbols_.push_back({sym.st_value, sym.st_size, sym.st_name});
             }
             return !symbols_.empty();
         }
