@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
     const std::vector<Config> configs = {
         {"none", 0, 16384},
         {"1 kHz, 16 KB", 1'000'000, 16384},
+        {"10 kHz, 4 KB", 100'000, 4096},
+        {"10 kHz, 8 KB", 100'000, 8192},
         {"10 kHz, 16 KB", 100'000, 16384},
         {"10 kHz, 64 KB", 100'000, 65528},
     };

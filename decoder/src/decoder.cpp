@@ -64,6 +64,19 @@ bool leaf_call_target(const CodeLoad& code, uint64_t ret, uint64_t& target) {
     return true;
 }
 
+// Whether any call instruction ends at `ret` in `code`: e8 rel32, `call reg` (ff /2, mod 11, with or
+// without REX.B: C2's `call r10` after `mov r10, imm64`), `call [rip + disp32]`. Native code that
+// returns into compiled code was called from it; a pc from a stale frame-pointer chain rarely has one.
+bool any_call_ends_at(const CodeLoad& code, uint64_t ret) {
+    const uint64_t off = ret - code.code_begin;
+    if (off > code.code.size()) return false;
+    const uint8_t* end = code.code.data() + off;
+    if (off >= 5 && end[-5] == 0xe8) return true;
+    if (off >= 2 && end[-2] == 0xff && (end[-1] & 0xf8) == 0xd0) return true;
+    if (off >= 6 && end[-6] == 0xff && end[-5] == 0x15) return true;
+    return false;
+}
+
 bool ends_with(const std::string& s, std::string_view tail) {
     return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
@@ -105,7 +118,7 @@ bool is_continuation_return_barrier(const CodeMap& map, const Stub* stub) {
 enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
     kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kSpMoved,
-    kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kReturnBarriers, kStubContinuations, kCounterCount
+    kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kReturnBarriers, kStubContinuations, kSignalFrames, kLeafTops, kCounterCount
 };
 static_assert(kCounterCount <= 32, "a journal keeps the counters of a step in 32 bits");
 // The step counters are the first kCounterCount rows of kDecodeStatFields, in this enum's order.
@@ -120,13 +133,16 @@ static_assert(kCounterFields[kPrologueTops] == &DecodeStats::prologue_tops &&
                   kCounterFields[kUnknownMethodPassed] == &DecodeStats::unknown_methods_passed &&
                   kCounterFields[kStubRbpFrames] == &DecodeStats::stub_rbp_frames &&
                   kCounterFields[kReturnBarriers] == &DecodeStats::return_barriers_crossed &&
-                  kCounterFields[kStubContinuations] == &DecodeStats::stub_continuations,
+                  kCounterFields[kStubContinuations] == &DecodeStats::stub_continuations &&
+                  kCounterFields[kSignalFrames] == &DecodeStats::signal_frames &&
+                  kCounterFields[kLeafTops] == &DecodeStats::native_leaf_tops,
               "kDecodeStatFields starts with the step counters, in Counter's order");
 
 // WalkState::flags
 enum : uint8_t {
     kViaAnchor = 1, kViaNative = 2, kAfterJava = 4, kBreadcrumbUsed = 8, kInNativeRun = detail::kInNativeRunFlag,
     kNativeRescanned = 32,
+    kInterrupted = 64,
     // Flags only a step into code the map does not know reads (step() and the native fallbacks);
     // a record that did not read them is taken over whatever they are. The last two last the walk.
     kSticky = kBreadcrumbUsed | kNativeRescanned,
@@ -230,6 +246,7 @@ private:
         sp_ = sp;
         fp_ = fp;
         top_ = false;
+        interrupted_ = false;
         via_anchor_ = false;
         via_native_ = false;
         in_native_run_ = false;
@@ -266,6 +283,7 @@ private:
     bool plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t& fp_out, const Stub* callee);
     Step step_native();
     bool plausible_native_pc(uint64_t pc) const;
+    bool returns_after_call(const detail::NativeStep& next);
     bool rescan_native_run();
     bool try_breadcrumb();
 
@@ -282,6 +300,9 @@ private:
 
     uint64_t pc_ = 0, sp_ = 0, fp_ = 0;
     bool top_ = true;
+    // A frame a signal interrupted, reached through the signal trampoline: decoded as a top frame
+    // (its pc is no return address), but the sample's other registers are not its registers.
+    bool interrupted_ = false;
     bool via_anchor_ = false;   // reached through a JavaFrameAnchor: pc need not be a call site
     bool via_native_ = false;   // reached by unwinding native code: sp derived from a frame pointer
     bool after_java_ = false;   // the previous frame was Java: this pc must be Java code or a stub
@@ -333,7 +354,7 @@ void Walk::run() {
             fail(FailReason::kSpOutOfFragment);
         } else {
             while (true) {
-                if (previous_ && !top_ && reuse_previous() == Reuse::kFinished) break;
+                if (previous_ && (!top_ || interrupted_) && reuse_previous() == Reuse::kFinished) break;
                 if (journal_) begin_step();
                 step_first_frame_ = count_;
                 const Step s = step();
@@ -371,7 +392,8 @@ detail::WalkState Walk::state() const {
     }
     s.flags = static_cast<uint8_t>((via_anchor_ ? kViaAnchor : 0) | (via_native_ ? kViaNative : 0) |
                                    (after_java_ ? kAfterJava : 0) | (breadcrumb_used_ ? kBreadcrumbUsed : 0) |
-                                   (in_native_run_ ? kInNativeRun : 0) | (native_rescanned_ ? kNativeRescanned : 0));
+                                   (in_native_run_ ? kInNativeRun : 0) | (native_rescanned_ ? kNativeRescanned : 0) |
+                                   (interrupted_ ? kInterrupted : 0));
     return s;
 }
 
@@ -379,7 +401,8 @@ void Walk::restore(const detail::WalkState& at, int64_t delta, int64_t native_de
     pc_ = at.pc;
     sp_ = at.sp;
     fp_ = at.fp;
-    top_ = false;
+    interrupted_ = at.flags & kInterrupted;
+    top_ = interrupted_;
     count_ = static_cast<size_t>(int64_t{at.count} + delta);
     native_frames_ = static_cast<size_t>(int64_t{at.native_frames} + native_delta);
     via_anchor_ = at.flags & kViaAnchor;
@@ -580,7 +603,7 @@ void Walk::keep_bytes(detail::StepRecord& kept, const uint8_t* bytes) {
 }
 
 void Walk::begin_step() {
-    step_recorded_ = !top_;   // the top step reads registers no journal keeps
+    step_recorded_ = !top_ || interrupted_;   // the top step reads registers no journal keeps
     view_.record_into(step_recorded_ ? &access_ : nullptr);
     if (!step_recorded_) return;
     lookups_ = {};
@@ -748,7 +771,8 @@ bool Walk::step_partial_interpreted(Step& result) {
 Walk::Step Walk::step_interpreted() {
     namespace in = hs::interp;
     const hs::JdkFacts& jdk = map_.jdk();
-    if (top_ && map_.in_method_entry_codelet(pc_)) {
+    // A half-built frame is told from rbx, r13 and rax: the sample's registers, not an interrupted frame's.
+    if (top_ && !interrupted_ && map_.in_method_entry_codelet(pc_)) {
         Step result = Step::kStop;
         if (step_partial_interpreted(result)) return result;
     }
@@ -791,7 +815,7 @@ Walk::Step Walk::step_interpreted() {
         };
         // The bcp slot is only saved when the frame calls out; the live bcp of the top frame is r13.
         uint64_t bcp = slot(in::kBcp);
-        if (top_ && in_code(sample_.regs.r13)) bcp = sample_.regs.r13;
+        if (top_ && !interrupted_ && in_code(sample_.regs.r13)) bcp = sample_.regs.r13;
         if (!in_code(bcp)) return fail(FailReason::kBadBci);
         bci = static_cast<int32_t>(bcp - method->bytecode_begin);
     }
@@ -1249,6 +1273,7 @@ bool Walk::try_breadcrumb() {
         sp_ = jsp;
         fp_ = jfp;
         top_ = false;
+        interrupted_ = false;
         via_anchor_ = true;
         via_native_ = false;
         after_java_ = true;
@@ -1262,6 +1287,19 @@ bool Walk::try_breadcrumb() {
 
 // A pc a native frame may return to: code the stream announced, or any mapped module; without
 // module events, anything in canonical user space above the first pages.
+// A native frame's caller in compiled code must have called it: a call ends at the return address
+// (an assembler routine without unwind info under an rbp it does not maintain, say, leaves a stale
+// rbp chain whose "return address" lies mid-method). A signal's interrupted pc and a return into
+// the deoptimization handler need none.
+bool Walk::returns_after_call(const detail::NativeStep& next) {
+    if (next.interrupted) return true;
+    const CompiledCode* c = map_.find_compiled(next.pc, time_);
+    if (!c || c->load.code.empty() || next.pc == c->load.deopt_handler) return true;
+    if (any_call_ends_at(c->load, next.pc)) return true;
+    bump(kRejectNoCall);
+    return false;
+}
+
 bool Walk::plausible_native_pc(uint64_t pc) const {
     if (map_.find_code(pc, time_).region != CodeRegion::kUnknown) return true;
     if (!map_.modules().empty()) return map_.module_at(pc) != nullptr;
@@ -1315,16 +1353,31 @@ Walk::Step Walk::step_native() {
         // The thread's first frame (clone3, _start): a thread that never ran Java code (GC,
         // compiler, VM threads), or a Java thread sampled before its first Java call.
         if (outcome == detail::NativeUnwinder::Outcome::kEnd && !after_java_) return complete();
-        if (outcome == detail::NativeUnwinder::Outcome::kStepped && next.sp > sp_ && plausible_native_pc(next.pc)) {
+        if (outcome == detail::NativeUnwinder::Outcome::kStepped && next.sp > sp_ && plausible_native_pc(next.pc) &&
+            returns_after_call(next)) {
             stepped = true;
             bump(kLibunwindSteps);
+        }
+    }
+    if (!stepped && !changed_module && top_ && !needs_more_stack) {
+        // No unwind row at the top: an assembler leaf without CFI (libjvm's _Copy_* routines, often
+        // tail-called by the runtime function compiled code called) has built no frame, and its
+        // return address is at [sp]; rbp is still its caller's, which C2 code uses as it likes. Taken
+        // only when a call into native code ends there, else the rbp chain below judges.
+        uint64_t ret = 0;
+        const CompiledCode* caller = view_.read(sp_, ret) ? map_.find_compiled(ret, time_) : nullptr;
+        uint64_t target = 0;
+        if (caller && leaf_call_target(caller->load, ret, target) && map_.find_code(target, time_).region == CodeRegion::kUnknown) {
+            next = {ret, sp_ + kWord, fp_};
+            stepped = true;
+            bump(kLeafTops);
         }
     }
     if (!stepped && !changed_module) {
         // rbp chain: libjvm and JNI code keep frame pointers.
         uint64_t saved_fp = 0, ret = 0;
         if (fp_ >= sp_ && (fp_ & 7) == 0 && view_.read(fp_, saved_fp) && view_.read(fp_ + kWord, ret) &&
-            plausible_native_pc(ret)) {
+            plausible_native_pc(ret) && returns_after_call({ret, fp_ + 2 * kWord, saved_fp})) {
             next = {ret, fp_ + 2 * kWord, saved_fp};
             stepped = true;
             bump(kRbpSteps);
@@ -1336,6 +1389,11 @@ Walk::Step Walk::step_native() {
             via_native_ = true;
             in_native_run_ = true;
             after_java_ = false;
+            if (next.interrupted) {
+                top_ = true;
+                interrupted_ = true;
+                bump(kSignalFrames);
+            }
             return s;
         }
     }

@@ -249,6 +249,11 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     // unwind row of the call instruction itself.
     const uint64_t ip = top ? pc : pc - 1;
     Rule& rule = rules_[(ip ^ (ip >> 13)) & (kRuleCacheSize - 1)];
+    if (rule.ip == ip && rule.state == Rule::kSignal) {
+        const Outcome outcome = libunwind_step(view, ip, sp, fp, out, nullptr);
+        out.interrupted = outcome == Outcome::kStepped;
+        return outcome;
+    }
     if (cfi_rules_ && !(rule.ip == ip && (rule.state == Rule::kKnown || rule.state == Rule::kNone || rule.cfi_tried))) {
         learn_from_cfi(ip, rule);
     }
@@ -277,6 +282,18 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     }
     // Only here, on the slow path: a changed module's ips never get a rule.
     if (in_changed_module(ip)) return Outcome::kModuleChanged;
+    const bool settled = rule.ip == ip && (rule.state == Rule::kNone || rule.state == Rule::kKnown);
+    if (!settled && is_sigreturn_trampoline(pc, top)) {
+        // Its CFA is the interrupted frame's rsp, read from the context: no fixed offsets to learn.
+        const bool cfi_tried = rule.ip == ip && rule.cfi_tried;
+        rule = Rule{};
+        rule.ip = ip;
+        rule.cfi_tried = cfi_tried;
+        rule.state = Rule::kSignal;
+        const Outcome outcome = libunwind_step(view, ip, sp, fp, out, nullptr);
+        out.interrupted = outcome == Outcome::kStepped;
+        return outcome;
+    }
     Observed seen;
     const Outcome outcome = libunwind_step(view, ip, sp, fp, out, &seen);
     // A thread's first frame (clone3, _start): libunwind ends the stack there by the row alone, and
@@ -286,7 +303,6 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
         rule.state = Rule::kEnd;
         return outcome;
     }
-    const bool settled = rule.ip == ip && (rule.state == Rule::kNone || rule.state == Rule::kKnown);
     if (outcome != Outcome::kStepped || settled) return outcome;
     // What the rule would say: the slots must hold what libunwind read from them. Slots outside the
     // fragment (libunwind then reads module files) say nothing either way.
@@ -334,6 +350,24 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     }
     rule.state = known ? Rule::kKnown : Rule::kNone;
     return outcome;
+}
+
+// The kernel returns from a signal handler into the restorer the handler was installed with:
+// glibc's __restore_rt (`mov $15, %rax; syscall`, rt_sigreturn), musl's (`mov $15, %eax; syscall`).
+// A return address there, or a top pc on either instruction, is such a trampoline.
+bool NativeUnwinder::is_sigreturn_trampoline(uint64_t pc, bool top) {
+    static constexpr uint8_t kGlibc[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+    static constexpr uint8_t kMusl[] = {0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+    uint64_t bias = 0;
+    Module* m = module_for(pc, bias);
+    if (!m) return false;
+    auto matches = [&](uint64_t at, const uint8_t* bytes, size_t n) {
+        uint8_t code[sizeof kGlibc];
+        return m->elf.read_vaddr(at - bias, code, n) && std::memcmp(code, bytes, n) == 0;
+    };
+    if (matches(pc, kGlibc, sizeof kGlibc) || matches(pc, kMusl, sizeof kMusl)) return true;
+    // Interrupted on the syscall instruction itself.
+    return top && (matches(pc - 7, kGlibc, sizeof kGlibc) || matches(pc - 5, kMusl, sizeof kMusl));
 }
 
 // The module's CFI row for ip, read directly: most rows are of the form a Rule holds, and so the
@@ -397,6 +431,9 @@ NativeUnwinder::Outcome NativeUnwinder::libunwind_step(const StackView& view, ui
     const int stepped = unw_step(&cursor);
     if (stepped == 0) return access.no_unwind_info ? Outcome::kFailed : Outcome::kEnd;
     if (stepped < 0) return access.missed_beyond_end ? Outcome::kBeyondFragment : Outcome::kFailed;
+    // No row for ip: libunwind stepped by its frame-pointer guess. The decoder makes that guess
+    // itself, after the ones it can verify (a frameless leaf at the top).
+    if (access.no_unwind_info) return Outcome::kFailed;
     unw_word_t npc = 0, nsp = 0, nfp = 0;
     if (unw_get_reg(&cursor, UNW_REG_IP, &npc) != 0 || unw_get_reg(&cursor, UNW_REG_SP, &nsp) != 0) return Outcome::kFailed;
     const bool fp_read = unw_get_reg(&cursor, UNW_X86_64_RBP, &nfp) == 0;

@@ -50,6 +50,9 @@ struct NativeStep {
     uint64_t pc = 0;
     uint64_t sp = 0;
     uint64_t fp = 0;
+    // The frame left was the kernel's signal trampoline (glibc's __restore_rt): pc, sp and fp come
+    // from the signal's saved context, so pc is the interrupted instruction, not a return address.
+    bool interrupted = false;
 };
 
 class NativeUnwinder {
@@ -101,7 +104,9 @@ private:
     struct Rule {
         // kEnd: the ip's CFI row leaves the return address undefined (cfi_rule_at's first_frame)
         // and a libunwind step there ended the stack, as every step there does.
-        enum State : uint8_t { kEmpty, kSeenOnce, kKnown, kNone, kEnd };
+        // kSignal: ip is in a sigreturn trampoline; its row reads the saved context, so libunwind
+        // steps it every time and the step says the next pc was interrupted.
+        enum State : uint8_t { kEmpty, kSeenOnce, kKnown, kNone, kEnd, kSignal };
         uint64_t ip = 0;
         int64_t cfa_offset = 0;     // kKnown: CFA = (fp or sp) + cfa_offset
         int64_t ra_offset = 0;      // return address slot - CFA
@@ -123,6 +128,7 @@ private:
     uint64_t cfi_rules_learned_ = 0;
     bool cfi_rules_ = true;
     void learn_from_cfi(uint64_t ip, Rule& rule);
+    bool is_sigreturn_trampoline(uint64_t pc, bool top);
     Module* module_for(uint64_t pc, uint64_t& load_bias);
     bool in_changed_module(uint64_t pc);
     // A word of a module file outside its executable mapping, by address alone.

@@ -1,7 +1,11 @@
 // One test per frame kind and heuristic, on synthetic snapshots for every JDK row (17, 21, 25).
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <ucontext.h>
+
 #include <algorithm>
+#include <cstddef>
 
 #include "synthetic.hpp"
 
@@ -402,6 +406,68 @@ TEST_CASE("native code at the top: rbp chain into a native wrapper", "[decoder][
     CHECK(t.frames[1].kind == FrameKind::kNative);
     CHECK(t.frames[2].kind == FrameKind::kNativeWrapper);
     CHECK(java_frames(t) == std::vector<MethodBci>{mb(9, -1), mb(5, 21)});
+}
+
+TEST_CASE("a signal frame: the frame the signal interrupted is decoded as a top frame", "[decoder][native][signal]") {
+    // glibc's restorer, the return address of every handler sigaction installs.
+    struct sigaction probe {}, installed {}, previous {};
+    probe.sa_handler = [](int) {};
+    sigemptyset(&probe.sa_mask);
+    REQUIRE(sigaction(SIGUSR2, &probe, &previous) == 0);
+    REQUIRE(sigaction(SIGUSR2, nullptr, &installed) == 0);
+    sigaction(SIGUSR2, &previous, nullptr);
+    const auto restorer = reinterpret_cast<uint64_t>(installed.sa_restorer);
+    REQUIRE(restorer != 0);
+
+    CompiledWorld cw;
+    for (const auto& m : self_modules()) cw.w.map.apply(Event{m});
+    // Room below C's frame for the handler's frame and the signal's context.
+    FakeStack s;
+    s.base = cw.s.base - 0x2000;
+    s.bytes.assign(0x2000, 0);
+    s.bytes.insert(s.bytes.end(), cw.s.bytes.begin(), cw.s.bytes.end());
+    // The trampoline's sp is the saved context; the signal interrupted C at a pc with no PcDesc of
+    // its own (the next one, at 0x50, is method 6 inlined into 4).
+    const uint64_t context = s.at(0x1000);
+    auto greg = [&](int reg) { return context + offsetof(ucontext_t, uc_mcontext.gregs) + 8 * uint64_t(reg); };
+    s.put(greg(REG_RIP), cw.c_begin + 0x40);
+    s.put(greg(REG_RSP), cw.sp_c);
+    s.put(greg(REG_RBP), 0x2222);
+    const std::vector<MethodBci> interrupted_c{mb(6, 3), mb(4, 7), mb(5, 21)};
+    DecoderOptions options = test_options();
+    options.use_libunwind = true;   // the trampoline is crossed by its unwind row
+    options.symbolize_native = true;
+    Decoder d(cw.w.map, options);
+
+    SECTION("the handler's frame returns into the trampoline") {
+        const uint64_t fp_handler = context - 16;   // rbp chain: [rbp] saved, [rbp + 8] the return address
+        s.put(fp_handler + 8, restorer);
+        s.put(fp_handler, 0x3333);
+        CallTrace t = d.decode(sample_of(s, kNativePc, fp_handler - 0x40, fp_handler));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == interrupted_c);
+        REQUIRE(t.frames.size() == 5);
+        CHECK(t.frames[1].kind == FrameKind::kNative);   // the trampoline
+        CHECK(t.frames[2].kind == FrameKind::kInlined);
+        CHECK(d.stats().signal_frames == 1);
+    }
+    SECTION("sampled in the trampoline itself") {
+        CallTrace t = d.decode(sample_of(s, restorer, context, 0x3333));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == interrupted_c);
+        CHECK(d.stats().signal_frames == 1);
+    }
+    SECTION("interrupted at a call site: the PcDesc after it, not the call's own") {
+        // As a return address 0x50 would name the call's scope (6@3 in 4@7); interrupted there, the
+        // instruction has not run, and the frame is where the next PcDesc says (4@9).
+        s.put(greg(REG_RIP), cw.c_begin + 0x50);
+        CallTrace t = d.decode(sample_of(s, restorer, context, 0x3333));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 9), mb(5, 21)});
+    }
 }
 
 TEST_CASE("native code returning into an rbp-framed stub of unknown size: its caller at [rbp+8]",

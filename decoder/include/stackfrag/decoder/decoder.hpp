@@ -75,6 +75,13 @@ struct DecodeStats {
     // Compiled frames returned to inside an out-of-line stub at the end of their code (ZGC's C2 load
     // barrier calling the runtime) whose Java scope is that of the code the stub jumps back to.
     uint64_t stub_continuations = 0;
+    // Signal frames crossed: the kernel's sigreturn trampoline left through the signal's saved
+    // context, the frame below decoded as an interrupted (top) frame, not from a return address.
+    uint64_t signal_frames = 0;
+    // Native top frames without an unwind row left through the return address at [sp] (a leaf
+    // assembler routine such as libjvm's _Copy_conjoint_jlongs_atomic), a call into native code
+    // ending there.
+    uint64_t native_leaf_tops = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;
@@ -112,6 +119,8 @@ inline constexpr DecodeStatField kDecodeStatFields[] = {
     {"stub_rbp_frames", "stats", "stub-rbp", &DecodeStats::stub_rbp_frames},
     {"return_barriers_crossed", "stats", "return-barrier", &DecodeStats::return_barriers_crossed},
     {"stub_continuations", "stats", "stub-continuation", &DecodeStats::stub_continuations},
+    {"signal_frames", "stats", "signal-frames", &DecodeStats::signal_frames},
+    {"native_leaf_tops", "stats", "native-leaf-top", &DecodeStats::native_leaf_tops},
     {"samples", "incremental", "samples", &DecodeStats::incremental_samples},
     {"steps_reused", "incremental", "steps", &DecodeStats::steps_reused},
     {"frames_reused", "incremental", "frames", &DecodeStats::frames_reused},
