@@ -601,6 +601,70 @@ TEST_CASE("native code that cannot be unwound: rescan for a verified Java return
     CHECK(d.stats().native_rescans == 1);
 }
 
+TEST_CASE("a native frame returns into compiled code only where a call ends", "[decoder][native]") {
+    CompiledWorld cw;
+    // E: real bytes (nops), no call before +0x80.
+    CodeLoad e = nmethod(kCodeCacheLow + 0x50000, 7, 4);
+    e.code.assign(0x400, 0x90);
+    const uint64_t stale = e.code_begin + 0x80;
+    const uint64_t sp_native = cw.s.at(0x100);
+    const uint64_t fp_native = cw.s.at(0x140);
+    cw.s.put(fp_native, cw.s.at(0x180));   // a stale rbp chain...
+    cw.s.put(fp_native + 8, stale);        // ...to a pc mid-method
+    const uint64_t sp_d = cw.s.at(0x200);
+    cw.s.put(sp_d - 8, cw.d_begin + 0x30);   // the native run's true return address, into D
+    cw.s.put(sp_d + 40, kCallStubReturn);
+    cw.s.put(sp_d + 32, cw.fp_stub);
+    SECTION("no call: the step is rejected and the rescan finds D") {
+        cw.w.add_code(e);
+        Decoder d(cw.w.map, test_options());
+        CallTrace t = d.decode(sample_of(cw.s, kNativePc, sp_native, fp_native));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
+        CHECK(d.stats().returns_rejected_no_call == 1);
+    }
+    SECTION("a call ending there (mov r10, imm64; call r10): the step is taken") {
+        const uint8_t call[] = {0x49, 0xba, 1, 2, 3, 4, 5, 6, 7, 8, 0x41, 0xff, 0xd2};
+        std::copy(std::begin(call), std::end(call), e.code.begin() + 0x80 - sizeof call);
+        add_scope(e, 0x80, {{method_id(7), 2}});
+        cw.w.add_code(e);
+        Decoder d(cw.w.map, test_options());
+        CallTrace t = d.decode(sample_of(cw.s, kNativePc, sp_native, fp_native));
+        CHECK(d.stats().returns_rejected_no_call == 0);
+        REQUIRE(t.frames.size() >= 2);
+        CHECK(t.frames[1].method_id == method_id(7));
+    }
+}
+
+TEST_CASE("a native leaf without an unwind row at the top returns through [sp]", "[decoder][native]") {
+    // An assembler routine (libjvm's _Copy_conjoint_jlongs_atomic) builds no frame; rbp is its
+    // caller's, which C2 code uses as it likes: here a stale chain whose return address is D's.
+    CompiledWorld cw;
+    CodeLoad e = nmethod(kCodeCacheLow + 0x50000, 7, 4);
+    e.code.assign(0x400, 0x90);
+    const uint8_t call[] = {0x49, 0xba, 1, 2, 3, 4, 5, 6, 7, 8, 0x41, 0xff, 0xd2};   // mov r10, imm64; call r10
+    std::copy(std::begin(call), std::end(call), e.code.begin() + 0x80 - sizeof call);
+    add_scope(e, 0x80, {{method_id(7), 2}});
+    cw.w.add_code(e);
+    const uint64_t sp_leaf = cw.s.at(0x100);
+    const uint64_t sp_e = sp_leaf + 8;
+    const uint64_t sp_d = sp_e + 4 * 8;
+    cw.s.put(sp_leaf, e.code_begin + 0x80);   // the leaf's return address into E
+    cw.s.put(sp_e + 3 * 8, cw.d_begin + 0x30);   // E's into D
+    cw.s.put(sp_d + 5 * 8, kCallStubReturn);
+    cw.s.put(sp_d + 4 * 8, cw.fp_stub);
+    const uint64_t stale_fp = cw.s.at(0x300);
+    cw.s.put(stale_fp + 8, cw.d_begin + 0x30);
+    cw.s.put(stale_fp, cw.fp_stub);
+    Decoder d(cw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(cw.s, kNativePc, sp_leaf, stale_fp));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(7, 2), mb(5, 21)});
+    CHECK(d.stats().native_leaf_tops == 1);
+}
+
 TEST_CASE("breadcrumb: native code that cannot be unwound", "[decoder][native]") {
     CompiledWorld cw;
     // A native frame with a garbage rbp; a breadcrumb above it names D's frame.
