@@ -316,7 +316,25 @@ PageIndex cfi_table_index(const ElfFile& elf) {
     return index;
 }
 
-bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out, const PageIndex* table_index, bool* first_frame) {
+// A CIE as parse_cie read it and the state and row its initial instructions leave.
+struct CieMemo::Entry {
+    bool parsed = false;    // parse_cie's answer
+    bool ran = false;       // the initial instructions' run's
+    Cie cie;
+    State initial;
+    Row row;
+};
+CieMemo::CieMemo() = default;
+CieMemo::~CieMemo() = default;
+CieMemo::Entry& CieMemo::at(uint64_t cie_vaddr, bool& added) {
+    std::unique_ptr<Entry>& e = entries_[cie_vaddr];
+    added = e == nullptr;
+    if (added) e = std::make_unique<Entry>();
+    return *e;
+}
+
+bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out, const PageIndex* table_index, bool* first_frame,
+                 CieMemo* cies) {
     if (first_frame) *first_frame = false;
     HdrTable t;
     if (!hdr_table(elf, t)) return false;
@@ -344,20 +362,29 @@ bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out, const PageInd
     const uint64_t cie_pointer_vaddr = c.vaddr;
     const uint32_t cie_pointer = c.fixed<uint32_t>();
     if (!c.ok || cie_pointer == 0) return false;
-    Cie cie;
-    if (!parse_cie(elf, cie_pointer_vaddr - cie_pointer, cie)) return false;
+    // The CIE and the state its initial instructions leave: the same for every FDE of the CIE, so
+    // parsed and run once per file with `cies`. A run's failure is answered where a run here would.
+    CieMemo::Entry local;
+    CieMemo::Entry* e = &local;
+    bool added = true;
+    if (cies) e = &cies->at(cie_pointer_vaddr - cie_pointer, added);
+    if (added) {
+        e->parsed = parse_cie(elf, cie_pointer_vaddr - cie_pointer, e->cie);
+        const State none;
+        e->ran = e->parsed && run(Cursor{e->cie.instructions, e->cie.end, e->cie.instructions_vaddr}, e->cie, 0,
+                                  ~uint64_t{0}, e->initial, none, e->row);
+    }
+    if (!e->parsed) return false;
+    const Cie& cie = e->cie;
     uint64_t begin = 0, range = 0;
     if (!c.pointer(cie.fde_encoding, begin) || !c.pointer(cie.fde_encoding & 0x0f, range)) return false;
     if (vaddr < begin || vaddr - begin >= range) return false;
     if (cie.has_augmentation_data) c.skip(c.uleb());
     if (!c.ok) return false;
 
-    State state;
-    const State none;
-    Row row;
-    if (!run(Cursor{cie.instructions, cie.end, cie.instructions_vaddr}, cie, 0, ~uint64_t{0}, state, none, row)) {
-        return false;
-    }
+    if (!e->ran) return false;
+    State state = e->initial;
+    Row row = e->row;
     const State initial = state;
     if (!run(c, cie, begin, vaddr, state, initial, row)) return false;
 

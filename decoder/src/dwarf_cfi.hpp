@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <unordered_map>
 
 #include "stackfrag/base/elf_file.hpp"
 #include "stackfrag/base/page_index.hpp"
@@ -36,8 +38,24 @@ struct CfiRule {
 // while the CFA is rsp or rbp plus an offset, rbp stays or lies at a CFA offset and no register has
 // an expression: a row whose libunwind step ends the stack (unw_step answers 0) whatever the stack
 // holds.
+// `cies`, when given (one per file, for every lookup in it): each CIE parsed and its initial
+// instructions run once, not at every lookup (a few CIEs serve all of a file's FDEs).
+class CieMemo;
 bool cfi_rule_at(const ElfFile& elf, uint64_t vaddr, CfiRule& out, const PageIndex* table_index = nullptr,
-                 bool* first_frame = nullptr);
+                 bool* first_frame = nullptr, CieMemo* cies = nullptr);
 PageIndex cfi_table_index(const ElfFile& elf);
+
+class CieMemo {
+public:
+    CieMemo();
+    ~CieMemo();
+    CieMemo(const CieMemo&) = delete;
+    CieMemo& operator=(const CieMemo&) = delete;
+    struct Entry;   // dwarf_cfi.cpp
+    Entry& at(uint64_t cie_vaddr, bool& added);
+
+private:
+    std::unordered_map<uint64_t, std::unique_ptr<Entry>> entries_;   // by the CIE's address
+};
 
 }  // namespace sf::detail

@@ -38,6 +38,7 @@ struct NativeUnwinder::Module {
     }
     PageIndex cfi_pages_;
     bool cfi_pages_built = false;
+    CieMemo cies;   // the file's CIEs, parsed and run once
 
     // The name, and the range [begin, until) of addresses with the same answer.
     const std::string* symbol_at(uint64_t vaddr, uint64_t& begin, uint64_t& until) {
@@ -383,7 +384,7 @@ void NativeUnwinder::learn_from_cfi(uint64_t ip, Rule& rule) {
     } else {
         uint64_t bias = 0;
         Module* m = module_for(ip, bias);
-        if (m && cfi_rule_at(m->elf, ip - bias, cfi, &m->cfi_pages(), &first_frame)) {
+        if (m && cfi_rule_at(m->elf, ip - bias, cfi, &m->cfi_pages(), &first_frame, &m->cies)) {
             found = true;
             const ModuleMap* mapping = map_.module_at(ip);
             cfi_rows_.add(std::max(cfi.row_begin + bias, mapping->begin), std::min(cfi.row_end + bias, mapping->end), ip, cfi);

@@ -134,7 +134,7 @@ TEST_CASE("an unwind rule read from the CFI steps as libunwind does, over whole 
     CHECK(cut_by_rule * 10 >= compared / 2 / 2);   // most frames' return address lies above rsp + 24
 }
 
-TEST_CASE("the CFI table's page index finds the rows a search of the whole table finds", "[decoder][native]") {
+TEST_CASE("the CFI table's page index and the CIE memo find the rows a search of the whole table finds", "[decoder][native]") {
     std::map<std::string, const ModuleMap*> files;
     const std::vector<ModuleMap> modules = test::self_modules();
     for (const ModuleMap& m : modules) files.emplace(m.path, &m);
@@ -145,16 +145,19 @@ TEST_CASE("the CFI table's page index finds the rows a search of the whole table
         if (starts.empty()) continue;
         const PageIndex index = detail::cfi_table_index(elf);
         REQUIRE(index.usable());
+        detail::CieMemo cies;   // each CIE parsed and run once for the whole file
         // Each FDE's first bytes, its middle and last byte, and the gaps between FDEs.
         const size_t stride = std::max<size_t>(1, starts.size() / 3000);
         for (size_t i = 0; i + 1 < starts.size(); i += stride) {
             const uint64_t begin = starts[i], end = starts[i + 1];
             for (uint64_t vaddr : {begin - 1, begin, begin + 1, begin + 4, begin + (end - begin) / 2, end - 1}) {
                 detail::CfiRule with{}, without{};
-                const bool a = detail::cfi_rule_at(elf, vaddr, with, &index);
-                const bool b = detail::cfi_rule_at(elf, vaddr, without);
+                bool first_with = false, first_without = false;
+                const bool a = detail::cfi_rule_at(elf, vaddr, with, &index, &first_with, &cies);
+                const bool b = detail::cfi_rule_at(elf, vaddr, without, nullptr, &first_without);
                 INFO(path << " vaddr 0x" << std::hex << vaddr);
                 REQUIRE(a == b);
+                REQUIRE(first_with == first_without);
                 if (b) {
                     REQUIRE(with == without);
                     ++found;
