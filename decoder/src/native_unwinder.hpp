@@ -119,7 +119,7 @@ private:
         bool cfa_from_fp = false;
         bool fp_saved = false;      // else the caller's rbp is still in rbp
     };
-    static constexpr size_t kRuleCacheSize = 2048;   // 112 KB
+    static constexpr size_t kRuleCacheSize = 8192;   // 448 KB
     std::vector<Rule> rules_;
     uint64_t rule_steps_ = 0;
     uint64_t rule_ends_ = 0;
