@@ -11,7 +11,9 @@
 // bench_decode --by-class REC [ROUNDS]: the incremental decoder in stream order (as --incremental),
 // its time split by the class of sample: a Java thread's sample with a Java (or stub) top frame, a
 // Java thread's with a native top frame, a compiler thread's, a GC thread's, any other thread's, and
-// a Java thread's failed or empty one (classes found by a first, unmeasured pass). Per class: samples,
+// a Java thread's failed or empty one (classes found by a first, unmeasured pass), and the
+// profiler's own threads' samples, which the stream decoder (and so the live agent) does not walk:
+// Decoder::decode_top_only, as there. Per class: samples,
 // mean and median clock ns, and the class's share of the summed time (the mean sample is what the
 // live decoder thread pays). Each class's decodes go through a function of its own
 // (decode_class_java_top, ...), so that `valgrind --tool=callgrind bench_decode --by-class REC 1`
@@ -183,6 +185,10 @@ SF_CLASS_DECODE(decode_class_gc)
 SF_CLASS_DECODE(decode_class_other)
 SF_CLASS_DECODE(decode_class_java_failed)
 #undef SF_CLASS_DECODE
+[[gnu::noinline]] void decode_class_profiler(sf::Decoder& decoder, const sf::Sample& s, sf::CallTrace& trace) {
+    decoder.decode_top_only(s, trace);
+    asm volatile("" ::: "memory");
+}
 
 int by_class(const char* path, int rounds) {
     auto reader = sf::RecordingReader::open(path);
@@ -192,11 +198,12 @@ int by_class(const char* path, int rounds) {
     }
     std::vector<sf::Event> events;
     while (auto e = (*reader)->next()) events.push_back(std::move(*e));
-    constexpr size_t kClasses = 6;
-    const char* const names[kClasses] = {"java, Java top", "java, native top", "compiler", "gc", "other", "java, failed"};
+    constexpr size_t kClasses = 7;
+    const char* const names[kClasses] = {"java, Java top", "java, native top", "compiler", "gc",
+                                         "other",          "java, failed",     "profiler (top only)"};
     void (*const decode[kClasses])(sf::Decoder&, const sf::Sample&, sf::CallTrace&) = {
-        decode_class_java_top, decode_class_java_native_top, decode_class_compiler,
-        decode_class_gc,       decode_class_other,           decode_class_java_failed};
+        decode_class_java_top, decode_class_java_native_top, decode_class_compiler,  decode_class_gc,
+        decode_class_other,    decode_class_java_failed,     decode_class_profiler};
     // The classes, by a full walk of every sample (the traces are the incremental decoder's too).
     std::vector<uint8_t> classes;
     {
@@ -216,8 +223,12 @@ int by_class(const char* path, int rounds) {
             }
             const auto it = kinds.find(s->tid);
             const sf::ThreadKind kind = it == kinds.end() ? sf::ThreadKind::kJava : it->second;
-            decoder.decode(*s, trace);
             uint8_t c = 4;
+            if (kind == sf::ThreadKind::kProfiler) {
+                classes.push_back(6);
+                continue;
+            }
+            decoder.decode(*s, trace);
             if (kind == sf::ThreadKind::kJava) {
                 c = trace.status == sf::TraceStatus::kFailed || trace.frames.empty() ? 5
                     : trace.frames[0].kind == sf::FrameKind::kNative                 ? 1
