@@ -81,10 +81,16 @@ bool apply_ring(std::string_view value, AgentOptions& options) {
 }
 
 bool apply_mode(std::string_view value, AgentOptions& options) {
+    if (value == "auto") {
+        options.mode = SamplingMode::kThread;
+        options.mode_auto = true;
+        return true;
+    }
     if (value == "thread") options.mode = SamplingMode::kThread;
     else if (value == "cpu") options.mode = SamplingMode::kCpu;
     else if (value == "jvmti") options.mode = SamplingMode::kJvmti;
     else return false;
+    options.mode_auto = false;
     return true;
 }
 
@@ -241,7 +247,7 @@ const OptionSpec kOptions[] = {
     {"stack", false, false, "auto (the default: 16384, up to 65528 for deep threads) or a number of bytes, a multiple of 8 from 8 to 65528", apply_stack},
     {"clock", false, false, "task or cpu", apply_clock},
     {"ring", false, false, "a number of pages, a power of two from 1 to 65536 (default: 10 ms of samples, 128 to 1024)", apply_ring},
-    {"mode", false, false, "thread, cpu or jvmti", apply_mode},
+    {"mode", false, false, "auto, thread, cpu or jvmti", apply_mode},
     {"threads", false, false, "all or java", apply_threads},
     {"backend", false, false, "auto, perf or signal", apply_backend},
     {"events", false, true, "cpu, switch or both (events=cpu,switch)", apply_events_first},
@@ -334,7 +340,53 @@ uint32_t cpu_mode_stack_bytes(uint64_t interval_ns, uint32_t ring_pages) {
     const uint64_t bytes = per_sample > overhead ? (per_sample - overhead) / 8 * 8 : 0;
     return static_cast<uint32_t>(std::clamp<uint64_t>(bytes, AgentOptions{}.stack_bytes, kernel::kMaxStackBytes));
 }
+
+// mode=cpu's events belong to the process and give every thread one fragment size, so stack=auto
+// cannot grow a deep thread's fragment there: it takes the largest its ring can hold from the
+// start (65528 at 1 ms, ~41 KB at 100 us). The kernel copies only up to the first unmapped byte
+// above the stack's top, so a shallow thread's samples stay small to read (a 200-thread pool of
+// deep lambda chains: 26 KB on average, no incomplete trace where 16 KB left 2.2 %).
+void size_cpu_mode_stack(AgentOptions& options) {
+    if (!options.stack_auto) return;
+    options.stack_bytes = cpu_mode_stack_bytes(options.interval_ns, options.ring_pages);
+    options.stack_auto = false;
+}
+
+// Why mode=auto cannot take per-CPU events, or nullptr when it can.
+const char* per_thread_reason(const AgentOptions& options, bool attach) {
+    if (attach) return "attached to a running JVM, whose threads per-CPU events would not follow";
+    if (options.backend == SamplingBackend::kSignal) return "backend=signal times each thread";
+    if (options.sample_switch) return "events=switch needs per-thread events";
+    if (!options.all_threads) return "threads=java samples Java threads only";
+    if (options.interval_auto) return "interval=auto adapts each thread's period";
+    return nullptr;
+}
 }  // namespace
+
+void resolve_mode(AgentOptions& options, bool attach) {
+    if (!options.mode_auto) {
+        options.mode_reason.clear();
+        return;
+    }
+    if (const char* reason = per_thread_reason(options, attach)) {
+        options.mode = SamplingMode::kThread;
+        options.mode_reason = reason;
+        return;
+    }
+    options.mode = SamplingMode::kCpu;
+    options.mode_reason = "loaded at the JVM's start with perf events: one inheriting event and ring per CPU";
+    size_cpu_mode_stack(options);
+}
+
+const char* mode_name(SamplingMode mode) {
+    return mode == SamplingMode::kThread ? "thread" : mode == SamplingMode::kCpu ? "cpu" : "jvmti";
+}
+
+std::string mode_text(const AgentOptions& options) {
+    const std::string name = mode_name(options.mode);
+    if (options.mode_auto) return name + " (mode=auto: " + options.mode_reason + ")";
+    return name + " (mode=" + name + ")";
+}
 
 uint32_t AgentOptions::auto_ring_pages() const {
     constexpr uint64_t kSlackNs = kRingSlackNs;
@@ -373,24 +425,19 @@ Result<AgentOptions> parse_options(std::string_view text) {
         const OptionSpec* spec = find_option(item.substr(0, item.find('=')));
         open_list = spec != nullptr && spec->is_list ? spec : nullptr;
     }
-    // Context-switch events are opened per thread, with the perf backend only.
-    if (options.sample_switch && options.mode != SamplingMode::kThread) {
-        return make_error(Errc::kInvalidArgument, "events=switch needs mode=thread (the default)",
+    // Context-switch events are opened per thread, with the perf backend only (mode=auto then
+    // picks mode=thread).
+    if (options.sample_switch && !options.mode_auto && options.mode != SamplingMode::kThread) {
+        return make_error(Errc::kInvalidArgument, "events=switch needs mode=thread (or mode=auto, the default)",
                           "drop mode=cpu/jvmti, or sample with events=cpu only");
     }
     if (options.sample_switch && options.backend == SamplingBackend::kSignal) {
         return make_error(Errc::kInvalidArgument, "events=switch needs perf events, not backend=signal",
                           "use backend=perf or auto");
     }
-    // mode=cpu's events belong to the process and give every thread one fragment size, so stack=auto
-    // cannot grow a deep thread's fragment there: it takes the largest its ring can hold from the
-    // start (65528 at 1 ms, ~41 KB at 100 us). The kernel copies only up to the first unmapped byte
-    // above the stack's top, so a shallow thread's samples stay small to read (a 200-thread pool of
-    // deep lambda chains: 26 KB on average, no incomplete trace where 16 KB left 2.2 %).
-    if (options.mode == SamplingMode::kCpu && options.stack_auto) {
-        options.stack_bytes = cpu_mode_stack_bytes(options.interval_ns, options.ring_pages);
-        options.stack_auto = false;
-    }
+    // mode=cpu: stack=auto is one fragment size for every thread (size_cpu_mode_stack).
+    // (mode=auto: resolve_mode does this once it has chosen mode=cpu.)
+    if (options.mode == SamplingMode::kCpu && !options.mode_auto) size_cpu_mode_stack(options);
     // Each loop period is one profile sent; the rest of push= is checked by apply_push.
     if (!options.push_url.empty() && options.loop_ns == 0) {
         return make_error(Errc::kInvalidArgument, "push needs loop: each loop period is one profile sent",
@@ -417,9 +464,8 @@ std::string describe(const AgentOptions& options) {
                               : ",stack=" + std::to_string(options.stack_bytes);
     out += options.clock == kernel::ClockKind::kTask ? ",clock=task" : ",clock=cpu";
     out += ",ring=" + std::to_string(options.sampling_config().ring_pages);
-    out += options.mode == SamplingMode::kThread ? ",mode=thread"
-           : options.mode == SamplingMode::kCpu  ? ",mode=cpu"
-                                                 : ",mode=jvmti";
+    out += options.mode_auto ? ",mode=auto(" + std::string(mode_name(options.mode)) + ")"
+                             : ",mode=" + std::string(mode_name(options.mode));
     out += options.all_threads ? ",threads=all" : ",threads=java";
     out += options.backend == SamplingBackend::kAuto   ? ",backend=auto"
            : options.backend == SamplingBackend::kPerf ? ",backend=perf"

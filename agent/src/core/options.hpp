@@ -15,6 +15,7 @@ namespace sf::agent {
 // thread: one perf event per Java thread (opened at ThreadStart); cpu: one inheriting event per
 // CPU for the whole process, which also samples the JVM's non-Java threads; jvmti: no snapshots,
 // a sampler thread taking GetAllStackTraces every interval (the safepoint-biased baseline).
+// mode=auto (the default, AgentOptions::mode_auto) is one of thread / cpu, chosen by resolve_mode.
 enum class SamplingMode : uint8_t { kThread, kCpu, kJvmti };
 
 // Where snapshots come from: perf events, or a per-thread CPU-time timer whose signal handler
@@ -36,7 +37,11 @@ struct AgentOptions {
     bool stack_auto = true;
     kernel::ClockKind clock = kernel::ClockKind::kTask;
     uint32_t ring_pages = 0;      // 0: sized from interval and stack (auto_ring_pages)
+    // With mode_auto (mode=auto, the default) `mode` is kThread until resolve_mode picks one
+    // (agent_load does, right after parsing); mode_reason then says why.
     SamplingMode mode = SamplingMode::kThread;
+    bool mode_auto = true;
+    std::string mode_reason;      // mode=auto: why resolve_mode chose `mode`; empty when mode= was given
     // threads=all: the JVM's own threads (GC, compiler, VM, other native threads, found in
     // /proc/self/task) are sampled and announced too; java: Java threads only (mode=thread).
     bool all_threads = true;
@@ -72,6 +77,18 @@ struct AgentOptions {
 // Parses the text after "=" in -agentpath:libstackfrag.so=TEXT (null or empty: all defaults).
 // The error message names the offending option and what it accepts; it carries no prefix.
 Result<AgentOptions> parse_options(std::string_view text);
+
+// mode=auto: picks mode=cpu when the agent is loaded at the JVM's start (not attached) and no
+// option needs per-thread events (backend=signal, events=switch, threads=java, interval=auto),
+// mode=thread otherwise, and says why in options.mode_reason; mode=cpu's stack=auto sizing
+// follows. An explicit mode= is left as it is.
+void resolve_mode(AgentOptions& options, bool attach);
+
+// "thread", "cpu" or "jvmti".
+const char* mode_name(SamplingMode mode);
+
+// "cpu (mode=auto: ...)" when mode=auto chose, "thread (mode=thread)" when it was given.
+std::string mode_text(const AgentOptions& options);
 
 // "interval, stack, clock, ..." in table order.
 std::string accepted_option_names();

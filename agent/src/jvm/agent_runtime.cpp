@@ -278,8 +278,7 @@ public:
         start_code_poller(jni);
         if (options_.mode == SamplingMode::kJvmti) start_jvmti_sampler(jni);
         SF_LOG_INFO("sampling every %llu ns (%s mode, %s backend)%s", static_cast<unsigned long long>(options_.interval_ns),
-                    options_.mode == SamplingMode::kThread ? "thread" : options_.mode == SamplingMode::kCpu ? "cpu" : "jvmti",
-                    backend_.signal() ? "signal" : "perf",
+                    mode_text(options_).c_str(), backend_.signal() ? "signal" : "perf",
                     options_.validate ? " with the validate oracle" : "");
     }
 
@@ -522,8 +521,9 @@ private:
         try {   // runs in VMDeath or an attach: nothing may escape into the JVM
             if (reader_stopped) {
                 live_profile_->stop(kShutdownTimeoutMs, final_file);
-                SF_LOG_INFO("%s\n  backend: %s%s%s", live_profile_->summary_text().c_str(), backend_text().c_str(),
-                            ring_memory_text().c_str(), stack_text().c_str());
+                SF_LOG_INFO("%s\n  mode: %s\n  backend: %s%s%s", live_profile_->summary_text().c_str(),
+                            mode_text(options_).c_str(), backend_text().c_str(), ring_memory_text().c_str(),
+                            stack_text().c_str());
             } else if (!final_file.empty() || !options_.file.empty()) {
                 // The reader still runs (and feeds the queue): the profile so far is all that can be written.
                 (void)live_profile_->dump(final_file, kShutdownTimeoutMs);
@@ -885,6 +885,7 @@ private:
                     static_cast<unsigned long long>(stats.threads_opened), static_cast<double>(stats.reader_cpu_ns) / 1e6,
                     static_cast<unsigned long long>(queue_.dropped()), counts.describe().c_str());
         if (!live_profile_) {
+            SF_LOG_INFO("mode: %s", mode_text(options_).c_str());
             if (const std::string memory = ring_memory_text(); !memory.empty()) SF_LOG_INFO("%s", memory.substr(3).c_str());
         }
         if (auto_stack_ && !live_profile_) SF_LOG_INFO("%s", stack_text().substr(3).c_str());
@@ -1035,6 +1036,7 @@ jint control(const AgentOptions& options) {
         agent->shutdown(options.file);
         std::string text = "stopped\n";
         if (LiveProfile* live = agent->live_profile()) text += live->summary_text() + "\n";
+        text += "mode: " + mode_text(agent->options()) + "\n";
         text += "backend: " + agent->backend_text() + "\n";
         if (const std::string memory = agent->ring_memory_text(); !memory.empty()) text += memory.substr(3) + "\n";
         return write_reply(reply, text, true), JNI_OK;
@@ -1057,6 +1059,7 @@ jint agent_load(JavaVM* vm, const char* options_text, bool attach) {
         if (attach) (void)write_reply(find_reply_path(text), "", false, options.error().describe());
         return JNI_ERR;
     }
+    resolve_mode(*options, attach);   // mode=auto: per-CPU events at the start, per-thread ones on attach
     const bool command = options->action == AgentAction::kStop || options->action == AgentAction::kDump ||
                          options->action == AgentAction::kStatus;
     if (command && !attach) {

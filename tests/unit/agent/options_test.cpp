@@ -31,7 +31,7 @@ TEST_CASE("no options give the documented defaults") {
         CHECK(options.stack_auto);
         CHECK(options.clock == ClockKind::kTask);
         CHECK(options.ring_pages == 0);
-        CHECK(options.mode == SamplingMode::kThread);
+        CHECK(options.mode_auto);   // resolved at load: resolve_mode
         CHECK(options.record_path.empty());
         CHECK_FALSE(options.records());
         CHECK_FALSE(options.validate);
@@ -124,11 +124,74 @@ TEST_CASE("mode=cpu: stack=auto takes the largest fragment its ring holds (one s
     CHECK(thread.stack_bytes == 16384);
 }
 
-TEST_CASE("mode is thread, cpu or jvmti") {
+TEST_CASE("mode is auto, thread, cpu or jvmti") {
     CHECK(parse_ok("mode=thread").mode == SamplingMode::kThread);
     CHECK(parse_ok("mode=cpu").mode == SamplingMode::kCpu);
     CHECK(parse_ok("mode=jvmti").mode == SamplingMode::kJvmti);
-    CHECK(parse_error("mode=process") == "bad value 'process' for mode: expected thread, cpu or jvmti");
+    for (const char* given : {"mode=thread", "mode=cpu", "mode=jvmti", "mode=auto,mode=cpu"}) {
+        CHECK_FALSE(parse_ok(given).mode_auto);
+    }
+    CHECK(parse_ok("mode=auto").mode_auto);
+    CHECK(parse_ok("mode=cpu,mode=auto").mode_auto);
+    CHECK(parse_error("mode=process") == "bad value 'process' for mode: expected auto, thread, cpu or jvmti");
+}
+
+namespace {
+AgentOptions resolved(const std::string& text, bool attach) {
+    AgentOptions options = parse_ok(text);
+    sf::agent::resolve_mode(options, attach);
+    return options;
+}
+}  // namespace
+
+TEST_CASE("mode=auto (the default): per-CPU events when loaded at the JVM's start, per-thread ones on attach") {
+    for (const char* text : {"", "mode=auto", "interval=100us,file=x.html", "backend=perf", "validate"}) {
+        INFO(text);
+        const AgentOptions start = resolved(text, false);
+        CHECK(start.mode == SamplingMode::kCpu);
+        CHECK(contains(start.mode_reason, "loaded at the JVM's start"));
+        const AgentOptions attach = resolved(text, true);
+        CHECK(attach.mode == SamplingMode::kThread);
+        CHECK(contains(attach.mode_reason, "attached"));
+    }
+    // mode=cpu's one fragment size follows the choice; per-thread stack=auto stays on attach.
+    CHECK(resolved("", false).stack_bytes == sf::kernel::kMaxStackBytes);
+    CHECK_FALSE(resolved("", false).stack_auto);
+    CHECK(resolved("", true).stack_auto);
+    CHECK(resolved("", true).stack_bytes == 16384);
+    CHECK(resolved("stack=8192", false).stack_bytes == 8192);
+    // What needs per-thread events keeps mode=thread at the start too, and says so.
+    const std::pair<const char*, const char*> per_thread[] = {
+        {"backend=signal", "backend=signal"},
+        {"events=cpu,switch", "events=switch"},
+        {"events=switch", "events=switch"},
+        {"threads=java", "threads=java"},
+        {"interval=auto", "interval=auto"},
+    };
+    for (const auto& [text, reason] : per_thread) {
+        INFO(text);
+        const AgentOptions start = resolved(text, false);
+        CHECK(start.mode == SamplingMode::kThread);
+        CHECK(contains(start.mode_reason, reason));
+        CHECK(start.stack_auto == !contains(text, "stack="));
+    }
+    // The log line and the stop summary name the mode and why.
+    CHECK(contains(sf::agent::describe(resolved("", false)), ",mode=auto(cpu),"));
+    CHECK(contains(sf::agent::describe(resolved("", true)), ",mode=auto(thread),"));
+    CHECK(sf::agent::mode_text(resolved("", false)) ==
+          "cpu (mode=auto: " + resolved("", false).mode_reason + ")");
+}
+
+TEST_CASE("an explicit mode= is not changed by resolve_mode, at the start or on attach") {
+    for (const bool attach : {false, true}) {
+        CHECK(resolved("mode=thread", attach).mode == SamplingMode::kThread);
+        CHECK(resolved("mode=thread", attach).stack_auto);
+        CHECK(resolved("mode=cpu", attach).mode == SamplingMode::kCpu);
+        CHECK(resolved("mode=jvmti", attach).mode == SamplingMode::kJvmti);
+        CHECK(resolved("mode=cpu", attach).mode_reason.empty());
+        CHECK(sf::agent::mode_text(resolved("mode=thread", attach)) == "thread (mode=thread)");
+        CHECK(contains(sf::agent::describe(resolved("mode=cpu", attach)), ",mode=cpu,"));
+    }
 }
 
 TEST_CASE("backend is auto by default, or perf or signal") {
@@ -173,7 +236,8 @@ TEST_CASE("events is a comma-separated list of cpu and switch") {
     CHECK(contains(parse_error("interval=1ms,switch"), "unknown option 'switch'"));
     // Switch events are per-thread perf events.
     CHECK(parse_error("events=cpu,switch,mode=cpu") ==
-          "events=switch needs mode=thread (the default): drop mode=cpu/jvmti, or sample with events=cpu only");
+          "events=switch needs mode=thread (or mode=auto, the default): drop mode=cpu/jvmti, or sample with events=cpu only");
+    CHECK(parse_ok("events=cpu,switch,mode=auto").sample_switch);
     CHECK(parse_error("events=switch,backend=signal") ==
           "events=switch needs perf events, not backend=signal: use backend=perf or auto");
 }
