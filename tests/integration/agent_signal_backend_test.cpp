@@ -129,7 +129,7 @@ TEST_CASE("backend=signal profiles the hot method where perf works, and validate
     INFO("stderr: " << run.process.err);
     REQUIRE(run.process.exit_code == 0);
     CHECK(count_of(run.process.err, "[stackfrag] error") == 0);
-    CHECK(count_of(run.process.err, "signal backend)") == 1);   // "sampling every ... (thread mode, signal backend)"
+    CHECK(count_of(run.process.err, "on the signal backend") == 1);   // "sampling every ... in mode thread (mode=auto: backend=signal ...), on the signal backend"
     CHECK(count_of(run.process.err, "backend: signal (backend=signal)") == 1);
     check_hot_profile(run);
 

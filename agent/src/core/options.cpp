@@ -363,7 +363,7 @@ const char* per_thread_reason(const AgentOptions& options, bool attach) {
 }
 }  // namespace
 
-void resolve_mode(AgentOptions& options, bool attach) {
+void resolve_mode(AgentOptions& options, bool attach, const RingProbe& map_rings) {
     if (!options.mode_auto) {
         options.mode_reason.clear();
         return;
@@ -373,9 +373,41 @@ void resolve_mode(AgentOptions& options, bool attach) {
         options.mode_reason = reason;
         return;
     }
-    options.mode = SamplingMode::kCpu;
-    options.mode_reason = "loaded at the JVM's start with perf events: one inheriting event and ring per CPU";
-    size_cpu_mode_stack(options);
+    // mode=cpu with `pages` per CPU (0: the automatic ring), stack=auto sized for it.
+    const auto as_cpu = [&options](uint32_t pages) {
+        AgentOptions cpu = options;
+        cpu.mode = SamplingMode::kCpu;
+        if (pages != 0) cpu.ring_pages = pages;
+        size_cpu_mode_stack(cpu);
+        return cpu;
+    };
+    AgentOptions cpu = as_cpu(0);
+    std::string reason = "loaded at the JVM's start with perf events: one inheriting event and ring per CPU";
+    Status mapped = map_rings ? map_rings(cpu.sampling_config()) : Status{};
+    if (!mapped.ok() && mapped.error().code == Errc::kResourceLimit && options.ring_pages == 0) {
+        // Automatic rings only: ring= is what the user asked for.
+        const uint32_t full = cpu.sampling_config().ring_pages;
+        for (uint32_t pages = full / 2; pages >= kMinCpuRingPages && !mapped.ok() &&
+                                        mapped.error().code == Errc::kResourceLimit;
+             pages /= 2) {
+            cpu = as_cpu(pages);
+            mapped = map_rings(cpu.sampling_config());
+        }
+        if (mapped.ok()) {
+            reason += "; ring " + std::to_string(cpu.ring_pages) + " pages per CPU, not " + std::to_string(full) +
+                      ": no more ring memory may be locked (kernel.perf_event_mlock_kb per CPU and ulimit -l)";
+        }
+    }
+    if (!mapped.ok()) {
+        options.mode = SamplingMode::kThread;
+        options.mode_reason = (mapped.error().code == Errc::kResourceLimit
+                                   ? "the per-CPU rings cannot be locked (" + mapped.error().describe() + ")"
+                                   : "per-CPU events cannot be opened (" + mapped.error().describe() + ")") +
+                              "; per-thread events instead";
+        return;
+    }
+    options = std::move(cpu);
+    options.mode_reason = std::move(reason);
 }
 
 const char* mode_name(SamplingMode mode) {

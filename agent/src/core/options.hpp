@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -82,12 +83,25 @@ Result<AgentOptions> parse_options(std::string_view text);
 // option needs per-thread events (backend=signal, events=switch, threads=java, interval=auto),
 // mode=thread otherwise, and says why in options.mode_reason; mode=cpu's stack=auto sizing
 // follows. An explicit mode= is left as it is.
-void resolve_mode(AgentOptions& options, bool attach);
+//
+// Before it settles on mode=cpu it asks `map_rings` (when given) to map one ring per online CPU
+// with the configuration it would sample with, all at once, and to release them: a user without
+// CAP_IPC_LOCK may lock only kernel.perf_event_mlock_kb per CPU plus RLIMIT_MEMLOCK, which
+// mode=cpu's automatic ring (4 MB per CPU) can exceed. A kResourceLimit answer halves the ring
+// (and stack=auto's fragment with it) down to kMinCpuRingPages; if even that cannot be locked, or
+// ring= was given, or perf events cannot be opened at all, mode=auto takes mode=thread. Either
+// way mode_reason says so.
+using RingProbe = std::function<Status(const kernel::SamplingConfig&)>;
+void resolve_mode(AgentOptions& options, bool attach, const RingProbe& map_rings = {});
+
+// mode=auto's smallest per-CPU ring (pages) before it gives up mode=cpu: 512 KB, the per-thread
+// default, which still holds 10 ms of 16 KB samples at 1 kHz.
+inline constexpr uint32_t kMinCpuRingPages = 128;
 
 // "thread", "cpu" or "jvmti".
 const char* mode_name(SamplingMode mode);
 
-// "cpu (mode=auto: ...)" when mode=auto chose, "thread (mode=thread)" when it was given.
+// "cpu (mode=auto: why)" when mode=auto chose, "thread (mode=thread)" when it was given.
 std::string mode_text(const AgentOptions& options);
 
 // "interval, stack, clock, ..." in table order.

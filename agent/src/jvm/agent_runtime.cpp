@@ -277,7 +277,7 @@ public:
         SF_LOG_INFO("%s", capture_->describe().c_str());
         start_code_poller(jni);
         if (options_.mode == SamplingMode::kJvmti) start_jvmti_sampler(jni);
-        SF_LOG_INFO("sampling every %llu ns (%s mode, %s backend)%s", static_cast<unsigned long long>(options_.interval_ns),
+        SF_LOG_INFO("sampling every %llu ns in mode %s, on the %s backend%s", static_cast<unsigned long long>(options_.interval_ns),
                     mode_text(options_).c_str(), backend_.signal() ? "signal" : "perf",
                     options_.validate ? " with the validate oracle" : "");
     }
@@ -1048,6 +1048,24 @@ jint control(const AgentOptions& options) {
     return write_reply(reply, "already running; options unchanged (stop first to change them)\n", true), JNI_OK;
 }
 
+// mode=auto's question before it takes mode=cpu: can this user lock a ring of `config` on every
+// online CPU at once? The events are opened disabled and closed again (the reader opens its own).
+// A CPU that went offline meanwhile is no answer; the first other failure is.
+Status map_cpu_rings(const kernel::SamplingConfig& config) {
+    Result<std::vector<int>> online = kernel::online_cpus();
+    if (!online.ok()) return std::move(online).take_error();
+    std::vector<kernel::PerfEvent> held;
+    for (int cpu : online.value()) {
+        Result<kernel::PerfEvent> event = kernel::PerfEvent::open_cpu(current_tid(), cpu, config);
+        if (event.ok()) {
+            held.push_back(std::move(event).value());
+        } else if (event.error().sys_errno != ENODEV && event.error().sys_errno != ESRCH) {
+            return std::move(event).take_error();
+        }
+    }
+    return {};
+}
+
 }  // namespace
 
 jint agent_load(JavaVM* vm, const char* options_text, bool attach) {
@@ -1059,7 +1077,8 @@ jint agent_load(JavaVM* vm, const char* options_text, bool attach) {
         if (attach) (void)write_reply(find_reply_path(text), "", false, options.error().describe());
         return JNI_ERR;
     }
-    resolve_mode(*options, attach);   // mode=auto: per-CPU events at the start, per-thread ones on attach
+    // mode=auto: per-CPU events at the start (if their rings can be locked), per-thread ones on attach.
+    resolve_mode(*options, attach, map_cpu_rings);
     const bool command = options->action == AgentAction::kStop || options->action == AgentAction::kDump ||
                          options->action == AgentAction::kStatus;
     if (command && !attach) {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <vector>
 
 #include "options.hpp"
 #include "options_test_support.hpp"
@@ -191,6 +192,95 @@ TEST_CASE("an explicit mode= is not changed by resolve_mode, at the start or on 
         CHECK(resolved("mode=cpu", attach).mode_reason.empty());
         CHECK(sf::agent::mode_text(resolved("mode=thread", attach)) == "thread (mode=thread)");
         CHECK(contains(sf::agent::describe(resolved("mode=cpu", attach)), ",mode=cpu,"));
+    }
+}
+
+namespace {
+// A stand-in for the kernel's ring locking: rings up to `lockable_pages` per CPU map, larger ones
+// fail as mmap does past kernel.perf_event_mlock_kb and ulimit -l. It records what was asked.
+struct FakeRings {
+    uint32_t lockable_pages = 0;
+    sf::Errc failure = sf::Errc::kResourceLimit;
+    std::vector<sf::kernel::SamplingConfig> asked;
+    sf::agent::RingProbe probe() {
+        return [this](const sf::kernel::SamplingConfig& config) -> sf::Status {
+            asked.push_back(config);
+            if (config.ring_pages <= lockable_pages) return {};
+            return sf::make_error(failure, "mmap of the ring of perf_event_open(task-clock, process 1 on cpu 0)",
+                                  "raise kernel.perf_event_mlock_kb");
+        };
+    }
+};
+
+AgentOptions resolved_with(const std::string& text, FakeRings& rings) {
+    AgentOptions options = parse_ok(text);
+    sf::agent::resolve_mode(options, false, rings.probe());
+    return options;
+}
+}  // namespace
+
+TEST_CASE("mode=auto: per-CPU rings that cannot be locked are halved, down to 128 pages, then per-thread events") {
+    SECTION("everything fits: the automatic ring, asked once") {
+        FakeRings rings{1024};
+        const AgentOptions options = resolved_with("", rings);
+        CHECK(options.mode == SamplingMode::kCpu);
+        REQUIRE(rings.asked.size() == 1);
+        CHECK(rings.asked[0].ring_pages == 1024);
+        CHECK(rings.asked[0].stack_bytes == sf::kernel::kMaxStackBytes);   // what the reader will open
+        CHECK_FALSE(contains(options.mode_reason, "pages per CPU"));
+    }
+    SECTION("a smaller ring fits: mode=cpu with it, stack=auto sized for it, and the reason says so") {
+        FakeRings rings{256};
+        const AgentOptions options = resolved_with("interval=100us", rings);
+        CHECK(options.mode == SamplingMode::kCpu);
+        REQUIRE(rings.asked.size() == 3);   // 1024, 512, 256
+        CHECK(rings.asked[1].ring_pages == 512);
+        CHECK(options.sampling_config().ring_pages == 256);
+        // 1 MB holds 101 samples of 100 us (10 ms) only at the smallest fragment.
+        CHECK(options.stack_bytes == 16384);
+        CHECK(rings.asked[2].stack_bytes == options.stack_bytes);
+        CHECK(contains(options.mode_reason, "loaded at the JVM's start"));
+        CHECK(contains(options.mode_reason, "ring 256 pages per CPU, not 1024"));
+        CHECK(contains(options.mode_reason, "ulimit -l"));
+    }
+    SECTION("not even 128 pages: per-thread events, with stack=auto per thread again") {
+        FakeRings rings{64};
+        const AgentOptions options = resolved_with("", rings);
+        CHECK(options.mode == SamplingMode::kThread);
+        CHECK(rings.asked.back().ring_pages == sf::agent::kMinCpuRingPages);
+        CHECK(rings.asked.size() == 4);   // 1024 .. 128
+        CHECK(options.stack_auto);
+        CHECK(options.stack_bytes == 16384);
+        CHECK(options.ring_pages == 0);
+        CHECK(contains(options.mode_reason, "the per-CPU rings cannot be locked"));
+        CHECK(contains(options.mode_reason, "perf_event_mlock_kb"));
+        CHECK(contains(options.mode_reason, "per-thread events instead"));
+    }
+    SECTION("ring= given: not shrunk, per-thread events if it cannot be locked") {
+        FakeRings rings{256};
+        const AgentOptions options = resolved_with("ring=512", rings);
+        CHECK(options.mode == SamplingMode::kThread);
+        CHECK(rings.asked.size() == 1);
+        CHECK(options.ring_pages == 512);
+    }
+    SECTION("perf events refused outright: per-thread events (whose denial falls back to signals)") {
+        FakeRings rings{1024, sf::Errc::kPermission};
+        rings.lockable_pages = 0;
+        const AgentOptions options = resolved_with("", rings);
+        CHECK(options.mode == SamplingMode::kThread);
+        CHECK(rings.asked.size() == 1);
+        CHECK(contains(options.mode_reason, "per-CPU events cannot be opened"));
+    }
+    SECTION("not asked on attach, for an explicit mode=, or when an option needs per-thread events") {
+        FakeRings rings{0};
+        for (const char* text : {"mode=cpu", "mode=thread", "threads=java", "events=switch", "backend=signal"}) {
+            AgentOptions options = parse_ok(text);
+            sf::agent::resolve_mode(options, false, rings.probe());
+        }
+        AgentOptions attached = parse_ok("");
+        sf::agent::resolve_mode(attached, true, rings.probe());
+        CHECK(rings.asked.empty());
+        CHECK(attached.mode == SamplingMode::kThread);
     }
 }
 
