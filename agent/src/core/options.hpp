@@ -80,7 +80,7 @@ struct AgentOptions {
 Result<AgentOptions> parse_options(std::string_view text);
 
 // mode=auto: picks mode=cpu when the agent is loaded at the JVM's start (not attached) and no
-// option needs per-thread events (backend=signal, events=switch, threads=java, interval=auto),
+// option needs per-thread events (backend=signal, events=switch, threads=java, interval=auto) and the interval is at least 1 ms,
 // mode=thread otherwise, and says why in options.mode_reason; mode=cpu's stack=auto sizing
 // follows. An explicit mode= is left as it is.
 //
@@ -97,6 +97,9 @@ void resolve_mode(AgentOptions& options, bool attach, const RingProbe& map_rings
 // mode=auto's smallest per-CPU ring (pages) before it gives up mode=cpu: 512 KB, the per-thread
 // default, which still holds 10 ms of 16 KB samples at 1 kHz.
 inline constexpr uint32_t kMinCpuRingPages = 128;
+
+// mode=auto takes per-thread events below this interval (per-CPU rings overflow first at high rates).
+inline constexpr uint64_t kMinCpuModeIntervalNs = 1'000'000;
 
 // "thread", "cpu" or "jvmti".
 const char* mode_name(SamplingMode mode);

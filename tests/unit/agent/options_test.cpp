@@ -146,7 +146,7 @@ AgentOptions resolved(const std::string& text, bool attach) {
 }  // namespace
 
 TEST_CASE("mode=auto (the default): per-CPU events when loaded at the JVM's start, per-thread ones on attach") {
-    for (const char* text : {"", "mode=auto", "interval=100us,file=x.html", "backend=perf", "validate"}) {
+    for (const char* text : {"", "mode=auto", "interval=2ms,file=x.html", "backend=perf", "validate"}) {
         INFO(text);
         const AgentOptions start = resolved(text, false);
         CHECK(start.mode == SamplingMode::kCpu);
@@ -168,6 +168,8 @@ TEST_CASE("mode=auto (the default): per-CPU events when loaded at the JVM's star
         {"events=switch", "events=switch"},
         {"threads=java", "threads=java"},
         {"interval=auto", "interval=auto"},
+        {"interval=100us", "below 1 ms"},
+        {"interval=999us", "below 1 ms"},
     };
     for (const auto& [text, reason] : per_thread) {
         INFO(text);
@@ -221,7 +223,7 @@ AgentOptions resolved_with(const std::string& text, FakeRings& rings) {
 
 TEST_CASE("mode=auto: per-CPU rings that cannot be locked are halved, down to 128 pages, then per-thread events") {
     SECTION("everything fits: the automatic ring, asked once") {
-        FakeRings rings{1024};
+        FakeRings rings{1024, sf::Errc::kResourceLimit, {}};
         const AgentOptions options = resolved_with("", rings);
         CHECK(options.mode == SamplingMode::kCpu);
         REQUIRE(rings.asked.size() == 1);
@@ -230,21 +232,20 @@ TEST_CASE("mode=auto: per-CPU rings that cannot be locked are halved, down to 12
         CHECK_FALSE(contains(options.mode_reason, "pages per CPU"));
     }
     SECTION("a smaller ring fits: mode=cpu with it, stack=auto sized for it, and the reason says so") {
-        FakeRings rings{256};
-        const AgentOptions options = resolved_with("interval=100us", rings);
+        FakeRings rings{256, sf::Errc::kResourceLimit, {}};
+        const AgentOptions options = resolved_with("", rings);
         CHECK(options.mode == SamplingMode::kCpu);
         REQUIRE(rings.asked.size() == 3);   // 1024, 512, 256
         CHECK(rings.asked[1].ring_pages == 512);
         CHECK(options.sampling_config().ring_pages == 256);
-        // 1 MB holds 101 samples of 100 us (10 ms) only at the smallest fragment.
-        CHECK(options.stack_bytes == 16384);
         CHECK(rings.asked[2].stack_bytes == options.stack_bytes);
+        CHECK(options.stack_bytes <= sf::kernel::kMaxStackBytes);
         CHECK(contains(options.mode_reason, "loaded at the JVM's start"));
         CHECK(contains(options.mode_reason, "ring 256 pages per CPU, not 1024"));
         CHECK(contains(options.mode_reason, "ulimit -l"));
     }
     SECTION("not even 128 pages: per-thread events, with stack=auto per thread again") {
-        FakeRings rings{64};
+        FakeRings rings{64, sf::Errc::kResourceLimit, {}};
         const AgentOptions options = resolved_with("", rings);
         CHECK(options.mode == SamplingMode::kThread);
         CHECK(rings.asked.back().ring_pages == sf::agent::kMinCpuRingPages);
@@ -257,14 +258,14 @@ TEST_CASE("mode=auto: per-CPU rings that cannot be locked are halved, down to 12
         CHECK(contains(options.mode_reason, "per-thread events instead"));
     }
     SECTION("ring= given: not shrunk, per-thread events if it cannot be locked") {
-        FakeRings rings{256};
+        FakeRings rings{256, sf::Errc::kResourceLimit, {}};
         const AgentOptions options = resolved_with("ring=512", rings);
         CHECK(options.mode == SamplingMode::kThread);
         CHECK(rings.asked.size() == 1);
         CHECK(options.ring_pages == 512);
     }
     SECTION("perf events refused outright: per-thread events (whose denial falls back to signals)") {
-        FakeRings rings{1024, sf::Errc::kPermission};
+        FakeRings rings{1024, sf::Errc::kPermission, {}};
         rings.lockable_pages = 0;
         const AgentOptions options = resolved_with("", rings);
         CHECK(options.mode == SamplingMode::kThread);
@@ -272,7 +273,7 @@ TEST_CASE("mode=auto: per-CPU rings that cannot be locked are halved, down to 12
         CHECK(contains(options.mode_reason, "per-CPU events cannot be opened"));
     }
     SECTION("not asked on attach, for an explicit mode=, or when an option needs per-thread events") {
-        FakeRings rings{0};
+        FakeRings rings{0, sf::Errc::kResourceLimit, {}};
         for (const char* text : {"mode=cpu", "mode=thread", "threads=java", "events=switch", "backend=signal"}) {
             AgentOptions options = parse_ok(text);
             sf::agent::resolve_mode(options, false, rings.probe());
