@@ -191,7 +191,9 @@ TEST_CASE("a user who may not sample the kernel is told once, and the summary gi
     REQUIRE(compile(dir).empty());
     const auto r = sf::test::run_process({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                                           kJdk17 + "/bin/java",
-                                          "-agentpath:" + kAgent + "=interval=1ms,file=" + dir + "/p.collapsed",
+                                          // mode=thread: the per-thread rings' share of the locked memory is
+                                          // what this test is about (mode=auto would take per-CPU rings here).
+                                          "-agentpath:" + kAgent + "=mode=thread,interval=1ms,file=" + dir + "/p.collapsed",
                                           "-cp", dir, "AllThreads", "1"},
                                          {}, dir + "/jvm", 120);
     INFO(r.err);

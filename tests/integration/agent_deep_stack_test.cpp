@@ -31,7 +31,7 @@ struct DeepRun {
 
 DeepRun run_deep(const std::string& dir, const std::string& name, const std::string& stack) {
     const std::string rec = dir + "/" + name + ".sfr";
-    const auto r = sf::test::run_process({kJdk17 + "/bin/java", "-agentpath:" + kAgent + "=interval=1ms,stack=" + stack +
+    const auto r = sf::test::run_process({kJdk17 + "/bin/java", "-agentpath:" + kAgent + "=mode=thread,interval=1ms,stack=" + stack +
                                                                     ",record=" + rec + ",loglevel=debug",
                                           "-cp", dir, "DeepStack", "1500", "300"},
                                          {}, dir + "/" + name, 180);

@@ -144,7 +144,7 @@ TEST_CASE("rings overflowing at the highest rate: lost samples are counted in th
 
 TEST_CASE("10,000 short-lived threads at 1 kHz leave no descriptor and no memory behind", "[faults]") {
     FaultsDir dir("churn");
-    const auto r = run_faults(dir, "interval=1ms,file=" + dir.path + "/churn.json", {"churn", "10000", "50"}, 240);
+    const auto r = run_faults(dir, "mode=thread,interval=1ms,file=" + dir.path + "/churn.json", {"churn", "10000", "50"}, 240);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     std::smatch m;

@@ -75,7 +75,7 @@ uint64_t with(const std::vector<sf::test::Stack>& stacks, const std::string& par
 
 TEST_CASE("a 120-thread pool with deep lambda chains decodes completely and like ASGCT, one ring per thread",
           "[manythreads]") {
-    const Run run = run_pool(sf::test::kJdk17, "interval=1ms,validate,record=DIR/run.sfr,file=DIR/live.collapsed");
+    const Run run = run_pool(sf::test::kJdk17, "mode=thread,interval=1ms,validate,record=DIR/run.sfr,file=DIR/live.collapsed");
     INFO(run.result.err);
     REQUIRE(run.result.exit_code == 0);
     // One ring per sampled thread: the pool's and the JVM's own.

@@ -143,3 +143,25 @@ TEST_CASE("backend=signal profiles the hot method where perf works, and validate
     CHECK(summary.samples_of_threads_named("hot-worker") * 10 >= summary.samples * 7);
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("mode=auto at the JVM's start: per-CPU events at 1 ms, per-thread ones below 1 ms, each saying why", "[signal]") {
+    const std::string dir = temp_dir();
+    const auto javac = sf::test::run_process(
+        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/HotSpin.java"}, {}, dir + "/javac", 120);
+    REQUIRE(javac.exit_code == 0);
+
+    const HotRun cpu = run_hot(dir, "auto-1ms", "interval=1ms", false);
+    INFO("stderr: " << cpu.process.err);
+    REQUIRE(cpu.process.exit_code == 0);
+    CHECK(count_of(cpu.process.err, "[stackfrag] error") == 0);
+    CHECK(count_of(cpu.process.err, "in mode cpu (mode=auto: loaded at the JVM's start") == 1);
+    CHECK(count_of(cpu.process.err, "mode: cpu (mode=auto: loaded at the JVM's start") == 1);   // the stop summary
+    check_hot_profile(cpu);
+
+    const HotRun thread = run_hot(dir, "auto-500us", "interval=500us", false);
+    INFO("stderr: " << thread.process.err);
+    REQUIRE(thread.process.exit_code == 0);
+    CHECK(count_of(thread.process.err, "in mode thread (mode=auto: intervals below 1 ms") == 1);
+    CHECK(thread.profile.total > 0);
+    std::filesystem::remove_all(dir);
+}

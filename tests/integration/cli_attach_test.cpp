@@ -135,6 +135,9 @@ TEST_CASE("attach start, dump and stop write a profile") {
     INFO(stop.output);
     CHECK(stop.exit_code == 0);
     CHECK(stop.output.find("stop summary") != std::string::npos);
+    // mode=auto (the default) on attach: per-CPU inheriting events would miss the threads already
+    // running, so per-thread events, and the reply says why.
+    CHECK(stop.output.find("mode: thread (mode=auto: attached to a running JVM") != std::string::npos);
     CHECK(jvm.running());
 
     // An action the agent refuses ends in "error:" and a non-zero exit.

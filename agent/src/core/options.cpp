@@ -406,10 +406,15 @@ void resolve_mode(AgentOptions& options, bool attach, const RingProbe& map_rings
     }
     if (!mapped.ok()) {
         options.mode = SamplingMode::kThread;
-        options.mode_reason = (mapped.error().code == Errc::kResourceLimit
-                                   ? "the per-CPU rings cannot be locked (" + mapped.error().describe() + ")"
-                                   : "per-CPU events cannot be opened (" + mapped.error().describe() + ")") +
-                              "; per-thread events instead";
+        if (mapped.error().code == Errc::kResourceLimit) {
+            options.mode_reason = "the per-CPU rings cannot be locked (" + mapped.error().describe() + ")";
+        } else {
+            // What to change comes once, where the per-thread events fail the same way (or fall back).
+            Error without_hint = mapped.error();
+            without_hint.hint.clear();
+            options.mode_reason = "per-CPU events cannot be opened (" + without_hint.describe() + ")";
+        }
+        options.mode_reason += "; per-thread events instead";
         return;
     }
     options = std::move(cpu);
