@@ -149,3 +149,33 @@ TEST_CASE("without permission to open perf events the JVM runs on unsampled and 
     std::remove((tag + ".out").c_str());
     std::remove((tag + ".err").c_str());
 }
+
+// mode=auto's fallback when the per-CPU rings cannot be locked: a user without CAP_IPC_LOCK may
+// lock kernel.perf_event_mlock_kb per CPU plus RLIMIT_MEMLOCK, and with 64 KB of the latter the
+// automatic 1024-page ring per CPU is refused; the agent halves it until it maps and says so once
+// in the start line and once in the stop summary.
+TEST_CASE("mode=auto: per-CPU rings an unprivileged user cannot lock are shrunk, and the log says so") {
+    const std::string paranoid = sf::test::read_text_file("/proc/sys/kernel/perf_event_paranoid");
+    if (geteuid() != 0 || paranoid.empty() || std::stoi(paranoid) > 2) {
+        WARN("not root, or perf events refused to users: the lock limit cannot be shown here");
+        return;
+    }
+    const std::string prefix = "/tmp/sf-agent-memlock-" + std::to_string(getpid());
+    const sf::test::ProcessResult result = sf::test::run_process(
+        {"/usr/bin/prlimit", "--memlock=65536", "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         kJava17, "-agentpath:" + kAgent + "=interval=1ms", "-version"},
+        {}, prefix, 120);
+    INFO("stderr: " << result.err);
+    REQUIRE(result.exit_code == 0);
+    const std::string shrunk = "pages per CPU, not 1024: no more ring memory may be locked";
+    CHECK(result.err.find("in mode cpu (mode=auto: loaded at the JVM's start") != std::string::npos);
+    const size_t first = result.err.find(shrunk);
+    REQUIRE(first != std::string::npos);
+    const size_t second = result.err.find(shrunk, first + 1);
+    REQUIRE(second != std::string::npos);   // the stop summary's "mode:" line
+    CHECK(result.err.find(shrunk, second + 1) == std::string::npos);
+    CHECK(result.err.find("mode: cpu (mode=auto:") != std::string::npos);
+    CHECK(result.err.find("cannot sample a thread") == std::string::npos);
+    std::remove((prefix + ".out").c_str());
+    std::remove((prefix + ".err").c_str());
+}
