@@ -85,14 +85,21 @@ uint64_t pass_cpu_ns(const std::vector<sf::Event>& events, int mode) {
     return thread_cpu_ns() - begin;
 }
 
-int compare_incremental(const char* path, int rounds) {
+// Every event of the recording at `path`, in stream order; false (with the reason printed) if it
+// cannot be opened.
+bool load_events(const char* path, std::vector<sf::Event>& events) {
     auto reader = sf::RecordingReader::open(path);
     if (!reader) {
         fmt::print(stderr, "{}\n", reader.error().describe());
-        return 2;
+        return false;
     }
-    std::vector<sf::Event> events;
     while (auto e = (*reader)->next()) events.push_back(std::move(*e));
+    return true;
+}
+
+int compare_incremental(const char* path, int rounds) {
+    std::vector<sf::Event> events;
+    if (!load_events(path, events)) return 2;
     std::vector<uint64_t> full_ns, incremental_ns;
     // By whether the incremental decoder took over steps of the sample: [took over][full, incremental].
     std::vector<uint64_t> split_ns[2][2];
@@ -191,13 +198,8 @@ SF_CLASS_DECODE(decode_class_java_failed)
 }
 
 int by_class(const char* path, int rounds) {
-    auto reader = sf::RecordingReader::open(path);
-    if (!reader) {
-        fmt::print(stderr, "{}\n", reader.error().describe());
-        return 2;
-    }
     std::vector<sf::Event> events;
-    while (auto e = (*reader)->next()) events.push_back(std::move(*e));
+    if (!load_events(path, events)) return 2;
     constexpr size_t kClasses = 7;
     const char* const names[kClasses] = {"java, Java top", "java, native top", "compiler", "gc",
                                          "other",          "java, failed",     "profiler (top only)"};

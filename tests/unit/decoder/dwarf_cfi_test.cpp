@@ -49,14 +49,27 @@ std::vector<uint64_t> fde_starts(const ElfFile& elf) {
     return out;
 }
 
+// This process's modules, and two unwinders over them: one that reads rules from the CFI, one that
+// asks libunwind only (the reference the first must agree with).
+struct SelfModules {
+    CodeMap map;
+    SelfModules() {
+        for (const auto& m : test::self_modules()) map.apply(Event{m});
+    }
+};
+struct SelfUnwinders : SelfModules {
+    detail::NativeUnwinder with_cfi{map, true, false};
+    detail::NativeUnwinder libunwind_only{map, true, false};
+    SelfUnwinders() { libunwind_only.set_cfi_rules(false); }
+};
+
 }  // namespace
 
 TEST_CASE("an unwind rule read from the CFI steps as libunwind does, over whole modules", "[decoder][native]") {
-    CodeMap map;
-    for (const auto& m : test::self_modules()) map.apply(Event{m});
-    detail::NativeUnwinder with_cfi(map, true, false);
-    detail::NativeUnwinder libunwind_only(map, true, false);
-    libunwind_only.set_cfi_rules(false);
+    SelfUnwinders unwinders;
+    const CodeMap& map = unwinders.map;
+    detail::NativeUnwinder& with_cfi = unwinders.with_cfi;
+    detail::NativeUnwinder& libunwind_only = unwinders.libunwind_only;
     const std::vector<uint8_t> stack = marked_stack();
     const detail::StackView view(kSp, stack.data(), stack.size());
     const detail::StackView short_view(kSp, stack.data(), 24);
@@ -226,11 +239,10 @@ TEST_CASE("a native frame's name found by its function's range is the name a fre
 }
 
 TEST_CASE("a row that marks a thread's first frame ends the stack without libunwind once it did so", "[decoder][native]") {
-    CodeMap map;
-    for (const auto& m : test::self_modules()) map.apply(Event{m});
-    detail::NativeUnwinder with_cfi(map, true, false);
-    detail::NativeUnwinder libunwind_only(map, true, false);
-    libunwind_only.set_cfi_rules(false);
+    SelfUnwinders unwinders;
+    const CodeMap& map = unwinders.map;
+    detail::NativeUnwinder& with_cfi = unwinders.with_cfi;
+    detail::NativeUnwinder& libunwind_only = unwinders.libunwind_only;
     const std::vector<uint8_t> stack = marked_stack();
     const detail::StackView view(kSp, stack.data(), stack.size());
     // Every such row's ips in this process's modules (glibc's clone3 and _start have one each).
