@@ -62,6 +62,16 @@ void report(const std::string& name, std::vector<uint64_t> v, const char* unit =
 
 using sf::thread_cpu_ns;
 
+// A stream step as the live decoder takes it: a sample (or an oracle's copy) is returned for
+// decoding; any other event is applied to the map, and a thread's end frees its journal.
+const sf::Sample* apply_or_sample(const sf::Event& e, sf::CodeMap& map, sf::Decoder& decoder) {
+    if (const auto* s = std::get_if<sf::Sample>(&e)) return s;
+    if (const auto* o = std::get_if<sf::Oracle>(&e)) return &o->sample;
+    map.apply(e);
+    if (const auto* t = std::get_if<sf::ThreadInfo>(&e); t && t->ended) decoder.forget_thread(t->tid);
+    return nullptr;
+}
+
 // Thread CPU time of one pass over the stream: every event applied, every sample decoded with
 // `mode` (0: none, 1: full walk, 2: incremental). CPU time, unlike the clock, leaves out the time
 // other processes of a loaded machine take.
@@ -73,12 +83,8 @@ uint64_t pass_cpu_ns(const std::vector<sf::Event>& events, int mode) {
     sf::CallTrace trace;
     const uint64_t begin = thread_cpu_ns();
     for (const auto& e : events) {
-        const sf::Sample* s = std::get_if<sf::Sample>(&e);
-        if (const auto* o = std::get_if<sf::Oracle>(&e)) s = &o->sample;
-        if (!s) {
-            map.apply(e);
-            if (const auto* t = std::get_if<sf::ThreadInfo>(&e); t && t->ended) decoder.forget_thread(t->tid);
-        } else if (mode != 0) {
+        const sf::Sample* s = apply_or_sample(e, map, decoder);
+        if (s && mode != 0) {
             decoder.decode(*s, trace);
         }
     }
@@ -256,13 +262,8 @@ int by_class(const char* path, int rounds) {
         std::vector<uint64_t> ns[kClasses];
         size_t i = 0;
         for (const auto& e : events) {
-            const sf::Sample* s = std::get_if<sf::Sample>(&e);
-            if (const auto* o = std::get_if<sf::Oracle>(&e)) s = &o->sample;
-            if (!s) {
-                map.apply(e);
-                if (const auto* t = std::get_if<sf::ThreadInfo>(&e); t && t->ended) decoder.forget_thread(t->tid);
-                continue;
-            }
+            const sf::Sample* s = apply_or_sample(e, map, decoder);
+            if (!s) continue;
             const uint8_t c = classes[i++];
             const auto t0 = Clock::now();
             decode[c](decoder, *s, trace);
