@@ -70,8 +70,9 @@ bool leaf_call_target(const CodeLoad& code, uint64_t ret, uint64_t& target) {
 bool any_call_ends_at(const CodeLoad& code, uint64_t ret) {
     const uint64_t off = ret - code.code_begin;
     if (off > code.code.size()) return false;
+    uint64_t target = 0;
+    if (call_target(code, ret, target)) return true;
     const uint8_t* end = code.code.data() + off;
-    if (off >= 5 && end[-5] == 0xe8) return true;
     if (off >= 2 && end[-2] == 0xff && (end[-1] & 0xf8) == 0xd0) return true;
     if (off >= 6 && end[-6] == 0xff && end[-5] == 0x15) return true;
     return false;
@@ -303,6 +304,9 @@ private:
     // A frame a signal interrupted, reached through the signal trampoline: decoded as a top frame
     // (its pc is no return address), but the sample's other registers are not its registers.
     bool interrupted_ = false;
+    // The sample's registers beyond pc, sp and rbp (r13, rbx, rax) are this frame's: its true top.
+    // Only such a step reads them, so only it is kept out of the journal.
+    bool own_registers() const { return top_ && !interrupted_; }
     bool via_anchor_ = false;   // reached through a JavaFrameAnchor: pc need not be a call site
     bool via_native_ = false;   // reached by unwinding native code: sp derived from a frame pointer
     bool after_java_ = false;   // the previous frame was Java: this pc must be Java code or a stub
@@ -354,7 +358,7 @@ void Walk::run() {
             fail(FailReason::kSpOutOfFragment);
         } else {
             while (true) {
-                if (previous_ && (!top_ || interrupted_) && reuse_previous() == Reuse::kFinished) break;
+                if (previous_ && !own_registers() && reuse_previous() == Reuse::kFinished) break;
                 if (journal_) begin_step();
                 step_first_frame_ = count_;
                 const Step s = step();
@@ -603,7 +607,7 @@ void Walk::keep_bytes(detail::StepRecord& kept, const uint8_t* bytes) {
 }
 
 void Walk::begin_step() {
-    step_recorded_ = !top_ || interrupted_;   // the top step reads registers no journal keeps
+    step_recorded_ = !own_registers();   // the top step reads registers no journal keeps
     view_.record_into(step_recorded_ ? &access_ : nullptr);
     if (!step_recorded_) return;
     lookups_ = {};
@@ -772,7 +776,7 @@ Walk::Step Walk::step_interpreted() {
     namespace in = hs::interp;
     const hs::JdkFacts& jdk = map_.jdk();
     // A half-built frame is told from rbx, r13 and rax: the sample's registers, not an interrupted frame's.
-    if (top_ && !interrupted_ && map_.in_method_entry_codelet(pc_)) {
+    if (own_registers() && map_.in_method_entry_codelet(pc_)) {
         Step result = Step::kStop;
         if (step_partial_interpreted(result)) return result;
     }
@@ -815,7 +819,7 @@ Walk::Step Walk::step_interpreted() {
         };
         // The bcp slot is only saved when the frame calls out; the live bcp of the top frame is r13.
         uint64_t bcp = slot(in::kBcp);
-        if (top_ && !interrupted_ && in_code(sample_.regs.r13)) bcp = sample_.regs.r13;
+        if (own_registers() && in_code(sample_.regs.r13)) bcp = sample_.regs.r13;
         if (!in_code(bcp)) return fail(FailReason::kBadBci);
         bci = static_cast<int32_t>(bcp - method->bytecode_begin);
     }
