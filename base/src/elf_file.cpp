@@ -1,5 +1,7 @@
 #include "stackfrag/base/elf_file.hpp"
 
+#include "stackfrag/base/radix_sort.hpp"
+
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -176,7 +178,8 @@ void ElfFile::load_symbols() {
         symbols_.clear();
         load_table(SHT_DYNSYM);
     }
-    std::sort(symbols_.begin(), symbols_.end(), [](const Symbol& a, const Symbol& b) { return a.vaddr < b.vaddr; });
+    // Stable: of aliases (one address, several names) function_at answers the last in table order.
+    radix_sort_by_key(symbols_, [](const Symbol& s) { return s.vaddr; });
     symbol_pages_.build(symbols_.size(), [&](size_t i) { return symbols_[i].vaddr; });
 }
 

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -61,4 +63,51 @@ TEST_CASE("the build id of an ELF file is its GNU note, and another build has an
     const sf::ElfFile none("/nonexistent");
     CHECK(none.build_id().empty());
     std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// readelf's .symtab functions (defined, non-zero address): address -> names in table order.
+std::map<uint64_t, std::vector<std::string>> readelf_functions(const std::string& path) {
+    std::map<uint64_t, std::vector<std::string>> functions;
+    FILE* p = popen(("readelf -sW " + path + " 2>/dev/null").c_str(), "r");
+    if (p == nullptr) return functions;
+    bool in_symtab = false;
+    char buf[4096];
+    while (fgets(buf, sizeof buf, p)) {
+        std::string line(buf);
+        if (line.rfind("Symbol table", 0) == 0) in_symtab = line.find("'.symtab'") != std::string::npos;
+        if (!in_symtab) continue;
+        std::istringstream fields(line);
+        std::string num, value, size, type, bind, vis, ndx, name;
+        if (!(fields >> num >> value >> size >> type >> bind >> vis >> ndx >> name) || type != "FUNC") continue;
+        const uint64_t address = std::stoull(value, nullptr, 16);
+        if (address != 0) functions[address].push_back(name);
+    }
+    pclose(p);
+    return functions;
+}
+
+}  // namespace
+
+TEST_CASE("function_at names every function of libjvm's symbol table at its start, an alias as the last listed") {
+    const std::string path = sf::test::kJdk17 + "/lib/server/libjvm.so";
+    if (!std::filesystem::exists(path)) {
+        WARN("no JDK 17 at " << path);
+        return;
+    }
+    const auto functions = readelf_functions(path);
+    REQUIRE(functions.size() > 10000);
+    sf::ElfFile elf(path);
+    REQUIRE(elf.valid());
+    size_t aliased = 0;
+    for (const auto& [address, names] : functions) {
+        const auto found = elf.function_at(address);
+        INFO("address " << std::hex << address);
+        REQUIRE(found.has_value());
+        REQUIRE(found->vaddr == address);
+        REQUIRE(std::string(found->name) == names.back());
+        aliased += names.size() > 1;
+    }
+    REQUIRE(aliased > 0);   // the rule for aliases was exercised
 }
