@@ -68,4 +68,16 @@ size_t EventQueue::drain(std::vector<Event>& out) {
     return count;
 }
 
+size_t EventQueue::drain_owned(std::vector<std::unique_ptr<Event>>& out) {
+    size_t count = 0;
+    Event* event = nullptr;
+    while (queue_.pop(event)) {
+        std::unique_ptr<Event> owned(event);   // freed here if the vector cannot grow
+        out.push_back(std::move(owned));
+        ++count;
+    }
+    pending_.fetch_sub(count, std::memory_order_relaxed);
+    return count;
+}
+
 }  // namespace sf::agent

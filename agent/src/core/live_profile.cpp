@@ -296,7 +296,14 @@ std::chrono::nanoseconds LiveProfile::idle_wait() const {
     return wait;
 }
 
-void LiveProfile::observe(Event&& event) {
+void LiveProfile::observe(Event&& event) { accept(event, nullptr); }
+
+void LiveProfile::observe_owned(std::unique_ptr<Event> event) {
+    Event& held = *event;
+    accept(held, std::move(event));
+}
+
+void LiveProfile::accept(Event& event, std::unique_ptr<Event> boxed) {
     if (stopped_.load(std::memory_order_acquire)) return;
     // The reader wakes this thread once per cycle (batch_end), not per event, which made the two
     // threads take turns event by event; only a filling queue wakes it early.
@@ -330,7 +337,7 @@ void LiveProfile::observe(Event&& event) {
                 dropped_.fetch_add(1, std::memory_order_relaxed);
                 return;
             }
-            Event* owned = owned_event(std::move(event));
+            Event* owned = to_queue(event, boxed);
             if (!push(owned)) {
                 delete owned;
                 dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -339,7 +346,7 @@ void LiveProfile::observe(Event&& event) {
         }
         // Code and method events are never dropped for a full queue: a missing CodeLoad would
         // misattribute every later sample in that code.
-        Event* owned = owned_event(std::move(event));
+        Event* owned = to_queue(event, boxed);
         if (backlog_.empty() && push(owned)) return;
         if (backlog_.size() >= settings_.backlog_limit) {
             delete owned;

@@ -136,6 +136,8 @@ public:
 
     // The one producer (the reader thread): copies the event into the queue; never blocks.
     void observe(Event&& event) override;
+    // The same, the event queued in its own allocation (no copy into a spare).
+    void observe_owned(std::unique_ptr<Event> event) override;
     void batch_end() override;
     void observe(const Event& event) { observe(Event(event)); }
     // The reader thread: the fragment buffer of a sample the decoder thread is done with.
@@ -214,6 +216,12 @@ private:
     // pops; beyond its capacity they are freed.
     boost::lockfree::spsc_queue<Event*> spare_events_;
     Event* owned_event(Event&& event);
+    // observe()'s body: `event` is the event, `boxed` (or null) its own allocation to queue.
+    void accept(Event& event, std::unique_ptr<Event> boxed);
+    // The event to queue: `boxed` if there is one, else `event` moved into a spare.
+    Event* to_queue(Event& event, std::unique_ptr<Event>& boxed) {
+        return boxed ? boxed.release() : owned_event(std::move(event));
+    }
     void recycle(Event* event);
     std::atomic<size_t> spare_stacks_{0};
     std::vector<Event*> emptied_spares_;   // reader only: spare events whose buffer spare_stack took

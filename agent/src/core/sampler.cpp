@@ -861,9 +861,11 @@ void Sampler::collect() {
         timer->drain(scratch_);
     }
     in_flight_since_ = since;
-    queue_.drain(scratch_);
+    queue_.drain_owned(owned_scratch_);
     for (Event& event : scratch_) reorder_.add(std::move(event), now);
+    for (std::unique_ptr<Event>& event : owned_scratch_) reorder_.add_owned(std::move(event), now);
     scratch_.clear();
+    owned_scratch_.clear();
 }
 
 // Whether an early wake-up can be answered by waiting on until the cycle is due: it came from
@@ -944,15 +946,18 @@ bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
         horizon = std::min(horizon, in_flight_since_ - 1);
     }
     released_until_ = std::max(released_until_, horizon);
-    reorder_.release_until(horizon, [this](Event& event) {
-        writer_.write(std::move(event));
-        // With a live profile the fragment went on to the decoder thread; with only a recording
-        // it is still here, to be refilled by a later sample.
-        if (Sample* sample = std::get_if<Sample>(&event);
-            sample && sample->stack.capacity() != 0 && spare_stacks_.size() < kMaxSpareStacks) {
-            spare_stacks_.push_back(std::move(sample->stack));
-        }
-    });
+    reorder_.release_until(
+        horizon,
+        [this](Event& event) {
+            writer_.write(std::move(event));
+            // With a live profile the fragment went on to the decoder thread; with only a
+            // recording it is still here, to be refilled by a later sample.
+            if (Sample* sample = std::get_if<Sample>(&event);
+                sample && sample->stack.capacity() != 0 && spare_stacks_.size() < kMaxSpareStacks) {
+                spare_stacks_.push_back(std::move(sample->stack));
+            }
+        },
+        [this](std::unique_ptr<Event>&& event) { writer_.write_owned(std::move(event)); });
     writer_.batch_end();
     return true;
 }
@@ -965,7 +970,8 @@ void Sampler::final_drain() {
     for (auto& [key, ring] : rings_) keys.push_back(key);
     for (uint64_t key : keys) close_ring(key);
     collect();
-    reorder_.release_all([this](Event& event) { writer_.write(std::move(event)); });
+    reorder_.release_all([this](Event& event) { writer_.write(std::move(event)); },
+                         [this](std::unique_ptr<Event>&& event) { writer_.write_owned(std::move(event)); });
     writer_.batch_end();
     writer_.finish();
 }

@@ -251,6 +251,7 @@ private:
     uint64_t next_key_ = 1;
     ReorderBuffer reorder_;
     std::vector<Event> scratch_;
+    std::vector<std::unique_ptr<Event>> owned_scratch_;   // the callback queue's events, as allocated
     std::vector<std::vector<uint8_t>> spare_stacks_;
     uint64_t in_flight_since_ = 0;   // reader: the oldest in-flight producer at the last collect()
     std::unique_ptr<Converter> converter_;

@@ -20,6 +20,16 @@ StreamWriter::StreamWriter(std::unique_ptr<RecordingWriter> recording)
     : recording_(std::move(recording)) {}
 
 void StreamWriter::write(Event&& event) {
+    count_and_store(event);
+    if (tap_ != nullptr) tap_->observe(std::move(event));
+}
+
+void StreamWriter::write_owned(std::unique_ptr<Event> event) {
+    count_and_store(*event);
+    if (tap_ != nullptr) tap_->observe_owned(std::move(event));
+}
+
+void StreamWriter::count_and_store(const Event& event) {
     const EventKind kind = kind_of(event);
     ++counts_.by_kind[static_cast<size_t>(kind)];
     if (const Lost* lost = std::get_if<Lost>(&event)) counts_.lost_samples += lost->count;
@@ -36,7 +46,6 @@ void StreamWriter::write(Event&& event) {
             SF_LOG_ERROR("recording stopped: %s", written.error().describe().c_str());
         }
     }
-    if (tap_ != nullptr) tap_->observe(std::move(event));
 }
 
 void StreamWriter::finish() {

@@ -32,6 +32,8 @@ class EventTap {
 public:
     virtual ~EventTap() = default;
     virtual void observe(Event&& event) = 0;
+    // The same for an event handed over in its own allocation, which the tap may keep as it is.
+    virtual void observe_owned(std::unique_ptr<Event> event) { observe(std::move(*event)); }
     // The writer's caller has handed over everything it had for now (the end of a reader cycle).
     virtual void batch_end() {}
     // The writer's thread, before it fills a sample's fragment: a buffer a sample it observed
@@ -49,6 +51,8 @@ public:
 
     // Counts and stores `event`, then hands it to the tap: it is left moved-from.
     void write(Event&& event);
+    // The same for an event in its own allocation (EventTap::observe_owned).
+    void write_owned(std::unique_ptr<Event> event);
     // Passed on to the tap (see EventTap::batch_end).
     void batch_end() {
         if (tap_ != nullptr) tap_->batch_end();
@@ -65,6 +69,9 @@ public:
     uint64_t bytes_written() const { return recording_ ? recording_->bytes_written() : 0; }
 
 private:
+    // Counts and stores `event` (write's part before the tap).
+    void count_and_store(const Event& event);
+
     std::unique_ptr<RecordingWriter> recording_;
     bool failed_ = false;
     bool finished_ = false;

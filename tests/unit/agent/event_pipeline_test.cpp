@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -107,6 +108,41 @@ TEST_CASE("the reorder buffer releases in time order up to the horizon, ties in 
     buffer.release_all(out);
     CHECK(times == std::vector<uint64_t>{10, 20, 20, 25, 28, 30});
     CHECK(buffer.size() == 0);
+}
+
+TEST_CASE("events drained in their own allocations keep them through the reorder buffer, in time order with the rest") {
+    EventQueue queue;
+    queue.emit(CodeUnload{20, 7, 0x1000});
+    queue.emit(ThreadInfo{0, 3, false, "no time"});   // ordered by its arrival time (25)
+    queue.emit(CodeUnload{40, 8, 0x2000});
+    std::vector<std::unique_ptr<Event>> drained;
+    REQUIRE(queue.drain_owned(drained) == 3);
+    CHECK(queue.pending() == 0);
+    std::vector<const Event*> allocations;
+    for (const auto& event : drained) allocations.push_back(event.get());
+
+    ReorderBuffer buffer;
+    buffer.add(sample_at(20, 1), 0);   // the same time as the first unload, added before it
+    for (auto& event : drained) buffer.add_owned(std::move(event), 25);
+    buffer.add(sample_at(10, 2), 0);
+    std::vector<uint64_t> times;
+    std::vector<const Event*> passed_on;   // the owned events as they came out
+    auto out = [&](Event& event) { times.push_back(time_of(event)); };
+    auto out_owned = [&](std::unique_ptr<Event>&& event) {
+        times.push_back(time_of(*event) != 0 ? time_of(*event) : 25);
+        passed_on.push_back(event.get());
+    };
+    buffer.release_until(30, out, out_owned);
+    CHECK(times == std::vector<uint64_t>{10, 20, 20, 25});
+    CHECK(buffer.size() == 1);
+    buffer.release_all(out, out_owned);
+    CHECK(times == std::vector<uint64_t>{10, 20, 20, 25, 40});
+    CHECK(passed_on == allocations);   // the same allocations, in emission order here
+
+    // Without an owned-event handler they go to `out` like the others.
+    buffer.add_owned(std::make_unique<Event>(CodeUnload{50, 9, 0x3000}), 0);
+    buffer.release_all(out);
+    CHECK(times.back() == 50);
 }
 
 TEST_CASE("the stream writer counts by kind and stores a recording the reader reads back") {

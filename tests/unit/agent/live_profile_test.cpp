@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -112,6 +113,10 @@ TEST_CASE("the live profile turns an ordered stream into the CCT replay builds f
     LiveProfile live(settings_for_tests(), clock);
     for (const Event& e : stream) live.observe(e);
     drain(live);
+    // The reader hands the callbacks' events over in their own allocations: the same profile.
+    LiveProfile owned_live(settings_for_tests(), clock);
+    for (const Event& e : stream) owned_live.observe_owned(std::make_unique<Event>(e));
+    drain(owned_live);
 
     // What replay does with the same events: the shared StreamDecoder, weight = period.
     StreamDecoderOptions options;
@@ -131,6 +136,8 @@ TEST_CASE("the live profile turns an ordered stream into the CCT replay builds f
     // The failed sample stays in the profile, under the marker naming its reason.
     CHECK(collapsed(cct) == "T.m2_[0];T.m1_[0] 3\n[failed: no_code_map] 1\n");
     CHECK(collapsed(cct) == collapsed(expected));
+    CHECK(collapsed(owned_live.cct()) == collapsed(expected));
+    CHECK(owned_live.counts().lost == 5);
     CHECK(cct.total_samples() == 4);
     CHECK(cct.total_weight() == 3 * kPeriod);   // the failed one came before the period was known
     const agent::LiveCounts counts = live.counts();
