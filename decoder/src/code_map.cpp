@@ -89,6 +89,7 @@ void CodeMap::apply_load(CodeLoad&& load) {
     std::sort(code->load.scopes.begin(), code->load.scopes.end(),
               [](const PcScope& a, const PcScope& b) { return a.pc_offset < b.pc_offset; });
     code->valid_from = code->load.time_ns;
+    code->serial = ++load_serial_;
     const uint64_t begin = code->load.code_begin;
     live_.emplace(begin, std::move(code));
 }

@@ -953,7 +953,16 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
         // A return address is a call site with its own PcDesc; an interrupted pc belongs to the next
         // PcDesc after it (§c.2). An anchor's pc is usually a call site, but not always.
         const PcScope* scope = nullptr;
-        if (exact || via_anchor_) scope = CodeMap::scope_at(nm, off);
+        if ((exact || via_anchor_) && scope_pc == pc_) {
+            Decoder::CallSite& site = d_.call_site(compiled, pc_);
+            if (!site.scope_known) {
+                site.scope = CodeMap::scope_at(nm, off);
+                site.scope_known = true;
+            }
+            scope = site.scope;
+        } else if (exact || via_anchor_) {
+            scope = CodeMap::scope_at(nm, off);
+        }
         if (!scope && scope_before) {
             // Inside an intrinsic (C2 emits one for String.indexOf's StringLatin1.indexOf, say): the
             // next PcDesc describes the code after it, in the caller's scope; the one before it
@@ -1025,9 +1034,13 @@ Walk::ReturnCheck Walk::check_return(uint64_t ret) const {
     if (c.region != CodeRegion::kCompiled) return ReturnCheck::kOk;   // the step there judges it
     const CodeLoad& nm = c.compiled->load;
     if (ret == nm.deopt_handler || ret - nm.code_begin > nm.code.size()) return ReturnCheck::kOk;   // no bytes to check
-    uint64_t target = 0;   // e8 rel32: how HotSpot calls Java code from compiled code
-    if (!call_target(nm, ret, target)) return ReturnCheck::kNoCall;
-    const CodeLookup t = map_.find_code(target, time_);
+    Decoder::CallSite& site = d_.call_site(*c.compiled, ret);
+    if (!site.call_known) {   // e8 rel32: how HotSpot calls Java code from compiled code
+        site.has_call = call_target(nm, ret, site.call_target);
+        site.call_known = true;
+    }
+    if (!site.has_call) return ReturnCheck::kNoCall;
+    const CodeLookup t = map_.find_code(site.call_target, time_);
     switch (t.region) {
         case CodeRegion::kCompiled:
         case CodeRegion::kUnknownCodeCache: return ReturnCheck::kOk;

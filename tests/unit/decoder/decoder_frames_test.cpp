@@ -863,3 +863,24 @@ TEST_CASE("a virtual thread's frame returning into the continuation return barri
         CHECK(java_frames(t) != std::vector<MethodBci>{mb(6, 3), mb(4, 7), mb(5, 21)});
     }
 }
+
+TEST_CASE("code reloaded at the same address: a return address there gets the new code's scope", "[decoder][compiled]") {
+    // The decoder remembers per-pc facts of compiled code (a call site's scope, the call that ends
+    // there) for one load of that code only: new code at the same address has its own.
+    CompiledWorld cw(jdk_param());
+    Decoder d(cw.w.map, test_options());
+    CallTrace before = d.decode(sample_of(cw.s, cw.c_begin + 0x80 - 1, cw.sp_c, 0x2222, 1000));
+    REQUIRE(before.status == TraceStatus::kComplete);
+    CHECK(java_frames(before) == std::vector<MethodBci>{mb(4, 9), mb(5, 21)});
+
+    CodeLoad reloaded = nmethod(cw.d_begin, 7, 6);
+    add_scope(reloaded, 0x30, {{method_id(8), 2}, {method_id(7), 11}});
+    reloaded.time_ns = 2000;
+    cw.w.add_code(reloaded);
+    CallTrace after = d.decode(sample_of(cw.s, cw.c_begin + 0x80 - 1, cw.sp_c, 0x2222, 3000));
+    REQUIRE(after.status == TraceStatus::kComplete);
+    CHECK(java_frames(after) == std::vector<MethodBci>{mb(4, 9), mb(8, 2), mb(7, 11)});
+    // A sample taken before the reload still walks the code of its time.
+    CallTrace earlier = d.decode(sample_of(cw.s, cw.c_begin + 0x80 - 1, cw.sp_c, 0x2222, 1500));
+    CHECK(java_frames(earlier) == std::vector<MethodBci>{mb(4, 9), mb(5, 21)});
+}

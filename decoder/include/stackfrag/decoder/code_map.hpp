@@ -42,6 +42,9 @@ struct CompiledCode {
     // Where the code moves rsp below its frame's sp: worked out by the decoder from `load` the first
     // time it walks this code (a function of the bytes only), then kept.
     mutable std::shared_ptr<const detail::SpRanges> sp_ranges;
+    // Unique per load into this map (a freed entry's address may come back for another): what
+    // the decoder's memos of per-pc facts of `load` are keyed by.
+    uint64_t serial = 0;
     bool contains(uint64_t pc) const { return pc >= load.code_begin && pc < load.code_end; }
 };
 
@@ -218,6 +221,7 @@ private:
     static constexpr size_t kCodeCacheSize = 1024;
     mutable std::vector<CodeCacheEntry> code_cache_ = std::vector<CodeCacheEntry>(kCodeCacheSize);
     uint64_t code_generation_ = 1;
+    uint64_t load_serial_ = 0;   // the last CompiledCode::serial given out
     // The span of every range code (live or since unloaded) and stubs were ever announced at.
     uint64_t loaded_lo_ = ~uint64_t{0}, loaded_hi_ = 0;
     uint64_t stubs_lo_ = ~uint64_t{0}, stubs_hi_ = 0;

@@ -173,6 +173,24 @@ private:
     std::unique_ptr<NativeUnwinder> native_;
     std::unordered_map<uint32_t, std::unique_ptr<detail::ThreadJournals>> journals_;
     std::vector<CodeMap::KeyRange> changes_;   // scratch for unchanged_since
+    // What a walk works out about a return address in compiled code from the code's bytes and
+    // PcDescs alone: the call that ends there and the scope there. The same call sites come back
+    // sample after sample, and each fact otherwise costs cache misses in the code's bytes and a
+    // binary search of its PcDescs. Direct-mapped by pc; an entry holds for one load of the code.
+    struct CallSite {
+        uint64_t pc = 0;
+        uint64_t serial = 0;                   // CompiledCode::serial; 0: empty
+        uint64_t call_target = 0;              // with has_call
+        const PcScope* scope = nullptr;        // with scope_known: CodeMap::scope_at there
+        bool call_known = false, has_call = false, scope_known = false;
+    };
+    static constexpr size_t kCallSites = 4096;
+    std::vector<CallSite> call_sites_ = std::vector<CallSite>(kCallSites);
+    CallSite& call_site(const CompiledCode& code, uint64_t pc) {
+        CallSite& site = call_sites_[(pc ^ (pc >> 12)) & (kCallSites - 1)];
+        if (site.pc != pc || site.serial != code.serial) site = CallSite{pc, code.serial};
+        return site;
+    }
 };
 
 }  // namespace sf
