@@ -20,15 +20,7 @@ public:
     // `arrival_ns` orders events that carry no time of their own (time 0).
     void add(Event&& event, uint64_t arrival_ns) {
         const uint64_t time = time_of(event);
-        uint32_t slot = 0;
-        if (!free_.empty()) {
-            slot = free_.back();
-            free_.pop_back();
-            slots_[slot] = std::move(event);
-        } else {
-            slot = static_cast<uint32_t>(slots_.size());
-            slots_.push_back(std::move(event));
-        }
+        const uint32_t slot = store(slots_, free_, std::move(event));
         keys_.push_back(Key{time != 0 ? time : arrival_ns, next_sequence_++, slot});
     }
 
@@ -36,15 +28,7 @@ public:
     // is, never moved.
     void add_owned(std::unique_ptr<Event> event, uint64_t arrival_ns) {
         const uint64_t time = time_of(*event);
-        uint32_t index = 0;
-        if (!free_boxed_.empty()) {
-            index = free_boxed_.back();
-            free_boxed_.pop_back();
-            boxed_[index] = std::move(event);
-        } else {
-            index = static_cast<uint32_t>(boxed_.size());
-            boxed_.push_back(std::move(event));
-        }
+        const uint32_t index = store(boxed_, free_boxed_, std::move(event));
         keys_.push_back(Key{time != 0 ? time : arrival_ns, next_sequence_++, index | kBoxed});
     }
 
@@ -125,6 +109,18 @@ public:
     size_t size() const { return keys_.size(); }
 
 private:
+    // Into a free slot of `slots` if there is one, else a new one; returns its index.
+    template <class T>
+    static uint32_t store(std::vector<T>& slots, std::vector<uint32_t>& free, T&& value) {
+        if (free.empty()) {
+            slots.push_back(std::move(value));
+            return static_cast<uint32_t>(slots.size() - 1);
+        }
+        const uint32_t slot = free.back();
+        free.pop_back();
+        slots[slot] = std::move(value);
+        return slot;
+    }
     void prefetch_slot(uint32_t slot) const {
         const char* at = (slot & kBoxed) != 0 ? reinterpret_cast<const char*>(boxed_[slot & ~kBoxed].get())
                                               : reinterpret_cast<const char*>(&slots_[slot]);
