@@ -4,7 +4,12 @@
 
 namespace sf {
 
-CodeMap::CodeMap() = default;
+// A run announces 10-25 k methods, most of them in its first seconds: reserved, the two maps are
+// not rehashed a dozen times while they fill (each rehash relinks every node, a cache miss apiece).
+CodeMap::CodeMap() {
+    methods_by_id_.reserve(kExpectedMethods);
+    single_version_by_ptr_.reserve(kExpectedMethods);
+}
 CodeMap::~CodeMap() = default;
 
 void CodeMap::apply(const Event& event) { apply_any(event); }

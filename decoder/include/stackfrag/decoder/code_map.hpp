@@ -241,6 +241,7 @@ private:
     mutable bool stubs_dirty_ = false;
 
     std::deque<MethodInfo> method_store_;
+    static constexpr size_t kExpectedMethods = 16384;
     std::unordered_map<uint64_t, const MethodInfo*> methods_by_id_;
     // Method* -> MethodInfo over time. Nearly every Method* only ever has one version; the few
     // that a redefinition or a reused address gave more live in a map of their own, the only
