@@ -275,6 +275,8 @@ private:
     Step step_compiled(const CompiledCode& code);
     enum class ReturnCheck : uint8_t { kOk, kNoCall, kBadTarget, kVmStub };
     ReturnCheck check_return(uint64_t ret) const;
+    // CodeMap::scope_at for `pc` in `code`, remembered per call site (Decoder::CallSite).
+    const PcScope* scope_at_pc(const CompiledCode& code, uint64_t pc) const;
     bool accept_return(uint64_t ret);
     int32_t choose_delta(const detail::SpRange& range, uint64_t sp, int32_t fs);
     Step step_stub(const Stub* stub);
@@ -880,7 +882,7 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
     // registers below the frame's sp first (ZGC's load barrier calling the runtime).
     const bool c1 = nm.comp_level >= 1 && nm.comp_level <= 3;
     const bool leaf_callee = !top_ && !after_java_ && !via_anchor_ &&
-                             (c1 || !CodeMap::scope_at(nm, static_cast<uint32_t>(pc_ - nm.code_begin)));
+                             (c1 || !scope_at_pc(compiled, pc_));
     if (!frameless && !nm.code.empty() && shape.kind == detail::TopFrameShape::Kind::kComplete &&
         pc_ != nm.deopt_handler && (top_ || leaf_callee)) {
         const detail::SpRange* range = sp_ranges_of(compiled).find(pc_ - nm.code_begin);
@@ -953,16 +955,7 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
         // A return address is a call site with its own PcDesc; an interrupted pc belongs to the next
         // PcDesc after it (§c.2). An anchor's pc is usually a call site, but not always.
         const PcScope* scope = nullptr;
-        if ((exact || via_anchor_) && scope_pc == pc_) {
-            Decoder::CallSite& site = d_.call_site(compiled, pc_);
-            if (!site.scope_known) {
-                site.scope = CodeMap::scope_at(nm, off);
-                site.scope_known = true;
-            }
-            scope = site.scope;
-        } else if (exact || via_anchor_) {
-            scope = CodeMap::scope_at(nm, off);
-        }
+        if (exact || via_anchor_) scope = scope_at_pc(compiled, scope_pc);
         if (!scope && scope_before) {
             // Inside an intrinsic (C2 emits one for String.indexOf's StringLatin1.indexOf, say): the
             // next PcDesc describes the code after it, in the caller's scope; the one before it
@@ -1049,6 +1042,15 @@ Walk::ReturnCheck Walk::check_return(uint64_t ret) const {
     }
 }
 
+const PcScope* Walk::scope_at_pc(const CompiledCode& code, uint64_t pc) const {
+    Decoder::CallSite& site = d_.call_site(code, pc);
+    if (!site.scope_known) {
+        site.scope = CodeMap::scope_at(code.load, static_cast<uint32_t>(pc - code.load.code_begin));
+        site.scope_known = true;
+    }
+    return site.scope;
+}
+
 bool Walk::accept_return(uint64_t ret) {
     switch (check_return(ret)) {
         case ReturnCheck::kOk: return true;
@@ -1079,7 +1081,7 @@ int32_t Walk::choose_delta(const detail::SpRange& range, uint64_t sp, int32_t fs
         }
         const CompiledCode* caller = map_.find_compiled(ret, time_);
         if (caller && caller->load.kind != CodeKind::kNativeWrapper &&
-            !CodeMap::scope_at(caller->load, static_cast<uint32_t>(ret - caller->load.code_begin))) {
+            !scope_at_pc(*caller, ret)) {
             continue;
         }
         return d;
@@ -1109,7 +1111,7 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
                 // must go to the stub being left, or to another stub that is no VM call (an
                 // arraycopy entry that went on into another stub's code, where the sample is).
                 uint64_t target = 0;
-                if (!CodeMap::scope_at(nm, static_cast<uint32_t>(pc - nm.code_begin))) {
+                if (!scope_at_pc(*code.compiled, pc)) {
                     if (!callee || !leaf_call_target(nm, pc, target)) return false;
                     if (target < callee->begin || target >= callee->end) {
                         const CodeLookup t = map_.find_code(target, time_);

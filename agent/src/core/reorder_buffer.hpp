@@ -94,7 +94,10 @@ public:
     // As above, an owned event passed to `out` before it is freed.
     template <class Out>
     void release_until(uint64_t horizon, Out&& out) {
-        release_until(horizon, out, [&out](std::unique_ptr<Event>&& event) { out(*event); });
+        release_until(horizon, out, [&out](std::unique_ptr<Event>&& event) {
+            out(*event);
+            event.reset();
+        });
     }
 
     template <class Out>
