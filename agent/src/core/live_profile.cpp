@@ -625,6 +625,7 @@ void LiveProfile::finish() {
     publish_period();
     if (started_.load()) {   // on the decoder thread: its whole CPU time, the final write included
         decoder_cpu_ns_.store(thread_cpu_ns());
+        decoder_page_faults_.store(thread_page_faults());
     }
     std::lock_guard<std::mutex> lock(mutex_);
     finished_ = true;
@@ -668,6 +669,7 @@ LiveCounts LiveProfile::counts(size_t top) const {
     out.samples = samples_.load();
     out.jvmti_traces = jvmti_traces_.load();
     out.decoder_cpu_ns = decoder_cpu_ns_.load();
+    out.decoder_page_faults = decoder_page_faults_.load();
     out.dropped = dropped_.load();
     out.metadata_dropped = metadata_dropped_.load();
     out.lost = lost_total_.load();

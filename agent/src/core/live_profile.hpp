@@ -101,6 +101,7 @@ struct LiveCounts {
     uint64_t samples = 0;          // Sample and JvmtiTrace events offered
     uint64_t jvmti_traces = 0;     // of which JvmtiTrace (mode=jvmti)
     uint64_t decoder_cpu_ns = 0;   // the decoder thread's CPU time, once it has finished
+    uint64_t decoder_page_faults = 0;   // and its page faults
     uint32_t stack_bytes = 0;      // the fragment size the VM was sampled with (0 unknown)
     uint64_t dropped = 0;          // samples not queued: queue or byte budget full, or no memory
     uint64_t metadata_dropped = 0; // non-sample events lost past the backlog limit
@@ -234,6 +235,7 @@ private:
     std::atomic<uint64_t> samples_{0};
     std::atomic<uint64_t> jvmti_traces_{0};
     std::atomic<uint64_t> decoder_cpu_ns_{0};
+    std::atomic<uint64_t> decoder_page_faults_{0};
     std::atomic<uint64_t> dropped_{0};
     std::atomic<uint64_t> metadata_dropped_{0};
     std::atomic<uint64_t> decoded_total_{0};

@@ -330,6 +330,7 @@ void Sampler::run() {
     published_ring_looks_.store(ring_looks_, std::memory_order_relaxed);
     published_ring_drains_.store(ring_drains_, std::memory_order_relaxed);
     reader_cpu_ns_.store(thread_cpu_ns());
+    reader_page_faults_.store(thread_page_faults());
 }
 
 Status Sampler::record_open_failure(Error error) {
@@ -1008,6 +1009,7 @@ SamplerStats Sampler::stats() const {
     stats.open_failures = open_failures_.load(std::memory_order_relaxed);
     stats.stack_reopens = stack_reopens_.load(std::memory_order_relaxed);
     stats.reader_cpu_ns = reader_cpu_ns_.load(std::memory_order_relaxed);
+    stats.reader_page_faults = reader_page_faults_.load(std::memory_order_relaxed);
     stats.cycles = published_cycles_.load(std::memory_order_relaxed);
     stats.early_cycles = published_early_cycles_.load(std::memory_order_relaxed);
     stats.quiet_wakes = published_quiet_wakes_.load(std::memory_order_relaxed);

@@ -33,6 +33,7 @@ struct SamplerStats {
     uint64_t open_failures = 0;
     uint64_t stack_reopens = 0;     // stack=auto: events reopened with another fragment size
     uint64_t reader_cpu_ns = 0;     // the reader thread's CPU time, once it has stopped
+    uint64_t reader_page_faults = 0;   // and its page faults (fresh fragment buffers fault in)
     // What the reader did, once it has stopped: its cycles, how many of them a ring's watermark
     // (a ring filling faster than the cadence drains it) or a wake() brought early, and how many
     // ring looks found news (the rest cost one cache line each).
@@ -220,6 +221,7 @@ private:
     std::atomic<uint64_t> stack_reopens_{0};
     std::atomic<bool> stack_growth_failed_{false};   // a larger ring was refused
     std::atomic<uint64_t> reader_cpu_ns_{0};
+    std::atomic<uint64_t> reader_page_faults_{0};
     bool clock_events_ = true;
     bool switch_events_ = false;
     std::atomic<bool> switches_failed_{false};

@@ -798,10 +798,12 @@ private:
         const double process_ms = static_cast<double>(process_cpu_ns()) / 1e6;
         const double agent_ms = static_cast<double>(reader + decoder + poll + tasks) / 1e6;
         SF_LOG_INFO("agent threads CPU: %.1f ms (reader %.1f, decoder %.1f, code poll %.1f, thread watcher %.1f) = "
-                    "%.2f%% of the process's %.0f ms",
+                    "%.2f%% of the process's %.0f ms; page faults: reader %llu, decoder %llu",
                     agent_ms, static_cast<double>(reader) / 1e6, static_cast<double>(decoder) / 1e6,
                     static_cast<double>(poll) / 1e6, static_cast<double>(tasks) / 1e6,
-                    process_ms > 0 ? 100.0 * agent_ms / process_ms : 0.0, process_ms);
+                    process_ms > 0 ? 100.0 * agent_ms / process_ms : 0.0, process_ms,
+                    static_cast<unsigned long long>(sampler_->stats().reader_page_faults),
+                    static_cast<unsigned long long>(live_profile_ ? live_profile_->counts(0).decoder_page_faults : 0));
         // Not in the line above: the JVM's own threads ran this, in the agent's callbacks.
         SF_LOG_INFO("agent code on the JVM's threads CPU: %s = %.2f%% of the process's CPU time",
                     callback_cpu_.describe().c_str(),

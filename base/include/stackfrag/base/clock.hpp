@@ -1,7 +1,9 @@
 // Clock readings in nanoseconds: the event stream's time base (CLOCK_MONOTONIC), wall time, and
-// the CPU time of a thread or of the whole process. All async-signal-safe (clock_gettime is).
+// the CPU time of a thread or of the whole process. All async-signal-safe (clock_gettime is);
+// beside them, a thread's page-fault count (getrusage, not async-signal-safe).
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/types.h>
 #include <time.h>
@@ -33,6 +35,14 @@ inline uint64_t process_cpu_ns() { return clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
 // CPUCLOCK_SCHED) clock id); 0 when it has ended.
 inline uint64_t thread_cpu_ns_of(pid_t tid) {
     return clock_ns(static_cast<clockid_t>((~static_cast<unsigned>(tid)) << 3) | 6);
+}
+
+// The calling thread's page faults so far (minor + major): where a thread's time goes into fresh
+// pages (a buffer the allocator had given back), CPU time alone does not say. 0 when unknown.
+inline uint64_t thread_page_faults() {
+    rusage usage{};
+    if (getrusage(RUSAGE_THREAD, &usage) != 0) return 0;
+    return static_cast<uint64_t>(usage.ru_minflt) + static_cast<uint64_t>(usage.ru_majflt);
 }
 
 }  // namespace sf

@@ -1,0 +1,24 @@
+#include <sys/mman.h>
+
+#include <catch2/catch.hpp>
+
+#include "stackfrag/base/clock.hpp"
+
+using namespace sf;
+
+TEST_CASE("thread_page_faults counts the calling thread's first touches of fresh pages", "[base][clock]") {
+    constexpr size_t kPages = 64;
+    constexpr size_t kPage = 4096;
+    void* memory = mmap(nullptr, kPages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(memory != MAP_FAILED);
+    const uint64_t before = thread_page_faults();
+    auto* bytes = static_cast<volatile unsigned char*>(memory);
+    for (size_t page = 0; page < kPages; ++page) bytes[page * kPage] = 1;
+    const uint64_t after_first = thread_page_faults();
+    // Touching them again faults no more (the count may still grow by a stray fault elsewhere).
+    for (size_t page = 0; page < kPages; ++page) bytes[page * kPage] = 2;
+    const uint64_t after_second = thread_page_faults();
+    munmap(memory, kPages * kPage);
+    CHECK(after_first - before >= kPages);
+    CHECK(after_second - after_first < kPages / 4);
+}
