@@ -11,27 +11,12 @@
 
 namespace sf::agent {
 
-AutoStack::AutoStack(StackControllerSettings settings, Sampler& sampler) : controller_(settings), sampler_(sampler) {}
+AutoStack::AutoStack(StackControllerSettings settings, Sampler& sampler, StackTops& tops)
+    : controller_(settings), sampler_(sampler), tops_(tops) {}
 
 void AutoStack::set_stack_top(uint32_t tid, uint64_t top, uint64_t now_ns) {
-    if (top != 0) remember_top(tid, top, now_ns);   // else the reader may still find it
+    if (top != 0) tops_.remember(tid, top, now_ns);   // else the reader may still find it
 }
-
-void AutoStack::remember_top(uint32_t tid, uint64_t top, uint64_t since_ns) {
-    std::lock_guard<std::mutex> lock(tops_mutex_);
-    constexpr size_t kMaxThreads = 65536;   // bounded even if no end is ever announced
-    if (tops_.size() >= kMaxThreads) tops_.clear();
-    tops_[tid] = Top{top, since_ns};
-    tops_generation_.fetch_add(1, std::memory_order_release);
-}
-
-std::optional<uint64_t> AutoStack::lookup_top(uint32_t tid) const {
-    std::lock_guard<std::mutex> lock(tops_mutex_);
-    auto found = tops_.find(tid);
-    return found == tops_.end() ? std::nullopt : std::optional<uint64_t>(found->second.top);
-}
-
-uint64_t AutoStack::top_of(uint32_t tid) const { return lookup_top(tid).value_or(0); }
 
 void AutoStack::forget(uint32_t tid, uint64_t ended_ns) {
     {
@@ -39,12 +24,7 @@ void AutoStack::forget(uint32_t tid, uint64_t ended_ns) {
         controller_.forget(tid);
         publish_controller();
     }
-    std::lock_guard<std::mutex> lock(tops_mutex_);
-    auto found = tops_.find(tid);
-    if (found != tops_.end() && found->second.since_ns <= ended_ns) {
-        tops_.erase(found);
-        tops_generation_.fetch_add(1, std::memory_order_release);
-    }
+    tops_.forget(tid, ended_ns);
 }
 
 void AutoStack::on_thread_end(uint32_t tid) { forget(tid, UINT64_MAX); }
@@ -131,12 +111,12 @@ uint32_t AutoStack::bytes_of(uint32_t tid) const {
 }
 
 std::optional<uint64_t> AutoStack::cached_top(uint32_t tid, SampleWatchCache& cache) const {
-    if (cache.top_generation != tops_generation_.load(std::memory_order_acquire)) {
-        std::lock_guard<std::mutex> lock(tops_mutex_);
-        auto found = tops_.find(tid);
-        cache.top_known = found != tops_.end();
-        cache.top = cache.top_known ? found->second.top : 0;
-        cache.top_generation = tops_generation_.load(std::memory_order_relaxed);
+    if (const uint64_t generation = tops_.generation(); cache.top_generation != generation) {
+        // Read after the generation: a change in between only makes the next sample read again.
+        const std::optional<uint64_t> top = tops_.lookup(tid);
+        cache.top_known = top.has_value();
+        cache.top = top.value_or(0);
+        cache.top_generation = generation;
     }
     return cache.top_known ? std::optional<uint64_t>(cache.top) : std::nullopt;
 }
@@ -180,7 +160,7 @@ std::optional<bool> AutoStack::short_of_outermost(const Sample& sample, SampleWa
             return std::nullopt;
         }
         top = kernel::read_mapping_end_at(sample.stack_sp);
-        remember_top(sample.tid, *top, sample.time_ns);
+        tops_.remember(sample.tid, *top, sample.time_ns);
     }
     if (*top == 0) return std::nullopt;
     return fragment_short_of_outermost(sample.stack_sp, sample.stack.size(), *top,

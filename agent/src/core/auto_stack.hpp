@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "stack_controller.hpp"
+#include "stack_tops.hpp"
 #include "stackfrag/decoder/call_trace.hpp"
 #include "stackfrag/events/events.hpp"
 #include "stream_writer.hpp"
@@ -22,8 +23,8 @@ struct SampleWatchCache;
 
 class AutoStack final : public EventTap {
 public:
-    // `sampler` outlives this object.
-    AutoStack(StackControllerSettings settings, Sampler& sampler);
+    // `sampler` and `tops` (every thread's stack top, which registration fills) outlive this object.
+    AutoStack(StackControllerSettings settings, Sampler& sampler, StackTops& tops);
 
     // Any thread (registration, at monotonic time `now_ns`): `tid`'s stack ends below `top`.
     // The live signal judges threads without one alone; with only a recording see observe().
@@ -92,12 +93,8 @@ public:
     Agreement agreement() const;
 
 private:
-    uint64_t top_of(uint32_t tid) const;   // 0: unknown
-    // nullopt: never set nor looked up; 0: looked up, not found.
-    std::optional<uint64_t> lookup_top(uint32_t tid) const;
-    void remember_top(uint32_t tid, uint64_t top, uint64_t since_ns);
-    // Forgets the thread; its top only if it was set before `ended_ns` (a new thread with the
-    // same tid may have registered before the old one's end reached the stream).
+    uint64_t top_of(uint32_t tid) const { return tops_.lookup(tid).value_or(0); }   // 0: unknown
+    // Forgets the thread; its top only if it was set before `ended_ns` (StackTops::forget).
     void forget(uint32_t tid, uint64_t ended_ns);
     // `first_only`: only if the controller has not changed the thread's size yet.
     void apply(uint32_t tid, TraceStatus status, size_t fragment_bytes, uint64_t sample_ns, bool first_only);
@@ -119,16 +116,10 @@ private:
     // The decoder thread, the reader and starting threads count.
     std::atomic<uint64_t> grown_{0};
     std::atomic<uint64_t> shrunk_{0};
-    mutable std::mutex tops_mutex_;
-    struct Top {
-        uint64_t top = 0;
-        uint64_t since_ns = 0;
-    };
-    std::unordered_map<uint32_t, Top> tops_;
-    // Bumped (under the mutex that guards them) at every change of tops_ and of the controller's
-    // threads: a SampleWatchCache read at the current generation is still right. From 1 on (0 is
-    // an empty cache's).
-    std::atomic<uint64_t> tops_generation_{1};
+    StackTops& tops_;
+    // Bumped at every change of the controller's threads, as StackTops' generation at every change
+    // of the tops: a SampleWatchCache read at the current generations is still right. From 1 on (0
+    // is an empty cache's).
     std::atomic<uint64_t> bytes_generation_{1};
     mutable std::mutex agreement_mutex_;
     Agreement agreement_;

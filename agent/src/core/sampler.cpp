@@ -201,10 +201,15 @@ public:
         // thread whose top is known keeps only the bytes below it; a recording stores the same
         // fragment. On httpserver the workers' fragments shrink from ~16 KB to the few KB their
         // stacks use: less to copy here, to hand over, to store and to compress.
+        // A per-CPU ring's samples are of every thread: their tops come from the threads that
+        // registered themselves (Java threads at their start, the reader itself).
         size_t bytes = view.stack_size;
-        if (stack_top_ != 0 && static_cast<pid_t>(view.tid) == ring_tid_ && sample.stack_sp < stack_top_ &&
-            stack_top_ - sample.stack_sp < bytes) {
-            bytes = static_cast<size_t>(stack_top_ - sample.stack_sp);
+        const uint64_t top = ring_tid_ != 0 ? (static_cast<pid_t>(view.tid) == ring_tid_ ? stack_top_ : 0)
+                             : sampler_.stack_tops_ != nullptr
+                                 ? sampler_.stack_tops_copy_.top_of(*sampler_.stack_tops_, view.tid)
+                                 : 0;
+        if (top != 0 && sample.stack_sp < top && top - sample.stack_sp < bytes) {
+            bytes = static_cast<size_t>(top - sample.stack_sp);
         }
         sample.stack.reserve(std::max<size_t>((bytes + 4095) & ~size_t{4095}, 16384));
         // The copy's source is cold ring memory and its destination a buffer last touched on
@@ -287,6 +292,9 @@ void Sampler::run() {
     // (root, CAP_SYS_NICE, RLIMIT_RTPRIO), else a short EEVDF slice, costs the JVM nothing but
     // promptness; bench/capture: 0 lost at SCHED_FIFO 1 where an ordinary reader lost 0.3-3.5 %.
     if (realtime_reader_) reader_priority_.store(kernel::raise_reader_priority(), std::memory_order_relaxed);
+    // Per-CPU rings sample the reader too: its fragments end at its stack's top like a Java thread's.
+    const auto reader_tid = static_cast<uint32_t>(syscall(SYS_gettid));
+    if (stack_tops_ != nullptr) stack_tops_->remember(reader_tid, kernel::current_thread_stack_top(), monotonic_ns());
     uint64_t window_start = monotonic_ns(), window_cpu = thread_cpu_ns();
     const uint64_t with_timer = cadence_ns(config_, kTimerCadenceNs);
     const uint64_t rings_only = cadence_ns(config_, kCadenceNs);
@@ -331,6 +339,7 @@ void Sampler::run() {
     published_ring_drains_.store(ring_drains_, std::memory_order_relaxed);
     reader_cpu_ns_.store(thread_cpu_ns());
     reader_page_faults_.store(thread_page_faults());
+    if (stack_tops_ != nullptr) stack_tops_->forget(reader_tid, monotonic_ns());
 }
 
 Status Sampler::record_open_failure(Error error) {

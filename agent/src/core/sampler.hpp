@@ -23,6 +23,7 @@
 #include "reorder_buffer.hpp"
 #include "stackfrag/base/result.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
+#include "stack_tops.hpp"
 #include "stream_writer.hpp"
 
 namespace sf::agent {
@@ -163,6 +164,11 @@ public:
     void set_sample_watch(std::function<void(const Sample&, SampleWatchCache*)> watch) {
         sample_watch_ = std::move(watch);
     }
+    // Before start(): where threads' stacks end, for the samples of per-CPU rings (a thread's own
+    // ring knows its thread's top from add_thread): their fragments are cut at the sampled
+    // thread's top as a thread ring's are. The reader registers its own stack there. `tops`
+    // outlives the sampler.
+    void set_stack_tops(StackTops* tops) { stack_tops_ = tops; }
     // Before start(): a perf sample whose ip lies outside every executable mapping of `modules`'s
     // last scan (a library loaded since, which the periodic refresh would announce seconds later)
     // makes the reader rescan /proc/self/maps at once (at most every kMinRescanGapNs) and put the
@@ -258,6 +264,8 @@ private:
     uint64_t in_flight_since_ = 0;   // reader: the oldest in-flight producer at the last collect()
     std::unique_ptr<Converter> converter_;
     std::function<void(const Sample&, SampleWatchCache*)> sample_watch_;
+    StackTops* stack_tops_ = nullptr;
+    StackTops::Copy stack_tops_copy_;   // the reader's
     // Reader-thread state of set_module_tracker.
     ModuleTracker* modules_ = nullptr;
     std::vector<ModuleTracker::Range> code_ranges_;   // the tracker's last scan, as the reader has it

@@ -128,6 +128,7 @@ public:
         sampler_->set_events(options_.sample_cpu, options_.sample_switch);
         sampler_->set_realtime_reader(options_.realtime_reader);
         sampler_->set_module_tracker(&modules_);
+        sampler_->set_stack_tops(&stack_tops_);
         create_live_profile();
         if (!setup_jvmti()) {
             disabled_ = true;
@@ -306,6 +307,9 @@ public:
         if (options_.mode == SamplingMode::kThread) open_lag_.on_end(tid, thread_cpu_ns());
         if (OracleSampler* timer_sampler = timer()) timer_sampler->remove_thread(tid);
         if (options_.mode == SamplingMode::kThread) sampler_->end_thread(tid);
+        // stack=auto forgets the top when the end reaches the stream, after the thread's last
+        // samples; otherwise a later thread of the same tid must not be cut at this one's top.
+        if (!auto_stack_) stack_tops_.forget(static_cast<uint32_t>(tid), monotonic_ns());
     }
 
     VmCapture* capture() {
@@ -466,7 +470,7 @@ private:
                 // No decoder: the reader judges each sample by where its fragment ends below the
                 // thread's stack top as it reads it (AutoStack::on_perf_sample); the stream it
                 // writes says when a thread ended.
-                auto_stack_ = std::make_unique<AutoStack>(deep, *sampler_);
+                auto_stack_ = std::make_unique<AutoStack>(deep, *sampler_, stack_tops_);
                 sampler_->set_sample_watch(
                     [this](const Sample& sample, SampleWatchCache* cache) { auto_stack_->on_perf_sample(sample, cache); });
                 writer_.set_tap(auto_stack_.get());
@@ -487,7 +491,7 @@ private:
         if (stack_auto) {
             // With a live profile the decoder says which samples ran off their fragment (stitched
             // ones did not need more): the better signal.
-            auto_stack_ = std::make_unique<AutoStack>(deep, *sampler_);
+            auto_stack_ = std::make_unique<AutoStack>(deep, *sampler_, stack_tops_);
             settings.watch_trace = [this](const Event& event, const CallTrace& trace) { auto_stack_->on_trace(event, trace); };
             // The reader's decode-free check grows a thread at its first sample that ran off,
             // tens of milliseconds before the decoder's verdict on it (AutoStack::on_perf_sample).
@@ -653,9 +657,14 @@ private:
     void register_thread(pid_t tid, std::string name, JNIEnv* jni, bool on_thread) {
         if (!threads_.add(tid, name)) return;
         const std::string registered_name = auto_stack_ ? name : std::string();
-        // stack=auto: the stack's top, known to the thread itself (the others are judged by the
-        // live decoder only).
-        if (auto_stack_ && on_thread) auto_stack_->set_stack_top(static_cast<uint32_t>(tid), kernel::current_thread_stack_top(), monotonic_ns());
+        // The stack's top, known to the thread itself: the reader cuts its fragments there (per-CPU
+        // rings; its own ring has it from add_thread), and stack=auto judges them by it (the
+        // others are judged by the live decoder only).
+        if (on_thread) {
+            if (const uint64_t top = kernel::current_thread_stack_top(); top != 0) {
+                stack_tops_.remember(static_cast<uint32_t>(tid), top, monotonic_ns());
+            }
+        }
         SF_LOG_DEBUG("thread %d '%s'", tid, name.c_str());
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), false, std::move(name)});
         bool on_perf = false;
@@ -991,6 +1000,8 @@ private:
     // go_live, then the code-poll thread and the reader (a sample in a library loaded since); before
     // sampler_, which uses it.
     ModuleTracker modules_;
+    // Every registered thread's stack top; before sampler_ and auto_stack_, which use it.
+    StackTops stack_tops_;
     std::unique_ptr<Sampler> sampler_;
     std::string kernel_unsampled_;                    // why kernel-mode ticks are not sampled ("" when they are)
     std::unique_ptr<TaskWatcher> task_watcher_;       // threads=all

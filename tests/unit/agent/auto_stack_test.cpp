@@ -43,6 +43,7 @@ struct Fixture {
     EventQueue queue;
     StreamWriter writer{nullptr};
     Sampler sampler{kernel::SamplingConfig{}, queue, writer, nullptr};
+    StackTops tops;
 };
 
 // Runs `body` with its stack's top on a new thread with a 1 MB stack, which glibc maps whole: an
@@ -93,7 +94,7 @@ TEST_CASE("stack=auto with only a recording grows a deep thread's fragment from 
           "[agent][stack]") {
     Fixture f;
     const StackControllerSettings settings = with_margin(10);
-    AutoStack autostack(settings, f.sampler);
+    AutoStack autostack(settings, f.sampler, f.tops);
     autostack.set_stack_top(7, kTop, 100);
 
     // Shallow samples (the fragment reaches within the margin of the top) change nothing.
@@ -147,7 +148,7 @@ TEST_CASE("stack=auto with only a recording grows a deep thread's fragment from 
 TEST_CASE("stack=auto with only a recording finds an unregistered thread's stack top in /proc/self/maps",
           "[agent][stack]") {
     Fixture f;
-    AutoStack autostack(StackControllerSettings{}, f.sampler);
+    AutoStack autostack(StackControllerSettings{}, f.sampler, f.tops);
     uint64_t top = 0, grown_after_shallow = 0, grown = 0;
     on_thread_with_1mb_stack([&](uint64_t thread_top) {
         top = thread_top;
@@ -166,7 +167,7 @@ TEST_CASE("a full fragment may run off only when it ends short of its thread's s
           "[agent][stack]") {
     Fixture f;
     const StackControllerSettings settings = with_margin();
-    AutoStack autostack(settings, f.sampler);
+    AutoStack autostack(settings, f.sampler, f.tops);
     // A registered thread: judged by where its fragment ends below the top.
     autostack.set_stack_top(5, kTop, 0);
     CHECK_FALSE(autostack.may_run_off(sample_at(5, 16384 + 100, 16384)));   // the entry frame is in reach
@@ -191,7 +192,7 @@ TEST_CASE("stack=auto with a live decoder: the reader's check grows a thread at 
           "the decoder's verdicts steer from there", "[agent][stack]") {
     Fixture f;
     const StackControllerSettings settings = with_margin(10);
-    AutoStack autostack(settings, f.sampler);
+    AutoStack autostack(settings, f.sampler, f.tops);
     autostack.set_head_start(true);
     autostack.set_stack_top(7, kTop, 100);
     CallTrace complete;
@@ -227,7 +228,7 @@ TEST_CASE("stack=auto grows a deep thread's family with it, and starts the famil
           "[agent][stack]") {
     Fixture f;
     const StackControllerSettings settings = with_margin();
-    AutoStack autostack(settings, f.sampler);
+    AutoStack autostack(settings, f.sampler, f.tops);
     for (uint32_t tid : {7u, 8u, 9u, 10u}) autostack.set_stack_top(tid, kTop, 100);
     autostack.thread_started(7, "pool-1-thread-1");
     autostack.thread_started(8, "pool-1-thread-2");
@@ -270,7 +271,7 @@ TEST_CASE("a ring's cached stack top and fragment size follow the thread's chang
     // The reader keeps them per ring (SampleWatchCache) instead of asking under two mutexes per sample.
     Fixture f;
     const StackControllerSettings settings = with_margin();
-    AutoStack autostack(settings, f.sampler);
+    AutoStack autostack(settings, f.sampler, f.tops);
     autostack.set_head_start(true);
     SampleWatchCache cache;
 
@@ -305,7 +306,7 @@ TEST_CASE("stack=auto tells the size a starting thread's events open with: large
           "[agent][stack]") {
     Fixture f;
     const StackControllerSettings settings = with_margin();
-    AutoStack autostack(settings, f.sampler);
+    AutoStack autostack(settings, f.sampler, f.tops);
     CHECK(autostack.start_bytes("main", true) == settings.max_bytes);
     CHECK(autostack.start_bytes("worker-1", false) == settings.base_bytes);
     autostack.set_stack_top(7, kTop, 100);

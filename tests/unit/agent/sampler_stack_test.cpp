@@ -322,11 +322,13 @@ namespace {
 // A thread whose stack is the lower half of one readable mapping, so that the kernel's copy runs
 // on past the stack's top into the upper half (as it runs into a neighbouring thread's stack where
 // the kernel merged the two mappings); it registers itself (and so its stack top) or is
-// registered by the test's thread.
+// registered by the test's thread; or, with `tops`, it only puts its top there (per-CPU events
+// sample it).
 class StackInMapping {
 public:
     static constexpr size_t kStack = 512 * 1024;
-    StackInMapping(Sampler& sampler, bool registers_itself) : sampler_(sampler), itself_(registers_itself) {
+    StackInMapping(Sampler& sampler, bool registers_itself, StackTops* tops = nullptr)
+        : sampler_(sampler), itself_(registers_itself), tops_(tops) {
         block_ = mmap(nullptr, 2 * kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         REQUIRE(block_ != MAP_FAILED);
         // Touched: the kernel copies from interrupt context and stops at a page not present.
@@ -337,7 +339,7 @@ public:
         REQUIRE(pthread_create(&thread_, &attr, &StackInMapping::main, this) == 0);
         pthread_attr_destroy(&attr);
         while (tid_.load() == 0) std::this_thread::yield();
-        if (!itself_) added_.store(sampler_.add_thread(tid_.load()).ok());
+        if (!itself_ && tops_ == nullptr) added_.store(sampler_.add_thread(tid_.load()).ok());
     }
     ~StackInMapping() {
         stop();
@@ -369,7 +371,12 @@ private:
         auto* me = static_cast<StackInMapping*>(self);
         me->top_.store(kernel::current_thread_stack_top());
         const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
-        if (me->itself_) me->added_.store(me->sampler_.add_thread(tid).ok());
+        if (me->tops_ != nullptr) {
+            if (me->itself_) me->tops_->remember(static_cast<uint32_t>(tid), me->top_.load(), monotonic_ns());
+            me->added_.store(true);
+        } else if (me->itself_) {
+            me->added_.store(me->sampler_.add_thread(tid).ok());
+        }
         me->tid_.store(tid);
         volatile uint64_t x = 1;
         while (!me->stop_.load(std::memory_order_relaxed)) x = x * 6364136223846793005ULL + 1;
@@ -377,6 +384,7 @@ private:
     }
     Sampler& sampler_;
     const bool itself_;
+    StackTops* const tops_;
     void* block_ = nullptr;
     pthread_t thread_{};
     bool stopped_ = false;
@@ -427,5 +435,42 @@ TEST_CASE("a thread that registers itself has its fragments end at its stack's t
     }
     // Registered by another thread (the JVM's own threads, found by the thread watcher) its top is
     // not known: the kernel's whole copy, past the top.
+    for (const auto& [sp, size] : others) CHECK(size == 16384);
+}
+
+TEST_CASE("per-CPU events cut a thread's fragments at the stack top it registered, and leave the others whole") {
+    // mode=cpu: one ring per CPU holds every thread's samples; the reader finds each sampled
+    // thread's top among those registered (Java threads at their start).
+    uint64_t top = 0;
+    std::vector<std::pair<uint64_t, size_t>> own, others;
+    for (const bool itself : {true, false}) {
+        const std::string path = "/tmp/sf-agent-sampler-cpu-top-" + std::to_string(itself) + "-" + std::to_string(getpid()) + ".sfr";
+        EventQueue queue;
+        StreamWriter writer(test::new_recording(path));
+        StackTops tops;
+        kernel::SamplingConfig config;
+        config.period_ns = 1'000'000;
+        Sampler sampler(config, queue, writer, nullptr);
+        sampler.set_stack_tops(&tops);
+        REQUIRE(sampler.add_cpus(static_cast<pid_t>(syscall(SYS_gettid))).ok());
+        REQUIRE(sampler.start().ok());
+        StackInMapping thread(sampler, itself, &tops);
+        REQUIRE(thread.added());
+        thread.wait_for_cpu_ms(60);
+        thread.stop();
+        REQUIRE(sampler.stop(3000));
+        (itself ? own : others) = fragments_of(path, thread.tid());
+        if (itself) top = thread.top();
+        std::remove(path.c_str());
+    }
+    REQUIRE(top != 0);
+    REQUIRE(own.size() >= 10);
+    REQUIRE(others.size() >= 10);
+    for (const auto& [sp, size] : own) {
+        INFO("sp " << sp << ", top " << top << ", fragment " << size);
+        CHECK(sp < top);
+        CHECK(sp + size == top);
+        CHECK(size < 16384);
+    }
     for (const auto& [sp, size] : others) CHECK(size == 16384);
 }
