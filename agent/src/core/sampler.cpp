@@ -166,6 +166,7 @@ public:
         now_ns_ = now_ns;
         takes_switches_ = ring.takes_switches;
         stack_top_ = ring.tid != 0 ? ring.stack_top : 0;
+        if (ring.tid == 0 && sampler_.stack_tops_ != nullptr) sampler_.stack_tops_copy_.refresh(*sampler_.stack_tops_);
         watch_cache_ = ring.tid != 0 ? &ring.watch_cache : nullptr;
     }
 
@@ -205,9 +206,7 @@ public:
         // registered themselves (Java threads at their start, the reader itself).
         size_t bytes = view.stack_size;
         const uint64_t top = ring_tid_ != 0 ? (static_cast<pid_t>(view.tid) == ring_tid_ ? stack_top_ : 0)
-                             : sampler_.stack_tops_ != nullptr
-                                 ? sampler_.stack_tops_copy_.top_of(*sampler_.stack_tops_, view.tid)
-                                 : 0;
+                                            : sampler_.stack_tops_copy_.top_of(view.tid);
         if (top != 0 && sample.stack_sp < top && top - sample.stack_sp < bytes) {
             bytes = static_cast<size_t>(top - sample.stack_sp);
         }

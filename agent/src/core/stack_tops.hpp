@@ -24,13 +24,19 @@ public:
     // Changes with every remember or forget that changed something; never 0.
     uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
-    // One reader's copy of every top, taken again only when the generation moved: a per-CPU ring's
-    // samples are of many threads, and a lookup per sample must not take the mutex.
+    // One reader's copy of every top: a per-CPU ring's samples are of many threads, and a lookup
+    // per sample must not take the mutex. Taken again by refresh() when the generation moved, which
+    // the reader calls once per drain of a ring, so that a server starting and ending threads by
+    // the thousand costs it one copy per cycle, not one per sample. Until then a new thread's
+    // samples are left whole, and an ended one's top still applies to its tid: a later thread of
+    // the tid runs on the same stack block (glibc reuses them) or far from it (no cut applies).
     class Copy {
     public:
-        // The top of `tid`'s stack, 0 when unknown.
-        uint64_t top_of(const StackTops& tops, uint32_t tid) {
+        void refresh(const StackTops& tops) {
             if (generation_ != tops.generation()) tops.copy_to(*this);
+        }
+        // The top of `tid`'s stack as of the last refresh, 0 when unknown.
+        uint64_t top_of(uint32_t tid) const {
             auto found = tops_.find(tid);
             return found == tops_.end() ? 0 : found->second;
         }
