@@ -407,6 +407,22 @@ std::vector<std::pair<uint64_t, size_t>> fragments_of(const std::string& path, p
     return fragments;
 }
 
+// A thread that knew its top (`own`'s fragments) stores only its stack, of which it uses a few KB;
+// one whose top is not known (`others`) the kernel's whole 16 KB copy, past the top.
+void check_cut_at_top(uint64_t top, const std::vector<std::pair<uint64_t, size_t>>& own,
+                      const std::vector<std::pair<uint64_t, size_t>>& others) {
+    REQUIRE(top != 0);
+    REQUIRE(own.size() >= 10);
+    REQUIRE(others.size() >= 10);
+    for (const auto& [sp, size] : own) {
+        INFO("sp " << sp << ", top " << top << ", fragment " << size);
+        CHECK(sp < top);
+        CHECK(sp + size == top);
+        CHECK(size < 16384);
+    }
+    for (const auto& [sp, size] : others) CHECK(size == 16384);
+}
+
 }  // namespace
 
 TEST_CASE("a thread that registers itself has its fragments end at its stack's top, a recording stores them so") {
@@ -424,18 +440,9 @@ TEST_CASE("a thread that registers itself has its fragments end at its stack's t
         if (itself) top = thread.top();
         std::remove(recorded.path.c_str());
     }
-    REQUIRE(top != 0);
-    REQUIRE(own.size() >= 10);
-    REQUIRE(others.size() >= 10);
-    for (const auto& [sp, size] : own) {
-        INFO("sp " << sp << ", top " << top << ", fragment " << size);
-        CHECK(sp < top);
-        CHECK(sp + size == top);   // only the thread's stack, which it uses only a few KB of
-        CHECK(size < 16384);
-    }
     // Registered by another thread (the JVM's own threads, found by the thread watcher) its top is
     // not known: the kernel's whole copy, past the top.
-    for (const auto& [sp, size] : others) CHECK(size == 16384);
+    check_cut_at_top(top, own, others);
 }
 
 TEST_CASE("per-CPU events cut a thread's fragments at the stack top it registered, and leave the others whole") {
@@ -463,14 +470,5 @@ TEST_CASE("per-CPU events cut a thread's fragments at the stack top it registere
         if (itself) top = thread.top();
         std::remove(path.c_str());
     }
-    REQUIRE(top != 0);
-    REQUIRE(own.size() >= 10);
-    REQUIRE(others.size() >= 10);
-    for (const auto& [sp, size] : own) {
-        INFO("sp " << sp << ", top " << top << ", fragment " << size);
-        CHECK(sp < top);
-        CHECK(sp + size == top);
-        CHECK(size < 16384);
-    }
-    for (const auto& [sp, size] : others) CHECK(size == 16384);
+    check_cut_at_top(top, own, others);
 }
