@@ -336,9 +336,18 @@ CodeLookup CodeMap::find_code(uint64_t pc, uint64_t time_ns) const {
     return r;
 }
 
+const MethodInfo* CodeMap::store_method(MethodInfo&& method) {
+    if (method_chunks_.empty() || method_chunk_used_ == kMethodChunk) {
+        method_chunks_.push_back(std::make_unique<MethodInfo[]>(kMethodChunk));
+        method_chunk_used_ = 0;
+    }
+    MethodInfo& slot = method_chunks_.back()[method_chunk_used_++];
+    slot = std::move(method);
+    return &slot;
+}
+
 void CodeMap::apply_method(MethodInfo&& method) {
-    method_store_.push_back(std::move(method));
-    const MethodInfo* info = &method_store_.back();
+    const MethodInfo* info = store_method(std::move(method));
     if (info->method_id != 0) methods_by_id_[info->method_id] = info;
     if (info->method_ptr == 0) return;
     applying_ = KeyRange{method_key(info->method_ptr), method_key(info->method_ptr)};
@@ -354,26 +363,30 @@ void CodeMap::apply_method(MethodInfo&& method) {
     }
     auto [single, inserted] = single_version_by_ptr_.try_emplace(info->method_ptr, version);
     if (inserted) return;
+    if (single->info == nullptr) {   // a retired slot whose versions are gone (forget_before keeps one)
+        *single = version;
+        return;
+    }
     // A second version of this Method*: both move to the multi-version map, oldest first (equal
     // times keep arrival order, as the later one was announced later).
-    std::vector<MethodVersion> versions{single->second};
+    std::vector<MethodVersion> versions{*single};
     versions.insert(std::upper_bound(versions.begin(), versions.end(), version.time_ns, earlier), version);
-    single_version_by_ptr_.erase(single);
+    *single = MethodVersion{};
     versions_by_ptr_.emplace(info->method_ptr, std::move(versions));
 }
 
 const MethodInfo* CodeMap::method_by_id(uint64_t method_id) const {
-    auto it = methods_by_id_.find(method_id);
-    return it == methods_by_id_.end() ? nullptr : it->second;
+    const MethodInfo* const* found = methods_by_id_.find(method_id);
+    return found == nullptr ? nullptr : *found;
 }
 
 const MethodInfo* CodeMap::method_by_ptr(uint64_t method_ptr, uint64_t time_ns) const {
     if (lookup_log_) lookup_log_->add(method_key(method_ptr));
     MethodCacheEntry& cached = method_cache_[method_slot(method_ptr)];
     if (cached.ptr == method_ptr && cached.valid) return cached.info;
-    if (auto single = single_version_by_ptr_.find(method_ptr); single != single_version_by_ptr_.end()) {
-        cached = MethodCacheEntry{method_ptr, single->second.info, true};
-        return single->second.info;
+    if (const MethodVersion* single = single_version_by_ptr_.find(method_ptr); single && single->info) {
+        cached = MethodCacheEntry{method_ptr, single->info, true};
+        return single->info;
     }
     auto it = versions_by_ptr_.find(method_ptr);
     if (it == versions_by_ptr_.end() || it->second.empty()) {
@@ -445,7 +458,7 @@ void CodeMap::forget_before(uint64_t time_ns) {
             versions_dropped = true;
         }
         if (versions.size() == 1) {
-            single_version_by_ptr_.emplace(it->first, versions.front());
+            single_version_by_ptr_[it->first] = versions.front();
             it = versions_by_ptr_.erase(it);
         } else {
             ++it;

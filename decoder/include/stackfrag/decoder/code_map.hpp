@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "stackfrag/base/flat_u64_map.hpp"
 #include "stackfrag/events/events.hpp"
 #include "stackfrag/hotspot/frame_layout.hpp"
 
@@ -240,13 +241,20 @@ private:
     mutable std::vector<StubSegment> stub_segments_;
     mutable bool stubs_dirty_ = false;
 
-    std::deque<MethodInfo> method_store_;
+    // Every announced method at a stable address, 256 to an allocation (a deque of them allocated
+    // one block per two): a run announces 10-50 k, nearly all of them at class preparation.
+    std::vector<std::unique_ptr<MethodInfo[]>> method_chunks_;
+    size_t method_chunk_used_ = 0;
+    static constexpr size_t kMethodChunk = 256;
+    const MethodInfo* store_method(MethodInfo&& method);
     static constexpr size_t kExpectedMethods = 16384;
-    std::unordered_map<uint64_t, const MethodInfo*> methods_by_id_;
+    // Flat: an insert per announced method allocates nothing (they come by the tens of thousands).
+    FlatU64Map<const MethodInfo*> methods_by_id_;
     // Method* -> MethodInfo over time. Nearly every Method* only ever has one version; the few
     // that a redefinition or a reused address gave more live in a map of their own, the only
-    // one forget_before() has work on, and single ones cost no vector of their own.
-    std::unordered_map<uint64_t, MethodVersion> single_version_by_ptr_;
+    // one forget_before() has work on, and single ones cost no vector of their own. A Method*
+    // that moved to versions_by_ptr_ keeps its slot here with a null info.
+    FlatU64Map<MethodVersion> single_version_by_ptr_;
     std::unordered_map<uint64_t, std::vector<MethodVersion>> versions_by_ptr_;   // sorted by time
     // method_by_ptr's time-independent answers (a Method* with one version, or none) by Method*,
     // direct-mapped: every interpreted frame and every scan's candidate asks, and a hash map's
