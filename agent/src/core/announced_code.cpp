@@ -10,12 +10,17 @@ constexpr size_t kMethodSlice = 4096;
 }  // namespace
 
 bool AnnouncedCode::claim_method(uint64_t method_id, uint64_t method_ptr) {
+    if (method_id == 0 || method_ptr == 0) return false;   // neither is a method (nor a key here)
     std::lock_guard lock(mutex_);
-    auto [it, inserted] = method_index_.try_emplace(method_id, methods_.size());
+    auto [index, inserted] = method_index_.try_emplace(method_id, methods_.size());
+    if (!inserted && *index == kUnclaimed) {
+        *index = methods_.size();
+        inserted = true;
+    }
     if (inserted) {
         methods_.emplace_back(method_id, method_ptr);
     } else {
-        uint64_t& announced_ptr = methods_[it->second].second;
+        uint64_t& announced_ptr = methods_[*index].second;
         if (announced_ptr == method_ptr) return false;
         announced_ptr = method_ptr;
     }
@@ -25,13 +30,13 @@ bool AnnouncedCode::claim_method(uint64_t method_id, uint64_t method_ptr) {
 
 void AnnouncedCode::unclaim_method(uint64_t method_id) {
     std::lock_guard lock(mutex_);
-    auto it = method_index_.find(method_id);
-    if (it == method_index_.end()) return;
-    const size_t index = it->second;
-    method_index_.erase(it);
+    size_t* found = method_index_.find(method_id);
+    if (found == nullptr || *found == kUnclaimed) return;
+    const size_t index = *found;
+    *found = kUnclaimed;
     if (index + 1 != methods_.size()) {
         methods_[index] = methods_.back();
-        method_index_[methods_[index].first] = index;
+        *method_index_.find(methods_[index].first) = index;
     }
     methods_.pop_back();
 }
@@ -43,8 +48,8 @@ size_t AnnouncedCode::method_count() const {
 
 uint64_t AnnouncedCode::method_id_of(uint64_t method_ptr) const {
     std::lock_guard lock(mutex_);
-    auto it = id_of_method_ptr_.find(method_ptr);
-    return it == id_of_method_ptr_.end() ? 0 : it->second;
+    const uint64_t* found = id_of_method_ptr_.find(method_ptr);
+    return found == nullptr ? 0 : *found;
 }
 
 std::vector<uint64_t> AnnouncedCode::redefined(

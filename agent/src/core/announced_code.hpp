@@ -15,12 +15,15 @@
 #include <utility>
 #include <vector>
 
+#include "stackfrag/base/flat_u64_map.hpp"
+
 namespace sf::agent {
 
 class AnnouncedCode {
 public:
     // Methods. True when (jmethodID, Method*) still needs announcing, and marks it announced: a
-    // jmethodID announced with another Method* before (RedefineClasses) needs it again.
+    // jmethodID announced with another Method* before (RedefineClasses) needs it again. False for
+    // a 0 id or Method*.
     bool claim_method(uint64_t method_id, uint64_t method_ptr);
     // The announcement failed after all (the method vanished): the next claim may try again.
     void unclaim_method(uint64_t method_id);
@@ -56,9 +59,12 @@ private:
     };
     mutable std::mutex mutex_;
     // Every announced (jmethodID, Method* last announced), and where each jmethodID is in it.
+    // Flat maps: the callbacks claim every method of every class prepared, tens of thousands on
+    // the JVM's own threads, and an insert into them allocates nothing.
     std::vector<std::pair<uint64_t, uint64_t>> methods_;
-    std::unordered_map<uint64_t, size_t> method_index_;
-    std::unordered_map<uint64_t, uint64_t> id_of_method_ptr_;   // Method* -> jmethodID
+    static constexpr size_t kUnclaimed = SIZE_MAX;   // a method_index_ entry whose claim was undone
+    FlatU64Map<size_t> method_index_;
+    FlatU64Map<uint64_t> id_of_method_ptr_;   // Method* -> jmethodID
     std::unordered_map<uint64_t, LiveCode> live_code_;          // code_begin -> what was announced
     std::set<std::tuple<uint64_t, uint64_t, std::string>> stubs_;
     std::unordered_set<uint64_t> unannounced_last_poll_;        // nmethod code_begin
