@@ -66,8 +66,12 @@ public:
     };
     std::optional<Bytecodes> bytecodes(uint64_t method_ptr) const;
     // bytecodes() of many methods (a class's), with two batched reads of VM memory in all, each
-    // read as few spans as the methods' neighbourhood allows (vm::read_each_coalesced).
-    std::vector<std::optional<Bytecodes>> bytecodes_of(const std::vector<uint64_t>& method_ptrs) const;
+    // read as few spans as the methods' neighbourhood allows (vm::read_each_coalesced). With
+    // `code_sizes` (one per method, from JVMTI's GetMethodLocation; nullopt: unknown) only the
+    // ConstMethod pointers are read, and the sizes are read for the methods without one.
+    std::vector<std::optional<Bytecodes>> bytecodes_of(
+        const std::vector<uint64_t>& method_ptrs,
+        const std::vector<std::optional<uint32_t>>* code_sizes = nullptr) const;
 
     const vm::VmLayoutOffsets& layout() const { return layout_; }
     size_t heap_count() const { return heaps_.size(); }

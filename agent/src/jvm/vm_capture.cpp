@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -232,7 +233,16 @@ struct VmCapture::Impl {
         }
         jvmti->Deallocate(reinterpret_cast<unsigned char*>(methods));
         if (claimed.empty()) return;
-        const std::vector<std::optional<CodeCacheReader::Bytecodes>> bytecodes = code_cache->bytecodes_of(ptrs);
+        // The code sizes from JVMTI (the last bytecode's index + 1; -1 for a native method), so that
+        // only the ConstMethod pointers are read from VM memory.
+        std::vector<std::optional<uint32_t>> code_sizes(claimed.size());
+        for (size_t i = 0; i < claimed.size(); ++i) {
+            jlocation start = 0, end = 0;
+            if (jvmti->GetMethodLocation(claimed[i], &start, &end) == JVMTI_ERROR_NONE && end >= -1 && end < INT32_MAX) {
+                code_sizes[i] = static_cast<uint32_t>(end + 1);
+            }
+        }
+        const std::vector<std::optional<CodeCacheReader::Bytecodes>> bytecodes = code_cache->bytecodes_of(ptrs, &code_sizes);
         const ClassFacts facts = class_facts(klass);
         for (size_t i = 0; i < claimed.size(); ++i) {
             MethodInfo method;
