@@ -70,9 +70,9 @@ inline Result<std::string> agent_option_text(const AgentFlags& flags, bool absol
     };
     if (!flags.interval.empty()) {
         Result<uint64_t> ns = kernel::parse_interval(flags.interval);
-        if (!ns.ok() || *ns < kernel::kMinPeriodNs) {
+        if (!ns.ok() || *ns < kernel::kMinSamplingPeriodNs) {
             return make_error(Errc::kInvalidArgument, fmt::format("bad --interval '{}'", flags.interval),
-                              "give a duration like 100us, 1ms or 10ms (at least 10us)");
+                              "give a duration like 100us, 1ms or 10ms (at least 50us)");
         }
     }
     for (const Status& s : {add("interval", flags.interval, false), add("file", flags.file, true),

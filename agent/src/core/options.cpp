@@ -34,8 +34,8 @@ bool apply_interval(std::string_view value, AgentOptions& options) {
         return true;
     }
     Result<uint64_t> ns = kernel::parse_interval(value);
-    // Below the kernel's floor for software clocks the period would silently be raised.
-    if (!ns.ok() || *ns < kernel::kMinPeriodNs) return false;
+    // Shorter periods keep a CPU in the timer's interrupt (kernel::kMinSamplingPeriodNs).
+    if (!ns.ok() || *ns < kernel::kMinSamplingPeriodNs) return false;
     options.interval_ns = *ns;
     options.interval_auto = false;
     return true;
@@ -242,7 +242,7 @@ std::string_view file_expected() {
 }
 
 const OptionSpec kOptions[] = {
-    {"interval", false, false, "a duration like 100us, 1ms, 10ms, or auto", apply_interval},
+    {"interval", false, false, "a duration of at least 50us (like 100us, 1ms, 10ms), or auto", apply_interval},
     {"budget", false, false, "a percentage from 0.01% to 50% (default 1%)", apply_budget},
     {"stack", false, false, "auto (the default: 16384, up to 65528 for deep threads) or a number of bytes, a multiple of 8 from 8 to 65528", apply_stack},
     {"clock", false, false, "task or cpu", apply_clock},

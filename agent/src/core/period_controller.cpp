@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "stackfrag/kernel/perf_events.hpp"
+
 namespace sf::agent {
 
 PeriodController::PeriodController(PeriodControllerSettings settings) : settings_(settings) {
     settings_.window = std::max<uint32_t>(settings_.window, 2);
     settings_.min_window = std::clamp<uint32_t>(settings_.min_window, 2, settings_.window);
-    settings_.min_ns = std::max<uint64_t>(settings_.min_ns, 10'000);
+    settings_.min_ns = std::max<uint64_t>(settings_.min_ns, kernel::kMinSamplingPeriodNs);
     settings_.max_ns = std::max(settings_.max_ns, settings_.min_ns);
     settings_.start_ns = std::clamp(settings_.start_ns, settings_.min_ns, settings_.max_ns);
 }

@@ -47,9 +47,13 @@ TEST_CASE("interval accepts the durations parse_interval accepts") {
     CHECK(parse_ok("interval=10ms").interval_ns == 10'000'000);
     CHECK(parse_ok("interval=2s").interval_ns == 2'000'000'000);
     CHECK(parse_ok("interval=250000").interval_ns == 250'000);
-    for (const char* bad : {"fast", "1parsec", "-1ms", "0", "ms", "5us"}) {
+    CHECK(parse_ok("interval=50us").interval_ns == 50'000);
+    // Below 50 us the kernel's timer interrupt would keep a CPU to itself (kMinSamplingPeriodNs),
+    // though perf takes down to 10 us.
+    for (const char* bad : {"fast", "1parsec", "-1ms", "0", "ms", "5us", "10us", "49us"}) {
         const std::string message = parse_error(std::string("interval=") + bad);
-        CHECK(message == "bad value '" + std::string(bad) + "' for interval: expected a duration like 100us, 1ms, 10ms, or auto");
+        CHECK(message == "bad value '" + std::string(bad) +
+                             "' for interval: expected a duration of at least 50us (like 100us, 1ms, 10ms), or auto");
     }
 }
 
@@ -91,7 +95,7 @@ TEST_CASE("ring is a power of two; without it the ring holds about 10 ms of samp
     CHECK(at_100us > at_1ms);
     CHECK((at_100us & (at_100us - 1)) == 0);
     CHECK(static_cast<uint64_t>(at_100us) * 4096 >= 100 * sf::kernel::sample_record_bytes(16384));
-    CHECK(parse_ok("interval=10us").sampling_config().ring_pages == 1024);   // capped
+    CHECK(parse_ok("interval=50us").sampling_config().ring_pages == 1024);   // capped
 }
 
 TEST_CASE("mode=cpu: stack=auto takes the largest fragment its ring holds (one size for every thread), a given size stays") {
@@ -110,7 +114,7 @@ TEST_CASE("mode=cpu: stack=auto takes the largest fragment its ring holds (one s
     CHECK(fixed.stack_bytes == 8192);
     CHECK_FALSE(fixed.stack_auto);
     // A per-CPU ring takes every sample of its CPU, each reserving the whole size: at 100 us the
-    // largest fragment whose 10 ms of samples fit the 4 MB ring, at 10 us the default.
+    // largest fragment whose 10 ms of samples fit the 4 MB ring, never below the default.
     const auto fast = parse_ok("mode=cpu,interval=100us");
     CHECK(fast.stack_bytes > 16384);
     CHECK(fast.stack_bytes < sf::kernel::kMaxStackBytes);
@@ -118,7 +122,11 @@ TEST_CASE("mode=cpu: stack=auto takes the largest fragment its ring holds (one s
     CHECK(101 * sf::kernel::sample_record_bytes(fast.stack_bytes) <= 1024 * 4096);
     CHECK(101 * sf::kernel::sample_record_bytes(fast.stack_bytes + 8) > 1024 * 4096);
     CHECK(fast.sampling_config().ring_pages == 1024);
-    CHECK(parse_ok("mode=cpu,interval=10us").stack_bytes == 16384);
+    const auto fastest = parse_ok("mode=cpu,interval=50us");
+    CHECK(fastest.stack_bytes >= 16384);
+    CHECK(fastest.stack_bytes < fast.stack_bytes);
+    CHECK(201 * sf::kernel::sample_record_bytes(fastest.stack_bytes) <= 1024 * 4096);
+    CHECK(201 * sf::kernel::sample_record_bytes(fastest.stack_bytes + 8) > 1024 * 4096);
     CHECK(parse_ok("mode=cpu,interval=100us,ring=4096").stack_bytes == sf::kernel::kMaxStackBytes);
     const auto thread = parse_ok("mode=thread");
     CHECK(thread.stack_auto);

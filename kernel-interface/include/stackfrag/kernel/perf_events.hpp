@@ -22,6 +22,13 @@ enum class ClockKind : uint8_t { kTask, kCpu };   // PERF_COUNT_SW_TASK_CLOCK / 
 // The smallest period the kernel honours for its hrtimer-driven software clocks; a smaller one
 // would be raised to this silently, so validate() refuses it instead.
 inline constexpr uint64_t kMinPeriodNs = 10'000;
+// The shortest period stackfrag samples at. Each sample costs the sampled CPU ~9-16 us in the
+// kernel on this project's VM (bench_sample_cost), all of it in the timer's interrupt: at the
+// kernel's 10 us floor the hrtimer fires again before its handler is done, and the CPU serves
+// nothing else. The test suite's 10 us run left "soft lockup - CPU#0 stuck for 52s" in dmesg, a
+// perf ioctl on the other CPU waiting for it, and every other JVM on the machine starved. 50 us
+// leaves the sampled thread most of each period even where a sample costs 16 us.
+inline constexpr uint64_t kMinSamplingPeriodNs = 50'000;
 inline constexpr uint32_t kMaxStackBytes = 65528;
 
 // Defaults chosen with bench/capture (docs/benchmarks.md): a 16 KB fragment makes each sample
