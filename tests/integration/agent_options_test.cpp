@@ -34,7 +34,7 @@ TEST_CASE("a bad option stops the JVM from starting, naming the option") {
         // Later options are appended to the accepted list: check the ones every version has.
         {"bogus=1", "stackfrag: unknown option 'bogus' (accepted: interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel"},
         {"intervall=1ms", "stackfrag: unknown option 'intervall'"},
-        {"interval=fast", "stackfrag: bad value 'fast' for interval: expected a duration like 100us, 1ms, 10ms, or auto"},
+        {"interval=fast", "stackfrag: bad value 'fast' for interval: expected a duration of at least 50us (like 100us, 1ms, 10ms), or auto"},
         {"stack=12", "stackfrag: bad value '12' for stack"},
         {"clock=wall", "stackfrag: bad value 'wall' for clock: expected task or cpu"},
         {"ring=3", "stackfrag: bad value '3' for ring"},
