@@ -363,12 +363,9 @@ void CodeMap::apply_method(MethodInfo&& method) {
     }
     auto [single, inserted] = single_version_by_ptr_.try_emplace(info->method_ptr, version);
     if (inserted) return;
-    if (single->info == nullptr) {   // a retired slot whose versions are gone (forget_before keeps one)
-        *single = version;
-        return;
-    }
     // A second version of this Method*: both move to the multi-version map, oldest first (equal
-    // times keep arrival order, as the later one was announced later).
+    // times keep arrival order, as the later one was announced later). (A retired slot's Method* is
+    // in that map, found above: forget_before moves it back before its versions drop below one.)
     std::vector<MethodVersion> versions{*single};
     versions.insert(std::upper_bound(versions.begin(), versions.end(), version.time_ns, earlier), version);
     *single = MethodVersion{};

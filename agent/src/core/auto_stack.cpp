@@ -14,10 +14,6 @@ namespace sf::agent {
 AutoStack::AutoStack(StackControllerSettings settings, Sampler& sampler, StackTops& tops)
     : controller_(settings), sampler_(sampler), tops_(tops) {}
 
-void AutoStack::set_stack_top(uint32_t tid, uint64_t top, uint64_t now_ns) {
-    if (top != 0) tops_.remember(tid, top, now_ns);   // else the reader may still find it
-}
-
 void AutoStack::forget(uint32_t tid, uint64_t ended_ns) {
     {
         std::lock_guard<std::mutex> lock(controller_mutex_);

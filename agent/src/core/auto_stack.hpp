@@ -23,12 +23,10 @@ struct SampleWatchCache;
 
 class AutoStack final : public EventTap {
 public:
-    // `sampler` and `tops` (every thread's stack top, which registration fills) outlive this object.
+    // `sampler` and `tops` outlive this object. Threads put their stack tops into `tops` as they
+    // register (at monotonic time); the live signal judges threads without one alone; with only a
+    // recording see observe().
     AutoStack(StackControllerSettings settings, Sampler& sampler, StackTops& tops);
-
-    // Any thread (registration, at monotonic time `now_ns`): `tid`'s stack ends below `top`.
-    // The live signal judges threads without one alone; with only a recording see observe().
-    void set_stack_top(uint32_t tid, uint64_t top, uint64_t now_ns);
 
     // Any thread, once `tid` is sampled (its events are opened at the start size, or their opening
     // is queued; what the controller decided for it before is forgotten): its name, for its family

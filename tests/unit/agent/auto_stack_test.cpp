@@ -95,7 +95,7 @@ TEST_CASE("stack=auto with only a recording grows a deep thread's fragment from 
     Fixture f;
     const StackControllerSettings settings = with_margin(10);
     AutoStack autostack(settings, f.sampler, f.tops);
-    autostack.set_stack_top(7, kTop, 100);
+    f.tops.remember(7, kTop, 100);
 
     // Shallow samples (the fragment reaches within the margin of the top) change nothing.
     for (int i = 0; i < 50; ++i) autostack.on_perf_sample(sample_at(7, 20'000, 16384));
@@ -133,12 +133,12 @@ TEST_CASE("stack=auto with only a recording grows a deep thread's fragment from 
     autostack.observe(end);
     autostack.on_perf_sample(sample_at(7, 100'000, 16384));
     CHECK(autostack.grown() == 2);
-    autostack.set_stack_top(7, kTop, 300);
+    f.tops.remember(7, kTop, 300);
     autostack.on_perf_sample(sample_at(7, 100'000, 16384));
     CHECK(autostack.grown() == 3);
     // A thread that reuses the tid and registers before the old one's end reaches the stream keeps
     // its top.
-    autostack.set_stack_top(7, kTop, 500);
+    f.tops.remember(7, kTop, 500);
     end.time_ns = 400;
     autostack.observe(end);
     autostack.on_perf_sample(sample_at(7, 100'000, 16384));
@@ -169,7 +169,7 @@ TEST_CASE("a full fragment may run off only when it ends short of its thread's s
     const StackControllerSettings settings = with_margin();
     AutoStack autostack(settings, f.sampler, f.tops);
     // A registered thread: judged by where its fragment ends below the top.
-    autostack.set_stack_top(5, kTop, 0);
+    f.tops.remember(5, kTop, 0);
     CHECK_FALSE(autostack.may_run_off(sample_at(5, 16384 + 100, 16384)));   // the entry frame is in reach
     CHECK(autostack.may_run_off(sample_at(5, 100'000, 16384)));
     // No mapping holds the address and no top was registered: it may (as before this check).
@@ -194,7 +194,7 @@ TEST_CASE("stack=auto with a live decoder: the reader's check grows a thread at 
     const StackControllerSettings settings = with_margin(10);
     AutoStack autostack(settings, f.sampler, f.tops);
     autostack.set_head_start(true);
-    autostack.set_stack_top(7, kTop, 100);
+    f.tops.remember(7, kTop, 100);
     CallTrace complete;
     complete.status = TraceStatus::kComplete;
     CallTrace incomplete;
@@ -229,7 +229,7 @@ TEST_CASE("stack=auto grows a deep thread's family with it, and starts the famil
     Fixture f;
     const StackControllerSettings settings = with_margin();
     AutoStack autostack(settings, f.sampler, f.tops);
-    for (uint32_t tid : {7u, 8u, 9u, 10u}) autostack.set_stack_top(tid, kTop, 100);
+    for (uint32_t tid : {7u, 8u, 9u, 10u}) f.tops.remember(tid, kTop, 100);
     autostack.thread_started(7, "pool-1-thread-1");
     autostack.thread_started(8, "pool-1-thread-2");
     autostack.thread_started(9, "pool-1-thread-3");
@@ -255,12 +255,12 @@ TEST_CASE("stack=auto grows a deep thread's family with it, and starts the famil
     autostack.thread_started(13, "main", true);
     CHECK(autostack.grown() == 6);
     // Grown already: its later deep samples change nothing.
-    autostack.set_stack_top(13, kTop, 100);
+    f.tops.remember(13, kTop, 100);
     autostack.on_perf_sample(sample_at(13, 100'000, 65416));
     CHECK(autostack.grown() == 6);
     // A thread judged before its own events opened (per-CPU samples from the agent's load until
     // VMInit) starts afresh: the VM's starter still gets its larger fragment.
-    autostack.set_stack_top(14, kTop, 100);
+    f.tops.remember(14, kTop, 100);
     autostack.on_perf_sample(sample_at(14, 100'000, 16384));
     CHECK(autostack.grown() == 7);
     autostack.thread_started(14, "main", true);
@@ -279,7 +279,7 @@ TEST_CASE("a ring's cached stack top and fragment size follow the thread's chang
     autostack.on_perf_sample(sample_at(7, 100'000, 16384), &cache);
     CHECK(autostack.grown() == 0);
     // The top registered since: the cache reads it again, and the deep sample grows the thread.
-    autostack.set_stack_top(7, kTop, 100);
+    f.tops.remember(7, kTop, 100);
     autostack.on_perf_sample(sample_at(7, 100'000, 16384), &cache);
     CHECK(autostack.grown() == 1);
     // Grown (the head start leaves it to the decoder from here): no more from the reader.
@@ -291,11 +291,11 @@ TEST_CASE("a ring's cached stack top and fragment size follow the thread's chang
     CHECK(autostack.grown() == 1);
     // ... and its tid's next thread starts at the base: its full 16 KB fragment counts (a cache
     // still holding the grown size would not call it full).
-    autostack.set_stack_top(7, kTop, 300);
+    f.tops.remember(7, kTop, 300);
     autostack.on_perf_sample(sample_at(7, 100'000, 16384), &cache);
     CHECK(autostack.grown() == 2);
     // Another thread's state changing leaves this ring's answers alone.
-    autostack.set_stack_top(8, kTop, 400);
+    f.tops.remember(8, kTop, 400);
     autostack.on_perf_sample(sample_at(8, 100'000, 16384));
     CHECK(autostack.grown() == 3);
     autostack.on_perf_sample(sample_at(7, 100'000, 65416), &cache);
@@ -309,7 +309,7 @@ TEST_CASE("stack=auto tells the size a starting thread's events open with: large
     AutoStack autostack(settings, f.sampler, f.tops);
     CHECK(autostack.start_bytes("main", true) == settings.max_bytes);
     CHECK(autostack.start_bytes("worker-1", false) == settings.base_bytes);
-    autostack.set_stack_top(7, kTop, 100);
+    f.tops.remember(7, kTop, 100);
     autostack.thread_started(7, "worker-1");
     autostack.on_perf_sample(sample_at(7, 100'000, 16384));   // runs off: its family turns deep
     CHECK(autostack.grown() == 1);
