@@ -94,6 +94,8 @@ void count(Summary& summary, const Event& event) {
         if (!summary.vm_info) summary.vm_info = *vm;
     } else if (const auto* method = std::get_if<MethodInfo>(&event)) {
         summary.methods[method->method_id] = MethodName{method->class_name, method->name, method->signature};
+    } else if (const auto* named = std::get_if<NamedMethod>(&event); named && named->resolved) {
+        summary.methods[named->method_id] = MethodName{named->class_name, named->name, named->signature};
     } else if (const auto* load = std::get_if<CodeLoad>(&event)) {
         summary.compiled.push_back(
             CompiledCode{load->method_id, load->code_begin, load->code_end, load->comp_level, load->kind, load->osr_bci});
@@ -183,7 +185,7 @@ std::string human_bytes(uint64_t bytes) {
 
 std::vector<EventKind> all_kinds() {
     std::vector<EventKind> kinds;
-    for (int kind = static_cast<int>(EventKind::kSample); kind <= static_cast<int>(EventKind::kProcessCpu); ++kind) {
+    for (int kind = static_cast<int>(EventKind::kSample); kind <= static_cast<int>(EventKind::kNamedMethod); ++kind) {
         kinds.push_back(static_cast<EventKind>(kind));
     }
     return kinds;

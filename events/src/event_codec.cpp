@@ -65,6 +65,19 @@ void fields(V& v, T& m) {
     v(m.time_ns), v(m.method_id), v(m.method_ptr), v(m.bytecode_begin), v(m.bytecode_size),
         v(m.access_flags), v(m.class_name), v(m.name), v(m.signature), v(m.source_file), v(m.lines);
 }
+template <class V, Is<MethodEntry> T>
+void fields(V& v, T& m) {
+    v(m.method_id), v(m.method_ptr), v(m.bytecode_begin), v(m.bytecode_size), v(m.access_flags);
+}
+template <class V, Is<MethodBatch> T>
+void fields(V& v, T& b) {
+    v(b.time_ns), v(b.methods);
+}
+template <class V, Is<NamedMethod> T>
+void fields(V& v, T& m) {
+    v(m.time_ns), v(m.method_id), v(m.resolved), v(m.class_name), v(m.name), v(m.signature), v(m.source_file),
+        v(m.lines);
+}
 template <class V, Is<CodeRange> T>
 void fields(V& v, T& r) {
     v(r.begin), v(r.end), v(r.description);
@@ -289,9 +302,12 @@ template size_t field_count<Lost>();
 template size_t field_count<ModuleMap>();
 template size_t field_count<JvmtiTrace>();
 template size_t field_count<ProcessCpu>();
+template size_t field_count<MethodEntry>();
+template size_t field_count<MethodBatch>();
+template size_t field_count<NamedMethod>();
 
 bool is_known_kind(uint8_t kind) {
-    return kind >= static_cast<uint8_t>(EventKind::kSample) && kind <= static_cast<uint8_t>(EventKind::kProcessCpu);
+    return kind >= static_cast<uint8_t>(EventKind::kSample) && kind <= static_cast<uint8_t>(EventKind::kNamedMethod);
 }
 
 size_t body_size(const Event& event) {
@@ -327,6 +343,8 @@ const char* decode_body(EventKind kind, const uint8_t* body, size_t size, Event&
         case EventKind::kModule: return decode_as<ModuleMap>(body, size, out);
         case EventKind::kJvmtiTrace: return decode_as<JvmtiTrace>(body, size, out);
         case EventKind::kProcessCpu: return decode_as<ProcessCpu>(body, size, out);
+        case EventKind::kMethodBatch: return decode_as<MethodBatch>(body, size, out);
+        case EventKind::kNamedMethod: return decode_as<NamedMethod>(body, size, out);
     }
     return "unknown event kind";
 }

@@ -20,6 +20,8 @@ constexpr EventKind kind_for() {
     else if constexpr (std::is_same_v<T, Lost>) return EventKind::kLost;
     else if constexpr (std::is_same_v<T, ModuleMap>) return EventKind::kModule;
     else if constexpr (std::is_same_v<T, ProcessCpu>) return EventKind::kProcessCpu;
+    else if constexpr (std::is_same_v<T, MethodBatch>) return EventKind::kMethodBatch;
+    else if constexpr (std::is_same_v<T, NamedMethod>) return EventKind::kNamedMethod;
     else {
         static_assert(std::is_same_v<T, JvmtiTrace>, "every Event alternative needs a kind");
         return EventKind::kJvmtiTrace;
@@ -67,6 +69,8 @@ const char* kind_name(EventKind kind) {
         case EventKind::kModule: return "module";
         case EventKind::kJvmtiTrace: return "jvmti_trace";
         case EventKind::kProcessCpu: return "process_cpu";
+        case EventKind::kMethodBatch: return "method_batch";
+        case EventKind::kNamedMethod: return "named_method";
     }
     return "unknown";
 }

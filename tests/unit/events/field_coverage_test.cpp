@@ -51,6 +51,9 @@ TEST_CASE("the recording encodes every member of every event type") {
     check_covered<ModuleMap>("ModuleMap");
     check_covered<JvmtiTrace>("JvmtiTrace");
     check_covered<ProcessCpu>("ProcessCpu");
+    check_covered<MethodEntry>("MethodEntry");
+    check_covered<MethodBatch>("MethodBatch");
+    check_covered<NamedMethod>("NamedMethod");
     // Every Event alternative is one of the types above.
-    STATIC_REQUIRE(std::variant_size_v<Event> == 12);
+    STATIC_REQUIRE(std::variant_size_v<Event> == 14);
 }

@@ -183,6 +183,13 @@ public:
             ProcessCpu cpu{u64(), u64(), u64()};
             cpu.at_start = (cpu.user_ns & 1) != 0;   // no draw of its own: the sequence stays as it was
             out.push_back(cpu);
+            MethodBatch batch{u64(), {}};
+            batch.methods.resize(random_() % 20);
+            for (auto& m : batch.methods) m = MethodEntry{u64(), u64(), u64(), u32(), u32()};
+            out.push_back(std::move(batch));
+            const MethodInfo info = method();
+            out.push_back(NamedMethod{info.time_ns, info.method_id, (info.access_flags & 1) != 0, info.class_name,
+                                      info.name, info.signature, info.source_file, info.lines});
         }
         return out;
     }

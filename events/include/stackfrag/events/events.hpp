@@ -137,6 +137,42 @@ struct MethodInfo {
     bool operator==(const MethodInfo&) const = default;
 };
 
+// A Java method as the walk needs it, without its names: the identity and bytecode range of a
+// MethodInfo (see there).
+struct MethodEntry {
+    uint64_t method_id = 0;
+    uint64_t method_ptr = 0;
+    uint64_t bytecode_begin = 0;
+    uint32_t bytecode_size = 0;
+    uint32_t access_flags = 0;
+    bool operator==(const MethodEntry&) const = default;
+};
+
+// Methods announced together without names (a class's at its preparation, a compiled method's
+// inlinees): one event where MethodInfo takes one per method, which a run announces 10-50 k of.
+// Applied as a MethodInfo per entry with empty strings; a NamedMethod names those a profile
+// refers to. Sent by a live profile without recording or filter (docs/recording-format.md).
+struct MethodBatch {
+    uint64_t time_ns = 0;
+    std::vector<MethodEntry> methods;
+    bool operator==(const MethodBatch&) const = default;
+};
+
+// The names and line table of a method: what a MethodInfo carries beyond its MethodEntry. A
+// jmethodID names one method for the JVM's life, so this holds whenever it arrives; `resolved`
+// is false when the JVM could no longer say (its class was unloaded).
+struct NamedMethod {
+    uint64_t time_ns = 0;
+    uint64_t method_id = 0;
+    bool resolved = false;
+    std::string class_name;
+    std::string name;
+    std::string signature;
+    std::string source_file;
+    std::vector<LineEntry> lines;
+    bool operator==(const NamedMethod&) const = default;
+};
+
 // Which row of per-JDK frame and structure facts (hotspot/jdk_facts.hpp) the agent chose: the
 // row's release number, or kUnknown when it guessed (the decoder then goes by jdk_major).
 enum class VmLayout : uint8_t { kUnknown = 0, kJdk17 = 17, kJdk21 = 21, kJdk25 = 25 };
@@ -246,7 +282,7 @@ struct ProcessCpu {
 };
 
 using Event = std::variant<Sample, CodeLoad, CodeUnload, Stub, MethodInfo, VmInfo, Oracle, ThreadInfo,
-                           Lost, ModuleMap, JvmtiTrace, ProcessCpu>;
+                           Lost, ModuleMap, JvmtiTrace, ProcessCpu, MethodBatch, NamedMethod>;
 
 // Stable names, used by `stackfrag dump --json` and the recording format's kind numbers.
 enum class EventKind : uint8_t {
@@ -262,6 +298,8 @@ enum class EventKind : uint8_t {
     kModule = 10,
     kJvmtiTrace = 11,
     kProcessCpu = 12,
+    kMethodBatch = 13,
+    kNamedMethod = 14,
 };
 
 EventKind kind_of(const Event& event);
