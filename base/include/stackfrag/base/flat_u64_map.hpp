@@ -46,6 +46,9 @@ public:
         ++size_;
         return {&slots_[at].value, true};
     }
+    // Starts loading the cache line where `key`'s probe begins: a caller that knows the next keys
+    // (a batch of inserts) overlaps their cache misses instead of taking them one after another.
+    void prefetch(uint64_t key) const { __builtin_prefetch(&slots_[home(key)]); }
     // The value of `key`, inserted value-initialized if absent. `key` must not be 0.
     V& operator[](uint64_t key) { return *try_emplace(key, V{}).first; }
 
@@ -56,11 +59,14 @@ private:
         V value{};
     };
     // The slot holding `key`, or the free slot where it would go.
-    size_t position(uint64_t key) const {
+    size_t home(uint64_t key) const {
         uint64_t h = key * 0x9E3779B97F4A7C15ull;
         h ^= h >> 29;
+        return h & (slots_.size() - 1);
+    }
+    size_t position(uint64_t key) const {
         const size_t mask = slots_.size() - 1;
-        for (size_t i = h & mask;; i = (i + 1) & mask) {
+        for (size_t i = home(key);; i = (i + 1) & mask) {
             if (slots_[i].key == key || slots_[i].key == 0) return i;
         }
     }

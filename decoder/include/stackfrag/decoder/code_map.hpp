@@ -97,6 +97,8 @@ public:
         return pc >= vm_.code_cache_low && pc < vm_.code_cache_high;
     }
 
+    // The latest announcement of the id. Its strings are empty while a MethodBatch announced it and
+    // no NamedMethod has named it yet.
     const MethodInfo* method_by_id(uint64_t method_id) const;
     // Only announced Method* values resolve (see the time rule above).
     const MethodInfo* method_by_ptr(uint64_t method_ptr, uint64_t time_ns) const;
@@ -177,6 +179,8 @@ private:
     void apply_unload(const CodeUnload& unload);
     void apply_stub(const Stub& stub);
     void apply_method(MethodInfo&& method);
+    void apply_batch(const MethodBatch& batch);
+    void apply_names(NamedMethod&& named);
     template <class E>
     void apply_any(E&& event);
     void apply_module(const ModuleMap& module);
@@ -246,7 +250,7 @@ private:
     std::vector<std::unique_ptr<MethodInfo[]>> method_chunks_;
     size_t method_chunk_used_ = 0;
     static constexpr size_t kMethodChunk = 256;
-    const MethodInfo* store_method(MethodInfo&& method);
+    MethodInfo* store_method(MethodInfo&& method);
     static constexpr size_t kExpectedMethods = 16384;
     // Flat: an insert per announced method allocates nothing (they come by the tens of thousands).
     FlatU64Map<const MethodInfo*> methods_by_id_;
