@@ -65,10 +65,11 @@ bool CodeMap::in_method_entry_codelet(uint64_t pc) const {
 
 void CodeMap::retire(std::shared_ptr<CompiledCode> code, uint64_t until) {
     code->valid_until = std::min(code->valid_until, std::max(until, code->valid_from));
-    auto pos = std::upper_bound(history_.begin(), history_.end(), code->load.code_begin,
-                                [](uint64_t b, const auto& c) { return b < c->load.code_begin; });
-    const size_t index = static_cast<size_t>(pos - history_.begin());
-    history_.insert(pos, std::move(code));
+    const auto pos = std::upper_bound(history_ranges_.begin(), history_ranges_.end(), code->load.code_begin,
+                                      [](uint64_t b, const HistoryRange& r) { return b < r.begin; });
+    const size_t index = static_cast<size_t>(pos - history_ranges_.begin());
+    history_ranges_.insert(pos, HistoryRange{code->load.code_begin, code->load.code_end});
+    history_.insert(history_.begin() + static_cast<std::ptrdiff_t>(index), std::move(code));
     rebuild_history_reach(index);
 }
 
@@ -167,19 +168,19 @@ bool CodeMap::changes_since(uint64_t epoch, std::vector<KeyRange>& out) const {
 void CodeMap::rebuild_history_reach(size_t from) {
     history_reach_.resize(history_.size());
     for (size_t i = from; i < history_.size(); ++i) {
-        const uint64_t end = history_[i]->load.code_end;
+        const uint64_t end = history_ranges_[i].end;
         history_reach_[i] = i == 0 ? end : std::max(history_reach_[i - 1], end);
     }
 }
 
 const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns, bool valid_only) const {
-    auto it = std::upper_bound(history_.begin(), history_.end(), pc,
-                               [](uint64_t p, const auto& c) { return p < c->load.code_begin; });
+    const auto after = std::upper_bound(history_ranges_.begin(), history_ranges_.end(), pc,
+                                        [](uint64_t p, const HistoryRange& r) { return p < r.begin; });
     const CompiledCode* next_loaded = nullptr;
-    while (it != history_.begin()) {
-        --it;
-        if (history_reach_[static_cast<size_t>(it - history_.begin())] <= pc) break;
-        const CompiledCode& c = **it;
+    for (size_t i = static_cast<size_t>(after - history_ranges_.begin()); i-- > 0;) {
+        if (history_reach_[i] <= pc) break;
+        if (pc >= history_ranges_[i].end) continue;
+        const CompiledCode& c = *history_[i];
         if (!c.contains(pc)) continue;
         if (c.valid_from <= time_ns && time_ns < c.valid_until) return &c;
         if (!valid_only && c.valid_from > time_ns &&
@@ -496,6 +497,8 @@ void CodeMap::forget_before(uint64_t time_ns) {
     history_.erase(std::remove_if(history_.begin(), history_.end(),
                                   [&](const auto& c) { return c->valid_until <= time_ns; }),
                    history_.end());
+    history_ranges_.clear();
+    for (const auto& c : history_) history_ranges_.push_back(HistoryRange{c->load.code_begin, c->load.code_end});
     rebuild_history_reach(0);
     // MethodInfo objects stay in the store (jmethodID lookups keep them alive); only the Method*
     // versions that a sample at or after `time_ns` can no longer select are dropped.
