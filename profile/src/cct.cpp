@@ -237,12 +237,20 @@ FrameId Cct::java_frame(FrameType type, uint64_t method_id, bool& stable) {
     const MethodInfo* info = names_ != nullptr ? names_->find(method_id) : nullptr;
     FrameDesc desc;
     desc.type = type;
-    if (info == nullptr) {
-        // Not announced (yet): a frame per id, so unrelated unknown methods do not merge. Not
-        // cached, because the MethodInfo may still arrive.
+    if (info == nullptr || info->name.empty()) {
+        // A frame per id, so unrelated unknown methods do not merge.
         desc.name = fmt::format("[unknown_method 0x{:x}]", method_id);
-        stable = false;
-        return intern_frame(desc);
+        if (info == nullptr) {
+            // Not announced (yet). Not cached, because the MethodInfo may still arrive.
+            stable = false;
+            return intern_frame(desc);
+        }
+        // Announced without names (a MethodBatch): cached under this name until resolve_names()
+        // gives it the one a NamedMethod brings.
+        const FrameId id = intern_frame(desc);
+        unnamed_frames_.emplace(id, method_id);
+        cache_method_frame(cache_key, id);
+        return id;
     }
     desc.name.reserve(info->class_name.size() + info->name.size() + 1);
     desc.name.append(info->class_name).append(".").append(info->name);
@@ -250,6 +258,11 @@ FrameId Cct::java_frame(FrameType type, uint64_t method_id, bool& stable) {
     desc.source_file = info->source_file;
     desc.first_line = first_line(*info);
     FrameId id = intern_frame(desc);
+    cache_method_frame(cache_key, id);
+    return id;
+}
+
+void Cct::cache_method_frame(uint64_t cache_key, FrameId id) {
     if ((method_frame_count_ + 1) * 2 > method_frames_.size()) {
         std::vector<MethodFrameSlot> old = std::move(method_frames_);
         method_frames_.assign(old.empty() ? 1024 : old.size() * 2, MethodFrameSlot{});
@@ -259,7 +272,80 @@ FrameId Cct::java_frame(FrameType type, uint64_t method_id, bool& stable) {
     }
     method_frames_[method_frame_slot(cache_key)] = MethodFrameSlot{cache_key, id};
     ++method_frame_count_;
-    return id;
+}
+
+std::vector<uint64_t> Cct::unnamed_methods() const {
+    std::vector<uint64_t> ids;
+    ids.reserve(unnamed_frames_.size());
+    for (const auto& [frame, method_id] : unnamed_frames_) ids.push_back(method_id);
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    return ids;
+}
+
+bool Cct::resolve_names() {
+    if (unnamed_frames_.empty() || names_ == nullptr) return false;
+    // The frames whose method has a name now, with it.
+    std::unordered_map<FrameId, const MethodInfo*> named;
+    for (const auto& [frame, method_id] : unnamed_frames_) {
+        const MethodInfo* info = names_->find(method_id);
+        if (info != nullptr && !info->name.empty()) named.emplace(frame, info);
+    }
+    if (named.empty()) return false;
+    if (unsettled_) settle();
+
+    // A new tree, built from this one in id order (parents first), as merge() would, but with the
+    // renamed frames: contexts that differed only by the placeholder merge with their named twin.
+    Cct out(names_, options_);
+    out.info_ = info_;
+    out.counts_ = counts_;
+    out.thread_names_ = thread_names_;
+    std::vector<FrameId> frame_map(frames_.size());
+    for (FrameId f = 0; f < frames_.size(); ++f) {
+        auto renamed = named.find(f);
+        if (renamed == named.end()) {
+            frame_map[f] = out.intern_frame(frames_[f]);
+            continue;
+        }
+        const MethodInfo& info = *renamed->second;
+        FrameDesc desc;
+        desc.type = frames_[f].type;
+        desc.name.append(info.class_name).append(".").append(info.name);
+        desc.signature = info.signature;
+        desc.source_file = info.source_file;
+        desc.first_line = first_line(info);
+        frame_map[f] = out.intern_frame(desc);
+    }
+    for (const auto& [frame, method_id] : unnamed_frames_) {
+        if (!named.contains(frame)) out.unnamed_frames_.emplace(frame_map[frame], method_id);
+    }
+    std::vector<NodeId> node_map(nodes_.size(), kRootNode);
+    for (NodeId id = 1; id < nodes_.size(); ++id) {
+        const Node& n = nodes_[id];
+        int32_t call_line = n.call_line;
+        // Its call site's line is in the parent's method, which had no line table when it was made.
+        if (auto parent = named.find(nodes_[n.parent].frame); parent != named.end() && n.call_bci >= 0) {
+            call_line = line_for_bci(*parent->second, n.call_bci);
+        }
+        node_map[id] = out.child_or_create(node_map[n.parent], frame_map[n.frame], n.call_bci, call_line);
+        if (n.self_samples != 0 || n.self_weight != 0) out.add_samples(node_map[id], n.self_samples, n.self_weight);
+    }
+    for (const auto& [tid, node] : thread_nodes_) out.thread_nodes_.emplace(tid, node_map[node]);
+    for (size_t k = 0; k < symbol_frames_.size(); ++k) {
+        for (const auto& [name, frame] : symbol_frames_[k]) out.symbol_frames_[k].emplace(name, frame_map[frame]);
+    }
+    for (size_t r = 0; r < failed_markers_.size(); ++r) {
+        if (failed_markers_[r] != kRootFrame) out.failed_markers_[r] = frame_map[failed_markers_[r]];
+    }
+    out.samples_ = std::move(samples_);
+    for (SampleRecord& record : out.samples_) {
+        if (auto renamed = named.find(nodes_[record.node].frame); renamed != named.end() && record.bci >= 0) {
+            record.line = line_for_bci(*renamed->second, record.bci);
+        }
+        record.node = node_map[record.node];
+    }
+    *this = std::move(out);
+    return true;
 }
 
 FrameId Cct::symbol_frame(FrameType type, const std::string& symbol) {

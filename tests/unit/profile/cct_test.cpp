@@ -255,3 +255,73 @@ TEST_CASE("a thread's trace that shares outer frames with its last one lands whe
     CHECK(reused.node_count() == fresh.node_count());
     CHECK(!reused.find({"app/Main.main", "app/Main.late"}).empty());
 }
+
+TEST_CASE("frames of methods announced without names get their names from resolve_names, twins merging") {
+    MethodTable names = main_work_leaf();
+    names.add(method(2, "", "", ""));    // work: announced by a MethodBatch, not named yet
+    names.add(method(4, "", "", ""));    // another loader's copy of app/Main.leaf, not named yet
+    Cct cct(&names, CctOptions{false, true});
+    auto a = cct.add(trace({interpreted(2, 7), interpreted(1, 5)}));
+    auto b = cct.add(trace({compiled(3, 0), interpreted(2, 3), interpreted(1, 5)}));
+    auto c = cct.add(trace({compiled(4, 0), interpreted(2, 3), interpreted(1, 5)}));
+    REQUIRE((a && b && c));
+    CHECK(cct.frame_of(*a).name == "[unknown_method 0x2]");
+    CHECK(cct.node(*a).call_line == 11);   // main's line table is known
+    CHECK(cct.node(*b).call_line == 0);    // work's is not yet
+    CHECK(*b != *c);
+    CHECK(cct.unnamed_methods() == std::vector<uint64_t>{2, 4});
+    CHECK_FALSE(cct.resolve_names());      // nothing named since
+
+    names.add(method(2, "app/Main", "work", "()I", {{0, 20}, {3, 21}}, "Main.java"));
+    names.add(method(4, "app/Main", "leaf", "()I", {{0, 30}}, "Main.java"));
+    REQUIRE(cct.resolve_names());
+    CHECK(cct.unnamed_methods().empty());
+    const auto leaves = cct.find({"app/Main.main", "app/Main.work", "app/Main.leaf"});
+    REQUIRE(leaves.size() == 1);
+    CHECK(cct.node(leaves[0]).total_samples == 2);
+    CHECK(cct.node(leaves[0]).call_bci == 3);
+    CHECK(cct.node(leaves[0]).call_line == 21);
+    const auto works = cct.find({"app/Main.main", "app/Main.work"});
+    REQUIRE(works.size() == 1);
+    CHECK(cct.node(works[0]).self_samples == 1);
+    CHECK(cct.node(works[0]).total_samples == 3);
+    CHECK(cct.frame_of(works[0]).source_file == "Main.java");
+    CHECK(cct.frame_of(works[0]).first_line == 20);
+    CHECK(cct.total_samples() == 3);
+    CHECK(cct.trace_counts().added == 3);
+    // The kept samples point into the new tree, with the lines the names brought.
+    REQUIRE(cct.samples().size() == 3);
+    CHECK(cct.samples()[0].node == works[0]);
+    CHECK(cct.samples()[1].node == leaves[0]);
+    CHECK(cct.samples()[2].node == leaves[0]);
+    CHECK(cct.samples()[2].line == 30);
+    // Later traces of either id find the merged nodes.
+    auto d = cct.add(trace({compiled(4, 0), interpreted(2, 3), interpreted(1, 5)}));
+    REQUIRE(d);
+    CHECK(*d == leaves[0]);
+    CHECK_FALSE(cct.resolve_names());
+}
+
+TEST_CASE("resolve_names leaves frames whose methods are still unnamed, and names them on a later call") {
+    MethodTable names = main_work_leaf();
+    names.add(method(2, "", "", ""));
+    names.add(method(5, "", "", ""));
+    Cct cct(&names, CctOptions{true, false});
+    cct.set_thread_name(1, "main");
+    (void)cct.add(trace({compiled(2), interpreted(1, 5)}));
+    (void)cct.add(trace({compiled(5), interpreted(1, 9)}));
+    names.add(method(2, "app/Main", "work", "()I"));
+    REQUIRE(cct.resolve_names());
+    CHECK(cct.find({"[main tid=1]", "app/Main.main", "app/Main.work"}).size() == 1);
+    CHECK(cct.find({"[main tid=1]", "app/Main.main", "[unknown_method 0x5]"}).size() == 1);
+    CHECK(cct.unnamed_methods() == std::vector<uint64_t>{5});
+    // The thread's frame is the same one for later traces.
+    (void)cct.add(trace({compiled(5), interpreted(1, 9)}));
+    CHECK(cct.find({"[main tid=1]"}).size() == 1);
+    names.add(method(5, "app/B", "five", "()V"));
+    REQUIRE(cct.resolve_names());
+    const auto fives = cct.find({"[main tid=1]", "app/Main.main", "app/B.five"});
+    REQUIRE(fives.size() == 1);
+    CHECK(cct.node(fives[0]).total_samples == 2);
+    CHECK(cct.node(fives[0]).call_line == 12);
+}

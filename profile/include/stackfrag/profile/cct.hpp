@@ -204,6 +204,15 @@ public:
     // tree's info and options stay.
     void merge(const Cct& other);
 
+    // Java frames added while their method was announced without names (MethodBatch; the live
+    // profile asks for names only for methods a profile refers to) are named "[unknown_method 0x..]"
+    // until this renames them with what the names source says now, merging every calling context
+    // that thereby becomes equal to another (call sites' lines are filled in too). Node and frame
+    // ids may change; call it before reading names or ids (outputs). True when it changed anything.
+    bool resolve_names();
+    // The method ids of frames still waiting for names, ascending.
+    std::vector<uint64_t> unnamed_methods() const;
+
     // --- Builder calls for readers and converters (json, collapsed, future formats) ---
     FrameId intern_frame(const FrameDesc& frame);
     // The child of `parent` for (frame, call_bci), created (with `call_line`) when missing.
@@ -230,6 +239,9 @@ private:
     // `stable`: false when the frame may resolve otherwise later (a method not announced yet).
     FrameId java_frame(FrameType type, uint64_t method_id, bool& stable);
     FrameId symbol_frame(FrameType type, const std::string& symbol);
+    void cache_method_frame(uint64_t cache_key, FrameId id);
+    // Frames of methods announced without names, by frame: what resolve_names() renames.
+    std::unordered_map<FrameId, uint64_t> unnamed_frames_;
     NodeId thread_node(uint32_t tid);
 
     // symbol_frame's answers by type and name, looked up without building a key (a native frame's
