@@ -209,6 +209,32 @@ TEST_CASE("profiles in every format at exit, with the stop summary in the log", 
     std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("without a recording, methods are named on demand and the profile at exit names every one", "[live]") {
+    const std::string dir = temp_dir("lazy-names");
+    demo_classes(dir);
+    const std::string live = dir + "/live.collapsed";
+    const auto r = run_java({"-agentpath:" + kAgent + "=file=" + live + ",loglevel=info", "-cp", dir, "demo.Demo", "2"},
+                            dir + "/jvm");
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    std::smatch m;
+    REQUIRE(std::regex_search(r.err, m, std::regex("method names on demand: (\\d+) methods announced, (\\d+) named for the "
+                                                   "profile, (\\d+) no longer known")));
+    const unsigned long announced = std::stoul(m[1]), named = std::stoul(m[2]);
+    CHECK(named > 10);
+    CHECK(named * 5 < announced);   // a profile refers to a few per cent of what a run loads
+    const std::string text = sf::test::read_text_file(live);
+    CHECK(contains(text, "demo/Demo."));
+    CHECK_FALSE(contains(text, "[unknown_method"));
+    // A recording keeps announcing every method with its names, as replay and filters need them.
+    const auto recorded = run_java({"-agentpath:" + kAgent + "=record=" + dir + "/r.sfr,file=" + live + ",loglevel=info",
+                                    "-cp", dir, "demo.Demo", "1"},
+                                   dir + "/jvm2");
+    REQUIRE(recorded.exit_code == 0);
+    CHECK_FALSE(contains(recorded.err, "method names on demand"));
+    std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("attach: start, status, dump and stop through jcmd JVMTI.agent_load, answered in reply files", "[live][attach]") {
     const std::string dir = temp_dir("attach");
     demo_classes(dir);

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <new>
 #include <thread>
+#include <unordered_set>
+#include <utility>
 
 #include "log.hpp"
 #include "stackfrag/base/clock.hpp"
@@ -27,6 +29,8 @@ constexpr size_t kBatch = 4096;
 // one, against 2-3 µs warm). Dumps, stop and a filling queue wake it at once.
 constexpr size_t kWakeBytes = 4u << 20;
 constexpr auto kIdleWait = std::chrono::milliseconds(1000);
+// How long the stop waits for the names of the methods its profile refers to.
+constexpr int kFinalNamesWaitMs = 5000;
 
 class SystemClock final : public LiveClock {
 public:
@@ -108,13 +112,25 @@ std::string expand_output_path(std::string_view pattern, uint32_t pid, int64_t u
 }
 
 // Java names for the profile from the live decoder's CodeMap, as replay's are.
+// With lazy names, each method looked up while it still has none is wanted, once.
 class LiveProfile::Names final : public profile::MethodNames {
 public:
-    explicit Names(const CodeMap& map) : map_(map) {}
-    const MethodInfo* find(uint64_t method_id) const override { return map_.method_by_id(method_id); }
+    Names(const CodeMap& map, bool lazy) : map_(map), lazy_(lazy) {}
+    const MethodInfo* find(uint64_t method_id) const override {
+        const MethodInfo* info = map_.method_by_id(method_id);
+        if (lazy_ && (info == nullptr || info->name.empty()) && method_id != 0 && asked_.insert(method_id).second) {
+            wanted_.push_back(method_id);
+        }
+        return info;
+    }
+    std::vector<uint64_t> take_wanted() { return std::exchange(wanted_, {}); }
+    bool any_wanted() const { return !wanted_.empty(); }
 
 private:
     const CodeMap& map_;
+    const bool lazy_;
+    mutable std::unordered_set<uint64_t> asked_;
+    mutable std::vector<uint64_t> wanted_;
 };
 
 struct LiveProfile::DumpRequest {
@@ -146,7 +162,7 @@ LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
         }
         (void)cct_->add(trace, stream_->period_ns());
     });
-    names_ = std::make_unique<Names>(stream_->code_map());
+    names_ = std::make_unique<Names>(stream_->code_map(), settings_.lazy_names);
     new_cct();
     interval_start_ns_ = clock_.monotonic_ns();
     interval_start_unix_ = clock_.unix_seconds();
@@ -438,6 +454,7 @@ bool LiveProfile::drain_batch() {
 
 bool LiveProfile::poll_once() {
     const bool any = drain_batch();
+    hand_over_wanted_names();
     serve_requests();
     if (settings_.loop_ns != 0 && clock_.monotonic_ns() >= next_rotation_ns_) rotate();
     return any;
@@ -445,6 +462,7 @@ bool LiveProfile::poll_once() {
 
 Status LiveProfile::write_current(const std::string& pattern, int64_t unix_seconds, std::string* written) {
     const std::string path = expand_output_path(pattern, settings_.pid, unix_seconds);
+    name_trees();
     write_off_cpu(path);
     if (written != nullptr) *written = path;
     // The rename that publishes the file would replace a symlink, never write through it; still, a
@@ -492,6 +510,7 @@ void LiveProfile::fill_info() {
 
 void LiveProfile::publish_period() {
     if (!settings_.on_period || broken_ || cct_->total_samples() == 0) return;
+    name_trees();
     try {
         fill_info();
         settings_.on_period(*cct_, interval_start_unix_, std::max(clock_.unix_seconds(), interval_start_unix_ + 1));
@@ -536,6 +555,7 @@ void LiveProfile::fold_off_cpu() {
 }
 
 void LiveProfile::fold_interval() {
+    name_trees();
     fold_off_cpu();
     const profile::TraceCounts& counts = cct_->trace_counts();
     past_counts_.added += counts.added;
@@ -607,6 +627,59 @@ Result<std::string> LiveProfile::dump(const std::string& path, int timeout_ms) {
     return request->result;
 }
 
+void LiveProfile::hand_over_wanted_names() {
+    if (!names_->any_wanted()) return;
+    std::vector<uint64_t> wanted = names_->take_wanted();
+    if (!settings_.want_names) return;
+    try {
+        settings_.want_names(std::move(wanted));
+    } catch (const std::exception& e) {
+        SF_LOG_WARN("live profile: methods' names not asked for: %s", e.what());
+    }
+}
+
+void LiveProfile::name_trees() {
+    if (broken_) return;
+    try {
+        cct_->resolve_names();
+        off_cpu_cct_->resolve_names();
+    } catch (const std::bad_alloc&) {
+        broken_ = true;
+    }
+}
+
+void LiveProfile::name_before_stop() {
+    if (!settings_.lazy_names || !settings_.names_now || broken_) return;
+    std::vector<uint64_t> ids = cct_->unnamed_methods();
+    const std::vector<uint64_t> off_cpu = off_cpu_cct_->unnamed_methods();
+    ids.insert(ids.end(), off_cpu.begin(), off_cpu.end());
+    // Those whose NamedMethod has come meanwhile need no second one.
+    std::erase_if(ids, [this](uint64_t id) {
+        const MethodInfo* info = stream_->code_map().method_by_id(id);
+        return info != nullptr && !info->name.empty();
+    });
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    (void)names_->take_wanted();   // answered now, or never
+    if (ids.empty()) return;
+    std::vector<NamedMethod> names;
+    if (!started_.load()) {
+        names = settings_.names_now(ids);   // stop() runs this on its own thread
+    } else {
+        std::unique_lock<std::mutex> lock(mutex_);
+        final_names_wanted_ = std::move(ids);
+        final_names_asked_ = true;
+        done_.notify_all();
+        if (!done_.wait_for(lock, std::chrono::milliseconds(kFinalNamesWaitMs), [&] { return final_names_ready_; })) {
+            SF_LOG_WARN("live profile: the methods' names did not come within %d ms; their frames stay unnamed",
+                        kFinalNamesWaitMs);
+            return;
+        }
+        names = std::move(final_names_);
+    }
+    for (NamedMethod& named : names) consume(Event(std::move(named)));
+}
+
 void LiveProfile::finish() {
     // Everything the producer queued before stop() is decoded; nothing more arrives.
     while (poll_once()) {
@@ -616,6 +689,8 @@ void LiveProfile::finish() {
     } catch (const std::bad_alloc&) {
         broken_ = true;
     }
+    name_before_stop();
+    name_trees();
     std::string file;
     {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -656,9 +731,30 @@ void LiveProfile::stop(int timeout_ms, const std::string& final_file) {
     std::unique_lock<std::mutex> lock(mutex_);
     stop_requested_ = true;
     wake_.notify_all();
-    if (!done_.wait_until(lock, deadline, [&] { return finished_; })) {
-        SF_LOG_WARN("live profile: the decoder thread did not finish within %d ms; the profile is not written", timeout_ms);
-        return;
+    while (true) {
+        const bool woken = done_.wait_until(lock, deadline, [&] {
+            return finished_ || (final_names_asked_ && !final_names_taken_);
+        });
+        if (!woken) {
+            SF_LOG_WARN("live profile: the decoder thread did not finish within %d ms; the profile is not written", timeout_ms);
+            return;
+        }
+        if (finished_) break;
+        // The decoder thread's last question: the names of methods its trees still lack, which
+        // only a thread attached to the VM (this one) can ask the JVM.
+        final_names_taken_ = true;
+        std::vector<uint64_t> ids = std::move(final_names_wanted_);
+        lock.unlock();
+        std::vector<NamedMethod> names;
+        try {
+            names = settings_.names_now(ids);
+        } catch (const std::exception& e) {
+            SF_LOG_WARN("live profile: methods' names not read: %s", e.what());
+        }
+        lock.lock();
+        final_names_ = std::move(names);
+        final_names_ready_ = true;
+        done_.notify_all();
     }
     lock.unlock();
     pthread_join(thread_, nullptr);

@@ -89,6 +89,15 @@ struct LiveSettings {
     // for a file) when the period ends: at each loop rotation whose file was written (a failed
     // write keeps the period open) and at stop. Not for empty periods, nor for dumps.
     std::function<void(const profile::Cct&, int64_t from_unix, int64_t until_unix)> on_period;
+    // Methods arrive without names (MethodBatch): the trees name a method's frames once a
+    // NamedMethod for it came through the stream. `want_names` is called on the decoder thread,
+    // without blocking, with the methods a tree referred to for the first time, after each
+    // batch; whoever can ask the JVM emits their NamedMethods into the stream. At stop,
+    // `names_now` is called on the thread that stops the profile (attached to the VM) for the
+    // methods the trees still lack, and its answers are applied before the files are written.
+    bool lazy_names = false;
+    std::function<void(std::vector<uint64_t> method_ids)> want_names;
+    std::function<std::vector<NamedMethod>(const std::vector<uint64_t>& method_ids)> names_now;
 };
 
 // The live profile the options ask for, or nullopt for a run that only records (record= without
@@ -143,6 +152,8 @@ public:
     void observe(const Event& event) { observe(Event(event)); }
     // The reader thread: the fragment buffer of a sample the decoder thread is done with.
     bool spare_stack(std::vector<uint8_t>& out) override;
+
+    bool lazy_names() const { return settings_.lazy_names; }
 
     // Starts the decoder thread (a plain pthread, every signal blocked).
     Status start();
@@ -203,6 +214,11 @@ private:
     void fold_interval();
     void serve_requests();
     void finish();
+    // Asks for the names the trees still lack (the stopping thread answers) and applies them.
+    void name_before_stop();
+    // Renames the trees' frames whose methods were named since they were added (resolve_names).
+    void name_trees();
+    void hand_over_wanted_names();
     void new_cct();
     // Samples the tree will never hold: the kernel's Lost counts and the live queue's drops.
     uint64_t lost_since_start() const { return lost_total_.load() + dropped_.load(); }
@@ -280,6 +296,12 @@ private:
     bool stop_requested_ = false;
     std::string final_file_;
     bool finished_ = false;
+    // The stop's naming round (under mutex_): the decoder thread asks, the stopping thread answers.
+    std::vector<uint64_t> final_names_wanted_;
+    std::vector<NamedMethod> final_names_;
+    bool final_names_asked_ = false;
+    bool final_names_taken_ = false;
+    bool final_names_ready_ = false;
 
     pthread_t thread_{};
     std::atomic<bool> started_{false};

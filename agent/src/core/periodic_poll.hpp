@@ -25,6 +25,11 @@ public:
     // The thread's loop: waits, runs `poll` (true: it found something), until stop(). After each
     // poll it records the thread's CPU time (cpu_ns).
     void run(const std::function<bool()>& poll);
+    // The same; `on_wake` runs whenever wake() was called, at once and without moving the
+    // schedule of `poll` (the live profile's requests for method names ride on this thread).
+    void run(const std::function<bool()>& poll, const std::function<void()>& on_wake);
+    // Any thread: has run() call its on_wake soon (once for any number of calls before it does).
+    void wake();
     // Ends run() at its next wait, or at once while it waits; may come before run() starts.
     void stop();
 
@@ -39,6 +44,7 @@ private:
     std::mutex mutex_;
     std::condition_variable wakeup_;
     bool stop_ = false;   // under mutex_
+    bool woken_ = false;  // under mutex_
     std::atomic<uint64_t> cpu_ns_{0};
     std::atomic<uint64_t> polls_{0};
 };

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -208,6 +209,7 @@ public:
         parameters.sample_period_ns = options_.interval_ns;
         parameters.valid_from_ns = early_from_ns_;   // 0 unless sampling began at OnLoad
         capture_ = std::make_unique<VmCapture>(jvmti_, queue_);
+        capture_->set_lazy_names(live_profile_ && live_profile_->lazy_names());
         capture_ready_.store(true, std::memory_order_release);
         Status captured = capture_->begin(jni, parameters);
         if (!captured.ok()) {
@@ -338,6 +340,7 @@ public:
         queue_.close();
         if (stopped) log_summary();
         finish_live_profile(stopped, final_file);
+        if (VmCapture* vm = capture(); vm != nullptr && vm->lazy_names()) SF_LOG_INFO("%s", vm->names_text().c_str());
         if (stopped) log_agent_cpu();
         // No sample sees this: the last events drained, the rest of the stream decoded, the
         // profile written. (The JVM's exit after VMDeath, freeing its heap, comes on top.)
@@ -507,6 +510,23 @@ private:
             SF_LOG_INFO("push: each %llu ms period's profile goes to %s as %s", static_cast<unsigned long long>(options_.loop_ns / 1'000'000),
                         pusher_->settings().url.endpoint().c_str(), pusher_->settings().name.c_str());
             settings.on_period = [this](const profile::Cct& cct, int64_t from, int64_t until) { pusher_->offer(cct, from, until); };
+        }
+        // Names only for the methods the profile refers to (~8 % of those a run announces),
+        // asked for through the code-poll thread, unless something needs every name as the
+        // stream goes: a recording (replayed later, filtered by name) or focus=/exclude=.
+        settings.lazy_names = options_.record_path.empty() && settings.filter.empty();
+        if (settings.lazy_names) {
+            settings.want_names = [this](std::vector<uint64_t> ids) {
+                {
+                    std::lock_guard<std::mutex> lock(wanted_names_mutex_);
+                    wanted_names_.insert(wanted_names_.end(), ids.begin(), ids.end());
+                }
+                code_poll_.wake();
+            };
+            settings.names_now = [this](const std::vector<uint64_t>& ids) {
+                VmCapture* vm = capture();
+                return vm != nullptr ? vm->names_of(nullptr, ids) : std::vector<NamedMethod>{};
+            };
         }
         live_profile_ = std::make_unique<LiveProfile>(std::move(settings));
         writer_.set_tap(live_profile_.get());
@@ -767,16 +787,30 @@ private:
 
     static void JNICALL code_poll_main(jvmtiEnv*, JNIEnv* jni, void* self) {
         auto* agent = static_cast<Agent*>(self);
-        agent->code_poll_.run([agent, jni] {
-            const uint64_t findings_before = agent->capture_->poll_findings();
-            size_t new_modules = 0;
-            {
-                EventQueue::InFlight in_flight(agent->queue_);
-                agent->capture_->poll(jni);
-                new_modules = agent->modules_.refresh(monotonic_ns(), agent->queue_);   // libraries loaded since
-            }
-            return new_modules != 0 || agent->capture_->poll_findings() != findings_before;
-        });
+        agent->code_poll_.run(
+            [agent, jni] {
+                const uint64_t findings_before = agent->capture_->poll_findings();
+                size_t new_modules = 0;
+                {
+                    EventQueue::InFlight in_flight(agent->queue_);
+                    agent->capture_->poll(jni);
+                    new_modules = agent->modules_.refresh(monotonic_ns(), agent->queue_);   // libraries loaded since
+                }
+                return new_modules != 0 || agent->capture_->poll_findings() != findings_before;
+            },
+            [agent, jni] { agent->name_wanted_methods(jni); });
+    }
+
+    // The live profile's requests for names (lazy names), answered into the stream.
+    void name_wanted_methods(JNIEnv* jni) {
+        std::vector<uint64_t> ids;
+        {
+            std::lock_guard<std::mutex> lock(wanted_names_mutex_);
+            ids.swap(wanted_names_);
+        }
+        if (ids.empty()) return;
+        EventQueue::InFlight in_flight(queue_);
+        capture_->name_methods(jni, ids);
     }
 
     void stop_code_poller() { code_poll_.stop(); }
@@ -1012,6 +1046,8 @@ private:
                             std::chrono::milliseconds(kCodePollMaxIntervalMs)};   // the code-poll thread's loop
     std::unique_ptr<JvmtiSampler> jvmti_sampler_;   // mode=jvmti only
     std::unique_ptr<LiveProfile> live_profile_;   // the writer's tap: fed by the reader thread
+    std::mutex wanted_names_mutex_;
+    std::vector<uint64_t> wanted_names_;   // lazy names: asked for by the decoder thread, named by the code poll
     std::unique_ptr<ProfilePusher> pusher_;       // push=: fed by the live profile's thread
     std::atomic<bool> capture_ready_{false};
     std::atomic<bool> live_{false};

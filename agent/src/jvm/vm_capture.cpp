@@ -56,9 +56,13 @@ struct VmCapture::Impl {
     VmInfo info;   // written once by start() before `started`
 
     AnnouncedCode announced;   // what the stream has been told
+    // Methods go out as MethodBatch entries without names; name_methods() names those asked for.
+    std::atomic<bool> lazy_names{false};
 
     struct Counters {
         std::atomic<uint64_t> methods{0};
+        std::atomic<uint64_t> methods_named{0};
+        std::atomic<uint64_t> names_unresolved{0};
         std::atomic<uint64_t> method_failures{0};
         std::atomic<uint64_t> code_loads{0};
         std::atomic<uint64_t> code_loads_from_walk{0};
@@ -146,21 +150,33 @@ struct VmCapture::Impl {
         out.method_ptr = method_ptr;
         out.class_name = facts.class_name;
         out.source_file = facts.source_file;
-        char* name = nullptr;
-        char* signature = nullptr;
-        if (jvmti->GetMethodName(id, &name, &signature, nullptr) != JVMTI_ERROR_NONE) return false;
-        out.name = jvmti_string(jvmti, name);
-        out.signature = jvmti_string(jvmti, signature);
         jint modifiers = 0;
         if (jvmti->GetMethodModifiers(id, &modifiers) == JVMTI_ERROR_NONE) {
             out.access_flags = static_cast<uint32_t>(modifiers);
         }
+        if (!read_names(id, modifiers, out.name, out.signature, out.lines)) return false;
+        fill_bytecodes(method_ptr, known, out.bytecode_begin, out.bytecode_size);
+        return true;
+    }
+
+    void fill_bytecodes(uint64_t method_ptr, const std::optional<CodeCacheReader::Bytecodes>* known, uint64_t& begin,
+                        uint32_t& size) {
         if (auto bytecodes = known != nullptr ? *known : code_cache->bytecodes(method_ptr)) {
-            out.bytecode_begin = bytecodes->begin;
-            out.bytecode_size = bytecodes->size;
+            begin = bytecodes->begin;
+            size = bytecodes->size;
         } else {
             note_bad_read(__LINE__);
         }
+    }
+
+    // The method's name, signature and line table; false if JVMTI no longer knows the method.
+    bool read_names(jmethodID id, jint modifiers, std::string& name_out, std::string& signature_out,
+                    std::vector<LineEntry>& lines) {
+        char* name = nullptr;
+        char* signature = nullptr;
+        if (jvmti->GetMethodName(id, &name, &signature, nullptr) != JVMTI_ERROR_NONE) return false;
+        name_out = jvmti_string(jvmti, name);
+        signature_out = jvmti_string(jvmti, signature);
         // Native and abstract methods have no line table (JVMTI answers NATIVE_METHOD or
         // ABSENT_INFORMATION): not asked.
         constexpr jint kNoBytecodes = 0x0100 | 0x0400;   // ACC_NATIVE | ACC_ABSTRACT
@@ -168,17 +184,59 @@ struct VmCapture::Impl {
         jvmtiLineNumberEntry* table = nullptr;
         if ((modifiers & kNoBytecodes) == 0 &&
             jvmti->GetLineNumberTable(id, &entry_count, &table) == JVMTI_ERROR_NONE && table != nullptr) {
-            out.lines.reserve(static_cast<size_t>(entry_count));
+            lines.reserve(static_cast<size_t>(entry_count));
             for (jint i = 0; i < entry_count; ++i) {
-                out.lines.push_back(LineEntry{static_cast<int32_t>(table[i].start_location), table[i].line_number});
+                lines.push_back(LineEntry{static_cast<int32_t>(table[i].start_location), table[i].line_number});
             }
             jvmti->Deallocate(reinterpret_cast<unsigned char*>(table));
             const auto by_bci = [](const LineEntry& a, const LineEntry& b) { return a.start_bci < b.start_bci; };
-            if (!std::is_sorted(out.lines.begin(), out.lines.end(), by_bci)) {
-                std::stable_sort(out.lines.begin(), out.lines.end(), by_bci);
-            }
+            if (!std::is_sorted(lines.begin(), lines.end(), by_bci)) std::stable_sort(lines.begin(), lines.end(), by_bci);
         }
         return true;
+    }
+
+    // What a MethodBatch says about a method (lazy names).
+    MethodEntry method_entry(jmethodID id, uint64_t method_ptr, const std::optional<CodeCacheReader::Bytecodes>* known) {
+        MethodEntry entry;
+        entry.method_id = reinterpret_cast<uint64_t>(id);
+        entry.method_ptr = method_ptr;
+        jint modifiers = 0;
+        if (jvmti->GetMethodModifiers(id, &modifiers) == JVMTI_ERROR_NONE) entry.access_flags = static_cast<uint32_t>(modifiers);
+        fill_bytecodes(method_ptr, known, entry.bytecode_begin, entry.bytecode_size);
+        return entry;
+    }
+
+    // The names of methods announced before; one NamedMethod each, resolved or not.
+    std::vector<NamedMethod> names_of(JNIEnv* jni, const std::vector<uint64_t>& ids) {
+        if (jni == nullptr) jni = current_jni();
+        std::vector<NamedMethod> out;
+        out.reserve(ids.size());
+        const uint64_t now = monotonic_ns();
+        for (uint64_t raw : ids) {
+            const auto id = reinterpret_cast<jmethodID>(raw);
+            NamedMethod named;
+            named.time_ns = now;
+            named.method_id = raw;
+            // A cleared jmethodID (class unloaded) is not handed to JVMTI at all.
+            jint modifiers = 0;
+            jclass klass = nullptr;
+            if (method_ptr_of(id) && jvmti->GetMethodModifiers(id, &modifiers) == JVMTI_ERROR_NONE &&
+                read_names(id, modifiers, named.name, named.signature, named.lines)) {
+                if (jvmti->GetMethodDeclaringClass(id, &klass) == JVMTI_ERROR_NONE && klass != nullptr) {
+                    ClassFacts facts = class_facts(klass);
+                    named.class_name = std::move(facts.class_name);
+                    named.source_file = std::move(facts.source_file);
+                    if (jni != nullptr) jni->DeleteLocalRef(klass);
+                }
+                named.resolved = true;
+                counters.methods_named++;
+            } else {
+                named = NamedMethod{now, raw, false, {}, {}, {}, {}, {}};
+                counters.names_unresolved++;
+            }
+            out.push_back(std::move(named));
+        }
+        return out;
     }
 
     // Announces a method known only by its jmethodID (inline records, CompiledMethodLoad).
@@ -189,6 +247,11 @@ struct VmCapture::Impl {
             return;
         }
         if (!announced.claim_method(reinterpret_cast<uint64_t>(id), *ptr)) return;
+        if (lazy_names.load(std::memory_order_relaxed)) {
+            counters.methods++;
+            sink.emit(MethodBatch{time_ns, {method_entry(id, *ptr, nullptr)}});
+            return;
+        }
         ClassFacts facts;
         jclass klass = nullptr;
         if (jvmti->GetMethodDeclaringClass(id, &klass) == JVMTI_ERROR_NONE && klass != nullptr) {
@@ -203,6 +266,23 @@ struct VmCapture::Impl {
         }
         counters.methods++;
         sink.emit(std::move(method));
+    }
+
+    // Those of `ids` not announced yet, in one MethodBatch.
+    void announce_methods_nameless(const std::vector<jmethodID>& ids, uint64_t time_ns) {
+        MethodBatch batch{time_ns, {}};
+        for (jmethodID id : ids) {
+            auto ptr = method_ptr_of(id);
+            if (!ptr) {
+                counters.method_failures++;
+                continue;
+            }
+            if (!announced.claim_method(reinterpret_cast<uint64_t>(id), *ptr)) continue;
+            batch.methods.push_back(method_entry(id, *ptr, nullptr));
+        }
+        if (batch.methods.empty()) return;
+        counters.methods += batch.methods.size();
+        sink.emit(std::move(batch));
     }
 
     void announce_class(jclass klass, uint64_t time_ns) {
@@ -243,6 +323,21 @@ struct VmCapture::Impl {
             }
         }
         const std::vector<std::optional<CodeCacheReader::Bytecodes>> bytecodes = code_cache->bytecodes_of(ptrs, &code_sizes);
+        if (lazy_names.load(std::memory_order_relaxed)) {
+            // One event for the class, no names: a profile names only the methods it refers to.
+            MethodBatch batch{time_ns, {}};
+            batch.methods.reserve(claimed.size());
+            for (size_t i = 0; i < claimed.size(); ++i) {
+                MethodEntry entry = method_entry(claimed[i], ptrs[i], &bytecodes[i]);
+                // An abstract method never runs, so no stack holds it (interfaces have many).
+                constexpr uint32_t kAbstract = 0x0400;
+                if ((entry.access_flags & kAbstract) == 0) batch.methods.push_back(entry);
+            }
+            counters.methods += batch.methods.size();
+            if (batch.methods.empty()) return;
+            sink.emit(std::move(batch));
+            return;
+        }
         const ClassFacts facts = class_facts(klass);
         for (size_t i = 0; i < claimed.size(); ++i) {
             MethodInfo method;
@@ -319,7 +414,11 @@ struct VmCapture::Impl {
         std::sort(methods_seen.begin(), methods_seen.end());
         methods_seen.erase(std::unique(methods_seen.begin(), methods_seen.end()), methods_seen.end());
         JNIEnv* jni = current_jni();
-        for (jmethodID id : methods_seen) announce_method(jni, id, now);
+        if (lazy_names.load(std::memory_order_relaxed)) {
+            announce_methods_nameless(methods_seen, now);
+        } else {
+            for (jmethodID id : methods_seen) announce_method(jni, id, now);
+        }
 
         copy_code(load);
         counters.scopes += load.scopes.size();
@@ -481,6 +580,28 @@ uint64_t VmCapture::poll_findings() const {
     return impl_->counters.redefined_methods.load() + impl_->counters.code_loads_from_walk.load();
 }
 
+void VmCapture::set_lazy_names(bool lazy) { impl_->lazy_names.store(lazy); }
+
+std::string VmCapture::names_text() const {
+    const auto& c = impl_->counters;
+    char text[256];
+    std::snprintf(text, sizeof text, "method names on demand: %lu methods announced, %lu named for the profile, %lu no longer known",
+                  static_cast<unsigned long>(c.methods.load()), static_cast<unsigned long>(c.methods_named.load()),
+                  static_cast<unsigned long>(c.names_unresolved.load()));
+    return text;
+}
+
+bool VmCapture::lazy_names() const { return impl_->lazy_names.load(); }
+
+std::vector<NamedMethod> VmCapture::names_of(JNIEnv* jni, const std::vector<uint64_t>& method_ids) {
+    if (!impl_->started.load(std::memory_order_acquire)) return {};
+    return impl_->names_of(jni, method_ids);
+}
+
+void VmCapture::name_methods(JNIEnv* jni, const std::vector<uint64_t>& method_ids) {
+    for (NamedMethod& named : names_of(jni, method_ids)) impl_->sink.emit(std::move(named));
+}
+
 void VmCapture::announce_method(JNIEnv* jni, jmethodID method, uint64_t time_ns) {
     if (!impl_->started.load(std::memory_order_acquire)) return;
     impl_->announce_method(jni, method, time_ns);
@@ -517,7 +638,9 @@ std::string VmCapture::describe() const {
                   static_cast<unsigned long>(c.walk_unresolved_method.load()),
                   static_cast<unsigned long>(c.code_unloads.load()), static_cast<unsigned long>(c.stubs.load()),
                   static_cast<unsigned long>(m.code_cache->bad_reads()));
-    return buffer;
+    std::string text = buffer;
+    if (m.lazy_names.load()) text += "; method names on demand";
+    return text;
 }
 
 }  // namespace sf::agent

@@ -77,6 +77,18 @@ public:
     // name methods of hidden classes, which no ClassPrepare announced).
     void announce_method(JNIEnv* jni, jmethodID method, uint64_t time_ns);
 
+    // Lazy names (before begin()): methods are announced in MethodBatch events without names, one
+    // per class, and named on request (name_methods); otherwise each in a MethodInfo with its names.
+    void set_lazy_names(bool lazy);
+    bool lazy_names() const;
+    // Emits a NamedMethod for each id (resolved = false where the JVM no longer knows the method).
+    // On a thread attached to the VM; ids are jmethodIDs this capture announced.
+    void name_methods(JNIEnv* jni, const std::vector<uint64_t>& method_ids);
+    // The same events, returned instead of emitted (the stop, once the stream is closed).
+    std::vector<NamedMethod> names_of(JNIEnv* jni, const std::vector<uint64_t>& method_ids);
+
+    // With lazy names: how many methods were announced, named, and no longer known when asked.
+    std::string names_text() const;
     // A one-line description of the resolved layout and the counts so far, for the log.
     std::string describe() const;
     // The CodeCache's reserved range [low, high) once started, else {0, 0}.

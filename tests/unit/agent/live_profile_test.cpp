@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -563,4 +565,96 @@ TEST_CASE("metadata events written into spare events do not free the fragment bu
     const size_t returned = buffers_after(0);
     CHECK(returned > 0);
     CHECK(buffers_after(3) == returned);
+}
+
+namespace {
+
+// metadata(w) with the methods in one MethodBatch, without names (lazy names).
+std::vector<Event> nameless_metadata(const World& w) {
+    std::vector<Event> out;
+    VmInfo vm = w.map.vm();
+    vm.sample_period_ns = kPeriod;
+    out.emplace_back(vm);
+    MethodBatch batch{vm.time_ns, {}};
+    for (int i = 0; i < 16; ++i) {
+        const MethodInfo& m = *w.map.method_by_id(method_id(i));
+        batch.methods.push_back(MethodEntry{m.method_id, m.method_ptr, m.bytecode_begin, m.bytecode_size, m.access_flags});
+    }
+    out.emplace_back(std::move(batch));
+    return out;
+}
+
+NamedMethod names_from(const World& w, uint64_t id, uint64_t time) {
+    const MethodInfo& m = *w.map.method_by_id(id);
+    return NamedMethod{time, id, true, m.class_name, m.name, m.signature, m.source_file, m.lines};
+}
+
+}  // namespace
+
+TEST_CASE("lazy names: the profile asks for the methods it refers to and names them before it is written") {
+    World w;
+    const std::string dir = temp_dir();
+    LiveSettings settings = settings_for_tests();
+    settings.lazy_names = true;
+    settings.file = dir + "/lazy.collapsed";
+    std::vector<uint64_t> wanted;
+    settings.want_names = [&](std::vector<uint64_t> ids) { wanted.insert(wanted.end(), ids.begin(), ids.end()); };
+    std::vector<std::vector<uint64_t>> asked_at_stop;
+    settings.names_now = [&](const std::vector<uint64_t>& ids) {
+        asked_at_stop.push_back(ids);
+        std::vector<NamedMethod> out;
+        for (uint64_t id : ids) out.push_back(names_from(w, id, 9000));
+        return out;
+    };
+    FakeClock clock;
+    LiveProfile live(settings, clock);
+    for (const Event& e : nameless_metadata(w)) live.observe(e);
+    for (uint64_t t = 1000; t < 1003; ++t) live.observe(chain_sample(w, t));
+    drain(live);
+    // Each method once, however many samples refer to it.
+    std::sort(wanted.begin(), wanted.end());
+    CHECK(wanted == std::vector<uint64_t>{std::min(method_id(1), method_id(2)), std::max(method_id(1), method_id(2))});
+    CHECK(collapsed(live.cct()).find("[unknown_method 0x") != std::string::npos);
+
+    // One name comes through the stream; the other is asked for at the stop, on the stopping thread.
+    live.observe(names_from(w, method_id(2), 4000));
+    live.observe(chain_sample(w, 5000));
+    drain(live);
+    wanted.clear();
+    live.stop(5000);
+    CHECK(wanted.empty());
+    REQUIRE(asked_at_stop.size() == 1);
+    CHECK(asked_at_stop[0] == std::vector<uint64_t>{method_id(1)});
+    CHECK(read_all(dir + "/lazy.collapsed") == "T.m2_[0];T.m1_[0] 4\n");
+    CHECK(live.counts(5).top_self.at(0) == std::pair<std::string, uint64_t>("T.m1", 4));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("lazy names with the decoder on its own thread: the stopping thread answers its last question") {
+    World w;
+    const std::string dir = temp_dir();
+    LiveSettings settings = settings_for_tests();
+    settings.lazy_names = true;
+    settings.file = dir + "/lazy.collapsed";
+    std::mutex mutex;
+    std::vector<uint64_t> wanted;
+    settings.want_names = [&](std::vector<uint64_t> ids) {
+        std::lock_guard<std::mutex> lock(mutex);
+        wanted.insert(wanted.end(), ids.begin(), ids.end());
+    };
+    std::thread::id answered_on;
+    settings.names_now = [&](const std::vector<uint64_t>& ids) {
+        answered_on = std::this_thread::get_id();
+        std::vector<NamedMethod> out;
+        for (uint64_t id : ids) out.push_back(names_from(w, id, 9000));
+        return out;
+    };
+    LiveProfile live(settings);
+    REQUIRE(live.start().ok());
+    for (const Event& e : nameless_metadata(w)) live.observe(e);
+    for (uint64_t t = 1000; t < 1004; ++t) live.observe(chain_sample(w, t));
+    live.stop(5000);
+    CHECK(answered_on == std::this_thread::get_id());
+    CHECK(read_all(dir + "/lazy.collapsed") == "T.m2_[0];T.m1_[0] 4\n");
+    std::filesystem::remove_all(dir);
 }

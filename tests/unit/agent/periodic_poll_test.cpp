@@ -52,3 +52,29 @@ TEST_CASE("stop interrupts the wait of a slow schedule") {
     CHECK(std::chrono::steady_clock::now() - stop_at < std::chrono::seconds(1));
     CHECK(poll.polls() == 0);
 }
+
+TEST_CASE("wake runs on_wake at once, without running the poll before its time") {
+    PeriodicPoll poll(milliseconds(3'600'000), milliseconds(3'600'000));
+    std::atomic<int> wakes{0}, polls{0};
+    std::thread thread([&] { poll.run([&] { return ++polls, false; }, [&] { ++wakes; }); });
+    for (int round = 1; round <= 3; ++round) {
+        const auto woken_at = std::chrono::steady_clock::now();
+        poll.wake();
+        while (wakes.load() < round) std::this_thread::sleep_for(milliseconds(1));
+        CHECK(std::chrono::steady_clock::now() - woken_at < std::chrono::seconds(1));
+    }
+    poll.stop();
+    thread.join();
+    CHECK(polls.load() == 0);
+    CHECK(poll.polls() == 0);
+
+    // A wake before run starts is not lost.
+    PeriodicPoll early(milliseconds(3'600'000), milliseconds(3'600'000));
+    early.wake();
+    std::atomic<bool> woken{false};
+    std::thread late([&] { early.run([] { return false; }, [&] { woken = true; }); });
+    while (!woken.load()) std::this_thread::sleep_for(milliseconds(1));
+    early.stop();
+    late.join();
+    CHECK(woken.load());
+}
