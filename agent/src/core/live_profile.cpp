@@ -689,8 +689,11 @@ void LiveProfile::finish() {
     } catch (const std::bad_alloc&) {
         broken_ = true;
     }
+    const uint64_t naming_from = thread_cpu_ns();
     name_before_stop();
     name_trees();
+    SF_LOG_DEBUG("live profile: naming the trees at the stop took %.1f ms of the decoder thread",
+                 static_cast<double>(thread_cpu_ns() - naming_from) / 1e6);
     std::string file;
     {
         std::lock_guard<std::mutex> lock(mutex_);
