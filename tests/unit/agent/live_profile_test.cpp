@@ -589,6 +589,13 @@ NamedMethod names_from(const World& w, uint64_t id, uint64_t time) {
     return NamedMethod{time, id, true, m.class_name, m.name, m.signature, m.source_file, m.lines};
 }
 
+// What the JVM would answer at the stop.
+std::vector<NamedMethod> names_from(const World& w, const std::vector<uint64_t>& ids) {
+    std::vector<NamedMethod> out;
+    for (uint64_t id : ids) out.push_back(names_from(w, id, 9000));
+    return out;
+}
+
 }  // namespace
 
 TEST_CASE("lazy names: the profile asks for the methods it refers to and names them before it is written") {
@@ -602,9 +609,7 @@ TEST_CASE("lazy names: the profile asks for the methods it refers to and names t
     std::vector<std::vector<uint64_t>> asked_at_stop;
     settings.names_now = [&](const std::vector<uint64_t>& ids) {
         asked_at_stop.push_back(ids);
-        std::vector<NamedMethod> out;
-        for (uint64_t id : ids) out.push_back(names_from(w, id, 9000));
-        return out;
+        return names_from(w, ids);
     };
     FakeClock clock;
     LiveProfile live(settings, clock);
@@ -645,9 +650,7 @@ TEST_CASE("lazy names with the decoder on its own thread: the stopping thread an
     std::thread::id answered_on;
     settings.names_now = [&](const std::vector<uint64_t>& ids) {
         answered_on = std::this_thread::get_id();
-        std::vector<NamedMethod> out;
-        for (uint64_t id : ids) out.push_back(names_from(w, id, 9000));
-        return out;
+        return names_from(w, ids);
     };
     LiveProfile live(settings);
     REQUIRE(live.start().ok());
