@@ -31,6 +31,9 @@ constexpr size_t kWakeBytes = 4u << 20;
 constexpr auto kIdleWait = std::chrono::milliseconds(1000);
 // How long the stop waits for the names of the methods its profile refers to.
 constexpr int kFinalNamesWaitMs = 5000;
+// How long a loop rotation or a dump waits for names asked for and not come yet: the file then
+// covers up to this much more time (the next interval as much less).
+constexpr uint64_t kNamesHoldNs = 2'000'000'000;
 
 class SystemClock final : public LiveClock {
 public:
@@ -304,6 +307,12 @@ void LiveProfile::batch_end() {
 
 std::chrono::nanoseconds LiveProfile::idle_wait() const {
     std::chrono::nanoseconds wait = kIdleWait;
+    if (names_hold_until_ != 0) {
+        // A write waits for names: its rotation is due already, the hold's end is what counts.
+        const uint64_t now = clock_.monotonic_ns();
+        const uint64_t until = names_hold_until_ > now ? names_hold_until_ - now : 0;
+        return std::min(wait, std::chrono::nanoseconds(until) + std::chrono::milliseconds(1));
+    }
     if (settings_.loop_ns != 0) {
         const uint64_t now = clock_.monotonic_ns();
         const uint64_t until = next_rotation_ns_ > now ? next_rotation_ns_ - now : 0;
@@ -362,8 +371,12 @@ void LiveProfile::accept(Event& event, std::unique_ptr<Event> boxed) {
         }
         // Code and method events are never dropped for a full queue: a missing CodeLoad would
         // misattribute every later sample in that code.
+        const bool names_awaited = std::holds_alternative<NamedMethod>(event) && holding_names_.load(std::memory_order_relaxed);
         Event* owned = to_queue(event, boxed);
-        if (backlog_.empty() && push(owned)) return;
+        if (backlog_.empty() && push(owned)) {
+            if (names_awaited) wake_if_idle();   // a write waits for it
+            return;
+        }
         if (backlog_.size() >= settings_.backlog_limit) {
             delete owned;
             if (metadata_dropped_.fetch_add(1, std::memory_order_relaxed) == 0) {
@@ -411,7 +424,7 @@ void LiveProfile::run() {
         const bool worked = poll_once();
         std::unique_lock<std::mutex> lock(mutex_);
         if (stop_requested_) break;
-        if (worked || !requests_.empty()) continue;
+        if (worked || (!requests_.empty() && names_hold_until_ == 0)) continue;
         idle_.store(true, std::memory_order_relaxed);
         std::atomic_thread_fence(std::memory_order_seq_cst);   // see wake_if_idle()
         if (queue_.read_available() == 0) wake_.wait_for(lock, idle_wait());
@@ -431,6 +444,7 @@ void LiveProfile::consume(Event&& event) {
             cct_->set_thread_name(thread->tid, thread->name);
             off_cpu_cct_->set_thread_name(thread->tid, thread->name);
         }
+        if (const auto* named = std::get_if<NamedMethod>(&event)) answered_names_.insert(named->method_id);
         stream_->consume(std::move(event));
     } catch (const std::bad_alloc&) {
         // The decoder's map and the tree are not to be trusted after a failed allocation midway.
@@ -456,7 +470,7 @@ bool LiveProfile::poll_once() {
     const bool any = drain_batch();
     hand_over_wanted_names();
     serve_requests();
-    if (settings_.loop_ns != 0 && clock_.monotonic_ns() >= next_rotation_ns_) rotate();
+    if (settings_.loop_ns != 0 && clock_.monotonic_ns() >= next_rotation_ns_ && !hold_for_names()) rotate();
     return any;
 }
 
@@ -595,6 +609,11 @@ void LiveProfile::serve_requests() {
         taken.swap(requests_);
     }
     if (taken.empty()) return;
+    if (hold_for_names()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        requests_.insert(requests_.begin(), taken.begin(), taken.end());
+        return;
+    }
     // What was queued before the request belongs in the dump; bounded, as the reader may keep
     // the queue busy.
     for (size_t i = 0; i <= settings_.queue_slots / kBatch && drain_batch(); ++i) {
@@ -636,6 +655,32 @@ void LiveProfile::hand_over_wanted_names() {
     } catch (const std::exception& e) {
         SF_LOG_WARN("live profile: methods' names not asked for: %s", e.what());
     }
+}
+
+bool LiveProfile::names_pending() const {
+    const auto waiting = [this](const profile::Cct& cct) {
+        for (uint64_t id : cct.unnamed_methods()) {
+            if (!answered_names_.contains(id)) return true;
+        }
+        return false;
+    };
+    return waiting(*cct_) || waiting(*off_cpu_cct_);
+}
+
+bool LiveProfile::hold_for_names() {
+    // Without someone who answers (want_names), waiting would only delay the file.
+    if (!settings_.lazy_names || !settings_.want_names || broken_) return false;
+    const uint64_t now = clock_.monotonic_ns();
+    if (names_hold_until_ == 0) {
+        if (!names_pending()) return false;
+        names_hold_until_ = now + kNamesHoldNs;
+        holding_names_.store(true, std::memory_order_relaxed);
+        return true;
+    }
+    if (now < names_hold_until_ && names_pending()) return true;
+    names_hold_until_ = 0;
+    holding_names_.store(false, std::memory_order_relaxed);
+    return false;
 }
 
 void LiveProfile::name_trees() {

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <boost/lockfree/spsc_queue.hpp>
@@ -219,6 +220,13 @@ private:
     // Renames the trees' frames whose methods were named since they were added (resolve_names).
     void name_trees();
     void hand_over_wanted_names();
+    // Before a mid-run write (loop rotation, dump): true while the trees refer to methods whose
+    // names were asked for and have not come, for at most kNamesHoldNs from the first call.
+    bool hold_for_names();
+    bool names_pending() const;
+    uint64_t names_hold_until_ = 0;   // decoder thread; 0: not holding
+    std::atomic<bool> holding_names_{false};   // for the reader: a NamedMethod wakes the decoder
+    std::unordered_set<uint64_t> answered_names_;   // ids a NamedMethod came for (named or not)
     void new_cct();
     // Samples the tree will never hold: the kernel's Lost counts and the live queue's drops.
     uint64_t lost_since_start() const { return lost_total_.load() + dropped_.load(); }

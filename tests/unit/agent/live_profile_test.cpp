@@ -661,3 +661,52 @@ TEST_CASE("lazy names with the decoder on its own thread: the stopping thread an
     CHECK(read_all(dir + "/lazy.collapsed") == "T.m2_[0];T.m1_[0] 4\n");
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("lazy names: a loop rotation waits for names asked for, at most two seconds") {
+    World w;
+    const std::string dir = temp_dir();
+    LiveSettings settings = settings_for_tests();
+    settings.lazy_names = true;
+    settings.file = dir + "/prof-%t.collapsed";
+    settings.loop_ns = 10'000'000'000;
+    std::vector<uint64_t> wanted;
+    settings.want_names = [&](std::vector<uint64_t> ids) { wanted.insert(wanted.end(), ids.begin(), ids.end()); };
+    FakeClock clock;
+    LiveProfile live(settings, clock);
+    for (const Event& e : nameless_metadata(w)) live.observe(e);
+    for (uint64_t t = 1000; t < 1003; ++t) live.observe(chain_sample(w, t));
+    drain(live);
+    REQUIRE(wanted.size() == 2);
+
+    clock.mono += 10'000'000'000;
+    live.poll_once();
+    CHECK(std::filesystem::is_empty(dir));   // due, but its methods' names are on the way
+    clock.mono += 500'000'000;
+    live.observe(names_from(w, wanted[0], 2000));
+    drain(live);
+    CHECK(std::filesystem::is_empty(dir));   // one of two
+    live.observe(names_from(w, wanted[1], 2001));
+    drain(live);
+    REQUIRE(live.counts().files_written == 1);
+    CHECK(read_all(dir + "/prof-20231114-221320.collapsed") == "T.m2_[0];T.m1_[0] 3\n");
+
+    // Names that never come hold the next file two seconds, no longer.
+    World other;
+    LiveSettings unanswered = settings;
+    unanswered.file = dir + "/other-%t.collapsed";
+    FakeClock clock2;
+    LiveProfile silent(unanswered, clock2);
+    for (const Event& e : nameless_metadata(other)) silent.observe(e);
+    silent.observe(chain_sample(other, 1000));
+    drain(silent);
+    clock2.mono += 10'000'000'000;
+    silent.poll_once();
+    clock2.mono += 1'900'000'000;
+    silent.poll_once();
+    CHECK(silent.counts().files_written == 0);
+    clock2.mono += 200'000'000;
+    silent.poll_once();
+    REQUIRE(silent.counts().files_written == 1);
+    CHECK(read_all(dir + "/other-20231114-221320.collapsed").find("[unknown_method 0x") != std::string::npos);
+    std::filesystem::remove_all(dir);
+}
