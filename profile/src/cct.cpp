@@ -319,15 +319,17 @@ bool Cct::resolve_names() {
             frames_[frame] = std::move(desc);
             unnamed_frames_.erase(frame);
         }
-        for (Node& n : nodes_) {
-            if (n.call_bci < 0 || &n == &nodes_[kRootNode]) continue;
-            if (auto parent = named.find(nodes_[n.parent].frame); parent != named.end()) {
-                n.call_line = line_for_bci(*parent->second, n.call_bci);
-            }
+        // By frame id: one pass over every node without a hash lookup each.
+        std::vector<const MethodInfo*> info_of(frames_.size(), nullptr);
+        for (const auto& [frame, info] : named) info_of[frame] = info;
+        for (NodeId id = 1; id < nodes_.size(); ++id) {
+            Node& n = nodes_[id];
+            if (n.call_bci < 0) continue;
+            if (const MethodInfo* parent = info_of[nodes_[n.parent].frame]) n.call_line = line_for_bci(*parent, n.call_bci);
         }
         for (SampleRecord& record : samples_) {
-            if (auto renamed = named.find(nodes_[record.node].frame); renamed != named.end() && record.bci >= 0) {
-                record.line = line_for_bci(*renamed->second, record.bci);
+            if (const MethodInfo* info = info_of[nodes_[record.node].frame]; info != nullptr && record.bci >= 0) {
+                record.line = line_for_bci(*info, record.bci);
             }
         }
         return true;
