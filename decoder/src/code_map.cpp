@@ -384,7 +384,7 @@ void CodeMap::apply_batch(const MethodBatch& batch) {
     const auto prefetch = [this](const MethodEntry& entry) {
         methods_by_id_.prefetch(entry.method_id);
         single_version_by_ptr_.prefetch(entry.method_ptr);
-        __builtin_prefetch(&method_cache_[method_slot(entry.method_ptr)]);
+        prefetch_line(&method_cache_[method_slot(entry.method_ptr)]);
     };
     for (size_t i = 0; i < std::min(kAhead, batch.methods.size()); ++i) prefetch(batch.methods[i]);
     for (size_t i = 0; i < batch.methods.size(); ++i) {
