@@ -589,6 +589,23 @@ NamedMethod names_from(const World& w, uint64_t id, uint64_t time) {
     return NamedMethod{time, id, true, m.class_name, m.name, m.signature, m.source_file, m.lines};
 }
 
+// The methods a lazy-names profile asked for (want_names may run on the decoder thread).
+struct NameRequests {
+    std::mutex mutex;
+    std::vector<uint64_t> ids;
+};
+
+LiveSettings lazy_settings(const std::string& file, NameRequests& requests) {
+    LiveSettings settings = settings_for_tests();
+    settings.lazy_names = true;
+    settings.file = file;
+    settings.want_names = [&requests](std::vector<uint64_t> ids) {
+        std::lock_guard<std::mutex> lock(requests.mutex);
+        requests.ids.insert(requests.ids.end(), ids.begin(), ids.end());
+    };
+    return settings;
+}
+
 // What the JVM would answer at the stop.
 std::vector<NamedMethod> names_from(const World& w, const std::vector<uint64_t>& ids) {
     std::vector<NamedMethod> out;
@@ -601,11 +618,9 @@ std::vector<NamedMethod> names_from(const World& w, const std::vector<uint64_t>&
 TEST_CASE("lazy names: the profile asks for the methods it refers to and names them before it is written") {
     World w;
     const std::string dir = temp_dir();
-    LiveSettings settings = settings_for_tests();
-    settings.lazy_names = true;
-    settings.file = dir + "/lazy.collapsed";
-    std::vector<uint64_t> wanted;
-    settings.want_names = [&](std::vector<uint64_t> ids) { wanted.insert(wanted.end(), ids.begin(), ids.end()); };
+    NameRequests requests;
+    LiveSettings settings = lazy_settings(dir + "/lazy.collapsed", requests);
+    std::vector<uint64_t>& wanted = requests.ids;
     std::vector<std::vector<uint64_t>> asked_at_stop;
     settings.names_now = [&](const std::vector<uint64_t>& ids) {
         asked_at_stop.push_back(ids);
@@ -638,15 +653,8 @@ TEST_CASE("lazy names: the profile asks for the methods it refers to and names t
 TEST_CASE("lazy names with the decoder on its own thread: the stopping thread answers its last question") {
     World w;
     const std::string dir = temp_dir();
-    LiveSettings settings = settings_for_tests();
-    settings.lazy_names = true;
-    settings.file = dir + "/lazy.collapsed";
-    std::mutex mutex;
-    std::vector<uint64_t> wanted;
-    settings.want_names = [&](std::vector<uint64_t> ids) {
-        std::lock_guard<std::mutex> lock(mutex);
-        wanted.insert(wanted.end(), ids.begin(), ids.end());
-    };
+    NameRequests requests;
+    LiveSettings settings = lazy_settings(dir + "/lazy.collapsed", requests);
     std::thread::id answered_on;
     settings.names_now = [&](const std::vector<uint64_t>& ids) {
         answered_on = std::this_thread::get_id();
@@ -665,12 +673,10 @@ TEST_CASE("lazy names with the decoder on its own thread: the stopping thread an
 TEST_CASE("lazy names: a loop rotation waits for names asked for, at most two seconds") {
     World w;
     const std::string dir = temp_dir();
-    LiveSettings settings = settings_for_tests();
-    settings.lazy_names = true;
-    settings.file = dir + "/prof-%t.collapsed";
+    NameRequests requests;
+    LiveSettings settings = lazy_settings(dir + "/prof-%t.collapsed", requests);
     settings.loop_ns = 10'000'000'000;
-    std::vector<uint64_t> wanted;
-    settings.want_names = [&](std::vector<uint64_t> ids) { wanted.insert(wanted.end(), ids.begin(), ids.end()); };
+    const std::vector<uint64_t>& wanted = requests.ids;
     FakeClock clock;
     LiveProfile live(settings, clock);
     for (const Event& e : nameless_metadata(w)) live.observe(e);
