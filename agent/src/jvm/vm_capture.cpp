@@ -212,7 +212,15 @@ struct VmCapture::Impl {
         std::vector<NamedMethod> out;
         out.reserve(ids.size());
         const uint64_t now = monotonic_ns();
-        for (uint64_t raw : ids) {
+        // By Method*: a class's methods lie together in metaspace, so a class's run of methods asks
+        // the JVM for the class's name and source file once (IsSameObject with the previous one).
+        std::vector<std::pair<uint64_t, uint64_t>> by_ptr;   // (Method*, jmethodID); Method* 0: cleared
+        by_ptr.reserve(ids.size());
+        for (uint64_t raw : ids) by_ptr.emplace_back(method_ptr_of(reinterpret_cast<jmethodID>(raw)).value_or(0), raw);
+        std::sort(by_ptr.begin(), by_ptr.end());
+        jclass last_class = nullptr;
+        ClassFacts last_facts;
+        for (const auto& [ptr, raw] : by_ptr) {
             const auto id = reinterpret_cast<jmethodID>(raw);
             NamedMethod named;
             named.time_ns = now;
@@ -220,13 +228,20 @@ struct VmCapture::Impl {
             // A cleared jmethodID (class unloaded) is not handed to JVMTI at all.
             jint modifiers = 0;
             jclass klass = nullptr;
-            if (method_ptr_of(id) && jvmti->GetMethodModifiers(id, &modifiers) == JVMTI_ERROR_NONE &&
+            if (ptr != 0 && jvmti->GetMethodModifiers(id, &modifiers) == JVMTI_ERROR_NONE &&
                 read_names(id, modifiers, named.name, named.signature, named.lines)) {
                 if (jvmti->GetMethodDeclaringClass(id, &klass) == JVMTI_ERROR_NONE && klass != nullptr) {
-                    ClassFacts facts = class_facts(klass);
-                    named.class_name = std::move(facts.class_name);
-                    named.source_file = std::move(facts.source_file);
-                    if (jni != nullptr) jni->DeleteLocalRef(klass);
+                    if (jni == nullptr || last_class == nullptr || !jni->IsSameObject(klass, last_class)) {
+                        last_facts = class_facts(klass);
+                        if (jni != nullptr) {
+                            if (last_class != nullptr) jni->DeleteLocalRef(last_class);
+                            last_class = klass;
+                            klass = nullptr;
+                        }
+                    }
+                    named.class_name = last_facts.class_name;
+                    named.source_file = last_facts.source_file;
+                    if (jni != nullptr && klass != nullptr) jni->DeleteLocalRef(klass);
                 }
                 named.resolved = true;
                 counters.methods_named++;
@@ -236,6 +251,7 @@ struct VmCapture::Impl {
             }
             out.push_back(std::move(named));
         }
+        if (jni != nullptr && last_class != nullptr) jni->DeleteLocalRef(last_class);
         return out;
     }
 
