@@ -226,6 +226,16 @@ TEST_CASE("without a recording, methods are named on demand and the profile at e
     const std::string text = sf::test::read_text_file(live);
     CHECK(contains(text, "demo/Demo."));
     CHECK_FALSE(contains(text, "[unknown_method"));
+    // The own threads' CPU time until the last sample is part of their whole time, the stop's work
+    // (the last decode, the names read at the stop, the file) the rest.
+    std::smatch total, sampling;
+    REQUIRE(std::regex_search(r.err, total, std::regex("agent threads CPU: ([0-9.]+) ms")));
+    REQUIRE(std::regex_search(r.err, sampling, std::regex("agent threads CPU while sampling: ([0-9.]+) ms = ([0-9.]+)% "
+                                                          "of the process's ([0-9]+) ms until the last sample; the "
+                                                          "stop \\([^)]*\\) took them ([0-9.]+) ms more")));
+    CHECK(std::stod(sampling[1]) > 0);
+    CHECK(std::stod(sampling[1]) <= std::stod(total[1]) + 0.1);
+    CHECK(std::stod(sampling[1]) + std::stod(sampling[4]) == Approx(std::stod(total[1])).margin(0.2));
     // A recording keeps announcing every method with its names, as replay and filters need them.
     const auto recorded = run_java({"-agentpath:" + kAgent + "=record=" + dir + "/r.sfr,file=" + live + ",loglevel=info",
                                     "-cp", dir, "demo.Demo", "1"},

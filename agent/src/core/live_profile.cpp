@@ -2,6 +2,8 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <algorithm>
@@ -404,9 +406,15 @@ Status LiveProfile::start() {
     return {};
 }
 
+uint64_t LiveProfile::decoder_cpu_now() const {
+    const pid_t tid = decoder_tid_.load(std::memory_order_acquire);
+    return tid != 0 ? thread_cpu_ns_of(tid) : decoder_cpu_ns_.load();
+}
+
 void* LiveProfile::thread_main(void* self) {
     pthread_setname_np(pthread_self(), "stackfrag-live");
     auto* live = static_cast<LiveProfile*>(self);
+    live->decoder_tid_.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
     try {
         live->run();
     } catch (...) {
@@ -749,6 +757,7 @@ void LiveProfile::finish() {
     if (started_.load()) {   // on the decoder thread: its whole CPU time, the final write included
         decoder_cpu_ns_.store(thread_cpu_ns());
         decoder_page_faults_.store(thread_page_faults());
+        decoder_tid_.store(0, std::memory_order_release);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     finished_ = true;

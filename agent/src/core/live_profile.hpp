@@ -155,6 +155,8 @@ public:
     bool spare_stack(std::vector<uint8_t>& out) override;
 
     bool lazy_names() const { return settings_.lazy_names; }
+    // The decoder thread's CPU time now (while it runs), else as counts() gives it.
+    uint64_t decoder_cpu_now() const;
 
     // Starts the decoder thread (a plain pthread, every signal blocked).
     Status start();
@@ -312,6 +314,7 @@ private:
     bool final_names_ready_ = false;
 
     pthread_t thread_{};
+    std::atomic<pid_t> decoder_tid_{0};   // while the decoder thread runs
     std::atomic<bool> started_{false};
     std::atomic<bool> stopped_{false};
 };

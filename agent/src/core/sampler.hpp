@@ -150,6 +150,8 @@ public:
     bool stop(int timeout_ms);
 
     SamplerStats stats() const;
+    // The reader thread's CPU time now (while it runs, read from its thread clock), else at its end.
+    uint64_t reader_cpu_now() const;
     // The first open failure, if any.
     std::optional<Error> open_error() const;
     // backend=auto: a persistent open failure is not the end of sampling (the caller falls back
@@ -227,6 +229,7 @@ private:
     std::atomic<uint64_t> stack_reopens_{0};
     std::atomic<bool> stack_growth_failed_{false};   // a larger ring was refused
     std::atomic<uint64_t> reader_cpu_ns_{0};
+    std::atomic<pid_t> reader_tid_{0};   // while the reader thread runs
     std::atomic<uint64_t> reader_page_faults_{0};
     bool clock_events_ = true;
     bool switch_events_ = false;

@@ -335,13 +335,14 @@ public:
         stop_jvmti_sampler();
         if (OracleSampler* timer_sampler = timer()) timer_sampler->stop();
         const ProcessCpu at_stop = process_cpu_now();
+        const uint64_t own_at_stop = own_threads_cpu_now();
         queue_.emit(at_stop);   // coverage's denominator, through the stream like every fact
         const bool stopped = sampler_->stop(kShutdownTimeoutMs);
         queue_.close();
         if (stopped) log_summary();
         finish_live_profile(stopped, final_file);
         if (VmCapture* vm = capture(); vm != nullptr && vm->lazy_names()) SF_LOG_INFO("%s", vm->names_text().c_str());
-        if (stopped) log_agent_cpu();
+        if (stopped) log_agent_cpu(own_at_stop, at_stop.user_ns + at_stop.system_ns);
         // No sample sees this: the last events drained, the rest of the stream decoded, the
         // profile written. (The JVM's exit after VMDeath, freeing its heap, comes on top.)
         const ProcessCpu done = process_cpu_now();
@@ -833,7 +834,17 @@ private:
 
     // What the agent's own threads cost, exactly: the part of the overhead that runs beside the
     // application (the kernel's work in sampled threads is in bench/sample-cost, not here).
-    void log_agent_cpu() {
+    // The own threads' CPU time so far (the reader's and the decoder's read from their thread clocks
+    // while they run; the code poll's and the watcher's as of their last round).
+    uint64_t own_threads_cpu_now() const {
+        return sampler_->reader_cpu_now() + (live_profile_ ? live_profile_->decoder_cpu_now() : 0) + code_poll_.cpu_ns() +
+               (task_watcher_ ? task_watcher_->cpu_ns() : 0);
+    }
+
+    // `own_at_stop`, `process_at_stop`: both CPU times when sampling ended, so that the share while
+    // sampling (what a long run pays) can be told from the stop's one-time work (the last drain, the
+    // last names, the file), which weighs on a short run.
+    void log_agent_cpu(uint64_t own_at_stop, uint64_t process_at_stop) {
         const uint64_t reader = sampler_->stats().reader_cpu_ns;
         const uint64_t decoder = live_profile_ ? live_profile_->counts(0).decoder_cpu_ns : 0;
         const uint64_t poll = code_poll_.cpu_ns();
@@ -847,6 +858,12 @@ private:
                     process_ms > 0 ? 100.0 * agent_ms / process_ms : 0.0, process_ms,
                     static_cast<unsigned long long>(sampler_->stats().reader_page_faults),
                     static_cast<unsigned long long>(live_profile_ ? live_profile_->counts(0).decoder_page_faults : 0));
+        const double own_sampling_ms = static_cast<double>(own_at_stop) / 1e6;
+        const double process_sampling_ms = static_cast<double>(process_at_stop) / 1e6;
+        SF_LOG_INFO("agent threads CPU while sampling: %.1f ms = %.2f%% of the process's %.0f ms until the last sample; "
+                    "the stop (last drain and decode, names, the file) took them %.1f ms more",
+                    own_sampling_ms, process_sampling_ms > 0 ? 100.0 * own_sampling_ms / process_sampling_ms : 0.0,
+                    process_sampling_ms, std::max(0.0, agent_ms - own_sampling_ms));
         // Not in the line above: the JVM's own threads ran this, in the agent's callbacks.
         SF_LOG_INFO("agent code on the JVM's threads CPU: %s = %.2f%% of the process's CPU time",
                     callback_cpu_.describe().c_str(),
