@@ -389,6 +389,21 @@ bool Cct::resolve_names() {
     return true;
 }
 
+FrameId Cct::symbol_frame_at(FrameType type, uint64_t pc, const std::string& symbol) {
+    // A pc keeps its symbol nearly always, and a C++ symbol is long to hash: the frame last found
+    // for this pc is taken when its name is the symbol (a compare, where the lookup hashed it).
+    if (pc == 0) return symbol_frame(type, symbol);
+    if (pc_frames_.empty()) pc_frames_.resize(kPcFrameSlots);
+    PcFrameSlot& slot = pc_frames_[((pc >> 2) ^ (pc >> 13) ^ static_cast<uint64_t>(type)) & (kPcFrameSlots - 1)];
+    if (slot.pc == pc && slot.type == type) {
+        const std::string& known = frames_[slot.frame].name;
+        if (symbol.empty() ? known == "[unknown]" : known == symbol) return slot.frame;
+    }
+    const FrameId id = symbol_frame(type, symbol);
+    slot = PcFrameSlot{pc, id, type};
+    return id;
+}
+
 FrameId Cct::symbol_frame(FrameType type, const std::string& symbol) {
     const std::string_view name = symbol.empty() ? std::string_view("[unknown]") : std::string_view(symbol);
     auto& known = symbol_frames_[static_cast<size_t>(type) % symbol_frames_.size()];
@@ -482,7 +497,7 @@ std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
         FrameType type = frame_type_of(f.kind);
         bool java = is_java(type);
         bool stable = true;
-        FrameId frame = java ? java_frame(type, f.method_id, stable) : symbol_frame(type, f.symbol);
+        FrameId frame = java ? java_frame(type, f.method_id, stable) : symbol_frame_at(type, f.pc, f.symbol);
         size_t before = nodes_.size();
         at = child_or_create(at, frame, caller_bci, 0);
         if (nodes_.size() != before && caller_bci >= 0 && names_ != nullptr) {

@@ -139,6 +139,18 @@ TEST_CASE("native frames are kept by symbol, whatever their pc") {
     CHECK(cct.node(cct.node(*a).parent).call_bci == 5);
     CHECK(cct.frame_of(*c).name == "[unknown]");
     CHECK(cct.frame_of(*d).type == FrameType::kStub);
+    // The same pc under another symbol (a library unloaded, another mapped there; a stub at an
+    // address native code had) is another frame, and the first one's frame is found again after.
+    auto e = cct.add(trace({native("other_memcpy", 0x1000), compiled(1, 5)}));
+    auto f = cct.add(trace({native("memcpy", 0x1000, FrameKind::kStub), compiled(1, 5)}));
+    auto g = cct.add(trace({native("", 0x1000), compiled(1, 5)}));
+    auto h = cct.add(trace({native("memcpy", 0x1000), native("JVM_ArrayCopy", 0x2000), compiled(1, 5)}));
+    REQUIRE((e && f && g && h));
+    CHECK(cct.frame_of(*e).name == "other_memcpy");
+    CHECK(cct.frame_of(*f).type == FrameType::kStub);
+    CHECK(cct.frame_of(*f).name == "memcpy");
+    CHECK(cct.frame_of(*g).name == "[unknown]");
+    CHECK(*h == *a);
 }
 
 TEST_CASE("failed traces go under [failed: reason], incomplete ones under [truncated]") {

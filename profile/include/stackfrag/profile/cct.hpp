@@ -239,6 +239,16 @@ private:
     // `stable`: false when the frame may resolve otherwise later (a method not announced yet).
     FrameId java_frame(FrameType type, uint64_t method_id, bool& stable);
     FrameId symbol_frame(FrameType type, const std::string& symbol);
+    FrameId symbol_frame_at(FrameType type, uint64_t pc, const std::string& symbol);
+    // symbol_frame_at's answers by pc, direct-mapped (a new tree starts empty; resolve_names keeps
+    // every frame id of a frame that is not Java).
+    struct PcFrameSlot {
+        uint64_t pc = 0;
+        FrameId frame = kRootFrame;
+        FrameType type = FrameType::kRoot;
+    };
+    static constexpr size_t kPcFrameSlots = 4096;
+    std::vector<PcFrameSlot> pc_frames_;   // sized at the first use
     void cache_method_frame(uint64_t cache_key, FrameId id);
     // Frames of methods announced without names, by frame: what resolve_names() renames.
     std::unordered_map<FrameId, uint64_t> unnamed_frames_;
