@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 
 #include "agent_process.hpp"
@@ -28,6 +29,8 @@ namespace {
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
 using sf::test::kJdk17;
+
+bool contains_text(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 size_t count_of(const std::string& text, const std::string& part) {
     size_t n = 0;
@@ -86,5 +89,39 @@ TEST_CASE("unloaded classes and code never misattribute a decoded frame (JDK 17,
     // Live decoding saw the same churn the same way.
     REQUIRE(std::regex_search(r.err, m, std::regex("(\\d+) \\(live queue full\\)")));
     if (m[1] == "0") CHECK(sf::test::read_text_file(live) == sf::test::read_text_file(replayed));
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("without a recording, classes unloaded before their names are read switch naming back to class preparation",
+          "[live][unload]") {
+    std::string dir = "/tmp/sf-live-it-churn-names-XXXXXX";
+    REQUIRE(mkdtemp(dir.data()) != nullptr);
+    const auto javac = sf::test::run_process(
+        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/Churn.java"}, {}, dir + "/javac", 120);
+    REQUIRE(javac.exit_code == 0);
+    const std::string live = dir + "/live.collapsed";
+    const auto r = sf::test::run_process({kJdk17 + "/bin/java", "-agentpath:" + kAgent + "=file=" + live + ",loglevel=info",
+                                          "-XX:ReservedCodeCacheSize=8m", "-cp", dir, "Churn", "3000"},
+                                         {}, dir + "/jvm", 120);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    // Each round's Payload class lives a few milliseconds: the first answers say "no longer known",
+    // and from then on every prepared class comes with its names.
+    CHECK(std::regex_search(r.err, std::regex("\\d+ methods' classes were unloaded before their names could be read: every "
+                                              "method is named at its class's preparation from now on")));
+    CHECK(contains_text(r.err, "(then every method named at class preparation: classes were being unloaded)"));
+    uint64_t samples = 0, unnamed = 0;
+    std::istringstream lines(sf::test::read_text_file(live));
+    for (std::string line; std::getline(lines, line);) {
+        const uint64_t count = std::stoull(line.substr(line.rfind(' ') + 1));
+        samples += count;
+        if (line.find("[unknown_method 0x") != std::string::npos) unnamed += count;
+    }
+    INFO("samples " << samples << ", under a placeholder " << unnamed);
+    REQUIRE(samples > 500);
+    // Only the samples before the switch (about the first second of ~3) keep placeholders; without
+    // it, more than half of this run's samples did.
+    CHECK(unnamed * 4 < samples);
+    CHECK(count_of(sf::test::read_text_file(live), "Churn$Payload.") > 0);
     std::filesystem::remove_all(dir);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "announced_code.hpp"
+#include "log.hpp"
 #include "code_cache_reader.hpp"
 #include "stackfrag/base/clock.hpp"
 #include "vm_code_map.hpp"
@@ -58,6 +59,7 @@ struct VmCapture::Impl {
     AnnouncedCode announced;   // what the stream has been told
     // Methods go out as MethodBatch entries without names; name_methods() names those asked for.
     std::atomic<bool> lazy_names{false};
+    std::atomic<bool> lazy_names_given_up{false};   // classes churned: eager again (see names_of)
 
     struct Counters {
         std::atomic<uint64_t> methods{0};
@@ -195,6 +197,21 @@ struct VmCapture::Impl {
         return true;
     }
 
+    // Classes that are unloaded before a profile's request for their methods' names arrives (code
+    // generated into throw-away class loaders: scripting engines, proxies) leave those frames
+    // unnamed. Past a few such methods, every class prepared from then on is announced with its
+    // names again, as a recording's are.
+    void give_up_lazy_names_if_classes_churn() {
+        constexpr uint64_t kUnresolvedBeforeEager = 16;
+        if (counters.names_unresolved.load() < kUnresolvedBeforeEager || !lazy_names.load()) return;
+        if (lazy_names.exchange(false)) {
+            SF_LOG_INFO("%llu methods' classes were unloaded before their names could be read: every method is "
+                        "named at its class's preparation from now on",
+                        static_cast<unsigned long long>(counters.names_unresolved.load()));
+            lazy_names_given_up.store(true);
+        }
+    }
+
     // What a MethodBatch says about a method (lazy names).
     MethodEntry method_entry(jmethodID id, uint64_t method_ptr, const std::optional<CodeCacheReader::Bytecodes>* known) {
         MethodEntry entry;
@@ -252,6 +269,7 @@ struct VmCapture::Impl {
             out.push_back(std::move(named));
         }
         if (jni != nullptr && last_class != nullptr) jni->DeleteLocalRef(last_class);
+        give_up_lazy_names_if_classes_churn();
         return out;
     }
 
@@ -601,13 +619,14 @@ void VmCapture::set_lazy_names(bool lazy) { impl_->lazy_names.store(lazy); }
 std::string VmCapture::names_text() const {
     const auto& c = impl_->counters;
     char text[256];
-    std::snprintf(text, sizeof text, "method names on demand: %lu methods announced, %lu named for the profile, %lu no longer known",
+    std::snprintf(text, sizeof text, "method names on demand: %lu methods announced, %lu named for the profile, %lu no longer known%s",
                   static_cast<unsigned long>(c.methods.load()), static_cast<unsigned long>(c.methods_named.load()),
-                  static_cast<unsigned long>(c.names_unresolved.load()));
+                  static_cast<unsigned long>(c.names_unresolved.load()),
+                  impl_->lazy_names_given_up.load() ? " (then every method named at class preparation: classes were being unloaded)" : "");
     return text;
 }
 
-bool VmCapture::lazy_names() const { return impl_->lazy_names.load(); }
+bool VmCapture::lazy_names() const { return impl_->lazy_names.load() || impl_->lazy_names_given_up.load(); }
 
 std::vector<NamedMethod> VmCapture::names_of(JNIEnv* jni, const std::vector<uint64_t>& method_ids) {
     if (!impl_->started.load(std::memory_order_acquire)) return {};

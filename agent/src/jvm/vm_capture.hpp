@@ -80,6 +80,7 @@ public:
     // Lazy names (before begin()): methods are announced in MethodBatch events without names, one
     // per class, and named on request (name_methods); otherwise each in a MethodInfo with its names.
     void set_lazy_names(bool lazy);
+    // Whether the run began with lazy names (also after names_of gave them up for churning classes).
     bool lazy_names() const;
     // Emits a NamedMethod for each id (resolved = false where the JVM no longer knows the method).
     // On a thread attached to the VM; ids are jmethodIDs this capture announced.
