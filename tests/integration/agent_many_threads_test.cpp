@@ -88,14 +88,19 @@ TEST_CASE("a 120-thread pool with deep lambda chains decodes completely and like
     CHECK(sf::test::failed_samples(j) / samples <= 0.01);
     CHECK(j["incomplete"].get<double>() / samples <= 0.01);
     REQUIRE(j["oracle_both_ok"].get<double>() > 50);
-    CHECK(sf::test::agreement_except_top_bci(j) >= 0.97);
+    // 99-100 % in nearly every run; one CI run of 2026-11-28 gave 96.6 % (9 top frames naming another
+    // method than ASGCT, of 266 pairs) and its recording was gone. A run below keeps it for
+    // `stackfrag replay --show-disagreements`.
+    const bool agrees = sf::test::agreement_except_top_bci(j) >= 0.97;
+    CHECK(agrees);
+    if (!agrees) WARN("recording kept for diagnosis: " << run.dir << "/run.sfr");
 
     // The pool's work is where the profile says the pool's threads spent their time.
     const auto stacks = sf::test::parse_collapsed(sf::test::read_text_file(run.dir + "/live.collapsed"));
     const uint64_t total = sf::test::total(stacks);
     CHECK(with(stacks, "ManyThreads.work") > total / 5);
     CHECK(with(stacks, "java/util/concurrent/ThreadPoolExecutor.runWorker") > total / 4);
-    std::filesystem::remove_all(run.dir);
+    if (agrees) std::filesystem::remove_all(run.dir);
 }
 
 TEST_CASE("mode=cpu: the same pool in one ring per CPU, its deep stacks complete with stack=auto", "[manythreads]") {
