@@ -227,6 +227,22 @@ size_t Cct::method_frame_slot(uint64_t key) const {
     }
 }
 
+namespace {
+
+// A Java frame as the method's names describe it.
+FrameDesc named_frame(FrameType type, const MethodInfo& info) {
+    FrameDesc desc;
+    desc.type = type;
+    desc.name.reserve(info.class_name.size() + info.name.size() + 1);
+    desc.name.append(info.class_name).append(".").append(info.name);
+    desc.signature = info.signature;
+    desc.source_file = info.source_file;
+    desc.first_line = first_line(info);
+    return desc;
+}
+
+}  // namespace
+
 FrameId Cct::java_frame(FrameType type, uint64_t method_id, bool& stable) {
     stable = true;
     // The type in the low bits: never 0, the free slot's key.
@@ -236,10 +252,10 @@ FrameId Cct::java_frame(FrameType type, uint64_t method_id, bool& stable) {
         if (slot.key == cache_key) return slot.frame;
     }
     const MethodInfo* info = names_ != nullptr ? names_->find(method_id) : nullptr;
-    FrameDesc desc;
-    desc.type = type;
     if (info == nullptr || info->name.empty()) {
         // A frame per id, so unrelated unknown methods do not merge.
+        FrameDesc desc;
+        desc.type = type;
         desc.name = fmt::format("[unknown_method 0x{:x}]", method_id);
         if (info == nullptr) {
             // Not announced (yet). Not cached, because the MethodInfo may still arrive.
@@ -253,12 +269,7 @@ FrameId Cct::java_frame(FrameType type, uint64_t method_id, bool& stable) {
         cache_method_frame(cache_key, id);
         return id;
     }
-    desc.name.reserve(info->class_name.size() + info->name.size() + 1);
-    desc.name.append(info->class_name).append(".").append(info->name);
-    desc.signature = info->signature;
-    desc.source_file = info->source_file;
-    desc.first_line = first_line(*info);
-    FrameId id = intern_frame(desc);
+    const FrameId id = intern_frame(named_frame(type, *info));
     cache_method_frame(cache_key, id);
     return id;
 }
@@ -302,16 +313,26 @@ bool Cct::resolve_names() {
     std::unordered_set<std::string> new_keys;
     bool collides = false;
     for (const auto& [frame, info] : named) {
-        FrameDesc desc;
-        desc.type = frames_[frame].type;
-        desc.name.append(info->class_name).append(".").append(info->name);
-        desc.signature = info->signature;
-        desc.source_file = info->source_file;
-        desc.first_line = first_line(*info);
+        FrameDesc desc = named_frame(frames_[frame].type, *info);
         std::string key = frame_identity(desc.type, desc.name, desc.signature);
         collides = collides || frame_ids_.contains(key) || !new_keys.insert(key).second;
         renamed_to.emplace(frame, std::move(desc));
     }
+    // The renamed frames' methods by frame id: one pass over every node without a hash lookup each.
+    // Call sites under a renamed frame, and kept samples in one, get the line its table now gives.
+    std::vector<const MethodInfo*> info_of(frames_.size(), nullptr);
+    for (const auto& [frame, info] : named) info_of[frame] = info;
+    const auto call_line_of = [&](const Node& n) {
+        const MethodInfo* parent = info_of[nodes_[n.parent].frame];
+        return parent != nullptr && n.call_bci >= 0 ? line_for_bci(*parent, n.call_bci) : n.call_line;
+    };
+    const auto fill_sample_lines = [&](std::vector<SampleRecord>& records) {
+        for (SampleRecord& record : records) {
+            if (const MethodInfo* info = info_of[nodes_[record.node].frame]; info != nullptr && record.bci >= 0) {
+                record.line = line_for_bci(*info, record.bci);
+            }
+        }
+    };
     if (!collides) {
         for (auto& [frame, desc] : renamed_to) {
             frame_ids_.erase(frame_identity(frames_[frame].type, frames_[frame].name, frames_[frame].signature));
@@ -319,19 +340,8 @@ bool Cct::resolve_names() {
             frames_[frame] = std::move(desc);
             unnamed_frames_.erase(frame);
         }
-        // By frame id: one pass over every node without a hash lookup each.
-        std::vector<const MethodInfo*> info_of(frames_.size(), nullptr);
-        for (const auto& [frame, info] : named) info_of[frame] = info;
-        for (NodeId id = 1; id < nodes_.size(); ++id) {
-            Node& n = nodes_[id];
-            if (n.call_bci < 0) continue;
-            if (const MethodInfo* parent = info_of[nodes_[n.parent].frame]) n.call_line = line_for_bci(*parent, n.call_bci);
-        }
-        for (SampleRecord& record : samples_) {
-            if (const MethodInfo* info = info_of[nodes_[record.node].frame]; info != nullptr && record.bci >= 0) {
-                record.line = line_for_bci(*info, record.bci);
-            }
-        }
+        for (NodeId id = 1; id < nodes_.size(); ++id) nodes_[id].call_line = call_line_of(nodes_[id]);
+        fill_sample_lines(samples_);
         return true;
     }
 
@@ -343,19 +353,8 @@ bool Cct::resolve_names() {
     out.thread_names_ = thread_names_;
     std::vector<FrameId> frame_map(frames_.size());
     for (FrameId f = 0; f < frames_.size(); ++f) {
-        auto renamed = named.find(f);
-        if (renamed == named.end()) {
-            frame_map[f] = out.intern_frame(frames_[f]);
-            continue;
-        }
-        const MethodInfo& info = *renamed->second;
-        FrameDesc desc;
-        desc.type = frames_[f].type;
-        desc.name.append(info.class_name).append(".").append(info.name);
-        desc.signature = info.signature;
-        desc.source_file = info.source_file;
-        desc.first_line = first_line(info);
-        frame_map[f] = out.intern_frame(desc);
+        const auto renamed = renamed_to.find(f);
+        frame_map[f] = out.intern_frame(renamed == renamed_to.end() ? frames_[f] : renamed->second);
     }
     for (const auto& [frame, method_id] : unnamed_frames_) {
         if (!named.contains(frame)) out.unnamed_frames_.emplace(frame_map[frame], method_id);
@@ -363,12 +362,7 @@ bool Cct::resolve_names() {
     std::vector<NodeId> node_map(nodes_.size(), kRootNode);
     for (NodeId id = 1; id < nodes_.size(); ++id) {
         const Node& n = nodes_[id];
-        int32_t call_line = n.call_line;
-        // Its call site's line is in the parent's method, which had no line table when it was made.
-        if (auto parent = named.find(nodes_[n.parent].frame); parent != named.end() && n.call_bci >= 0) {
-            call_line = line_for_bci(*parent->second, n.call_bci);
-        }
-        node_map[id] = out.child_or_create(node_map[n.parent], frame_map[n.frame], n.call_bci, call_line);
+        node_map[id] = out.child_or_create(node_map[n.parent], frame_map[n.frame], n.call_bci, call_line_of(n));
         if (n.self_samples != 0 || n.self_weight != 0) out.add_samples(node_map[id], n.self_samples, n.self_weight);
     }
     for (const auto& [tid, node] : thread_nodes_) out.thread_nodes_.emplace(tid, node_map[node]);
@@ -378,13 +372,9 @@ bool Cct::resolve_names() {
     for (size_t r = 0; r < failed_markers_.size(); ++r) {
         if (failed_markers_[r] != kRootFrame) out.failed_markers_[r] = frame_map[failed_markers_[r]];
     }
+    fill_sample_lines(samples_);
     out.samples_ = std::move(samples_);
-    for (SampleRecord& record : out.samples_) {
-        if (auto renamed = named.find(nodes_[record.node].frame); renamed != named.end() && record.bci >= 0) {
-            record.line = line_for_bci(*renamed->second, record.bci);
-        }
-        record.node = node_map[record.node];
-    }
+    for (SampleRecord& record : out.samples_) record.node = node_map[record.node];
     *this = std::move(out);
     return true;
 }

@@ -832,8 +832,6 @@ private:
         SF_LOG_INFO("%s", jvmti_sampler_->describe().c_str());
     }
 
-    // What the agent's own threads cost, exactly: the part of the overhead that runs beside the
-    // application (the kernel's work in sampled threads is in bench/sample-cost, not here).
     // The own threads' CPU time so far (the reader's and the decoder's read from their thread clocks
     // while they run; the code poll's and the watcher's as of their last round).
     uint64_t own_threads_cpu_now() const {
@@ -841,6 +839,8 @@ private:
                (task_watcher_ ? task_watcher_->cpu_ns() : 0);
     }
 
+    // What the agent's own threads cost, exactly: the part of the overhead that runs beside the
+    // application (the kernel's work in sampled threads is in bench/sample-cost, not here).
     // `own_at_stop`, `process_at_stop`: both CPU times when sampling ended, so that the share while
     // sampling (what a long run pays) can be told from the stop's one-time work (the last drain, the
     // last names, the file), which weighs on a short run.

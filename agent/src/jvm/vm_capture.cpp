@@ -275,17 +275,13 @@ struct VmCapture::Impl {
 
     // Announces a method known only by its jmethodID (inline records, CompiledMethodLoad).
     void announce_method(JNIEnv* jni, jmethodID id, uint64_t time_ns) {
+        if (lazy_names.load(std::memory_order_relaxed)) return announce_methods_nameless({id}, time_ns);
         auto ptr = method_ptr_of(id);
         if (!ptr) {
             counters.method_failures++;
             return;
         }
         if (!announced.claim_method(reinterpret_cast<uint64_t>(id), *ptr)) return;
-        if (lazy_names.load(std::memory_order_relaxed)) {
-            counters.methods++;
-            sink.emit(MethodBatch{time_ns, {method_entry(id, *ptr, nullptr)}});
-            return;
-        }
         ClassFacts facts;
         jclass klass = nullptr;
         if (jvmti->GetMethodDeclaringClass(id, &klass) == JVMTI_ERROR_NONE && klass != nullptr) {
@@ -449,7 +445,7 @@ struct VmCapture::Impl {
         methods_seen.erase(std::unique(methods_seen.begin(), methods_seen.end()), methods_seen.end());
         JNIEnv* jni = current_jni();
         if (lazy_names.load(std::memory_order_relaxed)) {
-            announce_methods_nameless(methods_seen, now);
+            announce_methods_nameless(methods_seen, now);   // one event for all of them
         } else {
             for (jmethodID id : methods_seen) announce_method(jni, id, now);
         }
