@@ -350,8 +350,20 @@ MethodInfo* CodeMap::store_method(MethodInfo&& method) {
 }
 
 void CodeMap::apply_method(MethodInfo&& method) {
-    const MethodInfo* info = store_method(std::move(method));
-    if (info->method_id != 0) methods_by_id_[info->method_id] = info;
+    MethodInfo* info = store_method(std::move(method));
+    if (info->method_id != 0) {
+        const MethodInfo*& latest = methods_by_id_[info->method_id];
+        // A jmethodID names one method for the JVM's life: an announcement without names (a
+        // MethodBatch after a redefinition) keeps those the id already had.
+        if (latest != nullptr && info->name.empty() && !latest->name.empty()) {
+            info->class_name = latest->class_name;
+            info->name = latest->name;
+            info->signature = latest->signature;
+            info->source_file = latest->source_file;
+            info->lines = latest->lines;
+        }
+        latest = info;
+    }
     if (info->method_ptr == 0) return;
     applying_ = KeyRange{method_key(info->method_ptr), method_key(info->method_ptr)};
     if (MethodCacheEntry& cached = method_cache_[method_slot(info->method_ptr)]; cached.ptr == info->method_ptr) {

@@ -169,3 +169,20 @@ TEST_CASE("a NamedMethod names its id's announcement, changes no walk, and never
     CHECK(map.method_by_id(0x40)->name == "c");
     CHECK(map.method_by_id(0x40)->method_ptr == 0);
 }
+
+TEST_CASE("a method announced again without names (a redefinition in a MethodBatch) keeps its id's names", "[decoder]") {
+    CodeMap map;
+    map.apply(MethodBatch{1000, {MethodEntry{0x10, 0x7000, 0x7100, 20, 0}}});
+    map.apply(NamedMethod{2000, 0x10, true, "app/A", "run", "()V", "A.java", {{0, 7}}});
+    // Redefined: the same jmethodID, a new Method* and bytecodes, announced nameless.
+    map.apply(MethodBatch{3000, {MethodEntry{0x10, 0x9000, 0x9100, 24, 0}}});
+    const MethodInfo* latest = map.method_by_id(0x10);
+    REQUIRE(latest != nullptr);
+    CHECK(latest->method_ptr == 0x9000);
+    CHECK(latest->name == "run");
+    CHECK(latest->class_name == "app/A");
+    CHECK(latest->lines.size() == 1);
+    REQUIRE(map.method_by_ptr(0x9000, 4000) == latest);
+    // The older version is unchanged.
+    CHECK(map.method_by_ptr(0x7000, 1500)->bytecode_size == 20);
+}
