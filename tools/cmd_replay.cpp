@@ -450,7 +450,7 @@ int run_replay(const ReplayOptions& options) {
                        frames_text(map, o->frames));
             for (const auto& f : trace.frames) {
                 fmt::print("    {} pc=0x{:x} {}\n", frame_kind_name(f.kind), f.pc,
-                           f.symbol.empty() ? method_text(map, {f.method_id, f.bci}) : f.symbol);
+                           f.symbol.empty() ? method_text(map, {f.method_id, f.bci}) : f.symbol.str());
             }
         }
     };

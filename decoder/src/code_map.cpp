@@ -242,6 +242,7 @@ void CodeMap::apply_stub(const Stub& stub) {
     for (size_t i = 0; i < stubs_.size(); ++i) {
         Stub& s = stubs_[i];
         if (s.begin == stub.begin && s.end == stub.end) {
+            if (s.name != stub.name) stub_names_[i] = InternedName(stub.name);
             s = stub;   // re-announced (the start scan, DynamicCodeGenerated, each code poll): same segments
             stub_memos_[i] = 0;
             return;
@@ -249,6 +250,7 @@ void CodeMap::apply_stub(const Stub& stub) {
     }
     stubs_.push_back(stub);
     stub_memos_.push_back(0);
+    stub_names_.emplace_back(stub.name);
     if (stubs_dirty_) return;
     // Stubs generated while the program runs (adapters, method handle stubs) mostly land where no
     // stub is yet: one more segment, instead of re-flattening all of them at the next lookup.

@@ -1190,7 +1190,7 @@ bool Walk::scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64
 
 Walk::Step Walk::step_stub(const Stub* stub) {
     if (!push_frame(FrameKind::kStub, 0, -1, 0, pc_)) return fail(FailReason::kTooDeep);
-    if (stub) last_frame().symbol = stub->name;
+    if (stub) last_frame().symbol = map_.stub_name(stub);
     const int32_t fs = stub ? stub->frame_size_words : -1;
     if (fs >= 2 && fs <= hs::compiled::kMaxFrameWords) {
         // Reached from native code, the stub's sp is where the native step left it, or for an
@@ -1532,7 +1532,8 @@ void Decoder::mark_kernel(const Sample& sample, CallTrace& out) {
     if (sample.source != SampleSource::kPerfKernel) return;
     Frame kernel;
     kernel.kind = FrameKind::kNative;
-    kernel.symbol = kKernelFrameName;
+    static const InternedName kKernel(kKernelFrameName);
+    kernel.symbol = kKernel;
     out.frames.insert(out.frames.begin(), std::move(kernel));
 }
 

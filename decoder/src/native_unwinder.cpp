@@ -25,8 +25,8 @@ struct NativeUnwinder::Module {
     ElfFile elf;
     // The name of a frame in code no symbol covers (glibc's start_thread and clone3 in a stripped
     // libc): the file, "[libc.so.6]", as perf shows it, rather than "[unknown]".
-    std::string label;
-    std::unordered_map<uint64_t, std::string> demangled;   // cache per symbol address (names stay in place)
+    InternedName label;
+    std::unordered_map<uint64_t, InternedName> demangled;   // cache per symbol address
 
     // Where to search the .eh_frame_hdr table (dwarf_cfi.hpp), made at the first CFI lookup.
     const PageIndex& cfi_pages() {
@@ -41,19 +41,19 @@ struct NativeUnwinder::Module {
     CieMemo cies;   // the file's CIEs, parsed and run once
 
     // The name, and the range [begin, until) of addresses with the same answer.
-    const std::string* symbol_at(uint64_t vaddr, uint64_t& begin, uint64_t& until) {
+    std::optional<InternedName> symbol_at(uint64_t vaddr, uint64_t& begin, uint64_t& until) {
         const std::optional<ElfFile::Function> function = elf.function_at(vaddr);
-        if (!function) return nullptr;
+        if (!function) return std::nullopt;
         begin = function->vaddr;
         until = function->until;
         auto cached = demangled.find(function->vaddr);
-        if (cached != demangled.end()) return &cached->second;
+        if (cached != demangled.end()) return cached->second;
         std::string name(function->name);
         int status = -1;
         char* pretty = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
         if (status == 0 && pretty) name = pretty;
         std::free(pretty);
-        return &demangled.emplace(function->vaddr, std::move(name)).first->second;
+        return demangled.emplace(function->vaddr, InternedName(name)).first->second;
     }
 };
 
@@ -207,7 +207,9 @@ NativeUnwinder::Module* NativeUnwinder::module_for(uint64_t pc, uint64_t& load_b
         if (it == modules_.end()) {
             auto m = std::make_unique<Module>();
             m->elf = ElfFile(mapping->path);
-            m->label.assign(1, '[').append(mapping->path, mapping->path.rfind('/') + 1).push_back(']');
+            std::string label(1, '[');
+            label.append(mapping->path, mapping->path.rfind('/') + 1).push_back(']');
+            m->label = InternedName(label);
             it = modules_.emplace(mapping->path, std::move(m)).first;
         }
         Module* m = it->second.get();
@@ -469,26 +471,25 @@ bool NativeUnwinder::read_module_data(uint64_t address, uint64_t& out) {
     return false;
 }
 
-const std::string& NativeUnwinder::symbol(uint64_t pc) {
-    if (!symbolize_) return empty_;
+InternedName NativeUnwinder::symbol(uint64_t pc) {
+    if (!symbolize_) return {};
     refresh();
     SymbolAnswer& cached = symbol_cache_[(pc ^ (pc >> 12)) & (kSymbolCacheSize - 1)];
-    if (cached.name && cached.pc == pc) return *cached.name;
-    if (const std::string* const* known = symbol_ranges_.find(pc)) {
-        cached = {pc, *known};
-        return **known;
+    if (cached.known && cached.pc == pc) return cached.name;
+    if (const InternedName* known = symbol_ranges_.find(pc)) {
+        cached = {pc, *known, true};
+        return *known;
     }
     uint64_t bias = 0, begin = 0, until = 0;
     Module* m = module_for(pc, bias);
-    const std::string* s = m ? m->symbol_at(pc - bias, begin, until) : nullptr;
+    std::optional<InternedName> s = m ? m->symbol_at(pc - bias, begin, until) : std::nullopt;
     if (s) {
         // Within the mapping: a last symbol of size 0 reaches to the end of the address space.
         const ModuleMap* mapping = map_.module_at(pc);
-        symbol_ranges_.add(std::max(begin + bias, mapping->begin), std::min(until + bias, mapping->end), pc, s);
+        symbol_ranges_.add(std::max(begin + bias, mapping->begin), std::min(until + bias, mapping->end), pc, *s);
     }
-    if (m && !s) s = &m->label;
-    cached = {pc, s ? s : &empty_};
-    return *cached.name;
+    cached = {pc, s ? *s : m ? m->label : InternedName{}, true};
+    return cached.name;
 }
 
 }  // namespace sf::detail

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "stackfrag/base/interned_name.hpp"
 #include "stackfrag/decoder/code_map.hpp"
 #include "dwarf_cfi.hpp"
 #include "stack_view.hpp"
@@ -84,8 +85,8 @@ public:
     // Off: rules only from libunwind's steps (tests compare the two).
     void set_cfi_rules(bool on) { cfi_rules_ = on; }
 
-    // The symbol containing pc ("" when unknown); stable until the next call.
-    const std::string& symbol(uint64_t pc);
+    // The symbol containing pc (none when unknown).
+    InternedName symbol(uint64_t pc);
     // The paths whose file here has another build id than the ModuleMap announced: not used to
     // unwind or name frames, in the order found.
     const std::vector<std::string>& changed_modules() const { return changed_; }
@@ -151,10 +152,11 @@ private:
     };
     std::vector<MappingAnswer> by_mapping_;
     // symbol()'s answers by pc (native frames' return addresses recur sample after sample), while
-    // the modules are those of generation_. The strings live in the modules, which are never dropped.
+    // the modules are those of generation_.
     struct SymbolAnswer {
         uint64_t pc = 0;
-        const std::string* name = nullptr;
+        InternedName name;
+        bool known = false;
     };
     static constexpr size_t kSymbolCacheSize = 4096;
     std::vector<SymbolAnswer> symbol_cache_;
@@ -162,12 +164,11 @@ private:
     // before (a JIT compiler thread's top) needs no symbol table search. Functions are larger than
     // CFI rows: filed 2 KB either side, in 8192 granules (lucene JDK 25, 1 ms: 10 % fewer searches
     // than 256 bytes in 4096).
-    RangeCache<const std::string*, 2048, 8192> symbol_ranges_;
+    RangeCache<InternedName, 2048, 8192> symbol_ranges_;
     // The CFI rows read so far (runtime addresses), so that a new ip in a row read before needs no
     // .eh_frame lookup.
     RangeCache<CfiRule> cfi_rows_;
     void* address_space_ = nullptr;                                      // unw_addr_space_t
-    std::string empty_;
     std::vector<std::string> changed_;
 };
 

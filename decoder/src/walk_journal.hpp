@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <utility>
+#include <type_traits>
 #include <vector>
 
 #include "stack_view.hpp"
@@ -137,17 +138,10 @@ struct WalkJournal {
     }
 };
 
-// Frame assignment that leaves an empty symbol alone (most frames have none), so that copying frames
-// to and from a journal costs a copy of plain fields.
+// Frames are plain values (names interned): copied to and from a journal as a block.
 inline void copy_frame(Frame& to, const Frame& from) {
-    static_assert(sizeof(Frame) == 64, "a new Frame field must be copied here too");
-    to.kind = from.kind;
-    to.sp_moved = from.sp_moved;
-    to.method_id = from.method_id;
-    to.bci = from.bci;
-    to.comp_level = from.comp_level;
-    to.pc = from.pc;
-    if (!from.symbol.empty() || !to.symbol.empty()) to.symbol = from.symbol;
+    static_assert(std::is_trivially_copyable_v<Frame>, "a Frame is copied word by word");
+    to = from;
 }
 
 template <class To>

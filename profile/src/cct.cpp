@@ -368,6 +368,7 @@ bool Cct::resolve_names() {
     for (const auto& [tid, node] : thread_nodes_) out.thread_nodes_.emplace(tid, node_map[node]);
     for (size_t k = 0; k < symbol_frames_.size(); ++k) {
         for (const auto& [name, frame] : symbol_frames_[k]) out.symbol_frames_[k].emplace(name, frame_map[frame]);
+        for (const auto& [name, frame] : interned_frames_[k]) out.interned_frames_[k].emplace(name, frame_map[frame]);
     }
     for (size_t r = 0; r < failed_markers_.size(); ++r) {
         if (failed_markers_[r] != kRootFrame) out.failed_markers_[r] = frame_map[failed_markers_[r]];
@@ -379,23 +380,28 @@ bool Cct::resolve_names() {
     return true;
 }
 
-FrameId Cct::symbol_frame_at(FrameType type, uint64_t pc, const std::string& symbol) {
-    // A pc keeps its symbol nearly always, and a C++ symbol is long to hash: the frame last found
-    // for this pc is taken when its name is the symbol (a compare, where the lookup hashed it).
+FrameId Cct::symbol_frame_at(FrameType type, uint64_t pc, InternedName symbol) {
+    // A pc keeps its symbol nearly always: the frame last found for this pc is taken when the
+    // symbol is the same (one pointer compare).
     if (pc == 0) return symbol_frame(type, symbol);
     if (pc_frames_.empty()) pc_frames_.resize(kPcFrameSlots);
     PcFrameSlot& slot = pc_frames_[((pc >> 2) ^ (pc >> 13) ^ static_cast<uint64_t>(type)) & (kPcFrameSlots - 1)];
-    if (slot.pc == pc && slot.type == type) {
-        const std::string& known = frames_[slot.frame].name;
-        if (symbol.empty() ? known == "[unknown]" : known == symbol) return slot.frame;
-    }
+    if (slot.pc == pc && slot.type == type && slot.symbol == symbol) return slot.frame;
     const FrameId id = symbol_frame(type, symbol);
-    slot = PcFrameSlot{pc, id, type};
+    slot = PcFrameSlot{pc, symbol, id, type};
     return id;
 }
 
-FrameId Cct::symbol_frame(FrameType type, const std::string& symbol) {
-    const std::string_view name = symbol.empty() ? std::string_view("[unknown]") : std::string_view(symbol);
+FrameId Cct::symbol_frame(FrameType type, InternedName symbol) {
+    auto& known = interned_frames_[static_cast<size_t>(type) % interned_frames_.size()];
+    if (auto it = known.find(symbol); it != known.end()) return it->second;
+    const FrameId id = symbol_frame(type, symbol.view());
+    known.emplace(symbol, id);
+    return id;
+}
+
+FrameId Cct::symbol_frame(FrameType type, std::string_view symbol) {
+    const std::string_view name = symbol.empty() ? std::string_view("[unknown]") : symbol;
     auto& known = symbol_frames_[static_cast<size_t>(type) % symbol_frames_.size()];
     if (auto it = known.find(name); it != known.end()) return it->second;
     FrameDesc desc;
@@ -499,7 +505,7 @@ std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
         step.kind = f.kind;
         step.bci = f.bci;
         step.method_id = f.method_id;
-        if (step.symbol != f.symbol) step.symbol = f.symbol;
+        step.symbol = f.symbol;
         step.node = at;
         stable_so_far = stable_so_far && stable;
         if (stable_so_far) path.reusable = k + 1;

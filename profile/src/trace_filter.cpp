@@ -161,7 +161,7 @@ FilterVerdict TraceFilter::judge(const CallTrace& trace, const MethodNames* name
             hits |= h;
         } else {
             // Native and stub frames by symbol, as the Cct names them.
-            const std::string_view symbol = f.symbol;
+            const std::string_view symbol = f.symbol.view();
             const size_t dot = symbol.rfind('.');
             if (dot != std::string_view::npos && dot > 0) hits |= method_hits(symbol.substr(0, dot), symbol.substr(dot + 1));
         }

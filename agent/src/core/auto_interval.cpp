@@ -16,7 +16,7 @@ namespace {
 uint64_t top_key(const CallTrace& trace) {
     const Frame& top = trace.frames.front();
     if (top.method_id != 0) return top.method_id;
-    if (!top.symbol.empty()) return std::hash<std::string>{}(top.symbol);
+    if (!top.symbol.empty()) return std::hash<InternedName>{}(top.symbol);
     return top.pc;
 }
 

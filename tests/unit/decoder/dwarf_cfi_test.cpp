@@ -228,14 +228,14 @@ TEST_CASE("a native frame's name found by its function's range is the name a fre
         REQUIRE(mapping != nullptr);
         const uint64_t from = std::max(mapping->begin, pc - 0x4000), to = std::min(mapping->end, pc + 0x4000);
         for (uint64_t a = from; a < to; a += 7) {
-            const std::string name = warm.symbol(a);
+            const std::string name = warm.symbol(a).str();
             INFO(std::hex << "0x" << a);
-            CHECK(name == detail::NativeUnwinder(map, false, true).symbol(a));
+            CHECK(name == detail::NativeUnwinder(map, false, true).symbol(a).str());
             ++compared;
         }
     }
     CHECK(compared > 4000);
-    CHECK(warm.symbol(reinterpret_cast<uint64_t>(&marked_stack)).find("marked_stack") != std::string::npos);
+    CHECK(warm.symbol(reinterpret_cast<uint64_t>(&marked_stack)).str().find("marked_stack") != std::string::npos);
 }
 
 TEST_CASE("a row that marks a thread's first frame ends the stack without libunwind once it did so", "[decoder][native]") {

@@ -63,7 +63,7 @@ __attribute__((noinline)) void signal_level1() { signal_level2(); asm volatile("
 
 std::string symbols_of(const CallTrace& t) {
     std::string names;
-    for (const auto& f : t.frames) names += f.symbol + "\n";
+    for (const auto& f : t.frames) names += f.symbol.str() + "\n";
     return names;
 }
 
@@ -79,7 +79,7 @@ TEST_CASE("native frames are unwound with libunwind and named from the ELF symbo
     CallTrace t = d.decode(g_snapshot);
     // No Java code on this stack: the walk ends when unwinding stops, with native frames found.
     std::string names;
-    for (const auto& f : t.frames) names += f.symbol + "\n";
+    for (const auto& f : t.frames) names += f.symbol.str() + "\n";
     INFO(names << fail_reason_name(t.failure) << " libunwind " << d.stats().libunwind_steps << " rbp "
                << d.stats().rbp_steps);
     REQUIRE(t.frames.size() >= 4);
@@ -217,14 +217,14 @@ TEST_CASE("a thread that never ran Java decodes completely down to its first fra
     INFO(symbols_of(user) << fail_reason_name(user.failure));
     CHECK(user.status == TraceStatus::kComplete);
     REQUIRE(user.frames.size() >= 5);
-    CHECK(user.frames[0].symbol.find("take_snapshot") != std::string::npos);
+    CHECK(user.frames[0].symbol.str().find("take_snapshot") != std::string::npos);
     CHECK(symbols_of(user).find("snapshot_on_new_thread") != std::string::npos);
     // Every frame is named: by its function, or where no symbol covers it (glibc's thread start in
     // a stripped libc) by its file.
     for (const Frame& f : user.frames) {
         INFO(f.symbol);
         CHECK_FALSE(f.symbol.empty());
-        if (f.symbol.front() == '[') CHECK(f.symbol.find(".so") != std::string::npos);
+        if (f.symbol.str().front() == '[') CHECK(f.symbol.str().find(".so") != std::string::npos);
     }
 
     Sample in_kernel = g_snapshot;
@@ -266,7 +266,7 @@ TEST_CASE("a leaf stub called from the VM's C++ code (the icache flush stub) ret
     REQUIRE(t.frames.size() == native.frames.size() + 1);
     CHECK(t.frames[0].kind == FrameKind::kStub);
     CHECK(t.frames[0].symbol == "flush_icache_stub");
-    CHECK(t.frames[1].symbol.find("take_snapshot") != std::string::npos);
+    CHECK(t.frames[1].symbol.str().find("take_snapshot") != std::string::npos);
     CHECK(symbols_of(t).find("snapshot_on_new_thread") != std::string::npos);
 
     // Not when [sp] is no native code: a stub's data word does not send the walk into a module.
@@ -288,8 +288,8 @@ TEST_CASE("a native stack deeper than the fragment is incomplete, not failed, wh
     INFO(symbols_of(t) << fail_reason_name(t.failure));
     CHECK(t.status == TraceStatus::kIncomplete);
     REQUIRE(t.frames.size() >= 10);
-    CHECK(t.frames[0].symbol.find("take_snapshot") != std::string::npos);
-    CHECK(t.frames.back().symbol.find("deep_native") != std::string::npos);
+    CHECK(t.frames[0].symbol.str().find("take_snapshot") != std::string::npos);
+    CHECK(t.frames.back().symbol.str().find("deep_native") != std::string::npos);
 }
 
 TEST_CASE("a module file of another build than the recorded one is not used to unwind or name frames",
@@ -315,7 +315,7 @@ TEST_CASE("a module file of another build than the recorded one is not used to u
     CHECK(none == std::vector<std::string>{});
     CHECK(same.status == TraceStatus::kComplete);
     REQUIRE_FALSE(same.frames.empty());
-    CHECK(same.frames[0].symbol.find("take_snapshot") != std::string::npos);
+    CHECK(same.frames[0].symbol.str().find("take_snapshot") != std::string::npos);
 
     std::string other_id = self_id;
     other_id[0] = other_id[0] == '0' ? '1' : '0';

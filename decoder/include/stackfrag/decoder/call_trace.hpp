@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "stackfrag/base/interned_name.hpp"
+
 namespace sf {
 
 enum class FrameKind : uint8_t {
@@ -31,7 +33,7 @@ struct Frame {
     int32_t bci = -1;           // -1 when unknown or not Java
     int32_t comp_level = 0;     // for kCompiled / kInlined
     uint64_t pc = 0;
-    std::string symbol;         // kNative / kStub: symbol or stub name ("" when unknown)
+    InternedName symbol;        // kNative / kStub: symbol or stub name (none when unknown)
     bool operator==(const Frame&) const = default;
 };
 
@@ -87,7 +89,7 @@ struct CallTrace {
     std::vector<Frame> frames;   // top (innermost) first
     // A non-Java thread's kind as the outermost frame of its stacks ("[GC Thread]",
     // "[C2 CompilerThread]"; see ThreadInfo::kind); empty for Java threads.
-    std::string root;
+    InternedName root;
     bool operator==(const CallTrace&) const = default;
 };
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "stackfrag/base/flat_u64_map.hpp"
+#include "stackfrag/base/interned_name.hpp"
 #include "stackfrag/events/events.hpp"
 #include "stackfrag/hotspot/frame_layout.hpp"
 
@@ -89,6 +90,8 @@ public:
     // A byte the decoder keeps with `stub` (one of this map's) for what it worked out from the
     // stub's name: 0 until it sets one, and again whenever the stub is announced anew.
     uint8_t& stub_memo(const Stub* stub) const { return stub_memos_[static_cast<size_t>(stub - stubs_.data())]; }
+    // The stub's name, interned when it was announced (a frame's symbol).
+    InternedName stub_name(const Stub* stub) const { return stub_names_[static_cast<size_t>(stub - stubs_.data())]; }
     bool in_interpreter(uint64_t pc) const {
         return pc >= vm_.interpreter_begin && pc < vm_.interpreter_end;
     }
@@ -247,6 +250,7 @@ private:
 
     std::vector<Stub> stubs_;
     mutable std::vector<uint8_t> stub_memos_;   // by index in stubs_
+    std::vector<InternedName> stub_names_;      // by index in stubs_
     // Flattened, non-overlapping, sorted; rebuilt by the first lookup after stubs changed (stubs
     // arrive in bursts at start). Hence: apply() and lookups must not run concurrently.
     mutable std::vector<StubSegment> stub_segments_;

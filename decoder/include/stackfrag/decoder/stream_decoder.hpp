@@ -158,7 +158,7 @@ private:
     // thread's end, for its samples still waiting for a second decode; a new thread of the tid
     // replaces it.
     struct NativeThread {
-        std::string root;
+        InternedName root;
         bool top_only = false;
         ThreadKind kind = ThreadKind::kOther;
     };

@@ -238,12 +238,14 @@ private:
 
     // `stable`: false when the frame may resolve otherwise later (a method not announced yet).
     FrameId java_frame(FrameType type, uint64_t method_id, bool& stable);
-    FrameId symbol_frame(FrameType type, const std::string& symbol);
-    FrameId symbol_frame_at(FrameType type, uint64_t pc, const std::string& symbol);
+    FrameId symbol_frame(FrameType type, std::string_view symbol);
+    FrameId symbol_frame(FrameType type, InternedName symbol);
+    FrameId symbol_frame_at(FrameType type, uint64_t pc, InternedName symbol);
     // symbol_frame_at's answers by pc, direct-mapped (a new tree starts empty; resolve_names keeps
     // every frame id of a frame that is not Java).
     struct PcFrameSlot {
         uint64_t pc = 0;
+        InternedName symbol;
         FrameId frame = kRootFrame;
         FrameType type = FrameType::kRoot;
     };
@@ -261,6 +263,8 @@ private:
         size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
     };
     std::array<std::unordered_map<std::string, FrameId, NameHash, std::equal_to<>>, 11> symbol_frames_;
+    // The same by interned name (a frame's symbol, a thread's root): hashed by pointer.
+    std::array<std::unordered_map<InternedName, FrameId>, 11> interned_frames_;
 
     // The last trace add() took for each thread, outermost frame first, with the node each frame
     // got: a thread's next trace mostly shares its outer frames, whose nodes are taken from here
@@ -270,13 +274,13 @@ private:
         FrameKind kind = FrameKind::kNative;
         int32_t bci = -1;
         uint64_t method_id = 0;
-        std::string symbol;
+        InternedName symbol;
         NodeId node = kRootNode;
     };
     struct ThreadPath {
         // A non-Java thread's root frame (CallTrace::root) and the node it got under `root_parent`:
-        // its next samples find it without hashing the name and looking up the child.
-        std::string root;
+        // its next samples find it without looking up the child.
+        InternedName root;
         NodeId root_parent = kNoChild;
         NodeId root_node = kNoChild;
         NodeId start = kNoChild;   // the node the first frame hangs under
