@@ -226,7 +226,12 @@ struct Scratch {
 
     void prepare(size_t size) {
         if (slots.size() < size) {
-            slots.resize(size, Slot{0, 0, kNone, 0, 0, 0});
+            // Nothing in the old slots counts any more (generations): a fresh array rather than a
+            // copy of megabytes for the largest codes.
+            std::vector<Slot> fresh;
+            fresh.reserve(std::max(size, 2 * slots.size()));
+            fresh.resize(size, Slot{0, 0, kNone, 0, 0, 0});
+            slots.swap(fresh);
             moved_bits.resize((size + 63) / 64, 0);
         }
         if (++generation == 0) {   // wrapped: no slot may look reached
