@@ -368,7 +368,6 @@ bool Cct::resolve_names() {
     for (const auto& [tid, node] : thread_nodes_) out.thread_nodes_.emplace(tid, node_map[node]);
     for (size_t k = 0; k < symbol_frames_.size(); ++k) {
         for (const auto& [name, frame] : symbol_frames_[k]) out.symbol_frames_[k].emplace(name, frame_map[frame]);
-        for (const auto& [name, frame] : interned_frames_[k]) out.interned_frames_[k].emplace(name, frame_map[frame]);
     }
     for (size_t r = 0; r < failed_markers_.size(); ++r) {
         if (failed_markers_[r] != kRootFrame) out.failed_markers_[r] = frame_map[failed_markers_[r]];
@@ -393,10 +392,12 @@ FrameId Cct::symbol_frame_at(FrameType type, uint64_t pc, InternedName symbol) {
 }
 
 FrameId Cct::symbol_frame(FrameType type, InternedName symbol) {
-    auto& known = interned_frames_[static_cast<size_t>(type) % interned_frames_.size()];
-    if (auto it = known.find(symbol); it != known.end()) return it->second;
+    // Distinct and non-zero for every (name, type): addresses are below 2^60, types below 16.
+    static_assert(static_cast<int>(FrameType::kFailed) < 16);
+    const uint64_t key = ((reinterpret_cast<uint64_t>(symbol.key()) << 4) | static_cast<uint64_t>(type)) + 1;
+    if (const FrameId* known = interned_frames_.find(key)) return *known;
     const FrameId id = symbol_frame(type, symbol.view());
-    known.emplace(symbol, id);
+    interned_frames_.try_emplace(key, id);
     return id;
 }
 

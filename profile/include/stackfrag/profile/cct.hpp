@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "stackfrag/base/flat_u64_map.hpp"
 #include "stackfrag/base/result.hpp"
 #include "stackfrag/decoder/call_trace.hpp"
 #include "stackfrag/profile/method_names.hpp"
@@ -263,8 +264,9 @@ private:
         size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
     };
     std::array<std::unordered_map<std::string, FrameId, NameHash, std::equal_to<>>, 11> symbol_frames_;
-    // The same by interned name (a frame's symbol, a thread's root): hashed by pointer.
-    std::array<std::unordered_map<InternedName, FrameId>, 11> interned_frames_;
+    // The same by interned name (a frame's symbol, a thread's root) and type, keyed by the name's
+    // address (interned_frame_key): no string hashed.
+    FlatU64Map<FrameId> interned_frames_;
 
     // The last trace add() took for each thread, outermost frame first, with the node each frame
     // got: a thread's next trace mostly shares its outer frames, whose nodes are taken from here
