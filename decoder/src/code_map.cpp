@@ -346,7 +346,7 @@ CodeLookup CodeMap::find_code(uint64_t pc, uint64_t time_ns) const {
     return r;
 }
 
-MethodInfo* CodeMap::store_method(MethodInfo&& method) {
+MethodInfo* CodeMap::store_method(MethodInfo&& method) const {
     if (method_chunks_.empty() || method_chunk_used_ == kMethodChunk) {
         method_chunks_.push_back(std::make_unique<MethodInfo[]>(kMethodChunk));
         method_chunk_used_ = 0;
@@ -356,34 +356,75 @@ MethodInfo* CodeMap::store_method(MethodInfo&& method) {
     return &slot;
 }
 
+CodeMap::MethodRecord* CodeMap::store_record(uint64_t time_ns, uint64_t method_id, uint64_t method_ptr,
+                                             uint64_t bytecode_begin, uint32_t bytecode_size, uint32_t access_flags) {
+    if (record_chunks_.empty() || record_chunk_used_ == kRecordChunk) {
+        // Not value-initialised: each record is written whole below.
+        record_chunks_.push_back(std::unique_ptr<MethodRecord[]>(new MethodRecord[kRecordChunk]));
+        record_chunk_used_ = 0;
+    }
+    MethodRecord& record = record_chunks_.back()[record_chunk_used_++];
+    record = MethodRecord{time_ns, method_id, method_ptr, bytecode_begin, bytecode_size, access_flags, nullptr};
+    return &record;
+}
+
+const MethodInfo* CodeMap::info_of(const MethodRecord* record) const {
+    if (record == nullptr) return nullptr;
+    if (record->info == nullptr) {
+        MethodInfo method;
+        method.time_ns = record->time_ns;
+        method.method_id = record->method_id;
+        method.method_ptr = record->method_ptr;
+        method.bytecode_begin = record->bytecode_begin;
+        method.bytecode_size = record->bytecode_size;
+        method.access_flags = record->access_flags;
+        record->info = store_method(std::move(method));
+    }
+    return record->info;
+}
+
+namespace {
+bool has_names(const MethodInfo& m) {
+    return !m.name.empty() || !m.class_name.empty() || !m.signature.empty() || !m.source_file.empty() || !m.lines.empty();
+}
+}  // namespace
+
 void CodeMap::apply_method(MethodInfo&& method) {
-    MethodInfo* info = store_method(std::move(method));
-    if (info->method_id != 0) {
-        const MethodInfo*& latest = methods_by_id_[info->method_id];
+    MethodRecord* record = store_record(method.time_ns, method.method_id, method.method_ptr, method.bytecode_begin,
+                                        method.bytecode_size, method.access_flags);
+    if (has_names(method)) record->info = store_method(std::move(method));
+    apply_record(record);
+}
+
+void CodeMap::apply_record(MethodRecord* record) {
+    if (record->method_id != 0) {
+        const MethodRecord*& latest = methods_by_id_[record->method_id];
         // A jmethodID names one method for the JVM's life: an announcement without names (a
         // MethodBatch after a redefinition) keeps those the id already had.
-        if (latest != nullptr && info->name.empty() && !latest->name.empty()) {
-            info->class_name = latest->class_name;
-            info->name = latest->name;
-            info->signature = latest->signature;
-            info->source_file = latest->source_file;
-            info->lines = latest->lines;
+        const MethodInfo* before = latest != nullptr ? latest->info : nullptr;
+        if (record->info == nullptr && before != nullptr && !before->name.empty()) {
+            MethodInfo* info = const_cast<MethodInfo*>(info_of(record));
+            info->class_name = before->class_name;
+            info->name = before->name;
+            info->signature = before->signature;
+            info->source_file = before->source_file;
+            info->lines = before->lines;
         }
-        latest = info;
+        latest = record;
     }
-    if (info->method_ptr == 0) return;
-    applying_ = KeyRange{method_key(info->method_ptr), method_key(info->method_ptr)};
-    if (MethodCacheEntry& cached = method_cache_[method_slot(info->method_ptr)]; cached.ptr == info->method_ptr) {
+    if (record->method_ptr == 0) return;
+    applying_ = KeyRange{method_key(record->method_ptr), method_key(record->method_ptr)};
+    if (MethodCacheEntry& cached = method_cache_[method_slot(record->method_ptr)]; cached.ptr == record->method_ptr) {
         cached.valid = false;
     }
-    const MethodVersion version{info->time_ns, info};
+    const MethodVersion version{record->time_ns, record};
     const auto earlier = [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; };
-    if (auto multi = versions_by_ptr_.find(info->method_ptr); multi != versions_by_ptr_.end()) {
+    if (auto multi = versions_by_ptr_.find(record->method_ptr); multi != versions_by_ptr_.end()) {
         auto& versions = multi->second;
         versions.insert(std::upper_bound(versions.begin(), versions.end(), version.time_ns, earlier), version);
         return;
     }
-    auto [single, inserted] = single_version_by_ptr_.try_emplace(info->method_ptr, version);
+    auto [single, inserted] = single_version_by_ptr_.try_emplace(record->method_ptr, version);
     if (inserted) return;
     // A second version of this Method*: both move to the multi-version map, oldest first (equal
     // times keep arrival order, as the later one was announced later). (A retired slot's Method* is
@@ -391,7 +432,7 @@ void CodeMap::apply_method(MethodInfo&& method) {
     std::vector<MethodVersion> versions{*single};
     versions.insert(std::upper_bound(versions.begin(), versions.end(), version.time_ns, earlier), version);
     *single = MethodVersion{};
-    versions_by_ptr_.emplace(info->method_ptr, std::move(versions));
+    versions_by_ptr_.emplace(record->method_ptr, std::move(versions));
 }
 
 void CodeMap::apply_batch(const MethodBatch& batch) {
@@ -409,14 +450,8 @@ void CodeMap::apply_batch(const MethodBatch& batch) {
     for (size_t i = 0; i < batch.methods.size(); ++i) {
         if (i + kAhead < batch.methods.size()) prefetch(batch.methods[i + kAhead]);
         const MethodEntry& entry = batch.methods[i];
-        MethodInfo method;
-        method.time_ns = batch.time_ns;
-        method.method_id = entry.method_id;
-        method.method_ptr = entry.method_ptr;
-        method.bytecode_begin = entry.bytecode_begin;
-        method.bytecode_size = entry.bytecode_size;
-        method.access_flags = entry.access_flags;
-        apply_method(std::move(method));
+        apply_record(store_record(batch.time_ns, entry.method_id, entry.method_ptr, entry.bytecode_begin,
+                                  entry.bytecode_size, entry.access_flags));
         ++epoch_;
         note_change();
     }
@@ -426,16 +461,14 @@ void CodeMap::apply_batch(const MethodBatch& batch) {
 void CodeMap::apply_names(NamedMethod&& named) {
     // Names change no walk: no epoch, no change record. The latest announcement of the id is the
     // one method_by_id answers with; a redefinition keeps the names, so only that one is filled.
-    const MethodInfo* const* found = methods_by_id_.find(named.method_id);
-    MethodInfo* info = found != nullptr ? const_cast<MethodInfo*>(*found) : nullptr;
-    if (info == nullptr) {
+    const MethodRecord* const* found = methods_by_id_.find(named.method_id);
+    const MethodRecord* record = found != nullptr ? *found : nullptr;
+    if (record == nullptr) {
         // Named before announced (or never announced): kept for method_by_id alone.
-        MethodInfo method;
-        method.time_ns = named.time_ns;
-        method.method_id = named.method_id;
-        info = store_method(std::move(method));
-        methods_by_id_[named.method_id] = info;
+        record = store_record(named.time_ns, named.method_id, 0, 0, 0, 0);
+        methods_by_id_[named.method_id] = record;
     }
+    MethodInfo* info = const_cast<MethodInfo*>(info_of(record));
     // Unresolved: the frames keep their placeholder name.
     if (!info->name.empty() || !named.resolved) return;
     info->class_name = std::move(named.class_name);
@@ -446,17 +479,18 @@ void CodeMap::apply_names(NamedMethod&& named) {
 }
 
 const MethodInfo* CodeMap::method_by_id(uint64_t method_id) const {
-    const MethodInfo* const* found = methods_by_id_.find(method_id);
-    return found == nullptr ? nullptr : *found;
+    const MethodRecord* const* found = methods_by_id_.find(method_id);
+    return found == nullptr ? nullptr : info_of(*found);
 }
 
 const MethodInfo* CodeMap::method_by_ptr(uint64_t method_ptr, uint64_t time_ns) const {
     if (lookup_log_) lookup_log_->add(method_key(method_ptr));
     MethodCacheEntry& cached = method_cache_[method_slot(method_ptr)];
     if (cached.ptr == method_ptr && cached.valid) return cached.info;
-    if (const MethodVersion* single = single_version_by_ptr_.find(method_ptr); single && single->info) {
-        cached = MethodCacheEntry{method_ptr, single->info, true};
-        return single->info;
+    if (const MethodVersion* single = single_version_by_ptr_.find(method_ptr); single && single->record) {
+        const MethodInfo* info = info_of(single->record);
+        cached = MethodCacheEntry{method_ptr, info, true};
+        return info;
     }
     auto it = versions_by_ptr_.find(method_ptr);
     if (it == versions_by_ptr_.end() || it->second.empty()) {
@@ -466,8 +500,8 @@ const MethodInfo* CodeMap::method_by_ptr(uint64_t method_ptr, uint64_t time_ns) 
     const auto& versions = it->second;
     auto pos = std::upper_bound(versions.begin(), versions.end(), time_ns,
                                 [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; });
-    if (pos == versions.begin()) return versions.front().info;
-    return std::prev(pos)->info;
+    if (pos == versions.begin()) return info_of(versions.front().record);
+    return info_of(std::prev(pos)->record);
 }
 
 void CodeMap::apply_module(const ModuleMap& module) {

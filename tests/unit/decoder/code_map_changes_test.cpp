@@ -186,3 +186,28 @@ TEST_CASE("a method announced again without names (a redefinition in a MethodBat
     // The older version is unchanged.
     CHECK(map.method_by_ptr(0x7000, 1500)->bytecode_size == 20);
 }
+
+// A batch's methods are kept as records until a lookup asks (CodeMap::MethodRecord): whichever
+// lookup comes first, by Method* or by id, before or after the names, all answer with one MethodInfo.
+TEST_CASE("a batch method looked up before it is named answers the same named MethodInfo after", "[decoder]") {
+    CodeMap map;
+    map.apply(MethodBatch{1000, {MethodEntry{0x10, 0x7000, 0x7100, 20, 0x1}, MethodEntry{0x20, 0x8000, 0x8100, 8, 0}}});
+    const MethodInfo* by_ptr = map.method_by_ptr(0x7000, 2000);   // the walk's lookup first
+    REQUIRE(by_ptr != nullptr);
+    CHECK(by_ptr->name.empty());
+    CHECK(by_ptr->bytecode_size == 20);
+    map.apply(NamedMethod{3000, 0x10, true, "app/A", "run", "()V", "A.java", {{0, 7}}});
+    CHECK(map.method_by_ptr(0x7000, 2000) == by_ptr);
+    CHECK(map.method_by_id(0x10) == by_ptr);
+    CHECK(by_ptr->name == "run");
+    CHECK(by_ptr->time_ns == 1000);   // the announcement's time, not the names'
+
+    map.apply(NamedMethod{3000, 0x20, true, "app/B", "go", "()I", {}, {}});   // named before any lookup
+    const MethodInfo* second = map.method_by_ptr(0x8000, 2000);
+    REQUIRE(second != nullptr);
+    CHECK(second == map.method_by_id(0x20));
+    CHECK(second->name == "go");
+    CHECK(second->bytecode_begin == 0x8100);
+    CHECK(second->method_ptr == 0x8000);
+    CHECK(map.method_by_ptr(0x9000, 2000) == nullptr);
+}

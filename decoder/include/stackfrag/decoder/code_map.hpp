@@ -165,9 +165,22 @@ public:
     size_t stub_count() const { return stubs_.size(); }
 
 private:
+    // One announcement of a method as the walks need it: 48 bytes where a MethodInfo takes 192,
+    // and a run announces 10-50 k methods of which a profile refers to about a tenth. Its
+    // MethodInfo is made by the first lookup that answers with it (info_of), or at once when the
+    // announcement carried names.
+    struct MethodRecord {
+        uint64_t time_ns;
+        uint64_t method_id;
+        uint64_t method_ptr;
+        uint64_t bytecode_begin;
+        uint32_t bytecode_size;
+        uint32_t access_flags;
+        mutable MethodInfo* info;   // null until made
+    };
     struct MethodVersion {
         uint64_t time_ns;
-        const MethodInfo* info;
+        const MethodRecord* record;
     };
     struct StubSegment {
         uint64_t begin;
@@ -182,6 +195,10 @@ private:
     void apply_unload(const CodeUnload& unload);
     void apply_stub(const Stub& stub);
     void apply_method(MethodInfo&& method);
+    void apply_record(MethodRecord* record);
+    MethodRecord* store_record(uint64_t time_ns, uint64_t method_id, uint64_t method_ptr, uint64_t bytecode_begin,
+                               uint32_t bytecode_size, uint32_t access_flags);
+    const MethodInfo* info_of(const MethodRecord* record) const;
     void apply_batch(const MethodBatch& batch);
     void apply_names(NamedMethod&& named);
     template <class E>
@@ -256,19 +273,24 @@ private:
     mutable std::vector<StubSegment> stub_segments_;
     mutable bool stubs_dirty_ = false;
 
-    // Every announced method at a stable address, 256 to an allocation (a deque of them allocated
-    // one block per two): a run announces 10-50 k, nearly all of them at class preparation.
-    std::vector<std::unique_ptr<MethodInfo[]>> method_chunks_;
-    size_t method_chunk_used_ = 0;
+    // Every announcement's record at a stable address, 1024 to an allocation: a run announces
+    // 10-50 k, nearly all of them at class preparation.
+    std::vector<std::unique_ptr<MethodRecord[]>> record_chunks_;
+    size_t record_chunk_used_ = 0;
+    static constexpr size_t kRecordChunk = 1024;
+    // The MethodInfos made so far (see MethodRecord), 256 to an allocation, at stable addresses.
+    mutable std::vector<std::unique_ptr<MethodInfo[]>> method_chunks_;
+    mutable size_t method_chunk_used_ = 0;
     static constexpr size_t kMethodChunk = 256;
-    MethodInfo* store_method(MethodInfo&& method);
+    MethodInfo* store_method(MethodInfo&& method) const;
     static constexpr size_t kExpectedMethods = 16384;
-    // Flat: an insert per announced method allocates nothing (they come by the tens of thousands).
-    FlatU64Map<const MethodInfo*> methods_by_id_;
-    // Method* -> MethodInfo over time. Nearly every Method* only ever has one version; the few
+    // The latest announcement of each jmethodID. Flat: an insert per announced method allocates
+    // nothing (they come by the tens of thousands).
+    FlatU64Map<const MethodRecord*> methods_by_id_;
+    // Method* -> announcement over time. Nearly every Method* only ever has one version; the few
     // that a redefinition or a reused address gave more live in a map of their own, the only
     // one forget_before() has work on, and single ones cost no vector of their own. A Method*
-    // that moved to versions_by_ptr_ keeps its slot here with a null info.
+    // that moved to versions_by_ptr_ keeps its slot here with a null record.
     FlatU64Map<MethodVersion> single_version_by_ptr_;
     std::unordered_map<uint64_t, std::vector<MethodVersion>> versions_by_ptr_;   // sorted by time
     // method_by_ptr's time-independent answers (a Method* with one version, or none) by Method*,
