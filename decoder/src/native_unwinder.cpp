@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <climits>
 #include <cstring>
 #include <optional>
 #include <unordered_map>
@@ -63,6 +64,9 @@ constexpr uint8_t kEhPeUdata4 = 0x03;
 constexpr uint8_t kEhPeSdata4 = 0x0b;
 constexpr uint8_t kEhPePcrel = 0x10;
 constexpr uint8_t kEhPeDatarel = 0x30;
+
+bool fits_int32(int64_t v) { return v > INT32_MIN && v <= INT32_MAX; }   // INT32_MIN is Rule::kFar
+int32_t near_or_far(int64_t v) { return fits_int32(v) ? static_cast<int32_t>(v) : INT32_MIN; }
 }  // namespace
 
 // The accessors are static members' friends in spirit: they reach the unwinder through `arg`.
@@ -323,12 +327,13 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
         rule.ip = ip;
         rule.cfi_tried = cfi_tried;
         rule.first_frame = first_frame;
-        rule.state = fits ? Rule::kSeenOnce : Rule::kNone;
-        rule.ra_offset = ra_offset;
+        const bool offsets_fit = fits_int32(ra_offset) && (seen.fp_slot == 0 || fits_int32(fp_offset));
+        rule.state = fits && offsets_fit ? Rule::kSeenOnce : Rule::kNone;
+        rule.ra_offset = offsets_fit ? static_cast<int32_t>(ra_offset) : 0;
         rule.fp_saved = seen.fp_slot != 0;
-        rule.fp_offset = fp_offset;
-        rule.sp_offset = static_cast<int64_t>(seen.cfa - sp);
-        rule.fp_distance = static_cast<int64_t>(seen.cfa - fp);
+        rule.fp_offset = offsets_fit && rule.fp_saved ? static_cast<int32_t>(fp_offset) : 0;
+        rule.sp_offset = near_or_far(static_cast<int64_t>(seen.cfa - sp));
+        rule.fp_distance = near_or_far(static_cast<int64_t>(seen.cfa - fp));
         return outcome;
     }
     // Seen once before: the same offsets, and the probe says which register the CFA follows.
@@ -341,10 +346,12 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
                 probed.ra_slot - probed.cfa == seen.ra_slot - seen.cfa &&
                 (probed.fp_slot != 0) == (seen.fp_slot != 0) &&
                 (probed.fp_slot == 0 || probed.fp_slot - probed.cfa == seen.fp_slot - seen.cfa);
-        if (known && probed.cfa == seen.cfa + 8 && rule.fp_distance == static_cast<int64_t>(seen.cfa - fp)) {
+        if (known && probed.cfa == seen.cfa + 8 && rule.fp_distance != Rule::kFar &&
+            rule.fp_distance == static_cast<int64_t>(seen.cfa - fp)) {
             rule.cfa_from_fp = true;
             rule.cfa_offset = rule.fp_distance;
-        } else if (known && probed.cfa == seen.cfa && rule.sp_offset == static_cast<int64_t>(seen.cfa - sp)) {
+        } else if (known && probed.cfa == seen.cfa && rule.sp_offset != Rule::kFar &&
+                   rule.sp_offset == static_cast<int64_t>(seen.cfa - sp)) {
             rule.cfa_from_fp = false;
             rule.cfa_offset = rule.sp_offset;
         } else {
@@ -392,15 +399,15 @@ void NativeUnwinder::learn_from_cfi(uint64_t ip, Rule& rule) {
             cfi_rows_.add(std::max(cfi.row_begin + bias, mapping->begin), std::min(cfi.row_end + bias, mapping->end), ip, cfi);
         }
     }
-    if (found) {
+    if (found && fits_int32(cfi.cfa_offset) && fits_int32(cfi.ra_offset) && fits_int32(cfi.fp_offset)) {
         rule = Rule{};
         rule.ip = ip;
         rule.state = Rule::kKnown;
         rule.cfa_from_fp = cfi.cfa_from_fp;
-        rule.cfa_offset = cfi.cfa_offset;
-        rule.ra_offset = cfi.ra_offset;
+        rule.cfa_offset = static_cast<int32_t>(cfi.cfa_offset);
+        rule.ra_offset = static_cast<int32_t>(cfi.ra_offset);
         rule.fp_saved = cfi.fp_saved;
-        rule.fp_offset = cfi.fp_offset;
+        rule.fp_offset = static_cast<int32_t>(cfi.fp_offset);
         ++cfi_rules_learned_;
         return;
     }

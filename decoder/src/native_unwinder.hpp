@@ -108,19 +108,24 @@ private:
         // kSignal: ip is in a sigreturn trampoline; its row reads the saved context, so libunwind
         // steps it every time and the step says the next pc was interrupted.
         enum State : uint8_t { kEmpty, kSeenOnce, kKnown, kNone, kEnd, kSignal };
+        // 32 bytes, half a cache line: every native step reads one. Offsets are frame sizes and
+        // slot distances; one that does not fit 32 bits leaves the ip without a rule (kNone), and
+        // a kSeenOnce distance that does not fit is kFar, which matches nothing.
+        static constexpr int32_t kFar = INT32_MIN;
         uint64_t ip = 0;
-        int64_t cfa_offset = 0;     // kKnown: CFA = (fp or sp) + cfa_offset
-        int64_t ra_offset = 0;      // return address slot - CFA
-        int64_t fp_offset = 0;      // the caller's rbp's slot - CFA, when fp_saved
-        int64_t sp_offset = 0;      // kSeenOnce: CFA - sp and CFA - fp when seen
-        int64_t fp_distance = 0;
+        int32_t cfa_offset = 0;     // kKnown: CFA = (fp or sp) + cfa_offset
+        int32_t ra_offset = 0;      // return address slot - CFA
+        int32_t fp_offset = 0;      // the caller's rbp's slot - CFA, when fp_saved
+        int32_t sp_offset = 0;      // kSeenOnce: CFA - sp and CFA - fp when seen
+        int32_t fp_distance = 0;
         State state = kEmpty;
-        bool cfi_tried = false;     // the module's CFI row for ip is not of this form
-        bool first_frame = false;   // cfi_tried, and the row marks the thread's first frame
-        bool cfa_from_fp = false;
-        bool fp_saved = false;      // else the caller's rbp is still in rbp
+        bool cfi_tried : 1 = false;     // the module's CFI row for ip is not of this form
+        bool first_frame : 1 = false;   // cfi_tried, and the row marks the thread's first frame
+        bool cfa_from_fp : 1 = false;
+        bool fp_saved : 1 = false;      // else the caller's rbp is still in rbp
     };
-    static constexpr size_t kRuleCacheSize = 8192;   // 448 KB
+    static_assert(sizeof(Rule) == 32, "a rule is half a cache line");
+    static constexpr size_t kRuleCacheSize = 8192;   // 256 KB
     std::vector<Rule> rules_;
     uint64_t rule_steps_ = 0;
     uint64_t rule_ends_ = 0;
