@@ -356,28 +356,28 @@ MethodInfo* CodeMap::store_method(MethodInfo&& method) const {
     return &slot;
 }
 
-CodeMap::MethodRecord* CodeMap::store_record(uint64_t time_ns, uint64_t method_id, uint64_t method_ptr,
-                                             uint64_t bytecode_begin, uint32_t bytecode_size, uint32_t access_flags) {
+CodeMap::MethodRecord* CodeMap::store_record(uint64_t time_ns, const MethodEntry& method) {
     if (record_chunks_.empty() || record_chunk_used_ == kRecordChunk) {
         // Not value-initialised: each record is written whole below.
         record_chunks_.push_back(std::unique_ptr<MethodRecord[]>(new MethodRecord[kRecordChunk]));
         record_chunk_used_ = 0;
     }
     MethodRecord& record = record_chunks_.back()[record_chunk_used_++];
-    record = MethodRecord{time_ns, method_id, method_ptr, bytecode_begin, bytecode_size, access_flags, nullptr};
+    record = MethodRecord{time_ns, method, nullptr};
     return &record;
 }
 
 const MethodInfo* CodeMap::info_of(const MethodRecord* record) const {
     if (record == nullptr) return nullptr;
     if (record->info == nullptr) {
+        const MethodEntry& m = record->method;
         MethodInfo method;
         method.time_ns = record->time_ns;
-        method.method_id = record->method_id;
-        method.method_ptr = record->method_ptr;
-        method.bytecode_begin = record->bytecode_begin;
-        method.bytecode_size = record->bytecode_size;
-        method.access_flags = record->access_flags;
+        method.method_id = m.method_id;
+        method.method_ptr = m.method_ptr;
+        method.bytecode_begin = m.bytecode_begin;
+        method.bytecode_size = m.bytecode_size;
+        method.access_flags = m.access_flags;
         record->info = store_method(std::move(method));
     }
     return record->info;
@@ -390,15 +390,16 @@ bool has_names(const MethodInfo& m) {
 }  // namespace
 
 void CodeMap::apply_method(MethodInfo&& method) {
-    MethodRecord* record = store_record(method.time_ns, method.method_id, method.method_ptr, method.bytecode_begin,
-                                        method.bytecode_size, method.access_flags);
+    MethodRecord* record = store_record(method.time_ns, MethodEntry{method.method_id, method.method_ptr,
+                                                                    method.bytecode_begin, method.bytecode_size,
+                                                                    method.access_flags});
     if (has_names(method)) record->info = store_method(std::move(method));
     apply_record(record);
 }
 
 void CodeMap::apply_record(MethodRecord* record) {
-    if (record->method_id != 0) {
-        const MethodRecord*& latest = methods_by_id_[record->method_id];
+    if (record->method.method_id != 0) {
+        const MethodRecord*& latest = methods_by_id_[record->method.method_id];
         // A jmethodID names one method for the JVM's life: an announcement without names (a
         // MethodBatch after a redefinition) keeps those the id already had.
         const MethodInfo* before = latest != nullptr ? latest->info : nullptr;
@@ -412,19 +413,20 @@ void CodeMap::apply_record(MethodRecord* record) {
         }
         latest = record;
     }
-    if (record->method_ptr == 0) return;
-    applying_ = KeyRange{method_key(record->method_ptr), method_key(record->method_ptr)};
-    if (MethodCacheEntry& cached = method_cache_[method_slot(record->method_ptr)]; cached.ptr == record->method_ptr) {
+    const uint64_t ptr = record->method.method_ptr;
+    if (ptr == 0) return;
+    applying_ = KeyRange{method_key(ptr), method_key(ptr)};
+    if (MethodCacheEntry& cached = method_cache_[method_slot(ptr)]; cached.ptr == ptr) {
         cached.valid = false;
     }
     const MethodVersion version{record->time_ns, record};
     const auto earlier = [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; };
-    if (auto multi = versions_by_ptr_.find(record->method_ptr); multi != versions_by_ptr_.end()) {
+    if (auto multi = versions_by_ptr_.find(ptr); multi != versions_by_ptr_.end()) {
         auto& versions = multi->second;
         versions.insert(std::upper_bound(versions.begin(), versions.end(), version.time_ns, earlier), version);
         return;
     }
-    auto [single, inserted] = single_version_by_ptr_.try_emplace(record->method_ptr, version);
+    auto [single, inserted] = single_version_by_ptr_.try_emplace(ptr, version);
     if (inserted) return;
     // A second version of this Method*: both move to the multi-version map, oldest first (equal
     // times keep arrival order, as the later one was announced later). (A retired slot's Method* is
@@ -432,7 +434,7 @@ void CodeMap::apply_record(MethodRecord* record) {
     std::vector<MethodVersion> versions{*single};
     versions.insert(std::upper_bound(versions.begin(), versions.end(), version.time_ns, earlier), version);
     *single = MethodVersion{};
-    versions_by_ptr_.emplace(record->method_ptr, std::move(versions));
+    versions_by_ptr_.emplace(ptr, std::move(versions));
 }
 
 void CodeMap::apply_batch(const MethodBatch& batch) {
@@ -450,8 +452,7 @@ void CodeMap::apply_batch(const MethodBatch& batch) {
     for (size_t i = 0; i < batch.methods.size(); ++i) {
         if (i + kAhead < batch.methods.size()) prefetch(batch.methods[i + kAhead]);
         const MethodEntry& entry = batch.methods[i];
-        apply_record(store_record(batch.time_ns, entry.method_id, entry.method_ptr, entry.bytecode_begin,
-                                  entry.bytecode_size, entry.access_flags));
+        apply_record(store_record(batch.time_ns, entry));
         ++epoch_;
         note_change();
     }
@@ -465,7 +466,7 @@ void CodeMap::apply_names(NamedMethod&& named) {
     const MethodRecord* record = found != nullptr ? *found : nullptr;
     if (record == nullptr) {
         // Named before announced (or never announced): kept for method_by_id alone.
-        record = store_record(named.time_ns, named.method_id, 0, 0, 0, 0);
+        record = store_record(named.time_ns, MethodEntry{named.method_id, 0, 0, 0, 0});
         methods_by_id_[named.method_id] = record;
     }
     MethodInfo* info = const_cast<MethodInfo*>(info_of(record));

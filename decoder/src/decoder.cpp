@@ -510,7 +510,7 @@ Walk::Reuse Walk::reuse_previous() {
         for (uint32_t c = r.at.count; c < r.count_after; ++c) {
             const size_t to = static_cast<size_t>(int64_t{c} + delta);
             if (to >= out_.frames.size()) out_.frames.emplace_back();
-            detail::copy_frame(out_.frames[to], previous_->frames[c]);
+            out_.frames[to] = previous_->frames[c];
         }
         add_counters(r.counters);
         ++d_.stats_.steps_reused;
@@ -573,7 +573,7 @@ bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta, uint
     const uint32_t first_frame = steps[from].at.count;
     out_.frames.resize(static_cast<size_t>(int64_t{last.count_after} + delta));
     for (uint32_t c = first_frame; c < last.count_after; ++c) {
-        detail::copy_frame(out_.frames[static_cast<size_t>(int64_t{c} + delta)], previous_->frames[c]);
+        out_.frames[static_cast<size_t>(int64_t{c} + delta)] = previous_->frames[c];
     }
     for (size_t k = from; k < n; ++k) add_counters(steps[k].counters);
     d_.stats_.steps_reused += n - from;
@@ -1600,7 +1600,7 @@ void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, c
     if (old_first_frame <= last.frames.size() && new_first_frame <= frames.size() &&
         last.frames.size() - old_first_frame == frames.size() - new_first_frame) {
         last.frames.replace_front(old_first_frame, new_first_frame);
-        for (size_t i = 0; i < new_first_frame; ++i) copy_frame(last.frames[i], frames[i]);
+        for (size_t i = 0; i < new_first_frame; ++i) last.frames[i] = frames[i];
     } else {
         copy_frames(last.frames, frames);
     }

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <utility>
-#include <type_traits>
 #include <vector>
 
 #include "stack_view.hpp"
@@ -138,16 +137,10 @@ struct WalkJournal {
     }
 };
 
-// Frames are plain values (names interned): copied to and from a journal as a block.
-inline void copy_frame(Frame& to, const Frame& from) {
-    static_assert(std::is_trivially_copyable_v<Frame>, "a Frame is copied word by word");
-    to = from;
-}
-
 template <class To>
 void copy_frames(To& to, const std::vector<Frame>& from) {
     to.resize(from.size());
-    for (size_t i = 0; i < from.size(); ++i) copy_frame(to[i], from[i]);
+    for (size_t i = 0; i < from.size(); ++i) to[i] = from[i];
 }
 
 // A walk that took over the rest of the last walk from step `from` on, its frame indices shifted by

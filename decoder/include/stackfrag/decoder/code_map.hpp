@@ -171,11 +171,7 @@ private:
     // announcement carried names.
     struct MethodRecord {
         uint64_t time_ns;
-        uint64_t method_id;
-        uint64_t method_ptr;
-        uint64_t bytecode_begin;
-        uint32_t bytecode_size;
-        uint32_t access_flags;
+        MethodEntry method;
         mutable MethodInfo* info;   // null until made
     };
     struct MethodVersion {
@@ -196,8 +192,7 @@ private:
     void apply_stub(const Stub& stub);
     void apply_method(MethodInfo&& method);
     void apply_record(MethodRecord* record);
-    MethodRecord* store_record(uint64_t time_ns, uint64_t method_id, uint64_t method_ptr, uint64_t bytecode_begin,
-                               uint32_t bytecode_size, uint32_t access_flags);
+    MethodRecord* store_record(uint64_t time_ns, const MethodEntry& method);
     const MethodInfo* info_of(const MethodRecord* record) const;
     void apply_batch(const MethodBatch& batch);
     void apply_names(NamedMethod&& named);
