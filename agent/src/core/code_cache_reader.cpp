@@ -122,7 +122,12 @@ std::optional<CodeCacheReader::HeapRange> CodeCacheReader::heap_range(uint64_t h
         *high > code_cache_high_) {
         return std::nullopt;
     }
-    return HeapRange{*low, *high, *map, static_cast<int>(*shift)};
+    HeapRange range{*low, *high, *map, static_cast<int>(*shift)};
+    const uint64_t segments = (*high - *low) >> *shift;
+    uint8_t first = 0, last = 0;
+    range.map_readable = segments != 0 && *map + segments > *map && memory_.read(*map, &first, 1) &&
+                         memory_.read(*map + segments - 1, &last, 1);
+    return range;
 }
 
 // Blob names are mostly string literals in libjvm; remembering them by address saves a read per
@@ -259,13 +264,35 @@ std::optional<CodeCacheReader::HeapRange> CodeCacheReader::heap_of(uint64_t pc) 
 
 std::optional<BlobInfo> CodeCacheReader::find_blob(uint64_t pc) const {
     if (pc < code_cache_low_ || pc >= code_cache_high_) return std::nullopt;
+    const std::optional<HeapRange> range = heap_of(pc);
+    if (!range) return std::nullopt;
+    return find_blob_in(memory_, pc, *range);
+}
+
+std::optional<BlobInfo> CodeCacheReader::find_live_blob(uint64_t code_begin, uint64_t code_size) const {
+    if (code_begin < code_cache_low_ || code_begin >= code_cache_high_) return std::nullopt;
+    const std::optional<HeapRange> range = heap_of(code_begin);
+    if (!range) return std::nullopt;
+    if (!range->map_readable || code_size > range->high - code_begin) return find_blob_in(memory_, code_begin, *range);
+    // A heap's memory is committed from its start up, and the blob is alive: everything from the
+    // heap's start to the code's end is mapped, and so is the segment map up to the code's
+    // segment. The span starts at most kLiveReach below the code (a blob's headers and
+    // relocations come first), reads further down are checked.
+    constexpr uint64_t kLiveReach = 1 << 20;
+    const uint64_t from = code_begin - range->low > kLiveReach ? code_begin - kLiveReach : range->low;
+    const vm::VouchedMemory vouched(
+        memory_, {from, code_begin + code_size},
+        {range->segmap + ((from - range->low) >> range->shift), range->segmap + ((code_begin - range->low) >> range->shift) + 1});
+    return find_blob_in(vouched, code_begin, *range);
+}
+
+std::optional<BlobInfo> CodeCacheReader::find_blob_in(const vm::VmMemory& memory, uint64_t pc,
+                                                      const HeapRange& range) const {
     static const std::function<bool(uint64_t)> always = [](uint64_t) { return true; };
     const size_t header = layout_.size_of(TypeSize::kHeapBlock);
     const size_t blob_header = std::max(layout_.size_of(TypeSize::kCodeBlob), layout_.size_of(TypeSize::kNmethod));
-    const std::optional<HeapRange> range = heap_of(pc);
-    if (!range) return std::nullopt;
-    size_t segments = (range->high - range->low) >> range->shift;
-    size_t index = (pc - range->low) >> range->shift;
+    size_t segments = (range.high - range.low) >> range.shift;
+    size_t index = (pc - range.low) >> range.shift;
     // Each hop moves back by the byte's value (< 0xFF), so large blobs need several. The hops read
     // from one copy of the map's bytes up to `index` (a pc in a blob's first 0xFF segments, as
     // every CompiledMethodLoad's code_begin, needs no other), a new copy when a hop leaves it.
@@ -276,9 +303,9 @@ std::optional<BlobInfo> CodeCacheReader::find_blob(uint64_t pc) const {
         if (index < map_low || index > map_high) {
             map_high = index;
             map_low = index >= kSegmapWindow - 1 ? index - (kSegmapWindow - 1) : 0;
-            if (!memory_.read(range->segmap + map_low, map_bytes, map_high - map_low + 1)) {
+            if (!memory.read(range.segmap + map_low, map_bytes, map_high - map_low + 1)) {
                 map_low = map_high = index;   // the byte alone, as before the window
-                if (!memory_.read(range->segmap + index, map_bytes, 1)) {
+                if (!memory.read(range.segmap + index, map_bytes, 1)) {
                     note_bad_read(__LINE__);
                     return std::nullopt;
                 }
@@ -293,11 +320,11 @@ std::optional<BlobInfo> CodeCacheReader::find_blob(uint64_t pc) const {
         index -= back;
     }
     if (!found) return std::nullopt;
-    uint64_t block = range->low + (static_cast<uint64_t>(index) << range->shift);
+    uint64_t block = range.low + (static_cast<uint64_t>(index) << range.shift);
     // The block's header, the blob's and the nmethod's in one read of VM memory (three before).
     std::vector<uint8_t> buffer;
-    vm::WindowedMemory window(memory_, buffer, header + blob_header);
-    window.set_limit(range->high);
+    vm::WindowedMemory window(memory, buffer, header + blob_header);
+    window.set_limit(range.high);
     uint8_t block_header[kMaxHeaderBytes];
     if (header == 0 || header > kMaxHeaderBytes || !window.read(block, block_header, header)) {
         note_bad_read(__LINE__);

@@ -51,6 +51,12 @@ public:
 
     // The blob containing pc, with its nmethod details.
     std::optional<BlobInfo> find_blob(uint64_t pc) const;
+    // find_blob(code_begin) for a blob the JVM keeps alive while the caller runs, whose code is
+    // [code_begin, + code_size) (CompiledMethodLoad's): the heap's committed memory below the code's
+    // end, and its segment map's bytes, are read with read_mapped() (VouchedMemory), without a
+    // system call each. Where the segment map's committed ends could not be read when its heap was
+    // first met, every read is checked as in find_blob.
+    std::optional<BlobInfo> find_live_blob(uint64_t code_begin, uint64_t code_size) const;
     // Every used block of every heap, in address order. An nmethod's own fields are read only where
     // `nmethod_details(code_begin)` asks for them. The headers are read a window of kWalkWindow
     // bytes at a time (one read per window, not one per block), into a buffer kept for the next
@@ -86,7 +92,12 @@ private:
     struct HeapRange {
         uint64_t low = 0, high = 0, segmap = 0;
         int shift = 0;
+        // The segment map's first and last committed bytes were readable (checked reads): the
+        // map's memory is where the VMStructs facts say, committed in one piece as its heap is.
+        bool map_readable = false;
     };
+    // find_blob's body, its reads of VM memory through `memory`.
+    std::optional<BlobInfo> find_blob_in(const vm::VmMemory& memory, uint64_t pc, const HeapRange& range) const;
     const vm::ResolvedField& f(hotspot::Field field) const { return layout_[field]; }
     std::optional<uint64_t> static_pointer(hotspot::Field field) const;
     Status read_code_heaps();

@@ -18,6 +18,10 @@ public:
     virtual ~VmMemory() = default;
     // Copies `size` bytes at `address`; false (never a fault) when any of them is unreadable.
     virtual bool read(uint64_t address, void* out, size_t size) const = 0;
+    // The same for bytes the caller knows are mapped until the copy ends (a blob's own memory
+    // during the JVM's callback for it, VouchedMemory): where read() pays a system call to be safe
+    // from faults, a plain copy. By default read().
+    virtual bool read_mapped(uint64_t address, void* out, size_t size) const { return read(address, out, size); }
 
     struct Request {
         uint64_t address;
@@ -68,6 +72,30 @@ private:
     uint64_t limit_ = 0;
     mutable uint64_t begin_ = 0, end_ = 0;   // the window's bytes are buffer_[0, end_ - begin_)
     mutable uint64_t underlying_reads_ = 0;
+};
+
+// Reads of `memory` that lie wholly inside one of two spans go to its read_mapped(), all others to
+// its read(): the spans are what the caller vouches for (CodeCacheReader::find_live_blob: the
+// CodeHeap below a blob the JVM keeps alive during the callback, and that stretch of its segment
+// map), so a read that strays (a wrong offset, a stale pointer) is still checked.
+class VouchedMemory final : public VmMemory {
+public:
+    struct Span {
+        uint64_t begin = 0, end = 0;
+        bool holds(uint64_t address, size_t size) const {
+            return begin < end && address >= begin && address <= end && size <= end - address;
+        }
+    };
+    VouchedMemory(const VmMemory& memory, Span first, Span second)
+        : memory_(memory), first_(first), second_(second) {}
+    bool read(uint64_t address, void* out, size_t size) const override {
+        if (first_.holds(address, size) || second_.holds(address, size)) return memory_.read_mapped(address, out, size);
+        return memory_.read(address, out, size);
+    }
+
+private:
+    const VmMemory& memory_;
+    const Span first_, second_;
 };
 
 // read_each for requests that often lie close together (a class's Method and ConstMethod objects

@@ -408,11 +408,14 @@ struct VmCapture::Impl {
     }
 
     // The instruction bytes, for the decoder's prologue/epilogue disassembly (docs/decoder-needs.md).
-    void copy_code(CodeLoad& load) {
+    // `live` is the code JVMTI's callback is about ([code_addr, + code_size)), mapped while it runs:
+    // a plain copy there, a checked read elsewhere.
+    void copy_code(CodeLoad& load, vm::VouchedMemory::Span live = {}) {
         uint64_t size = load.code_end - load.code_begin;
         if (size == 0 || size > kMaxBlobBytes) return;
         load.code.resize(size);
-        if (!vm::process_memory().read(load.code_begin, load.code.data(), size)) {
+        const vm::VouchedMemory memory(vm::process_memory(), live, {});
+        if (!memory.read(load.code_begin, load.code.data(), size)) {
             note_bad_read(__LINE__);
             load.code.clear();
         }
@@ -426,7 +429,9 @@ struct VmCapture::Impl {
         load.method_id = reinterpret_cast<uint64_t>(method);
         load.code_begin = code_begin;
         load.code_end = code_begin + static_cast<uint64_t>(std::max<jint>(code_size, 0));
-        auto blob = code_cache->find_blob(code_begin);
+        // The JVM keeps the nmethod alive while its CompiledMethodLoad is posted (also when the
+        // event was deferred to the service thread, or generated for code loaded before us).
+        auto blob = code_cache->find_live_blob(code_begin, load.code_end - code_begin);
         if (blob && blob->is_nmethod && blob->code_begin == code_begin) {
             fill_from_blob(load, *blob);
         } else {
@@ -450,7 +455,7 @@ struct VmCapture::Impl {
             for (jmethodID id : methods_seen) announce_method(jni, id, now);
         }
 
-        copy_code(load);
+        copy_code(load, {code_begin, code_begin + static_cast<uint64_t>(std::max<jint>(code_size, 0))});
         counters.scopes += load.scopes.size();
         counters.code_loads++;
         sink.emit(std::move(load));

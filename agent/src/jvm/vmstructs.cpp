@@ -81,6 +81,12 @@ namespace {
 class ProcessMemory final : public VmMemory {
 public:
     bool read(uint64_t address, void* out, size_t size) const override { return safe_read(address, out, size); }
+    // The caller vouches that the bytes are mapped (vm_memory.hpp): ~1.1 µs of system call saved
+    // per read, several per CompiledMethodLoad.
+    bool read_mapped(uint64_t address, void* out, size_t size) const override {
+        std::memcpy(out, reinterpret_cast<const void*>(address), size);
+        return true;
+    }
 
     // One process_vm_readv for up to kBatch requests (~1.4 us of CPU per call on the project's VM,
     // ~0.3 us per request in a batch of 64). The kernel copies whole iovecs in order and stops at

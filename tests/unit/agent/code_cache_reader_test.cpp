@@ -35,6 +35,20 @@ public:
         }
         return true;
     }
+    // In the agent a plain copy, which faults on an unmapped page: here such a read fails the test.
+    bool read_mapped(uint64_t address, void* out, size_t size) const override {
+        ++mapped_reads;
+        for (size_t i = 0; i < size; ++i) {
+            if (pages_.find((address + i) >> 12) == pages_.end()) {
+                FAIL_CHECK("read_mapped of an unmapped byte at " << std::hex << address + i);
+                return false;
+            }
+        }
+        const uint64_t checked = reads;
+        const bool ok = read(address, out, size);
+        reads = checked;
+        return ok;
+    }
     void write(uint64_t address, const void* data, size_t size) {
         const auto* src = static_cast<const uint8_t*>(data);
         for (size_t i = 0; i < size; ++i) page((address + i) >> 12)[(address + i) & 4095] = src[i];
@@ -45,6 +59,7 @@ public:
     void put64(uint64_t address, uint64_t value) { write(address, &value, 8); }
     void unmap_page(uint64_t address) { pages_.erase(address >> 12); }
     mutable uint64_t reads = 0;   // read() calls: each would be a system call in the agent
+    mutable uint64_t mapped_reads = 0;   // read_mapped() calls: plain copies in the agent
 
 private:
     std::array<uint8_t, 4096>& page(uint64_t number) {
@@ -251,6 +266,42 @@ TEST_CASE("the CodeCache reader on a fake VM image, in both blob header layouts"
         REQUIRE(reader.find_blob(a + 0x180 + 0x44));
         CHECK(image.mem.reads - before == 2);   // a read per hop would make it 3
     }
+    SECTION("a blob alive during its callback is found with plain copies only, as find_blob finds it") {
+        REQUIRE(reader.find_blob(a + 0x180));   // reads the heaps' ranges and the blob's name
+        for (const uint64_t blob : {a, b}) {
+            const auto checked = reader.find_blob(blob + 0x180);
+            REQUIRE(checked);
+            const uint64_t before = image.mem.reads;
+            const auto live = reader.find_live_blob(blob + 0x180, checked->code_end - checked->code_begin);
+            REQUIRE(live);
+            CHECK(image.mem.reads == before);
+            CHECK(live->blob == checked->blob);
+            CHECK(live->code_begin == checked->code_begin);
+            CHECK(live->code_end == checked->code_end);
+            CHECK(live->frame_size == checked->frame_size);
+            CHECK(live->method_ptr == checked->method_ptr);
+            CHECK(live->verified_entry == checked->verified_entry);
+            CHECK(live->name == checked->name);
+        }
+        CHECK(image.mem.mapped_reads >= 4);   // the map's bytes and the headers, per blob
+        // Code said to reach past the heap's committed end is not vouched for: checked reads.
+        const uint64_t before = image.mem.reads;
+        CHECK(reader.find_live_blob(a + 0x180, kHigh));
+        CHECK(image.mem.reads > before);
+    }
+    SECTION("a heap whose segment map's committed end is unreadable is read with checked reads only") {
+        // Heap 0 says it has committed up to kHigh: its map would be two pages, the second is not there.
+        image.mem.put64(image.heaps[0].object + image.L[Field::kCodeHeapMemory].offset +
+                            image.L[Field::kVirtualSpaceHigh].offset,
+                        kHigh);
+        CodeCacheReader fresh(image.mem, image.L);
+        VmInfo again;
+        REQUIRE(fresh.read_vm(again).ok());
+        const auto live = fresh.find_live_blob(a + 0x180, 0x200);
+        REQUIRE(live);
+        CHECK(live->blob == a);
+        CHECK(image.mem.mapped_reads == 0);
+    }
     SECTION("a pc 290 segments into a blob is found through several segment-map hops") {
         auto found = reader.find_blob(b + (290u << kShift));
         REQUIRE(found);
@@ -410,6 +461,27 @@ TEST_CASE("a memory window serves neighbouring reads from one read of the memory
         std::vector<uint8_t> out(8);
         CHECK_FALSE(window.read(base + 2 * 4096 + 8, out.data(), out.size()));
     }
+}
+
+TEST_CASE("vouched memory copies inside its spans and checks every other read", "[vm_capture]") {
+    FakeMemory memory;
+    std::vector<uint8_t> bytes(2 * 4096, 0x5a);
+    const uint64_t base = 0x30'0000;
+    memory.write(base, bytes.data(), bytes.size());
+    const vm::VouchedMemory vouched(memory, {base + 16, base + 64}, {base + 4096, base + 4096 + 8});
+    uint8_t out[64];
+    CHECK(vouched.read(base + 16, out, 48));   // the first span, whole
+    CHECK(vouched.read(base + 4096, out, 8));  // the second
+    CHECK(memory.mapped_reads == 2);
+    CHECK(memory.reads == 0);
+    CHECK(vouched.read(base + 60, out, 8));    // past the first span's end
+    CHECK(vouched.read(base + 8, out, 16));    // before its start
+    CHECK(vouched.read(base + 200, out, 8));   // between the spans
+    CHECK(memory.mapped_reads == 2);
+    CHECK(memory.reads == 3);
+    const vm::VouchedMemory none(memory, {}, {});   // empty spans vouch for nothing
+    CHECK(none.read(base, out, 8));
+    CHECK(memory.mapped_reads == 2);
 }
 
 TEST_CASE("neighbouring requests are read as one span, and a span with a hole request by request", "[vm_capture]") {
