@@ -51,6 +51,19 @@ CompileInfoStats append_inline_scopes(const void* compile_info, CodeLoad& load,
     CompileInfoStats stats;
     size_t first_new_scope = load.scopes.size();
     auto header = static_cast<const jvmtiCompiledMethodLoadRecordHeader*>(compile_info);
+    // Room for every pc and frame at once: a C2 method's records list hundreds of pcs, and growing
+    // the vectors a doubling at a time copied them over and over inside the JVM's callback.
+    size_t pcs = 0, frames = 0;
+    auto* h = header;
+    for (size_t n = 0; h != nullptr && n < max_records; ++n, h = h->next) {
+        if (h->kind != JVMTI_CMLR_INLINE_INFO) continue;
+        auto record = reinterpret_cast<const jvmtiCompiledMethodLoadInlineRecord*>(h);
+        if (record->pcinfo == nullptr || record->numpcs <= 0) continue;
+        pcs += static_cast<size_t>(record->numpcs);
+        for (jint i = 0; i < record->numpcs; ++i) frames += static_cast<size_t>(std::max<jint>(record->pcinfo[i].numstackframes, 0));
+    }
+    load.scopes.reserve(load.scopes.size() + pcs);
+    load.frames.reserve(load.frames.size() + frames);
     for (size_t n = 0; header != nullptr && n < max_records; ++n, header = header->next) {
         if (header->kind != JVMTI_CMLR_INLINE_INFO) {
             continue;
@@ -85,9 +98,10 @@ CompileInfoStats append_inline_scopes(const void* compile_info, CodeLoad& load,
             load.scopes.push_back(scope);
         }
     }
-    std::stable_sort(load.scopes.begin() + static_cast<std::ptrdiff_t>(first_new_scope),
-                     load.scopes.end(),
-                     [](const PcScope& a, const PcScope& b) { return a.pc_offset < b.pc_offset; });
+    // HotSpot lists the pcs in address order; sorted only where not.
+    const auto by_offset = [](const PcScope& a, const PcScope& b) { return a.pc_offset < b.pc_offset; };
+    const auto first = load.scopes.begin() + static_cast<std::ptrdiff_t>(first_new_scope);
+    if (!std::is_sorted(first, load.scopes.end(), by_offset)) std::stable_sort(first, load.scopes.end(), by_offset);
     return stats;
 }
 
