@@ -262,6 +262,26 @@ std::optional<CodeCacheReader::HeapRange> CodeCacheReader::heap_of(uint64_t pc) 
     return std::nullopt;
 }
 
+std::optional<CodeCacheReader::HeapRange> CodeCacheReader::live_heap_of(uint64_t begin, uint64_t end) const {
+    {
+        std::lock_guard lock(ranges_mutex_);
+        // Heaps never overlap, and live code lies in its heap's committed part [low, high): the heap
+        // with the highest start at or below the code holds it, once every heap's start is known.
+        const HeapRange* holder = nullptr;
+        bool every_heap_known = ranges_.size() == heaps_.size() && !ranges_.empty();
+        for (const HeapRange& known : ranges_) {
+            if (known.high == 0) every_heap_known = false;
+            if (known.high != 0 && known.low <= begin && (holder == nullptr || known.low > holder->low)) holder = &known;
+        }
+        if (every_heap_known && holder != nullptr) {
+            HeapRange range = *holder;
+            range.high = std::max(range.high, end);   // committed since: the live code is there
+            return range;
+        }
+    }
+    return heap_of(begin);
+}
+
 std::optional<BlobInfo> CodeCacheReader::find_blob(uint64_t pc) const {
     if (pc < code_cache_low_ || pc >= code_cache_high_) return std::nullopt;
     const std::optional<HeapRange> range = heap_of(pc);
@@ -270,8 +290,10 @@ std::optional<BlobInfo> CodeCacheReader::find_blob(uint64_t pc) const {
 }
 
 std::optional<BlobInfo> CodeCacheReader::find_live_blob(uint64_t code_begin, uint64_t code_size) const {
-    if (code_begin < code_cache_low_ || code_begin >= code_cache_high_) return std::nullopt;
-    const std::optional<HeapRange> range = heap_of(code_begin);
+    if (code_begin < code_cache_low_ || code_begin >= code_cache_high_ || code_size > code_cache_high_ - code_begin) {
+        return std::nullopt;
+    }
+    const std::optional<HeapRange> range = live_heap_of(code_begin, code_begin + code_size);
     if (!range) return std::nullopt;
     if (!range->map_readable || code_size > range->high - code_begin) return find_blob_in(memory_, code_begin, *range);
     // A heap's memory is committed from its start up, and the blob is alive: everything from the

@@ -109,6 +109,9 @@ private:
     // every code callback, and read four fields per heap before it found the pc's).
     std::optional<HeapRange> heap_of(uint64_t pc) const;
     void remember_range(size_t index, const HeapRange& range) const;
+    // heap_of for live code [begin, end) (find_live_blob): from the ranges remembered alone, a
+    // heap's committed end taken to reach at least `end`, so that a heap grown since costs no read.
+    std::optional<HeapRange> live_heap_of(uint64_t begin, uint64_t end) const;
     std::string blob_name(uint64_t address) const;
     // The blob's headers come from `source`: the memory itself, or a walk's window onto it.
     std::optional<BlobInfo> read_blob(const vm::VmMemory& source, uint64_t blob,

@@ -284,10 +284,35 @@ TEST_CASE("the CodeCache reader on a fake VM image, in both blob header layouts"
             CHECK(live->name == checked->name);
         }
         CHECK(image.mem.mapped_reads >= 4);   // the map's bytes and the headers, per blob
-        // Code said to reach past the heap's committed end is not vouched for: checked reads.
+        // Code said to reach past the CodeCache is no live code: nothing is read for it.
+        const uint64_t before = image.mem.reads, mapped_before = image.mem.mapped_reads;
+        CHECK_FALSE(reader.find_live_blob(a + 0x180, kHigh));
+        CHECK(image.mem.reads == before);
+        CHECK(image.mem.mapped_reads == mapped_before);
+    }
+    SECTION("live code above a heap's committed end as last read costs no read of the heap's bounds") {
+        const uint64_t heap1_high = image.heaps[1].object + image.L[Field::kCodeHeapMemory].offset +
+                                    image.L[Field::kVirtualSpaceHigh].offset;
+        image.mem.put64(heap1_high, stub + (8u << kShift));
+        REQUIRE(reader.find_blob(stub + 0x10));   // every heap's range is known from here
+        image.mem.put64(heap1_high, kHigh);       // the heap commits more, a blob appears there
+        const uint64_t later = image.add_blob(1, 80, 4, "StubRoutines (2)", false, 0x80, 0x100, 0);
+        // The same name as the stub's, whose text the reader keeps: no read of a name below.
+        uint64_t stub_name = 0;
+        REQUIRE(image.mem.read(stub + image.L[Field::kCodeBlobName].offset, &stub_name, 8));
+        image.mem.put64(later + image.L[Field::kCodeBlobName].offset, stub_name);
+        REQUIRE(reader.find_blob(a + 0x180));
         const uint64_t before = image.mem.reads;
-        CHECK(reader.find_live_blob(a + 0x180, kHigh));
-        CHECK(image.mem.reads > before);
+        const auto live = reader.find_live_blob(later + 0x80, 0x100);
+        REQUIRE(live);
+        CHECK(live->blob == later);
+        CHECK(live->name == "StubRoutines (1)");
+        CHECK(image.mem.reads == before);
+        // Code in the lower heap is not taken for the upper one's, nor the other way round.
+        const auto low = reader.find_live_blob(a + 0x180, 0x200);
+        REQUIRE(low);
+        CHECK(low->blob == a);
+        CHECK(image.mem.reads == before);
     }
     SECTION("a heap whose segment map's committed end is unreadable is read with checked reads only") {
         // Heap 0 says it has committed up to kHigh: its map would be two pages, the second is not there.
