@@ -10,8 +10,23 @@ constexpr size_t kMethodSlice = 4096;
 }  // namespace
 
 bool AnnouncedCode::claim_method(uint64_t method_id, uint64_t method_ptr) {
-    if (method_id == 0 || method_ptr == 0) return false;   // neither is a method (nor a key here)
     std::lock_guard lock(mutex_);
+    return claim_method_locked(method_id, method_ptr);
+}
+
+void AnnouncedCode::claim_methods(const uint64_t* ids, const uint64_t* ptrs, size_t count, std::vector<bool>& claimed) {
+    claimed.assign(count, false);
+    std::lock_guard lock(mutex_);
+    for (size_t i = 0; i < count; ++i) {
+        if (ids[i] == 0 || ptrs[i] == 0) continue;
+        method_index_.prefetch(ids[i]);
+        id_of_method_ptr_.prefetch(ptrs[i]);
+    }
+    for (size_t i = 0; i < count; ++i) claimed[i] = claim_method_locked(ids[i], ptrs[i]);
+}
+
+bool AnnouncedCode::claim_method_locked(uint64_t method_id, uint64_t method_ptr) {
+    if (method_id == 0 || method_ptr == 0) return false;   // neither is a method (nor a key here)
     auto [index, inserted] = method_index_.try_emplace(method_id, methods_.size());
     if (!inserted && *index == kUnclaimed) {
         *index = methods_.size();

@@ -25,6 +25,10 @@ public:
     // jmethodID announced with another Method* before (RedefineClasses) needs it again. False for
     // a 0 id or Method*.
     bool claim_method(uint64_t method_id, uint64_t method_ptr);
+    // claim_method for each (ids[i], ptrs[i]) under one lock, the tables' lines for all of them
+    // asked for before the first is looked at (a class's methods land all over tables of
+    // megabytes: one cache miss after another otherwise); claimed[i] is each answer.
+    void claim_methods(const uint64_t* ids, const uint64_t* ptrs, size_t count, std::vector<bool>& claimed);
     // The announcement failed after all (the method vanished): the next claim may try again.
     void unclaim_method(uint64_t method_id);
     // The jmethodID last announced with this Method*, or 0.
@@ -62,6 +66,7 @@ private:
     // Flat maps: the callbacks claim every method of every class prepared, tens of thousands on
     // the JVM's own threads, and an insert into them allocates nothing.
     std::vector<std::pair<uint64_t, uint64_t>> methods_;
+    bool claim_method_locked(uint64_t method_id, uint64_t method_ptr);
     static constexpr size_t kUnclaimed = SIZE_MAX;   // a method_index_ entry whose claim was undone
     FlatU64Map<size_t> method_index_;
     FlatU64Map<uint64_t> id_of_method_ptr_;   // Method* -> jmethodID

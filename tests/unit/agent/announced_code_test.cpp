@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "announced_code.hpp"
 
@@ -24,6 +25,37 @@ TEST_CASE("a method is announced once per Method*, again after a redefinition or
     CHECK(announced.method_count() == 1);
     CHECK(announced.claim_method(2, 0x300));
     CHECK(announced.method_id_of(0x999) == 0);
+}
+
+TEST_CASE("claiming a class's methods at once answers as claiming them one by one") {
+    AnnouncedCode batch, single;
+    // Announced before: ids 1..50 at Method* id*16; now a class of 200 methods, some of them known,
+    // one redefined, one listed twice, one without a Method*.
+    for (uint64_t id = 1; id <= 50; ++id) {
+        REQUIRE(batch.claim_method(id, id * 16));
+        REQUIRE(single.claim_method(id, id * 16));
+    }
+    std::vector<uint64_t> ids, ptrs;
+    for (uint64_t id = 30; id < 230; ++id) {
+        ids.push_back(id);
+        ptrs.push_back(id * 16);
+    }
+    ptrs[5] = 0x7777;        // id 35: redefined, another Method*
+    ids.push_back(100);      // listed twice: claimed the first time only
+    ptrs.push_back(100 * 16);
+    ptrs[10] = 0;            // id 40: no Method* (a cleared id): never claimed
+    std::vector<bool> claimed;
+    batch.claim_methods(ids.data(), ptrs.data(), ids.size(), claimed);
+    REQUIRE(claimed.size() == ids.size());
+    size_t fresh = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        INFO("id " << ids[i]);
+        CHECK(claimed[i] == single.claim_method(ids[i], ptrs[i]));
+        fresh += claimed[i] ? 1 : 0;
+    }
+    CHECK(fresh == 179 + 1);   // 51..229, and the redefined 35
+    CHECK(batch.method_count() == single.method_count());
+    CHECK(batch.method_id_of(0x7777) == 35);
 }
 
 TEST_CASE("the poll finds the methods whose jmethodID leads to another Method* than announced") {
