@@ -137,7 +137,10 @@ run_once() {
   # The same until the last sample: without the stop's one-time work (the last drain, the file).
   local sampling_pct
   sampling_pct="$(sed -n 's/.*agent threads CPU while sampling: .* = \([0-9.]*\)% of.*/\1/p' "$SCRATCH/err" | tail -1)"
-  awk -v a="${agent_pct:--}" -v s="${sampling_pct:--}" -v wall="$(cat "$SCRATCH/time")" '{ printf "%.3f %.3f %s %s\n", $1 + $2, wall, a, s }' "$SCRATCH/times"
+  # The agent's code on the JVM's own threads (JVMTI callbacks: class preparation, compiled code).
+  local callbacks_pct
+  callbacks_pct="$(sed -n "s/.*agent code on the JVM's threads CPU: .* = \([0-9.]*\)% of.*/\1/p" "$SCRATCH/err" | tail -1)"
+  awk -v a="${agent_pct:--}" -v s="${sampling_pct:--}" -v cb="${callbacks_pct:--}" -v wall="$(cat "$SCRATCH/time")" '{ printf "%.3f %.3f %s %s %s\n", $1 + $2, wall, a, s, cb }' "$SCRATCH/times"
 }
 
 selected=()
@@ -152,17 +155,18 @@ done
 [ "${#selected[@]}" -gt 0 ] || { echo "overhead: no workload to run" >&2; exit 2; }
 
 uptime_before="$(uptime | sed 's/.*load average: //')"
-declare -A cpu wall agent sampling
+declare -A cpu wall agent sampling callbacks
 for w in "${selected[@]}"; do
   for ((round = 1; round <= ROUNDS; round++)); do
     for i in "${!CONFIGS[@]}"; do
       IFS='|' read -r key name opts <<<"${CONFIGS[$i]}"
-      read -r c t a sp < <(run_once "$w" "$opts" "$w-$key-$round")
+      read -r c t a sp cb < <(run_once "$w" "$opts" "$w-$key-$round")
       cpu["$w|$i"]+="$c "
       wall["$w|$i"]+="$t "
       [ "$a" != - ] && agent["$w|$i"]+="$a "
       [ "$sp" != - ] && sampling["$w|$i"]+="$sp "
-      echo "overhead: $w round $round/$ROUNDS $name: JVM CPU $c s, wall $t s$([ "$a" = - ] || echo ", agent $a%")$([ "$sp" = - ] || echo " ($sp% while sampling)")" >&2
+      [ "$cb" != - ] && callbacks["$w|$i"]+="$cb "
+      echo "overhead: $w round $round/$ROUNDS $name: JVM CPU $c s, wall $t s$([ "$a" = - ] || echo ", agent $a%")$([ "$sp" = - ] || echo " ($sp% while sampling)")$([ "$cb" = - ] || echo ", callbacks $cb%")" >&2
     done
   done
 done
@@ -185,7 +189,7 @@ java_version="$("$JAVA" -version 2>&1 | head -1)"
 {
   echo "Measured $(date -u '+%Y-%m-%d %H:%M UTC') with \`bench/overhead.sh -i $ITER -r $ROUNDS -w \"${selected[*]}\"${CHOSEN:+ -c \"$CHOSEN\"}\`: $(nproc) CPUs ($cpu_model), kernel $(uname -r), $java_version. Load average (1/5/15 min) $uptime_before before, $uptime_after after."
   echo
-  echo "Each cell: the JVM's CPU time (user + sys; not the workload's load generator) as a ratio to the no-profiler run of the same round, median over $ROUNDS rounds with min–max, then the median wall-time ratio; every round runs each configuration once, in turn, ITER=$ITER, the workloads' default threads. stackfrag: default options (mode=auto: one inheriting perf event and ring per CPU at 1 ms and slower, one per thread below 1 ms; stack=auto); $SF_NOTE.$(has_config jfr && echo " JFR: only \`jdk.ExecutionSample\` at the period (bench/overhead/*.jfc), recording to tmpfs; JFR samples at most a few running threads per period, stackfrag every thread that ran for an interval, so at equal periods stackfrag takes more samples on busy multi-threaded workloads.")$(has_config ap && echo " async-profiler: \`event=cpu\` at the interval, collapsed output to tmpfs (\`$(basename "$ASYNC_PROFILER")\` built from its sources).") \"agent\": the share of the process's CPU time that stackfrag's own threads (reader, decoder, code poll) used, median (min–max), as the agent measured it — exact, unlike the ratios, which carry the workloads' run-to-run spread; the kernel's work in the sampled threads is not in it (bench_sample_cost). \"while sampling\": the same share up to the last sample (median), without the stop's one-time work (the last drain and decode, names, writing the file), which weighs on runs this short and vanishes on long ones.$([[ " ${selected[*]} " == *" groundtruth "* ]] && echo " groundtruth runs for a fixed time: its wall time cannot grow, only its CPU time.")"
+  echo "Each cell: the JVM's CPU time (user + sys; not the workload's load generator) as a ratio to the no-profiler run of the same round, median over $ROUNDS rounds with min–max, then the median wall-time ratio; every round runs each configuration once, in turn, ITER=$ITER, the workloads' default threads. stackfrag: default options (mode=auto: one inheriting perf event and ring per CPU at 1 ms and slower, one per thread below 1 ms; stack=auto); $SF_NOTE.$(has_config jfr && echo " JFR: only \`jdk.ExecutionSample\` at the period (bench/overhead/*.jfc), recording to tmpfs; JFR samples at most a few running threads per period, stackfrag every thread that ran for an interval, so at equal periods stackfrag takes more samples on busy multi-threaded workloads.")$(has_config ap && echo " async-profiler: \`event=cpu\` at the interval, collapsed output to tmpfs (\`$(basename "$ASYNC_PROFILER")\` built from its sources).") \"agent\": the share of the process's CPU time that stackfrag's own threads (reader, decoder, code poll) used, median (min–max), as the agent measured it — exact, unlike the ratios, which carry the workloads' run-to-run spread; the kernel's work in the sampled threads is not in it (bench_sample_cost). \"while sampling\": the same share up to the last sample (median), without the stop's one-time work (the last drain and decode, names, writing the file), which weighs on runs this short and vanishes on long ones. \"callbacks\": the share the agent's code took on the JVM's own threads (JVMTI callbacks: class preparation, compiled-code loads; median, as the agent measured it), also inside the ratios and not in \"agent\".$([[ " ${selected[*]} " == *" groundtruth "* ]] && echo " groundtruth runs for a fixed time: its wall time cannot grow, only its CPU time.")"
   echo
   header="| workload | no profiler: JVM CPU s (wall s) |"
   rule="|---|---:|"
@@ -204,6 +208,7 @@ java_version="$("$JAVA" -version 2>&1 | head -1)"
       cell="$(spread "$(ratios "${cpu["$w|$i"]}" "${cpu["$w|0"]}")" "%.3f" "×") / $(printf '%.3f' "$(median "$(ratios "${wall["$w|$i"]}" "${wall["$w|0"]}")")")×"
       [ -n "${agent["$w|$i"]:-}" ] && cell+="; agent $(spread "${agent["$w|$i"]}" "%.2f" "%%")"
       [ -n "${sampling["$w|$i"]:-}" ] && cell+=", while sampling $(median "${sampling["$w|$i"]}")%"
+      [ -n "${callbacks["$w|$i"]:-}" ] && cell+="; callbacks $(median "${callbacks["$w|$i"]}")%"
       row+=" $cell |"
     done
     echo "$row"
