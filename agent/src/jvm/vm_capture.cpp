@@ -298,21 +298,32 @@ struct VmCapture::Impl {
         sink.emit(std::move(method));
     }
 
-    // Those of `ids` not announced yet, in one MethodBatch.
-    void announce_methods_nameless(const std::vector<jmethodID>& ids, uint64_t time_ns) {
-        MethodBatch batch{time_ns, {}};
-        std::vector<uint64_t> raw(ids.size()), ptrs(ids.size());
-        for (size_t i = 0; i < ids.size(); ++i) {
+    // Those of `ids` that still need announcing, claimed now in one batch, appended to `fresh` with
+    // their Method*s in `ptrs`; an id without a Method* counts as a failure.
+    void claim_fresh(const jmethodID* ids, size_t count, std::vector<jmethodID>& fresh, std::vector<uint64_t>& ptrs) {
+        std::vector<uint64_t> raw(count), all_ptrs(count);
+        for (size_t i = 0; i < count; ++i) {
             auto ptr = method_ptr_of(ids[i]);
             if (!ptr) counters.method_failures++;
             raw[i] = reinterpret_cast<uint64_t>(ids[i]);
-            ptrs[i] = ptr.value_or(0);   // 0: never claimed
+            all_ptrs[i] = ptr.value_or(0);   // 0: never claimed
         }
-        std::vector<bool> fresh;
-        announced.claim_methods(raw.data(), ptrs.data(), raw.size(), fresh);
-        for (size_t i = 0; i < ids.size(); ++i) {
-            if (fresh[i]) batch.methods.push_back(method_entry(ids[i], ptrs[i], nullptr));
+        std::vector<bool> claimed;
+        announced.claim_methods(raw.data(), all_ptrs.data(), count, claimed);
+        for (size_t i = 0; i < count; ++i) {
+            if (!claimed[i]) continue;
+            fresh.push_back(ids[i]);
+            ptrs.push_back(all_ptrs[i]);
         }
+    }
+
+    // Those of `ids` not announced yet, in one MethodBatch.
+    void announce_methods_nameless(const std::vector<jmethodID>& ids, uint64_t time_ns) {
+        MethodBatch batch{time_ns, {}};
+        std::vector<jmethodID> fresh;
+        std::vector<uint64_t> ptrs;
+        claim_fresh(ids.data(), ids.size(), fresh, ptrs);
+        for (size_t i = 0; i < fresh.size(); ++i) batch.methods.push_back(method_entry(fresh[i], ptrs[i], nullptr));
         if (batch.methods.empty()) return;
         counters.methods += batch.methods.size();
         sink.emit(std::move(batch));
@@ -332,22 +343,9 @@ struct VmCapture::Impl {
         }
         // The methods this class announces, then their bytecodes in two batched reads of VM
         // memory (two system calls per method before: ~2.8 of the ~8 us each took on a JVM thread).
-        std::vector<uint64_t> ids(static_cast<size_t>(count)), all_ptrs(static_cast<size_t>(count));
-        for (jint i = 0; i < count; ++i) {
-            auto ptr = method_ptr_of(methods[i]);
-            if (!ptr) counters.method_failures++;
-            ids[static_cast<size_t>(i)] = reinterpret_cast<uint64_t>(methods[i]);
-            all_ptrs[static_cast<size_t>(i)] = ptr.value_or(0);   // 0: never claimed
-        }
-        std::vector<bool> fresh;
-        announced.claim_methods(ids.data(), all_ptrs.data(), ids.size(), fresh);
         std::vector<jmethodID> claimed;
         std::vector<uint64_t> ptrs;
-        for (size_t i = 0; i < ids.size(); ++i) {
-            if (!fresh[i]) continue;
-            claimed.push_back(methods[i]);
-            ptrs.push_back(all_ptrs[i]);
-        }
+        claim_fresh(methods, static_cast<size_t>(count), claimed, ptrs);
         jvmti->Deallocate(reinterpret_cast<unsigned char*>(methods));
         if (claimed.empty()) return;
         // The code sizes from JVMTI (the last bytecode's index + 1; -1 for a native method), so that
