@@ -122,3 +122,44 @@ TEST_CASE("mode=cpu: the same pool in one ring per CPU, its deep stacks complete
     CHECK(std::stod(m[3]) / samples <= 0.01);
     std::filesystem::remove_all(run.dir);
 }
+
+TEST_CASE("600 parked threads beside 2 busy ones at 10 kHz: idle threads' rings stay small, nothing is lost",
+          "[manythreads]") {
+    // Before rings opened small, each of the 600 threads pinned a 2 MB ring (2.5 GB, zeroed by the
+    // kernel at every open), and half the busy threads' samples were lost while the reader opened them.
+    Run run{sf::test::temp_dir("idle-pool-it"), {}};
+    const auto compiled = sf::test::run_process(
+        {sf::test::kJdk17 + "/bin/javac", "-d", run.dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/IdlePool.java"}, {},
+        run.dir + "/javac", 120);
+    INFO(compiled.err);
+    REQUIRE(compiled.exit_code == 0);
+    constexpr int kIdle = 600;
+    run.result = sf::test::run_process({sf::test::kJdk17 + "/bin/java",
+                                        "-agentpath:" + kAgent + "=mode=thread,interval=100us,file=" + run.dir + "/live.collapsed",
+                                        "-cp", run.dir, "IdlePool", std::to_string(kIdle), "2", "400000"},
+                                       {}, run.dir + "/jvm", 300);
+    INFO(run.result.err);
+    REQUIRE(run.result.exit_code == 0);
+
+    std::smatch m;
+    REQUIRE(std::regex_search(run.result.err, m,
+                              std::regex(R"(ring memory \(pinned by the kernel\): peak ([0-9.]+) MB in (\d+) rings[^;\n]*; (\d+) thread rings opened small, (\d+) grew)")));
+    const double peak_mb = std::stod(m[1]);
+    CHECK(std::stol(m[2]) >= kIdle);
+    CHECK(std::stol(m[3]) >= kIdle);
+    // The two busy threads (and a few of the JVM's) grew theirs; a parked thread samples too
+    // rarely to fill even a small ring.
+    CHECK(std::stol(m[4]) >= 2);
+    CHECK(std::stol(m[4]) <= 40);
+    // ~68 KB per idle thread and a few full rings; 2 MB each (1.2 GB) before.
+    CHECK(peak_mb < 300);
+
+    REQUIRE(std::regex_search(run.result.err, m, std::regex(R"(summary: (\d+) samples, (\d+) lost)")));
+    const double samples = std::stod(m[1]);
+    REQUIRE(samples > 5000);
+    CHECK(std::stod(m[2]) <= 0.02 * samples);
+
+    const auto stacks = sf::test::parse_collapsed(sf::test::read_text_file(run.dir + "/live.collapsed"));
+    CHECK(with(stacks, "IdlePool.work") > sf::test::total(stacks) / 2);
+    std::filesystem::remove_all(run.dir);
+}

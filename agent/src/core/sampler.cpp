@@ -85,6 +85,12 @@ uint32_t fixed_ring_pages(const kernel::SamplingConfig& configured, uint32_t sta
     return pages;
 }
 constexpr size_t kMaxSpareStacks = 256;
+// set_lazy_rings: a small ring holds this many samples at its fragment size, so that a thread
+// that runs now and then keeps its samples until the next cycle, and a thread that turns busy
+// fills it past the watermark (three quarters), which wakes the reader to grow it, within about
+// two samples. With 16 KB fragments that is 16 pages (64 KB) where the automatic ring at 100 us
+// is 512 (2 MB): on a JVM with 2,000 mostly idle threads, 8 GB of pinned, zeroed ring memory.
+constexpr uint64_t kSmallRingRecords = 3;
 }  // namespace
 
 uint64_t reader_cadence_ns(const kernel::SamplingConfig& config, uint64_t limit_ns, bool realtime) {
@@ -124,6 +130,7 @@ struct Sampler::Request {
     uint32_t stack_bytes = 0;      // kStack; kOpen: the size opened (0: the configured one)
     uint32_t ring_pages = 0;       // kOpen with another size: the ring's pages
     bool fixed_stack = false;      // kOpen: stack_bytes is for good (add_thread's fixed_stack_bytes)
+    bool small_ring = false;       // kOpen: a small ring (set_lazy_rings), ring_pages its size
     uint64_t posted_ns = 0;        // when post() queued it
     uint64_t cpu_at_open_ns = 0;   // kOpen: the thread's CPU time as its event opened
     uint64_t stack_top = 0;        // kOpen: the thread's stack top, when it registered itself (else 0)
@@ -141,6 +148,7 @@ struct Sampler::Ring {
     uint32_t stack_bytes = 0;   // 0: the configured size
     uint32_t ring_pages = 0;    // 0: the configured size
     bool fixed_stack = false;   // opened with its own fragment size, which stack=auto leaves alone
+    bool small_ring = false;    // set_lazy_rings: not grown to the full size yet
     uint64_t period_ns = 0;     // 0: the configured period (interval=auto changes it)
     uint64_t cpu_at_open_ns = 0;   // the thread's CPU time as its clock event opened
     uint64_t stack_top = 0;        // the thread's stack top (0: unknown), see Converter::on_sample
@@ -442,6 +450,9 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start
     if (tid == static_cast<pid_t>(syscall(SYS_gettid))) request->stack_top = kernel::current_thread_stack_top();
     kernel::SamplingConfig config = config_;
     std::optional<Error> large_refused;
+    // A switch event's ring has no bound on its rate, and the VM's starting thread is busy from
+    // the first moment: those open at the full size.
+    const bool small = lazy_rings_ && clock_events_ && !switch_events_ && fixed_stack_bytes == 0 && !started_vm;
     if (fixed_stack_bytes != 0) {
         if (!clock_events_) return {};   // off-CPU samples only: nothing to take for this thread
         config.stack_bytes = fixed_stack_bytes;
@@ -460,9 +471,10 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start
         // CPU where the held samples are released and the threads' events opened): its ring holds
         // the configured ring's time (65528-byte fragments are ~4 times the size of 16384-byte ones).
         kernel::SamplingConfig large =
-            grown_config(start_stack_bytes, started_vm ? std::min<uint32_t>(4 * config_.ring_pages, 65536) : 1024);
+            small ? small_config(start_stack_bytes)
+                  : grown_config(start_stack_bytes, started_vm ? std::min<uint32_t>(4 * config_.ring_pages, 65536) : 1024);
         Status opened = open_events(tid, large, *request);
-        if (!opened.ok() && opened.error().sys_errno != ESRCH && large.ring_pages != config_.ring_pages) {
+        if (!opened.ok() && opened.error().sys_errno != ESRCH && !small && large.ring_pages != config_.ring_pages) {
             // The larger ring may be over perf_event_mlock_kb: the configured ring's size may still do.
             large.ring_pages = config_.ring_pages;
             if (kernel::validate(large).ok() && open_events(tid, large, *request).ok()) opened = Status{};
@@ -471,11 +483,17 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start
             config = large;
             request->stack_bytes = large.stack_bytes;
             request->ring_pages = large.ring_pages;
+            request->small_ring = small;
         } else if (opened.error().sys_errno != ESRCH) {
             large_refused = std::move(opened).take_error();
         }
     }
     if (!request->event && clock_events_) {
+        if (small) {
+            config = small_config(config_.stack_bytes);
+            request->ring_pages = config.ring_pages;
+            request->small_ring = true;
+        }
         Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread(tid, config);
         if (!event.ok()) return record_open_failure(std::move(event).take_error());
         request->event = std::make_unique<kernel::PerfEvent>(std::move(event).value());
@@ -577,6 +595,8 @@ void Sampler::open_ring(Request& request) {
     ring->clock = request.clock;
     ring->takes_switches = request.takes_switches;
     ring->fixed_stack = request.fixed_stack;
+    ring->small_ring = request.small_ring;
+    if (ring->small_ring) small_rings_.fetch_add(1, std::memory_order_relaxed);
     ring->stack_bytes = request.stack_bytes;
     ring->ring_pages = request.ring_pages;
     ring->cpu_at_open_ns = request.cpu_at_open_ns;
@@ -708,6 +728,18 @@ bool Sampler::needs_data_wakeups(const Ring& ring) const {
     return records * period_ns < 2 * cadence_ns(config_, kCadenceNs);
 }
 
+kernel::SamplingConfig Sampler::small_config(uint32_t bytes) const {
+    kernel::SamplingConfig config = config_;
+    config.stack_bytes = bytes;
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t need = kSmallRingRecords * kernel::sample_record_bytes(bytes);
+    uint32_t pages = 1;
+    while (pages * page < need) pages *= 2;
+    config.ring_pages = pages;
+    config.wakeup_bytes = 0;   // the configured ring's would lie beyond this one's end
+    return with_safety_watermark(config);
+}
+
 // Runs in apply_requests, before the cycle's drains begin: the old ring's last samples and the new
 // ring's first ones are all taken before drains_began, so the hold-back orders them like any others.
 void Sampler::set_stack(pid_t tid, uint32_t bytes) {
@@ -725,36 +757,16 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
         }
         return;
     }
-    kernel::SamplingConfig config = grown_config(bytes);
+    // A small ring stays small: its thread has not been busy (a pool's idle threads grow their
+    // fragments with their busy family, not their rings).
+    kernel::SamplingConfig config = ring.small_ring ? small_config(bytes) : grown_config(bytes);
     if (ring.period_ns != 0) config.period_ns = ring.period_ns;
-    auto open = [&](kernel::SamplingConfig& c, std::unique_ptr<kernel::PerfEvent>& event,
-                    std::unique_ptr<kernel::PerfEvent>& switches) -> Status {
-        if (ring.clock) {
-            Result<kernel::PerfEvent> opened = kernel::PerfEvent::open_thread(tid, c);
-            if (!opened.ok()) return std::move(opened).take_error();
-            event = std::make_unique<kernel::PerfEvent>(std::move(opened).value());
-        }
-        if (ring.takes_switches) {
-            Result<kernel::PerfEvent> opened = kernel::PerfEvent::open_thread_switches(tid, c, event.get());
-            if (!opened.ok()) return std::move(opened).take_error();
-            (event ? switches : event) = std::make_unique<kernel::PerfEvent>(std::move(opened).value());
-        }
-        return {};
-    };
-    std::unique_ptr<kernel::PerfEvent> event, switches;
-    Status opened = open(config, event, switches);
-    if (!opened.ok() && opened.error().sys_errno != ESRCH && config.ring_pages != now_pages) {
+    Status opened = reopen(ring, found->second, config);
+    if (!opened.ok() && opened.error().sys_errno != ESRCH && !ring.small_ring && config.ring_pages != now_pages) {
         // The larger ring may be over perf_event_mlock_kb: the current ring's size may still do.
         kernel::SamplingConfig same_ring = config;
         same_ring.ring_pages = now_pages;
-        if (kernel::validate(same_ring).ok()) {
-            switches.reset();
-            event.reset();
-            if (open(same_ring, event, switches).ok()) {
-                opened = Status{};
-                config = same_ring;
-            }
-        }
+        if (kernel::validate(same_ring).ok()) opened = reopen(ring, found->second, same_ring);
     }
     if (!opened.ok()) {
         if (opened.error().sys_errno == ESRCH) return;   // the thread is gone: its end is on the way
@@ -769,15 +781,34 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
         }
         return;
     }
+    // validate: the oracle's copies of this thread follow, so that its samples check the decoder on
+    // fragments like the profile's.
+    if (OracleSampler* timer = oracle_.load(std::memory_order_acquire)) timer->set_stack_bytes(tid, bytes);
+    stack_reopens_.fetch_add(1, std::memory_order_relaxed);
+    SF_LOG_DEBUG("stack=auto: thread %d samples %u bytes of stack (ring %u pages)", tid, bytes, ring.ring_pages);
+}
+
+Status Sampler::reopen(Ring& ring, uint64_t key, kernel::SamplingConfig config) {
+    const pid_t tid = ring.tid;
+    std::unique_ptr<kernel::PerfEvent> event, switches;
+    if (ring.clock) {
+        Result<kernel::PerfEvent> opened = kernel::PerfEvent::open_thread(tid, config);
+        if (!opened.ok()) return std::move(opened).take_error();
+        event = std::make_unique<kernel::PerfEvent>(std::move(opened).value());
+    }
+    if (ring.takes_switches) {
+        Result<kernel::PerfEvent> opened = kernel::PerfEvent::open_thread_switches(tid, config, event.get());
+        if (!opened.ok()) return std::move(opened).take_error();
+        (event ? switches : event) = std::make_unique<kernel::PerfEvent>(std::move(opened).value());
+    }
     // Old off, new on, then the old ring's last samples read: nothing taken is lost, and no moment
     // is sampled twice.
     ring.disable();
     Status enabled = event->enable();
     if (enabled.ok() && switches) enabled = switches->enable();
     if (!enabled.ok()) {
-        SF_LOG_WARN("stack=auto: %s", enabled.error().describe().c_str());
         (void)ring.enable();   // keep sampling with the old events
-        return;
+        return enabled;
     }
     converter_->begin(ring, monotonic_ns());
     ring.event->ring().drain(*converter_);
@@ -787,23 +818,61 @@ void Sampler::set_stack(pid_t tid, uint32_t bytes) {
     ring.switches.reset();   // before the ring it writes into
     ring.event = std::move(event);
     ring.switches = std::move(switches);
-    ring.stack_bytes = bytes;
+    ring.stack_bytes = config.stack_bytes;
     ring.ring_pages = config.ring_pages;
     if (poller_) {
-        Status added = poller_->add(ring.event->fd(), found->second, needs_data_wakeups(ring));
+        Status added = poller_->add(ring.event->fd(), key, needs_data_wakeups(ring));
         if (!added.ok()) SF_LOG_WARN("cannot wait on the ring of thread %d: %s", tid, added.error().describe().c_str());
     }
     // The cycle looks at the new ring's positions from now on (the old ring is unmapped).
     for (Watched& watched : watched_) {
-        if (watched.key != found->second) continue;
+        if (watched.key != key) continue;
         watched.positions = ring.event->ring().positions();
         watched.reader = &ring.event->ring();
     }
-    // validate: the oracle's copies of this thread follow, so that its samples check the decoder on
-    // fragments like the profile's.
-    if (OracleSampler* timer = oracle_.load(std::memory_order_acquire)) timer->set_stack_bytes(tid, bytes);
-    stack_reopens_.fetch_add(1, std::memory_order_relaxed);
-    SF_LOG_DEBUG("stack=auto: thread %d samples %u bytes of stack (ring %u pages)", tid, bytes, config.ring_pages);
+    return {};
+}
+
+// A small ring whose drain found it at the watermark or past it (its thread lost samples) belongs to
+// a thread that sampled faster than the cadence drains so few records: its ring doubles, up to the
+// ring its fragment size gets without set_lazy_rings. A thread that only filled it once (its start:
+// the JVM's thread setup and the agent's callback run before the thread idles) stops at twice the
+// small size; a busy one reaches the full size within a few of its watermark's wake-ups, or at
+// once when it overflowed.
+void Sampler::grow_if_filled(Ring& ring, uint64_t key, uint64_t bytes_before, uint64_t lost_before) {
+    const kernel::RingReader& reader = ring.event->ring();
+    const kernel::RingStats& stats = reader.stats();
+    const bool lost = stats.lost_records != lost_before;
+    if (!lost && 4 * (stats.bytes - bytes_before) < 3 * reader.data_size()) return;
+    if (ring_growth_failed_) return;
+    const uint32_t bytes = ring.stack_bytes != 0 ? ring.stack_bytes : config_.stack_bytes;
+    kernel::SamplingConfig config = bytes == config_.stack_bytes ? config_ : grown_config(bytes);
+    if (ring.period_ns != 0) config.period_ns = ring.period_ns;
+    if (config.ring_pages <= ring.ring_pages) {
+        ring.small_ring = false;
+        return;
+    }
+    // A thread that overflowed its ring is busy: the full size at once, not in steps that lose more.
+    const bool full = lost || config.ring_pages <= 2 * ring.ring_pages;
+    if (!full) {
+        config.ring_pages = 2 * ring.ring_pages;
+        config.wakeup_bytes = 0;
+        config = with_safety_watermark(config);
+    }
+    Status opened = reopen(ring, key, config);
+    if (!opened.ok()) {
+        if (opened.error().sys_errno == ESRCH) return;   // the thread is gone: its end is on the way
+        ring_growth_failed_ = true;
+        SF_LOG_WARN("cannot grow thread %d's ring from %u to %u pages, so threads keep their small rings and a busy "
+                    "one loses samples (raise kernel.perf_event_mlock_kb or ulimit -l, or give ring= smaller): %s",
+                    ring.tid, ring.ring_pages, config.ring_pages, opened.error().describe().c_str());
+        return;
+    }
+    if (full) {
+        ring.small_ring = false;
+        rings_grown_.fetch_add(1, std::memory_order_relaxed);
+    }
+    SF_LOG_DEBUG("thread %d filled its ring: ring %u pages now", ring.tid, ring.ring_pages);
 }
 
 void Sampler::drain_ring(Ring& ring, uint64_t now_ns) {
@@ -836,8 +905,26 @@ void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
         const Watched& watched = watched_[with_news_[i]];
         ++ring_drains_;
         converter_->begin(*watched.ring, now);
-        watched.reader->drain(*converter_);
+        if (watched.ring->small_ring) {
+            const kernel::RingStats& stats = watched.reader->stats();
+            const uint64_t bytes_before = stats.bytes, lost_before = stats.lost_records;
+            watched.reader->drain(*converter_);
+            const uint64_t drained = stats.bytes - bytes_before;
+            if (stats.lost_records != lost_before || 4 * drained >= 3 * watched.reader->data_size()) {
+                to_grow_.push_back({watched.key, bytes_before, lost_before});
+            }
+        } else {
+            watched.reader->drain(*converter_);
+        }
     }
+    // After the drains, which walk watched_ (a reopen replaces a ring's positions there); not in
+    // the final drain, whose rings stay off.
+    if (stop_requested_.load(std::memory_order_acquire)) to_grow_.clear();
+    for (const Growth& growth : to_grow_) {
+        auto found = rings_.find(growth.key);
+        if (found != rings_.end()) grow_if_filled(*found->second, growth.key, growth.bytes_before, growth.lost_before);
+    }
+    to_grow_.clear();
     // The poller reports a hang-up once (the thread exited without a ThreadEnd we saw).
     for (const kernel::RingReady& entry : ready) {
         if (entry.hung_up) close_ring(entry.key);
@@ -1023,6 +1110,8 @@ SamplerStats Sampler::stats() const {
     stats.threads_closed = threads_closed_.load(std::memory_order_relaxed);
     stats.open_failures = open_failures_.load(std::memory_order_relaxed);
     stats.stack_reopens = stack_reopens_.load(std::memory_order_relaxed);
+    stats.small_rings = small_rings_.load(std::memory_order_relaxed);
+    stats.rings_grown = rings_grown_.load(std::memory_order_relaxed);
     stats.reader_cpu_ns = reader_cpu_ns_.load(std::memory_order_relaxed);
     stats.reader_page_faults = reader_page_faults_.load(std::memory_order_relaxed);
     stats.cycles = published_cycles_.load(std::memory_order_relaxed);

@@ -33,6 +33,8 @@ struct SamplerStats {
     uint64_t threads_closed = 0;
     uint64_t open_failures = 0;
     uint64_t stack_reopens = 0;     // stack=auto: events reopened with another fragment size
+    uint64_t small_rings = 0;       // set_lazy_rings: thread rings opened small
+    uint64_t rings_grown = 0;       // and of those, reopened at the full size once their thread filled one
     uint64_t reader_cpu_ns = 0;     // the reader thread's CPU time, once it has stopped
     uint64_t reader_page_faults = 0;   // and its page faults (fresh fragment buffers fault in)
     // What the reader did, once it has stopped: its cycles, how many of them a ring's watermark
@@ -98,6 +100,12 @@ public:
     // perf_event_paranoid <= 1) turns off-CPU sampling off with one error; the clock goes on.
     // Before start(): whether the reader asks for real-time priority (reader=realtime, the default).
     void set_realtime_reader(bool realtime) { realtime_reader_ = realtime; }
+
+    // Before start(): a thread's clock ring opens small (a few samples) and grows to the full size
+    // once the thread fills it: an idle thread (most of a server's hundreds) pins tens of KB of
+    // ring memory instead of megabytes, which the kernel zeroes at every open. For automatic rings
+    // (ring= not given); switch-event rings and the VM's starting thread open at the full size.
+    void set_lazy_rings(bool lazy) { lazy_rings_ = lazy; }
 
     void set_events(bool clock, bool switches) {
         clock_events_ = clock;
@@ -200,6 +208,13 @@ private:
     void account_clock(const Ring& ring);
     void set_period(pid_t tid, uint64_t period_ns);
     void set_stack(pid_t tid, uint32_t bytes);
+    // Reopens the thread's events with `bytes` of stack and `config`'s ring (the samples in the old
+    // ring are read first); false, with the error, when the kernel refused.
+    Status reopen(Ring& ring, uint64_t key, kernel::SamplingConfig config);
+    // set_lazy_rings: a small ring's configuration for `bytes` of stack, and the growth of a small
+    // ring whose thread filled it.
+    kernel::SamplingConfig small_config(uint32_t bytes) const;
+    void grow_if_filled(Ring& ring, uint64_t key, uint64_t bytes_before, uint64_t lost_before);
     bool needs_data_wakeups(const Ring& ring) const;
     void drain_rings(const std::vector<kernel::RingReady>& ready);
     void drain_ring(Ring& ring, uint64_t now_ns);
@@ -228,6 +243,10 @@ private:
     std::atomic<uint64_t> open_failures_{0};
     std::atomic<uint64_t> stack_reopens_{0};
     std::atomic<bool> stack_growth_failed_{false};   // a larger ring was refused
+    bool lazy_rings_ = false;
+    std::atomic<uint64_t> small_rings_{0};
+    std::atomic<uint64_t> rings_grown_{0};
+    bool ring_growth_failed_ = false;   // reader thread: a full-size ring was refused (logged once)
     std::atomic<uint64_t> reader_cpu_ns_{0};
     std::atomic<pid_t> reader_tid_{0};   // while the reader thread runs
     std::atomic<uint64_t> reader_page_faults_{0};
@@ -247,6 +266,10 @@ private:
     };
     std::vector<Watched> watched_;
     std::vector<uint32_t> with_news_;   // drain_rings: indexes into watched_ of the rings to drain
+    struct Growth {                     // drain_rings: a small ring found filled, and its stats before
+        uint64_t key = 0, bytes_before = 0, lost_before = 0;
+    };
+    std::vector<Growth> to_grow_;
     uint64_t cycles_ = 0;
     uint64_t early_cycles_ = 0;
     uint64_t quiet_wakes_ = 0;

@@ -128,6 +128,7 @@ public:
         sampler_->set_fallback_available(options_.backend == SamplingBackend::kAuto);
         sampler_->set_events(options_.sample_cpu, options_.sample_switch);
         sampler_->set_realtime_reader(options_.realtime_reader);
+        sampler_->set_lazy_rings(options_.ring_pages == 0);
         sampler_->set_module_tracker(&modules_);
         sampler_->set_stack_tops(&stack_tops_);
         create_live_profile();
@@ -364,15 +365,23 @@ public:
 
     // The rings' pinned memory, for the stop summary: with one ring per thread it grows with the
     // threads (and stack=auto's larger rings), which a service with hundreds of threads must know.
-    static std::string ring_memory_text() {
+    std::string ring_memory_text() const {
         const kernel::RingMemory memory = kernel::ring_memory();
         if (memory.peak_rings == 0) return "";
-        char line[200];
+        char line[300];
         std::snprintf(line, sizeof line, "\n  ring memory (pinned by the kernel): peak %.1f MB in %llu rings, %.1f MB at the stop",
                       static_cast<double>(memory.peak_bytes) / (1024.0 * 1024.0),
                       static_cast<unsigned long long>(memory.peak_rings),
                       static_cast<double>(memory.bytes) / (1024.0 * 1024.0));
-        return line;
+        std::string text = line;
+        if (sampler_) {
+            const SamplerStats stats = sampler_->stats();
+            if (stats.small_rings != 0) {
+                text += "; " + std::to_string(stats.small_rings) + " thread rings opened small, " +
+                        std::to_string(stats.rings_grown) + " grew to the full size once their thread filled one";
+            }
+        }
+        return text;
     }
 
     // stack=auto's part of the stop summary.

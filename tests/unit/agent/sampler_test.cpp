@@ -454,3 +454,61 @@ TEST_CASE("a clock event closed while its thread still runs says how much of the
     CHECK(stats.clock_uncounted_ns + stats.clock_counted_ns <= cpu_at_stop.load());
     std::remove(path.c_str());
 }
+
+TEST_CASE("lazy rings: idle threads keep a small ring, a busy thread's grows to the full size within a few samples") {
+    EventQueue queue;
+    StreamWriter writer(nullptr);
+    kernel::SamplingConfig config;
+    config.period_ns = 100'000;   // 10 kHz: the full ring (128 pages) holds ~30 samples of 16 KB
+    Sampler sampler(config, queue, writer, nullptr);
+    const bool lazy = GENERATE(true, false);
+    sampler.set_lazy_rings(lazy);
+    REQUIRE(sampler.start().ok());
+
+    constexpr int kIdle = 16;
+    std::mutex mutex;
+    std::condition_variable done;
+    bool finish = false;
+    std::atomic<int> registered{0};
+    std::vector<std::thread> idle;
+    for (int i = 0; i < kIdle; ++i) {
+        idle.emplace_back([&] {
+            if (sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok()) ++registered;
+            std::unique_lock<std::mutex> lock(mutex);
+            done.wait(lock, [&] { return finish; });
+        });
+    }
+    test::SpinningThread spinner([&] { (void)sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))); });
+    spinner.wait_for_cpu_ms(300);
+    // Every ring is open and the busy one has had time to grow: what the kernel pins now.
+    const uint64_t pinned = kernel::ring_memory().bytes;
+    spinner.stop();
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        finish = true;
+    }
+    done.notify_all();
+    for (std::thread& thread : idle) thread.join();
+    REQUIRE(registered == kIdle);
+    REQUIRE(sampler.stop(3000));
+
+    const SamplerStats stats = sampler.stats();
+    const uint64_t samples = writer.counts().of(EventKind::kSample);
+    const uint64_t lost = writer.counts().of(EventKind::kLost);
+    const uint64_t full_ring = (config.ring_pages + 1) * 4096u;
+    INFO("lazy " << lazy << ": small rings " << stats.small_rings << ", grown " << stats.rings_grown << "; pinned "
+                 << pinned << " bytes; samples " << samples << ", lost records " << lost);
+    CHECK(samples > 1000);
+    if (lazy) {
+        CHECK(stats.small_rings == kIdle + 1);
+        CHECK(stats.rings_grown == 1);   // the spinner's, the idle threads' stay small
+        // 16 small rings and a full one, where every thread pinned a full ring before.
+        CHECK(pinned < (kIdle / 4 + 1) * full_ring);
+        // The busy ring doubled a few times, each at its watermark: a few records lost at most.
+        CHECK(lost <= 8);
+    } else {
+        CHECK(stats.small_rings == 0);
+        CHECK(stats.rings_grown == 0);
+        CHECK(pinned >= (kIdle + 1) * full_ring);
+    }
+}
