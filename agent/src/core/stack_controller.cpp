@@ -42,13 +42,36 @@ StackController::Thread& StackController::track(uint32_t tid, uint32_t bytes) {
     return threads_.emplace(tid, Thread{bytes, 0, 0, settings_.quiet_samples}).first->second;
 }
 
+bool StackController::eager(const std::string& family) const {
+    auto members = family_members_.find(family);
+    return members == family_members_.end() || members->second <= kEagerFamilyMembers;
+}
+
+void StackController::leave_family(uint32_t tid) {
+    auto member = family_of_.find(tid);
+    if (member == family_of_.end()) return;
+    auto members = family_members_.find(member->second.family);
+    if (members != family_members_.end() && --members->second == 0) family_members_.erase(members);
+    family_of_.erase(member);
+}
+
+void StackController::forget(uint32_t tid) {
+    if (threads_.erase(tid) != 0) ++generation_;
+    leave_family(tid);
+}
+
 std::optional<StackChange> StackController::on_thread_started(uint32_t tid, const std::string& family) {
     if (family.empty()) return std::nullopt;
-    if (family_of_.size() >= kMaxNamedThreads) family_of_.clear();
-    family_of_[tid] = family;
+    if (family_of_.size() >= kMaxNamedThreads) {
+        family_of_.clear();
+        family_members_.clear();
+    }
+    leave_family(tid);   // a tid seen before (its end missed) is a new thread
+    family_of_[tid] = Member{family, 0};
+    ++family_members_[family];
     auto deep = family_deep_.find(family);
     if (deep == family_deep_.end() || !deep->second || threads_.count(tid) != 0 ||
-        settings_.base_bytes >= settings_.max_bytes) {
+        settings_.base_bytes >= settings_.max_bytes || !eager(family)) {
         return std::nullopt;
     }
     track(tid, settings_.max_bytes);
@@ -65,18 +88,25 @@ uint32_t StackController::start_bytes(const std::string& family, bool large) con
     if (settings_.base_bytes >= settings_.max_bytes) return settings_.base_bytes;
     if (large) return settings_.max_bytes;
     auto deep = family.empty() ? family_deep_.end() : family_deep_.find(family);
-    return deep != family_deep_.end() && deep->second ? settings_.max_bytes : settings_.base_bytes;
+    if (deep == family_deep_.end() || !deep->second) return settings_.base_bytes;
+    auto members = family_members_.find(family);
+    const uint32_t with_it = (members == family_members_.end() ? 0 : members->second) + 1;
+    return with_it <= kEagerFamilyMembers ? settings_.max_bytes : settings_.base_bytes;
 }
 
 void StackController::family_ran_off(uint32_t tid) {
     auto family = family_of_.find(tid);
     if (family == family_of_.end()) return;
-    if (family_deep_.size() >= kMaxFamilies && family_deep_.count(family->second) == 0) family_deep_.clear();
-    bool& deep = family_deep_[family->second];
-    if (deep) return;   // its threads grew when it turned deep, or started grown since
+    if (family_deep_.size() >= kMaxFamilies && family_deep_.count(family->second.family) == 0) family_deep_.clear();
+    bool& deep = family_deep_[family->second.family];
+    if (deep) return;   // its threads grew when it turned deep, or at their first sample since
     deep = true;
-    for (const auto& [other, other_family] : family_of_) {
-        if (other == tid || other_family != family->second || threads_.count(other) != 0) continue;
+    const bool all = eager(family->second.family);
+    for (const auto& [other, member] : family_of_) {
+        if (other == tid || (!all && member.samples < settings_.active_samples) || member.family != family->second.family ||
+            threads_.count(other) != 0) {
+            continue;
+        }
         family_changes_.push_back(StackChange{other, settings_.base_bytes, settings_.max_bytes, kFamilyRanOff});
     }
     for (const StackChange& change : family_changes_) track(change.tid, change.new_bytes);
@@ -84,6 +114,17 @@ void StackController::family_ran_off(uint32_t tid) {
 
 std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus status, size_t fragment_bytes) {
     auto found = threads_.find(tid);
+    if (auto member = family_of_.find(tid);
+        member != family_of_.end() && member->second.samples < settings_.active_samples &&
+        ++member->second.samples == settings_.active_samples) {
+        // It runs now: a thread of a family that runs deep grows (see on_thread_started).
+        auto deep = family_deep_.find(member->second.family);
+        if (found == threads_.end() && deep != family_deep_.end() && deep->second &&
+            settings_.base_bytes < settings_.max_bytes) {
+            track(tid, settings_.max_bytes);
+            return StackChange{tid, settings_.base_bytes, settings_.max_bytes, kFamilyRanOff};
+        }
+    }
     if (status == TraceStatus::kIncomplete) {
         const uint32_t now = found == threads_.end() ? settings_.base_bytes : found->second.bytes;
         if (fragment_bytes < std::min(now, settings_.largest_fragment)) return std::nullopt;
@@ -120,7 +161,7 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
         if (t.quiet >= 2ull * t.quiet_needed) {
             threads_.erase(found);
             ++generation_;
-            if (auto family = family_of_.find(tid); family != family_of_.end()) family_deep_[family->second] = false;
+            if (auto family = family_of_.find(tid); family != family_of_.end()) family_deep_[family->second.family] = false;
         }
         return std::nullopt;
     }

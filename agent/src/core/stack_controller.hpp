@@ -38,6 +38,11 @@ struct StackControllerSettings {
     // thread's margin: a thread within about 1 KB of the limit may grow without need (a cost),
     // but none whose samples run off is missed (incomplete traces).
     uint32_t entry_margin_bytes = 4096;
+    // In a family of more than StackController::kEagerFamilyMembers threads, a thread counts as
+    // running (it grows with its family) from this many samples on: a thread's own start (the
+    // JVM's setup, the agent's callbacks, ~0.1-0.3 ms of CPU) gives an idle one of a pool a sample
+    // or two at 10 kHz. The agent asks for 2 ms of CPU time at the interval.
+    uint32_t active_samples = 2;
 };
 
 // The decode-free signal (stack=auto with only record=): a walk over a fragment that ends more than
@@ -70,23 +75,26 @@ public:
     std::optional<StackChange> on_sample(uint32_t tid, TraceStatus status, size_t fragment_bytes);
     // A thread that started (or was found) is sampled now; `family` from thread_family (empty:
     // none). If a thread of that family has run off its fragment and none has settled back at the
-    // base since, the new thread starts at the largest size (the returned change).
+    // base since, the new thread starts at the largest size (the returned change) when the family
+    // has at most kEagerFamilyMembers threads; in a larger one it grows once it runs (on_sample's
+    // change at its active_samples-th sample): a pool of thousands of threads of which a few run
+    // would otherwise pin four times the ring memory for its idle ones.
     std::optional<StackChange> on_thread_started(uint32_t tid, const std::string& family);
+    static constexpr uint32_t kEagerFamilyMembers = 256;
     // `tid` starts at the largest size (its first samples would run off, see AutoStack::
     // thread_started); nullopt if it is tracked already or the base is the largest size.
     std::optional<StackChange> start_large(uint32_t tid, const char* why);
-    // The size a thread not tracked yet would start at, by on_thread_started with `family` or, if
-    // `large`, by start_large: max_bytes or base_bytes. Changes nothing.
+    // The size a thread not tracked yet would start at, by on_thread_started with `family` (as its
+    // next member) or, if `large`, by start_large: max_bytes or base_bytes. Changes nothing.
     uint32_t start_bytes(const std::string& family, bool large) const;
     // The changes the last on_sample implied for other threads: when a thread's fragment grows
     // from the base, its family's threads still at the base grow with it (each once per episode of
-    // the family: until one of them has stayed at the base as long as an episode's end asks).
+    // the family: until one of them has stayed at the base as long as an episode's end asks); in a
+    // family of more than kEagerFamilyMembers only those that run (active_samples since they
+    // started), the others once they do.
     std::vector<StackChange> take_family_changes() { return std::exchange(family_changes_, {}); }
     // The thread ended.
-    void forget(uint32_t tid) {
-        if (threads_.erase(tid) != 0) ++generation_;
-        family_of_.erase(tid);
-    }
+    void forget(uint32_t tid);
     // Whether the thread's size was changed and its episode is not over (see on_sample).
     bool tracks(uint32_t tid) const { return threads_.count(tid) != 0; }
     // The thread's current fragment size (base_bytes for a thread never changed).
@@ -109,8 +117,15 @@ private:
 
     StackControllerSettings settings_;
     std::unordered_map<uint32_t, Thread> threads_;   // threads whose size changed at least once
-    std::unordered_map<uint32_t, std::string> family_of_;   // sampled threads with a family
+    struct Member {
+        std::string family;
+        uint32_t samples = 0;   // seen by on_sample since it started, up to active_samples
+    };
+    std::unordered_map<uint32_t, Member> family_of_;   // started threads with a family
     std::unordered_map<std::string, bool> family_deep_;      // families seen running off; false: settled since
+    std::unordered_map<std::string, uint32_t> family_members_;   // threads in family_of_ per family
+    bool eager(const std::string& family) const;   // at most kEagerFamilyMembers threads
+    void leave_family(uint32_t tid);
     std::vector<StackChange> family_changes_;
     uint64_t generation_ = 1;
 };

@@ -474,6 +474,7 @@ private:
         const bool stack_auto = options_.stack_auto && options_.mode == SamplingMode::kThread;
         StackControllerSettings deep;
         deep.base_bytes = options_.stack_bytes;
+        deep.active_samples = static_cast<uint32_t>(std::max<uint64_t>(2, 2'000'000 / std::max<uint64_t>(options_.interval_ns, 1)));
         if (!wanted) {
             if (!options_.focus.empty() || !options_.exclude.empty()) {
                 SF_LOG_WARN("focus/exclude filter the live profile (file=); the recording keeps every sample "

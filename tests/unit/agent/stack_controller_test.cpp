@@ -196,3 +196,51 @@ TEST_CASE("a thread can start at the largest size and shrinks by the usual trial
     StackController fixed(large);
     CHECK(!fixed.start_large(5, "why"));
 }
+
+TEST_CASE("in a family of more than 256 threads only those that run grow with it; the others once they do",
+          "[agent][stack]") {
+    StackControllerSettings settings = small_settings();
+    settings.active_samples = 3;
+    StackController c(settings);
+    // A server's pool: 300 threads, of which three run, the rest idle; 1003 has had one sample
+    // (its start), not enough to count as running.
+    constexpr uint32_t kPool = 300;
+    for (uint32_t tid = 1000; tid < 1000 + kPool; ++tid) CHECK(!c.on_thread_started(tid, "worker-"));
+    for (uint32_t tid : {1001u, 1002u}) {
+        for (int i = 0; i < 3; ++i) CHECK(!c.on_sample(tid, TraceStatus::kComplete, 16384));
+    }
+    CHECK(!c.on_sample(1003, TraceStatus::kComplete, 16384));
+    REQUIRE(c.on_sample(1000, TraceStatus::kIncomplete, 16384));
+    std::vector<StackChange> family = c.take_family_changes();
+    REQUIRE(family.size() == 2);
+    CHECK(((family[0].tid == 1001 && family[1].tid == 1002) || (family[0].tid == 1002 && family[1].tid == 1001)));
+    CHECK(c.bytes_of(1003) == 16384);
+    CHECK(c.bytes_of(1100) == 16384);
+    // An idle one grows once it runs, shallow or not, and only then.
+    CHECK(!c.on_sample(1100, TraceStatus::kComplete, 16384));
+    CHECK(!c.on_sample(1100, TraceStatus::kComplete, 16384));
+    auto woke = c.on_sample(1100, TraceStatus::kComplete, 16384);
+    REQUIRE(woke);
+    CHECK(woke->new_bytes == 65528);
+    CHECK(c.take_family_changes().empty());
+    CHECK(!c.on_sample(1100, TraceStatus::kComplete, 65528));
+    CHECK(c.bytes_of(1003) == 16384);
+    // A new thread of the large deep family starts at the base, and grows once it runs.
+    CHECK(c.start_bytes("worker-", false) == 16384);
+    CHECK(!c.on_thread_started(2000, "worker-"));
+    CHECK(c.bytes_of(2000) == 16384);
+    CHECK(!c.on_sample(2000, TraceStatus::kComplete, 16384));
+    CHECK(!c.on_sample(2000, TraceStatus::kComplete, 16384));
+    REQUIRE(c.on_sample(2000, TraceStatus::kComplete, 16384));
+    CHECK(c.bytes_of(2000) == 65528);
+    // When the pool shrinks back to 256 threads or fewer, its new ones start grown again.
+    for (uint32_t tid = 1004; tid < 1000 + kPool; ++tid) {
+        if (tid != 1100) c.forget(tid);
+    }
+    c.forget(2000);
+    // Left: 1000 to 1003 and 1100.
+    CHECK(c.start_bytes("worker-", false) == 65528);
+    auto started = c.on_thread_started(2001, "worker-");
+    REQUIRE(started);
+    CHECK(started->new_bytes == 65528);
+}
