@@ -333,6 +333,44 @@ TEST_CASE("an event stamped by a producer still in flight is not overtaken, howe
     std::remove(path.c_str());
 }
 
+namespace {
+
+// `count` threads registered with the sampler that sleep until finish() (a service's idle workers).
+class IdleThreads {
+public:
+    IdleThreads(Sampler& sampler, int count) {
+        for (int i = 0; i < count; ++i) {
+            threads_.emplace_back([this, &sampler] {
+                if (sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok()) ++registered_;
+                std::unique_lock<std::mutex> lock(mutex_);
+                done_.wait(lock, [this] { return finish_; });
+            });
+        }
+    }
+    ~IdleThreads() { finish(); }
+    // Wakes and joins them; how many registered.
+    int finish() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            finish_ = true;
+        }
+        done_.notify_all();
+        for (std::thread& thread : threads_) {
+            if (thread.joinable()) thread.join();
+        }
+        return registered_;
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable done_;
+    bool finish_ = false;
+    std::atomic<int> registered_{0};
+    std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
 TEST_CASE("idle threads' rings cost the reader a look per cycle, never a drain or a wake-up") {
     EventQueue queue;
     StreamWriter writer(nullptr);
@@ -343,28 +381,11 @@ TEST_CASE("idle threads' rings cost the reader a look per cycle, never a drain o
 
     // Sixteen registered threads that sleep throughout (a service's idle workers), one busy one.
     constexpr int kIdle = 16;
-    std::mutex mutex;
-    std::condition_variable done;
-    bool finish = false;
-    std::atomic<int> registered{0};
-    std::vector<std::thread> idle;
-    for (int i = 0; i < kIdle; ++i) {
-        idle.emplace_back([&] {
-            if (sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok()) ++registered;
-            std::unique_lock<std::mutex> lock(mutex);
-            done.wait(lock, [&] { return finish; });
-        });
-    }
+    IdleThreads idle(sampler, kIdle);
     test::SpinningThread spinner([&] { (void)sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))); });
     spinner.wait_for_cpu_ms(300);
     spinner.stop();
-    {
-        std::lock_guard<std::mutex> lock(mutex);
-        finish = true;
-    }
-    done.notify_all();
-    for (std::thread& thread : idle) thread.join();
-    REQUIRE(registered == kIdle);
+    REQUIRE(idle.finish() == kIdle);
     REQUIRE(sampler.stop(3000));
 
     const SamplerStats stats = sampler.stats();
@@ -466,30 +487,13 @@ TEST_CASE("lazy rings: idle threads keep a small ring, a busy thread's grows to 
     REQUIRE(sampler.start().ok());
 
     constexpr int kIdle = 16;
-    std::mutex mutex;
-    std::condition_variable done;
-    bool finish = false;
-    std::atomic<int> registered{0};
-    std::vector<std::thread> idle;
-    for (int i = 0; i < kIdle; ++i) {
-        idle.emplace_back([&] {
-            if (sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))).ok()) ++registered;
-            std::unique_lock<std::mutex> lock(mutex);
-            done.wait(lock, [&] { return finish; });
-        });
-    }
+    IdleThreads idle(sampler, kIdle);
     test::SpinningThread spinner([&] { (void)sampler.add_thread(static_cast<pid_t>(syscall(SYS_gettid))); });
     spinner.wait_for_cpu_ms(300);
     // Every ring is open and the busy one has had time to grow: what the kernel pins now.
     const uint64_t pinned = kernel::ring_memory().bytes;
     spinner.stop();
-    {
-        std::lock_guard<std::mutex> lock(mutex);
-        finish = true;
-    }
-    done.notify_all();
-    for (std::thread& thread : idle) thread.join();
-    REQUIRE(registered == kIdle);
+    REQUIRE(idle.finish() == kIdle);
     REQUIRE(sampler.stop(3000));
 
     const SamplerStats stats = sampler.stats();
