@@ -163,3 +163,41 @@ TEST_CASE("600 parked threads beside 2 busy ones at 10 kHz: idle threads' rings 
     CHECK(with(stacks, "IdlePool.work") > sf::test::total(stacks) / 2);
     std::filesystem::remove_all(run.dir);
 }
+
+TEST_CASE("a user whose ring memory runs out is told once, and the stop summary counts the threads left out",
+          "[manythreads]") {
+    // Needs root to become another user, whose locked memory (kernel.perf_event_mlock_kb, ulimit -l)
+    // holds far fewer rings than 300 threads ask for.
+    if (geteuid() != 0) {
+        WARN("not root: the limit of another user cannot be shown here");
+        return;
+    }
+    std::string dir = "/tmp/sf-ring-limit-it-XXXXXX";
+    REQUIRE(mkdtemp(dir.data()) != nullptr);
+    std::filesystem::permissions(dir, std::filesystem::perms::all);
+    const auto compiled = sf::test::run_process(
+        {sf::test::kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/IdlePool.java"}, {},
+        dir + "/javac", 120);
+    INFO(compiled.err);
+    REQUIRE(compiled.exit_code == 0);
+    const auto r = sf::test::run_process({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                          sf::test::kJdk17 + "/bin/java",
+                                          "-agentpath:" + kAgent + "=mode=thread,interval=1ms,file=" + dir + "/p.collapsed",
+                                          "-cp", dir, "IdlePool", "300", "2", "50000"},
+                                         {}, dir + "/jvm", 120);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const std::string warning = "cannot sample a thread";
+    const size_t first = r.err.find(warning);
+    if (first == std::string::npos) {
+        WARN("every thread got a ring: this machine's limits are larger than the test assumes");
+        std::filesystem::remove_all(dir);
+        return;
+    }
+    CHECK(r.err.find(warning, first + 1) == std::string::npos);   // once, not once per thread
+    CHECK(r.err.find("exceeds what may be locked") != std::string::npos);
+    std::smatch m;
+    REQUIRE(std::regex_search(r.err, m, std::regex(R"((\d+) threads not sampled: no more ring memory could be locked)")));
+    CHECK(std::stol(m[1]) >= 1);
+    std::filesystem::remove_all(dir);
+}

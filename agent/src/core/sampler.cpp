@@ -359,6 +359,19 @@ void Sampler::run() {
 Status Sampler::record_open_failure(Error error) {
     open_failures_.fetch_add(1, std::memory_order_relaxed);
     if (!is_persistent(error)) {
+        if (error.code == Errc::kResourceLimit) {
+            // No more ring memory may be locked: every thread after this one fails alike until a
+            // ring closes. A service with hundreds of threads got a warning per thread; now one, and
+            // the count in the stop summary.
+            if (ring_limit_failures_.fetch_add(1, std::memory_order_relaxed) == 0) {
+                SF_LOG_WARN("cannot sample a thread: %s; threads refused a ring from now on are counted in the "
+                            "stop summary, not logged one by one",
+                            error.describe().c_str());
+            } else {
+                SF_LOG_DEBUG("cannot sample a thread: %s", error.describe().c_str());
+            }
+            return error;
+        }
         SF_LOG(error.sys_errno == ESRCH ? LogLevel::kDebug : LogLevel::kWarn, "cannot sample a thread: %s",
                error.describe().c_str());
         return error;
@@ -1109,6 +1122,7 @@ SamplerStats Sampler::stats() const {
     stats.threads_opened = threads_opened_.load(std::memory_order_relaxed);
     stats.threads_closed = threads_closed_.load(std::memory_order_relaxed);
     stats.open_failures = open_failures_.load(std::memory_order_relaxed);
+    stats.ring_limit_failures = ring_limit_failures_.load(std::memory_order_relaxed);
     stats.stack_reopens = stack_reopens_.load(std::memory_order_relaxed);
     stats.small_rings = small_rings_.load(std::memory_order_relaxed);
     stats.rings_grown = rings_grown_.load(std::memory_order_relaxed);

@@ -32,6 +32,7 @@ struct SamplerStats {
     uint64_t threads_opened = 0;    // perf events opened for threads (or CPUs)
     uint64_t threads_closed = 0;
     uint64_t open_failures = 0;
+    uint64_t ring_limit_failures = 0;   // of those, threads refused a ring: no more memory may be locked
     uint64_t stack_reopens = 0;     // stack=auto: events reopened with another fragment size
     uint64_t small_rings = 0;       // set_lazy_rings: thread rings opened small
     uint64_t rings_grown = 0;       // and of those, reopened at the full size once their thread filled one
@@ -241,6 +242,7 @@ private:
     std::atomic<uint64_t> threads_opened_{0};
     std::atomic<uint64_t> threads_closed_{0};
     std::atomic<uint64_t> open_failures_{0};
+    std::atomic<uint64_t> ring_limit_failures_{0};
     std::atomic<uint64_t> stack_reopens_{0};
     std::atomic<bool> stack_growth_failed_{false};   // a larger ring was refused
     bool lazy_rings_ = false;

@@ -380,6 +380,11 @@ public:
                 text += "; " + std::to_string(stats.small_rings) + " thread rings opened small, " +
                         std::to_string(stats.rings_grown) + " grew to the full size once their thread filled one";
             }
+            if (stats.ring_limit_failures != 0) {
+                text += "; " + std::to_string(stats.ring_limit_failures) +
+                        " threads not sampled: no more ring memory could be locked (kernel.perf_event_mlock_kb, "
+                        "ulimit -l; the first refusal's log line says what to change)";
+            }
         }
         return text;
     }
