@@ -463,9 +463,11 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start
     if (tid == static_cast<pid_t>(syscall(SYS_gettid))) request->stack_top = kernel::current_thread_stack_top();
     kernel::SamplingConfig config = config_;
     std::optional<Error> large_refused;
-    // A switch event's ring has no bound on its rate, and the VM's starting thread is busy from
-    // the first moment: those open at the full size.
-    const bool small = lazy_rings_ && clock_events_ && !switch_events_ && fixed_stack_bytes == 0 && !started_vm;
+    // The VM's starting thread is busy from the first moment: it opens at the full size. A ring
+    // with switch samples (events=switch) opens small too: a parked thread switches once per wake-up,
+    // and one that switches often fills it within a few switches, which wakes the reader at once
+    // (such a ring never waits for the cadence) to grow it.
+    const bool small = lazy_rings_ && fixed_stack_bytes == 0 && !started_vm;
     if (fixed_stack_bytes != 0) {
         if (!clock_events_) return {};   // off-CPU samples only: nothing to take for this thread
         config.stack_bytes = fixed_stack_bytes;
@@ -501,12 +503,12 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start
             large_refused = std::move(opened).take_error();
         }
     }
+    if (!request->event && small) {   // the ring the clock event (or, without one, the switch event) opens
+        config = small_config(config_.stack_bytes);
+        request->ring_pages = config.ring_pages;
+        request->small_ring = true;
+    }
     if (!request->event && clock_events_) {
-        if (small) {
-            config = small_config(config_.stack_bytes);
-            request->ring_pages = config.ring_pages;
-            request->small_ring = true;
-        }
         Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread(tid, config);
         if (!event.ok()) return record_open_failure(std::move(event).take_error());
         request->event = std::make_unique<kernel::PerfEvent>(std::move(event).value());

@@ -105,7 +105,7 @@ public:
     // Before start(): a thread's clock ring opens small (a few samples) and grows to the full size
     // once the thread fills it: an idle thread (most of a server's hundreds) pins tens of KB of
     // ring memory instead of megabytes, which the kernel zeroes at every open. For automatic rings
-    // (ring= not given); switch-event rings and the VM's starting thread open at the full size.
+    // (ring= not given); the VM's starting thread opens at the full size.
     void set_lazy_rings(bool lazy) { lazy_rings_ = lazy; }
 
     void set_events(bool clock, bool switches) {

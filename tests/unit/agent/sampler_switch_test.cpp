@@ -93,7 +93,10 @@ private:
 
 TEST_CASE("events=cpu,switch: clock samples and one switch sample per sleep, marked by source") {
     const bool with_clock = GENERATE(true, false);
-    INFO((with_clock ? "events=cpu,switch" : "events=switch"));
+    // Small rings (set_lazy_rings): the napper fills its three samples' worth within a few
+    // milliseconds and gets the full ring; its samples are the same.
+    const bool lazy = GENERATE(false, true);
+    INFO((with_clock ? "events=cpu,switch" : "events=switch") << (lazy ? ", small rings" : ""));
     const std::string path = "/tmp/sf-agent-switch-" + std::to_string(getpid()) + ".sfr";
     EventQueue queue;
     StreamWriter writer(test::new_recording(path));
@@ -101,6 +104,7 @@ TEST_CASE("events=cpu,switch: clock samples and one switch sample per sleep, mar
     config.period_ns = 200'000;
     Sampler sampler(config, queue, writer, nullptr);
     sampler.set_events(with_clock, true);
+    sampler.set_lazy_rings(lazy);
     REQUIRE(sampler.start().ok());
     NappingThread napper(sampler, 600);
     REQUIRE(napper.added());
@@ -111,8 +115,11 @@ TEST_CASE("events=cpu,switch: clock samples and one switch sample per sleep, mar
     napper.stop();
     REQUIRE(sampler.stop(3000));
 
+    const SamplerStats stats = sampler.stats();
+    CHECK(stats.small_rings == (lazy ? 1u : 0u));
+    CHECK(stats.rings_grown == (lazy ? 1u : 0u));
     const BySource counts = read_back(path, napper.tid());
-    INFO("clock " << counts.clock << ", switch " << counts.switches << ", sleeps " << sleeps);
+    INFO("clock " << counts.clock << ", switch " << counts.switches << ", sleeps " << sleeps << ", lost " << counts.lost);
     REQUIRE(sleeps > 50);
     CHECK(counts.other == 0);
     CHECK(counts.switches >= sleeps / 2);
