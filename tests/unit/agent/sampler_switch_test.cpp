@@ -93,8 +93,8 @@ private:
 
 TEST_CASE("events=cpu,switch: clock samples and one switch sample per sleep, marked by source") {
     const bool with_clock = GENERATE(true, false);
-    // Small rings (set_lazy_rings): the napper fills its three samples' worth within a few
-    // milliseconds and gets the full ring; its samples are the same.
+    // Small rings (set_lazy_rings): the napper's opens small and grows when the reader finds it
+    // filled (whether it does depends on how soon the reader gets to it); its samples are the same.
     const bool lazy = GENERATE(false, true);
     INFO((with_clock ? "events=cpu,switch" : "events=switch") << (lazy ? ", small rings" : ""));
     const std::string path = "/tmp/sf-agent-switch-" + std::to_string(getpid()) + ".sfr";
@@ -117,7 +117,7 @@ TEST_CASE("events=cpu,switch: clock samples and one switch sample per sleep, mar
 
     const SamplerStats stats = sampler.stats();
     CHECK(stats.small_rings == (lazy ? 1u : 0u));
-    CHECK(stats.rings_grown == (lazy ? 1u : 0u));
+    CHECK(stats.rings_grown <= (lazy ? 1u : 0u));
     const BySource counts = read_back(path, napper.tid());
     INFO("clock " << counts.clock << ", switch " << counts.switches << ", sleeps " << sleeps << ", lost " << counts.lost);
     REQUIRE(sleeps > 50);
