@@ -7,7 +7,11 @@
 # the peak ring memory the kernel pinned, coverage (samples x interval / process CPU time), and
 # incomplete and failed samples. async-profiler (event=cpu) when ASYNC_PROFILER is given.
 #
-# Usage: bench/many-threads.sh [-t THREADS] [-k ROUNDS_OF_TASKS] [-r ROUNDS] [-i "1ms 100us"] [-j JAVA_HOME]
+# With -p idle, the program is tests/integration/java/IdlePool.java instead: THREADS threads parked
+# on a latch (waking once a second) beside 2 busy ones doing ROUNDS_OF_TASKS x 1000 rounds of string
+# work (docs/benchmarks.md, "Many parked threads, lazy rings").
+#
+# Usage: bench/many-threads.sh [-p pool|idle] [-t THREADS] [-k ROUNDS_OF_TASKS] [-r ROUNDS] [-i "1ms 100us"] [-j JAVA_HOME]
 # Env: STACKFRAG_AGENT (default build/lib/libstackfrag.so), ASYNC_PROFILER.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,14 +22,16 @@ TASK_ROUNDS=300
 ROUNDS=3
 INTERVALS="1ms"
 JDK="${JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}"
-while getopts "t:k:r:i:j:" opt; do
+PROGRAM=pool
+while getopts "p:t:k:r:i:j:" opt; do
   case "$opt" in
+    p) PROGRAM="$OPTARG" ;;
     t) THREADS="$OPTARG" ;;
     k) TASK_ROUNDS="$OPTARG" ;;
     r) ROUNDS="$OPTARG" ;;
     i) INTERVALS="$OPTARG" ;;
     j) JDK="$OPTARG" ;;
-    *) sed -n '2,12p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,15p' "$0" >&2; exit 2 ;;
   esac
 done
 BENCH=many-threads
@@ -38,7 +44,12 @@ need_agent "$AGENT"
 need_async_profiler_if_given "$AP"
 SCRATCH="$(mktemp -d /dev/shm/sf-many-threads.XXXXXX)"
 trap 'rm -rf "$SCRATCH"' EXIT
-"$JDK/bin/javac" -d "$SCRATCH" "$ROOT/tests/integration/java/ManyThreads.java"
+case "$PROGRAM" in
+  pool) MAIN=ManyThreads; ARGS=("$THREADS" "$TASK_ROUNDS") ;;
+  idle) MAIN=IdlePool; ARGS=("$THREADS" 2 "$((TASK_ROUNDS * 1000))") ;;
+  *) echo "many-threads: -p takes pool or idle, not '$PROGRAM'" >&2; exit 2 ;;
+esac
+"$JDK/bin/javac" -d "$SCRATCH" "$ROOT/tests/integration/java/$MAIN.java"
 
 configs="none"
 for i in $INTERVALS; do
@@ -55,13 +66,13 @@ options_of() {   # config -> the JVM option, empty for none
   esac
 }
 
-echo "Measured $(date -u '+%Y-%m-%d %H:%M') UTC: $THREADS threads, $TASK_ROUNDS rounds of tasks, $ROUNDS rounds, $("$JDK/bin/java" -version 2>&1 | head -1); load average $(cut -d' ' -f1-3 /proc/loadavg) before"
+echo "Measured $(date -u '+%Y-%m-%d %H:%M') UTC: $MAIN, $THREADS threads, $TASK_ROUNDS rounds of tasks, $ROUNDS rounds, $("$JDK/bin/java" -version 2>&1 | head -1); load average $(cut -d' ' -f1-3 /proc/loadavg) before"
 for round in $(seq "$ROUNDS"); do
   for c in $configs; do
     rm -f "$SCRATCH/log" "$SCRATCH/times"
     opt="$(options_of "$c")"
     # shellcheck disable=SC2086
-    /usr/bin/time -f "%U %S" -o "$SCRATCH/times" "$JDK/bin/java" $opt -cp "$SCRATCH" ManyThreads "$THREADS" "$TASK_ROUNDS" >/dev/null 2>"$SCRATCH/err" \
+    /usr/bin/time -f "%U %S" -o "$SCRATCH/times" "$JDK/bin/java" $opt -cp "$SCRATCH" "$MAIN" "${ARGS[@]}" >/dev/null 2>"$SCRATCH/err" \
       || { echo "many-threads: $c failed:" >&2; tail -5 "$SCRATCH/err" >&2; exit 1; }
     cpu="$(awk '{print $1 + $2}' "$SCRATCH/times")"
     agent="-"; memory="-"; coverage="-"; incomplete="-"; failed="-"
