@@ -252,7 +252,9 @@ struct ReplyFile {
 };
 
 Status make_reply_file(const Target& t, ReplyFile& reply) {
-    std::string dir_template = t.root + "/tmp/stackfrag-attach.XXXXXX";
+    // Named after the JVM (as it sees itself), so that whoever finds one left behind knows whose it
+    // was, and so that concurrent attaches to other JVMs (the tests under ctest -j) can tell theirs.
+    std::string dir_template = t.root + "/tmp/stackfrag-attach." + std::to_string(t.ns_pid) + ".XXXXXX";
     if (::mkdtemp(dir_template.data()) == nullptr) return sys_error(Errc::kIo, errno, "mkdtemp " + dir_template);
     reply.dir = dir_template;
     reply.path = reply.dir + "/reply";

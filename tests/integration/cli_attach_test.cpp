@@ -111,7 +111,8 @@ TEST_CASE("attach status: the JVM loads the agent and the agent answers") {
     CHECK(jvm.running());
     // No files left behind in the JVM's cwd or /tmp.
     CHECK(::access((jvm.dir() + "/.attach_pid" + std::to_string(jvm.pid())).c_str(), F_OK) != 0);
-    CHECK(shell("ls -d /tmp/stackfrag-attach.* 2>/dev/null | wc -l").output == "0\n");
+    // This JVM's reply directories only: other tests may be attaching to theirs meanwhile (ctest -j).
+    CHECK(shell("ls -d /tmp/stackfrag-attach." + std::to_string(jvm.pid()) + ".* 2>/dev/null | wc -l").output == "0\n");
 
     // The listener is up now: a second request goes straight to the socket.
     const CommandResult again = shell(attach(jvm.pid(), "status -v --timeout 30"));
