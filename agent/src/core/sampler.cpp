@@ -848,17 +848,13 @@ Status Sampler::reopen(Ring& ring, uint64_t key, kernel::SamplingConfig config) 
     return {};
 }
 
-// A small ring whose drain found it at the watermark or past it (its thread lost samples) belongs to
-// a thread that sampled faster than the cadence drains so few records: its ring doubles, up to the
+// A small ring whose drain found it at the watermark or past it (`lost`: its thread lost samples)
+// belongs to a thread that sampled faster than the cadence drains so few records: its ring doubles, up to the
 // ring its fragment size gets without set_lazy_rings. A thread that only filled it once (its start:
 // the JVM's thread setup and the agent's callback run before the thread idles) stops at twice the
 // small size; a busy one reaches the full size within a few of its watermark's wake-ups, or at
 // once when it overflowed.
-void Sampler::grow_if_filled(Ring& ring, uint64_t key, uint64_t bytes_before, uint64_t lost_before) {
-    const kernel::RingReader& reader = ring.event->ring();
-    const kernel::RingStats& stats = reader.stats();
-    const bool lost = stats.lost_records != lost_before;
-    if (!lost && 4 * (stats.bytes - bytes_before) < 3 * reader.data_size()) return;
+void Sampler::grow(Ring& ring, uint64_t key, bool lost) {
     if (ring_growth_failed_) return;
     const uint32_t bytes = ring.stack_bytes != 0 ? ring.stack_bytes : config_.stack_bytes;
     kernel::SamplingConfig config = bytes == config_.stack_bytes ? config_ : grown_config(bytes);
@@ -925,9 +921,8 @@ void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
             const uint64_t bytes_before = stats.bytes, lost_before = stats.lost_records;
             watched.reader->drain(*converter_);
             const uint64_t drained = stats.bytes - bytes_before;
-            if (stats.lost_records != lost_before || 4 * drained >= 3 * watched.reader->data_size()) {
-                to_grow_.push_back({watched.key, bytes_before, lost_before});
-            }
+            const bool lost = stats.lost_records != lost_before;
+            if (lost || 4 * drained >= 3 * watched.reader->data_size()) to_grow_.push_back({watched.key, lost});
         } else {
             watched.reader->drain(*converter_);
         }
@@ -937,7 +932,7 @@ void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
     if (stop_requested_.load(std::memory_order_acquire)) to_grow_.clear();
     for (const Growth& growth : to_grow_) {
         auto found = rings_.find(growth.key);
-        if (found != rings_.end()) grow_if_filled(*found->second, growth.key, growth.bytes_before, growth.lost_before);
+        if (found != rings_.end()) grow(*found->second, growth.key, growth.lost);
     }
     to_grow_.clear();
     // The poller reports a hang-up once (the thread exited without a ThreadEnd we saw).

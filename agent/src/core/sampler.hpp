@@ -102,8 +102,8 @@ public:
     // Before start(): whether the reader asks for real-time priority (reader=realtime, the default).
     void set_realtime_reader(bool realtime) { realtime_reader_ = realtime; }
 
-    // Before start(): a thread's clock ring opens small (a few samples) and grows to the full size
-    // once the thread fills it: an idle thread (most of a server's hundreds) pins tens of KB of
+    // Before start(): a thread's ring opens small (a few samples) and grows to the full size as
+    // the thread fills it: an idle thread (most of a server's hundreds) pins tens of KB of
     // ring memory instead of megabytes, which the kernel zeroes at every open. For automatic rings
     // (ring= not given); the VM's starting thread opens at the full size.
     void set_lazy_rings(bool lazy) { lazy_rings_ = lazy; }
@@ -209,13 +209,13 @@ private:
     void account_clock(const Ring& ring);
     void set_period(pid_t tid, uint64_t period_ns);
     void set_stack(pid_t tid, uint32_t bytes);
-    // Reopens the thread's events with `bytes` of stack and `config`'s ring (the samples in the old
-    // ring are read first); false, with the error, when the kernel refused.
+    // Reopens the thread's events with `config`'s stack and ring (the samples in the old ring are
+    // read first); the kernel's error when it refused, the old events still sampling.
     Status reopen(Ring& ring, uint64_t key, kernel::SamplingConfig config);
     // set_lazy_rings: a small ring's configuration for `bytes` of stack, and the growth of a small
-    // ring whose thread filled it.
+    // ring that drain_rings found filled.
     kernel::SamplingConfig small_config(uint32_t bytes) const;
-    void grow_if_filled(Ring& ring, uint64_t key, uint64_t bytes_before, uint64_t lost_before);
+    void grow(Ring& ring, uint64_t key, bool lost);
     bool needs_data_wakeups(const Ring& ring) const;
     void drain_rings(const std::vector<kernel::RingReady>& ready);
     void drain_ring(Ring& ring, uint64_t now_ns);
@@ -268,8 +268,9 @@ private:
     };
     std::vector<Watched> watched_;
     std::vector<uint32_t> with_news_;   // drain_rings: indexes into watched_ of the rings to drain
-    struct Growth {                     // drain_rings: a small ring found filled, and its stats before
-        uint64_t key = 0, bytes_before = 0, lost_before = 0;
+    struct Growth {                     // drain_rings: a small ring found filled; whether it lost samples
+        uint64_t key = 0;
+        bool lost = false;
     };
     std::vector<Growth> to_grow_;
     uint64_t cycles_ = 0;

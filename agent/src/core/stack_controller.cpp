@@ -42,9 +42,9 @@ StackController::Thread& StackController::track(uint32_t tid, uint32_t bytes) {
     return threads_.emplace(tid, Thread{bytes, 0, 0, settings_.quiet_samples}).first->second;
 }
 
-bool StackController::eager(const std::string& family) const {
+bool StackController::eager(const std::string& family, uint32_t joining) const {
     auto members = family_members_.find(family);
-    return members == family_members_.end() || members->second <= kEagerFamilyMembers;
+    return (members == family_members_.end() ? 0 : members->second) + joining <= kEagerFamilyMembers;
 }
 
 void StackController::leave_family(uint32_t tid) {
@@ -88,10 +88,7 @@ uint32_t StackController::start_bytes(const std::string& family, bool large) con
     if (settings_.base_bytes >= settings_.max_bytes) return settings_.base_bytes;
     if (large) return settings_.max_bytes;
     auto deep = family.empty() ? family_deep_.end() : family_deep_.find(family);
-    if (deep == family_deep_.end() || !deep->second) return settings_.base_bytes;
-    auto members = family_members_.find(family);
-    const uint32_t with_it = (members == family_members_.end() ? 0 : members->second) + 1;
-    return with_it <= kEagerFamilyMembers ? settings_.max_bytes : settings_.base_bytes;
+    return deep != family_deep_.end() && deep->second && eager(family, 1) ? settings_.max_bytes : settings_.base_bytes;
 }
 
 void StackController::family_ran_off(uint32_t tid) {

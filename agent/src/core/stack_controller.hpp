@@ -124,7 +124,8 @@ private:
     std::unordered_map<uint32_t, Member> family_of_;   // started threads with a family
     std::unordered_map<std::string, bool> family_deep_;      // families seen running off; false: settled since
     std::unordered_map<std::string, uint32_t> family_members_;   // threads in family_of_ per family
-    bool eager(const std::string& family) const;   // at most kEagerFamilyMembers threads
+    // At most kEagerFamilyMembers threads, with `joining` more.
+    bool eager(const std::string& family, uint32_t joining = 0) const;
     void leave_family(uint32_t tid);
     std::vector<StackChange> family_changes_;
     uint64_t generation_ = 1;
