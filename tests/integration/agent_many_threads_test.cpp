@@ -164,7 +164,7 @@ TEST_CASE("600 parked threads beside 2 busy ones at 10 kHz: idle threads' rings 
     std::filesystem::remove_all(run.dir);
 }
 
-TEST_CASE("a user whose ring memory runs out is told once, and the stop summary counts the threads left out",
+TEST_CASE("a user whose ring memory runs out is told once, and busy threads get the rings of idle ones",
           "[manythreads]") {
     // Needs root to become another user, whose locked memory (kernel.perf_event_mlock_kb, ulimit -l)
     // holds far fewer rings than 300 threads ask for.
@@ -183,7 +183,7 @@ TEST_CASE("a user whose ring memory runs out is told once, and the stop summary 
     const auto r = sf::test::run_process({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                                           sf::test::kJdk17 + "/bin/java",
                                           "-agentpath:" + kAgent + "=mode=thread,interval=1ms,file=" + dir + "/p.collapsed",
-                                          "-cp", dir, "IdlePool", "300", "2", "50000"},
+                                          "-cp", dir, "IdlePool", "300", "2", "400000"},
                                          {}, dir + "/jvm", 120);
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
@@ -197,7 +197,15 @@ TEST_CASE("a user whose ring memory runs out is told once, and the stop summary 
     CHECK(r.err.find(warning, first + 1) == std::string::npos);   // once, not once per thread
     CHECK(r.err.find("exceeds what may be locked") != std::string::npos);
     std::smatch m;
-    REQUIRE(std::regex_search(r.err, m, std::regex(R"((\d+) threads not sampled: no more ring memory could be locked)")));
-    CHECK(std::stol(m[1]) >= 1);
+    REQUIRE(std::regex_search(r.err, m,
+                              std::regex(R"((\d+) threads refused a ring at their start: no more ring memory could be locked.*?; )"
+                                         R"((\d+) rings opened later for threads that waited and ran, (\d+) taken from threads)")));
+    CHECK(std::stol(m[1]) >= 2);
+    // The two busy threads start after the 300 idle ones took the memory: each waits for a window,
+    // then gets a parked thread's ring (and more of them as its ring grows).
+    CHECK(std::stol(m[2]) >= 2);
+    CHECK(std::stol(m[3]) >= 2);
+    const auto stacks = sf::test::parse_collapsed(sf::test::read_text_file(dir + "/p.collapsed"));
+    CHECK(with(stacks, "IdlePool.work") > sf::test::total(stacks) / 2);
     std::filesystem::remove_all(dir);
 }

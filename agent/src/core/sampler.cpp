@@ -10,6 +10,7 @@
 
 #include "stackfrag/base/clock.hpp"
 #include "log.hpp"
+#include "ring_schedule.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
 #include "stackfrag/kernel/proc_maps.hpp"
 
@@ -115,7 +116,16 @@ bool is_persistent(const Error& error) {
 }
 }  // namespace
 
-enum class Sampler::RequestKind : uint8_t { kOpen, kEnd, kPeriod, kStack, kEndCpus };
+enum class Sampler::RequestKind : uint8_t { kOpen, kEnd, kPeriod, kStack, kEndCpus, kWait };
+
+namespace {
+// Ring memory running out: how often the reader looks at which threads ran (a system call per
+// thread, ring holders and waiting ones), and so how long a busy thread refused a ring waits.
+constexpr uint64_t kScheduleWindowNs = 200'000'000;
+// At most this many idle threads' rings make room for one busy thread's (a full ring is several
+// small ones).
+constexpr int kMaxTakesPerOpen = 16;
+}  // namespace
 
 struct Sampler::Request {
     using Kind = RequestKind;
@@ -152,6 +162,11 @@ struct Sampler::Ring {
     uint64_t period_ns = 0;     // 0: the configured period (interval=auto changes it)
     uint64_t cpu_at_open_ns = 0;   // the thread's CPU time as its clock event opened
     uint64_t stack_top = 0;        // the thread's stack top (0: unknown), see Converter::on_sample
+    // Ring memory running out (schedule_rings): when the ring opened, the thread's CPU time at the
+    // last look, and how many looks in a row found it had not run a period.
+    uint64_t opened_ns = 0;
+    uint64_t cpu_at_look_ns = 0;
+    uint32_t idle_looks = 0;
     SampleWatchCache watch_cache;   // the sample watch's facts of the thread (not of a per-CPU ring)
     Status enable() {
         Status enabled = event->enable();
@@ -350,6 +365,7 @@ void Sampler::run() {
     published_quiet_wakes_.store(quiet_wakes_, std::memory_order_relaxed);
     published_ring_looks_.store(ring_looks_, std::memory_order_relaxed);
     published_ring_drains_.store(ring_drains_, std::memory_order_relaxed);
+    waiting_at_stop_.store(waiting_.size(), std::memory_order_relaxed);
     reader_cpu_ns_.store(thread_cpu_ns());
     reader_tid_.store(0, std::memory_order_release);
     reader_page_faults_.store(thread_page_faults());
@@ -364,7 +380,8 @@ Status Sampler::record_open_failure(Error error) {
             // ring closes. A service with hundreds of threads got a warning per thread; now one, and
             // the count in the stop summary.
             if (ring_limit_failures_.fetch_add(1, std::memory_order_relaxed) == 0) {
-                SF_LOG_WARN("cannot sample a thread: %s; threads refused a ring from now on are counted in the "
+                SF_LOG_WARN("cannot sample a thread: %s; threads refused a ring from now on wait for one (the "
+                            "reader gives them the rings of threads that stopped running) and are counted in the "
                             "stop summary, not logged one by one",
                             error.describe().c_str());
             } else {
@@ -510,7 +527,11 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start
     }
     if (!request->event && clock_events_) {
         Result<kernel::PerfEvent> event = kernel::PerfEvent::open_thread(tid, config);
-        if (!event.ok()) return record_open_failure(std::move(event).take_error());
+        if (!event.ok()) {
+            Error error = std::move(event).take_error();
+            if (error.code == Errc::kResourceLimit && fixed_stack_bytes == 0) wait_for_ring(tid);
+            return record_open_failure(std::move(error));
+        }
         request->event = std::make_unique<kernel::PerfEvent>(std::move(event).value());
     }
     if (fixed_stack_bytes == 0 && !request->takes_switches) {
@@ -579,6 +600,14 @@ void Sampler::end_thread(pid_t tid) {
 
 void Sampler::end_cpus() { post(Request::Kind::kEndCpus, 0, 0, 0); }
 
+void Sampler::wait_for_ring(pid_t tid) {
+    memory_short_.store(true, std::memory_order_relaxed);
+    auto* request = new Request;
+    request->kind = Request::Kind::kWait;
+    request->tid = tid;
+    requests_.push(request);   // the reader's next cycle; its schedule looks every kScheduleWindowNs
+}
+
 void Sampler::request_period(pid_t tid, uint64_t period_ns) { post(Request::Kind::kPeriod, tid, period_ns, 0); }
 
 void Sampler::request_stack(pid_t tid, uint32_t bytes) { post(Request::Kind::kStack, tid, 0, bytes); }
@@ -616,6 +645,8 @@ void Sampler::open_ring(Request& request) {
     ring->ring_pages = request.ring_pages;
     ring->cpu_at_open_ns = request.cpu_at_open_ns;
     ring->stack_top = request.stack_top;
+    ring->opened_ns = monotonic_ns();
+    ring->cpu_at_look_ns = request.cpu_at_open_ns;
     if (!ring->fixed_stack && ring->stack_bytes != 0) {
         SF_LOG_DEBUG("stack=auto: thread %d samples %u bytes of stack from its start (ring %u pages)", tid,
                      ring->stack_bytes, ring->ring_pages);
@@ -703,11 +734,14 @@ void Sampler::apply_requests() {
             set_stack(request->tid, request->stack_bytes);
             SF_LOG_DEBUG("stack=auto: thread %d's %u-byte request applied %.1f ms after it was made", request->tid,
                          request->stack_bytes, static_cast<double>(monotonic_ns() - request->posted_ns) / 1e6);
+        } else if (request->kind == Request::Kind::kWait) {
+            waiting_.insert_or_assign(request->tid, thread_cpu_ns_of(request->tid));
         } else {
             ended.push_back(request->tid);
         }
     }
     for (pid_t tid : ended) {
+        waiting_.erase(tid);
         auto found = ring_of_tid_.find(tid);
         if (found != ring_of_tid_.end()) close_ring(found->second);
     }
@@ -856,6 +890,8 @@ Status Sampler::reopen(Ring& ring, uint64_t key, kernel::SamplingConfig config) 
 // once when it overflowed.
 void Sampler::grow(Ring& ring, uint64_t key, bool lost) {
     if (ring_growth_failed_) return;
+    // Refused for lack of lockable memory and no idle ring to take since: the next look may find one.
+    if (growth_refused_ns_ != 0 && takeable_.empty() && monotonic_ns() - growth_refused_ns_ < kScheduleWindowNs) return;
     const uint32_t bytes = ring.stack_bytes != 0 ? ring.stack_bytes : config_.stack_bytes;
     kernel::SamplingConfig config = bytes == config_.stack_bytes ? config_ : grown_config(bytes);
     if (ring.period_ns != 0) config.period_ns = ring.period_ns;
@@ -871,8 +907,26 @@ void Sampler::grow(Ring& ring, uint64_t key, bool lost) {
         config = with_safety_watermark(config);
     }
     Status opened = reopen(ring, key, config);
+    // Ring memory ran out: idle threads' rings make room, as for a waiting thread.
+    for (int taken = 0; !opened.ok() && opened.error().code == Errc::kResourceLimit && taken < kMaxTakesPerOpen &&
+                        take_idle_ring(key);
+         ++taken) {
+        opened = reopen(ring, key, config);
+    }
     if (!opened.ok()) {
         if (opened.error().sys_errno == ESRCH) return;   // the thread is gone: its end is on the way
+        if (opened.error().code == Errc::kResourceLimit) {
+            memory_short_.store(true, std::memory_order_relaxed);
+            growth_refused_ns_ = monotonic_ns();
+            if (!ring_growth_refused_) {
+                ring_growth_refused_ = true;
+                SF_LOG_WARN("cannot grow thread %d's ring from %u to %u pages: %s; it grows when threads that stop "
+                            "running leave ring memory (raise kernel.perf_event_mlock_kb or ulimit -l, or give ring= "
+                            "smaller)",
+                            ring.tid, ring.ring_pages, config.ring_pages, opened.error().describe().c_str());
+            }
+            return;   // tried again at its next watermark
+        }
         ring_growth_failed_ = true;
         SF_LOG_WARN("cannot grow thread %d's ring from %u to %u pages, so threads keep their small rings and a busy "
                     "one loses samples (raise kernel.perf_event_mlock_kb or ulimit -l, or give ring= smaller): %s",
@@ -884,6 +938,95 @@ void Sampler::grow(Ring& ring, uint64_t key, bool lost) {
         rings_grown_.fetch_add(1, std::memory_order_relaxed);
     }
     SF_LOG_DEBUG("thread %d filled its ring: ring %u pages now", ring.tid, ring.ring_pages);
+}
+
+// Ring memory ran out (a thread was refused a ring, or a ring its growth): every window, the
+// threads that ran get the rings of those that did not. A thread refused a ring at its start waits
+// for one; a ring holder idle for a whole window gives its ring up and waits in turn.
+void Sampler::schedule_rings(uint64_t now_ns) {
+    std::vector<RingHolder> holders;
+    for (auto& [key, ring] : rings_) {
+        if (ring->tid == 0 || ring->fixed_stack) continue;
+        const uint64_t cpu = thread_cpu_ns_of(ring->tid);
+        if (cpu == 0) continue;   // ended: its ThreadEnd closes it
+        const uint64_t ran = cpu >= ring->cpu_at_look_ns ? cpu - ring->cpu_at_look_ns : 0;
+        ring->cpu_at_look_ns = cpu;
+        const uint64_t period = ring->period_ns != 0 ? ring->period_ns : config_.period_ns;
+        ring->idle_looks = ran < period ? ring->idle_looks + 1 : 0;
+        holders.push_back(RingHolder{key, ran, ring->idle_looks, ring->opened_ns + kScheduleWindowNs <= now_ns});
+    }
+    std::vector<WaitingThread> waiting;
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+        const uint64_t cpu = thread_cpu_ns_of(it->first);
+        if (cpu == 0) {   // ended
+            it = waiting_.erase(it);
+            continue;
+        }
+        waiting.push_back(WaitingThread{it->first, cpu >= it->second ? cpu - it->second : 0});
+        it->second = cpu;
+        ++it;
+    }
+    const RingSchedule schedule = plan_ring_schedule(std::move(waiting), std::move(holders), config_.period_ns);
+    takeable_.assign(schedule.to_take.rbegin(), schedule.to_take.rend());   // taken from the back
+    for (const pid_t tid : schedule.to_open) {
+        Status opened = open_waiting(tid);
+        for (int taken = 0; !opened.ok() && opened.error().code == Errc::kResourceLimit && taken < kMaxTakesPerOpen &&
+                            take_idle_ring(0);
+             ++taken) {
+            opened = open_waiting(tid);
+        }
+        if (opened.ok()) {
+            waiting_.erase(tid);
+            late_opens_.fetch_add(1, std::memory_order_relaxed);
+            SF_LOG_DEBUG("thread %d got a ring after waiting for one", tid);
+        } else if (opened.error().code != Errc::kResourceLimit) {
+            waiting_.erase(tid);   // gone, or refused for another reason: not worth asking again
+        } else {
+            break;   // no idle ring is left to take
+        }
+    }
+}
+
+// The ring of the thread idle longest in schedule_rings' last look (not `except_key`'s) closes, and
+// its thread waits for a ring. False when no such ring is left.
+bool Sampler::take_idle_ring(uint64_t except_key) {
+    while (!takeable_.empty()) {
+        const uint64_t key = takeable_.back();
+        takeable_.pop_back();
+        auto found = rings_.find(key);
+        if (key == except_key || found == rings_.end()) continue;
+        const pid_t tid = found->second->tid;
+        close_ring(key);
+        waiting_.insert_or_assign(tid, thread_cpu_ns_of(tid));
+        rings_taken_.fetch_add(1, std::memory_order_relaxed);
+        SF_LOG_DEBUG("thread %d idle: its ring goes to a busy thread", tid);
+        return true;
+    }
+    return false;
+}
+
+// Reader thread: a waiting thread's events, opened as add_thread opens a new thread's (small with
+// set_lazy_rings) and read from this cycle on.
+Status Sampler::open_waiting(pid_t tid) {
+    Request request;
+    request.kind = Request::Kind::kOpen;
+    request.tid = tid;
+    request.cpu_at_open_ns = thread_cpu_ns_of(tid);
+    if (stack_tops_ != nullptr) request.stack_top = stack_tops_->lookup(static_cast<uint32_t>(tid)).value_or(0);
+    kernel::SamplingConfig config = config_;
+    if (lazy_rings_) {
+        config = small_config(config_.stack_bytes);
+        request.ring_pages = config.ring_pages;
+        request.small_ring = true;
+    }
+    Status opened = open_events(tid, config, request);
+    if (!opened.ok()) return opened;
+    Status enabled = request.event->enable();
+    if (enabled.ok() && request.switches) enabled = request.switches->enable();
+    if (!enabled.ok()) return enabled;
+    open_ring(request);
+    threads_opened_.fetch_add(1, std::memory_order_relaxed);
+    return {};
 }
 
 void Sampler::drain_ring(Ring& ring, uint64_t now_ns) {
@@ -1045,6 +1188,10 @@ bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
     // otherwise released a later ring's samples past an earlier ring's next ones.
     const uint64_t drains_began = monotonic_ns();
     drain_rings(ready);
+    if (memory_short_.load(std::memory_order_relaxed) && drains_began >= next_schedule_ns_) {
+        next_schedule_ns_ = drains_began + kScheduleWindowNs;
+        schedule_rings(drains_began);
+    }
     // Requests the drains made (stack=auto's head start decides on the reader as it reads a
     // sample): now, not after this cycle's hand-over to the writer and the next wait.
     if (!requests_.empty()) apply_requests();
@@ -1120,6 +1267,9 @@ SamplerStats Sampler::stats() const {
     stats.threads_closed = threads_closed_.load(std::memory_order_relaxed);
     stats.open_failures = open_failures_.load(std::memory_order_relaxed);
     stats.ring_limit_failures = ring_limit_failures_.load(std::memory_order_relaxed);
+    stats.rings_taken = rings_taken_.load(std::memory_order_relaxed);
+    stats.late_opens = late_opens_.load(std::memory_order_relaxed);
+    stats.waiting_at_stop = waiting_at_stop_.load(std::memory_order_relaxed);
     stats.stack_reopens = stack_reopens_.load(std::memory_order_relaxed);
     stats.small_rings = small_rings_.load(std::memory_order_relaxed);
     stats.rings_grown = rings_grown_.load(std::memory_order_relaxed);

@@ -33,6 +33,11 @@ struct SamplerStats {
     uint64_t threads_closed = 0;
     uint64_t open_failures = 0;
     uint64_t ring_limit_failures = 0;   // of those, threads refused a ring: no more memory may be locked
+    // Ring memory running out: rings taken from threads that had stopped running, threads that got
+    // a ring after waiting for one, and threads still waiting when the reader stopped.
+    uint64_t rings_taken = 0;
+    uint64_t late_opens = 0;
+    uint64_t waiting_at_stop = 0;
     uint64_t stack_reopens = 0;     // stack=auto: events reopened with another fragment size
     uint64_t small_rings = 0;       // set_lazy_rings: thread rings opened small
     uint64_t rings_grown = 0;       // and of those, reopened at the full size once their thread filled one
@@ -223,6 +228,12 @@ private:
     void collect();
     void final_drain();
     Status record_open_failure(Error error);
+    // Ring memory running out: `tid` was refused a ring; the reader's schedule gives it one when a
+    // thread that stopped running can give up its own (see schedule_rings).
+    void wait_for_ring(pid_t tid);
+    void schedule_rings(uint64_t now_ns);
+    bool take_idle_ring(uint64_t except_key);
+    Status open_waiting(pid_t tid);
 
     const kernel::SamplingConfig config_;
     EventQueue& queue_;
@@ -243,12 +254,18 @@ private:
     std::atomic<uint64_t> threads_closed_{0};
     std::atomic<uint64_t> open_failures_{0};
     std::atomic<uint64_t> ring_limit_failures_{0};
+    std::atomic<bool> memory_short_{false};   // a ring or its growth was refused for lack of lockable memory
+    std::atomic<uint64_t> rings_taken_{0};
+    std::atomic<uint64_t> late_opens_{0};
+    std::atomic<uint64_t> waiting_at_stop_{0};
     std::atomic<uint64_t> stack_reopens_{0};
     std::atomic<bool> stack_growth_failed_{false};   // a larger ring was refused
     bool lazy_rings_ = false;
     std::atomic<uint64_t> small_rings_{0};
     std::atomic<uint64_t> rings_grown_{0};
     bool ring_growth_failed_ = false;   // reader thread: a full-size ring was refused (logged once)
+    bool ring_growth_refused_ = false;  // reader thread: one was refused for lack of lockable memory (logged once)
+    uint64_t growth_refused_ns_ = 0;    // reader thread: when the last such refusal was
     std::atomic<uint64_t> reader_cpu_ns_{0};
     std::atomic<pid_t> reader_tid_{0};   // while the reader thread runs
     std::atomic<uint64_t> reader_page_faults_{0};
@@ -285,6 +302,11 @@ private:
     std::atomic<uint64_t> published_ring_drains_{0};
     std::atomic<uint64_t> cadence_ns_{0};
     std::unordered_map<pid_t, uint64_t> ring_of_tid_;
+    // Ring memory running out: threads waiting for a ring, with their CPU time at the last look;
+    // the rings schedule_rings found idle, longest idle last; when the next look is due.
+    std::unordered_map<pid_t, uint64_t> waiting_;
+    std::vector<uint64_t> takeable_;
+    uint64_t next_schedule_ns_ = 0;
     uint64_t next_key_ = 1;
     ReorderBuffer reorder_;
     std::vector<Event> scratch_;

@@ -382,8 +382,11 @@ public:
             }
             if (stats.ring_limit_failures != 0) {
                 text += "; " + std::to_string(stats.ring_limit_failures) +
-                        " threads not sampled: no more ring memory could be locked (kernel.perf_event_mlock_kb, "
-                        "ulimit -l; the first refusal's log line says what to change)";
+                        " threads refused a ring at their start: no more ring memory could be locked "
+                        "(kernel.perf_event_mlock_kb, ulimit -l; the first refusal's log line says what to change); " +
+                        std::to_string(stats.late_opens) + " rings opened later for threads that waited and ran, " +
+                        std::to_string(stats.rings_taken) + " taken from threads that had stopped running, " +
+                        std::to_string(stats.waiting_at_stop) + " threads without a ring at the stop";
             }
         }
         return text;
