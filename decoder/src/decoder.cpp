@@ -1392,6 +1392,23 @@ Walk::Step Walk::step_native() {
             bump(kLeafTops);
         }
     }
+    if (!stepped && !changed_module && top_ && known_module && !needs_more_stack && d_.native_) {
+        // No unwind row at the top either: glibc's clone3 ends its FDE before its syscall, since the
+        // new thread continues from there on a stack of its own. The parent has pushed nothing: its
+        // return address is at [sp], after the direct call into clone3. The new thread, sampled
+        // before its first call, has nothing on its stack (fresh pages: a zero where a return address
+        // would be): its first frame. Otherwise the rescan below found a stale wrapper frame above.
+        uint64_t ret = 0;
+        if (view_.read(sp_, ret)) {
+            if (ret != 0 && d_.native_->direct_call_into(ret, pc_) && plausible_native_pc(ret)) {
+                next = {ret, sp_ + kWord, fp_};
+                stepped = true;
+                bump(kLeafTops);
+            } else if (ret == 0 && !after_java_ && d_.native_->after_syscall(pc_)) {
+                return complete();
+            }
+        }
+    }
     if (!stepped && !changed_module) {
         // rbp chain: libjvm and JNI code keep frame pointers.
         uint64_t saved_fp = 0, ret = 0;

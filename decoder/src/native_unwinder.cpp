@@ -478,6 +478,31 @@ bool NativeUnwinder::read_module_data(uint64_t address, uint64_t& out) {
     return false;
 }
 
+// The `len` code bytes that end at `end` in its module's file, or null.
+const uint8_t* NativeUnwinder::code_before(uint64_t end, uint64_t len) {
+    uint64_t bias = 0;
+    Module* m = module_for(end - 1, bias);
+    if (m == nullptr || end - bias < len) return nullptr;
+    uint64_t available = 0;
+    const uint8_t* bytes = m->elf.bytes_at_vaddr(end - bias - len, available);
+    return bytes != nullptr && available >= len ? bytes : nullptr;
+}
+
+bool NativeUnwinder::direct_call_into(uint64_t ret, uint64_t pc) {
+    constexpr uint64_t kCallRel32 = 5;
+    const uint8_t* call = code_before(ret, kCallRel32);
+    if (call == nullptr || call[0] != 0xe8) return false;
+    int32_t rel = 0;
+    std::memcpy(&rel, call + 1, sizeof rel);
+    const uint64_t target = ret + static_cast<uint64_t>(int64_t{rel});
+    return target <= pc && pc - target < kLeafReach;
+}
+
+bool NativeUnwinder::after_syscall(uint64_t pc) {
+    const uint8_t* insn = code_before(pc, 2);
+    return insn != nullptr && insn[0] == 0x0f && insn[1] == 0x05;
+}
+
 InternedName NativeUnwinder::symbol(uint64_t pc) {
     if (!symbolize_) return {};
     refresh();

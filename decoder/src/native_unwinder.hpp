@@ -87,6 +87,14 @@ public:
 
     // The symbol containing pc (none when unknown).
     InternedName symbol(uint64_t pc);
+
+    // From the module files' code bytes, for a top pc without unwind info. `direct_call_into`: an
+    // `e8 rel32` ends at `ret` and calls an address at most kLeafReach bytes at or below `pc` (the
+    // call that entered the function holding `pc`, if that built no frame). `after_syscall`: a
+    // `syscall` instruction ends at `pc`.
+    static constexpr uint64_t kLeafReach = 4096;
+    bool direct_call_into(uint64_t ret, uint64_t pc);
+    bool after_syscall(uint64_t pc);
     // The paths whose file here has another build id than the ModuleMap announced: not used to
     // unwind or name frames, in the order found.
     const std::vector<std::string>& changed_modules() const { return changed_; }
@@ -136,6 +144,7 @@ private:
     void learn_from_cfi(uint64_t ip, Rule& rule);
     bool is_sigreturn_trampoline(uint64_t pc, bool top);
     Module* module_for(uint64_t pc, uint64_t& load_bias);
+    const uint8_t* code_before(uint64_t end, uint64_t len);
     bool in_changed_module(uint64_t pc);
     // A word of a module file outside its executable mapping, by address alone.
     bool read_module_data(uint64_t address, uint64_t& out);
