@@ -247,5 +247,15 @@ TEST_CASE("a thread per request: the creating thread's samples in the kernel's c
     INFO(start0 << " samples below Thread.start0, " << through_vm << " through JVM_StartThread");
     REQUIRE(start0 >= 10);
     CHECK(through_vm >= start0 * 95 / 100);
+
+    // Each request's thread runs ~0.25 ms, less than one period: none can have a sample (a thread's
+    // clock counts from zero), and the stop summary says how much CPU time that leaves unexplained.
+    REQUIRE(std::regex_search(r.err, m, std::regex(R"(coverage ([0-9.]+)% of the process's CPU time)")));
+    const double coverage = std::stod(m[1]);
+    REQUIRE(std::regex_search(r.err, m, std::regex(R"(short-lived threads: (\d+) of the (\d+) Java threads that ended ran less )"
+                                                   R"(than one period \(1 ms\) in all, [0-9.]+ ms \(([0-9.]+)% of the process)")));
+    CHECK(std::stol(m[2]) >= 12000);
+    CHECK(std::stol(m[1]) >= 10000);
+    CHECK(coverage + std::stod(m[3]) >= 60.0);
     std::filesystem::remove_all(dir);
 }

@@ -307,7 +307,15 @@ public:
             SF_LOG_DEBUG("thread end %d '%s' cpu %.3f ms", tid, name.c_str(), static_cast<double>(thread_cpu_ns()) / 1e6);
         }
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), true, std::move(name)});
-        if (options_.mode == SamplingMode::kThread) open_lag_.on_end(tid, thread_cpu_ns());
+        const uint64_t cpu_ns = thread_cpu_ns();
+        if (options_.mode == SamplingMode::kThread) open_lag_.on_end(tid, cpu_ns);
+        // A thread's clock counts from zero at its start, in either mode: one that ends before a
+        // whole period never had a sample. Exact, and what a thread-per-request service loses most.
+        threads_ended_.fetch_add(1, std::memory_order_relaxed);
+        if (!options_.interval_auto && cpu_ns != 0 && cpu_ns < options_.interval_ns) {
+            short_threads_.fetch_add(1, std::memory_order_relaxed);
+            short_threads_cpu_ns_.fetch_add(cpu_ns, std::memory_order_relaxed);
+        }
         if (OracleSampler* timer_sampler = timer()) timer_sampler->remove_thread(tid);
         if (options_.mode == SamplingMode::kThread) sampler_->end_thread(tid);
         // stack=auto forgets the top when the end reaches the stream, after the thread's last
@@ -390,6 +398,24 @@ public:
             }
         }
         return text;
+    }
+
+    // The stop summary's line on threads too short-lived to be sampled, when they used at least
+    // 0.1 % of the process's CPU time.
+    std::string short_threads_text() const {
+        const uint64_t short_ns = short_threads_cpu_ns_.load(std::memory_order_relaxed);
+        const uint64_t process_ns = process_cpu_ns();
+        if (short_ns == 0 || process_ns == 0 || short_ns * 1000 < process_ns) return "";
+        char line[400];
+        std::snprintf(line, sizeof line,
+                      "\n  short-lived threads: %llu of the %llu Java threads that ended ran less than one period (%.3g ms) "
+                      "in all, %.1f ms (%.1f%% of the process's CPU time), which no sample can see: a thread's clock "
+                      "counts from zero at its start (a shorter interval, or a thread pool, sees more of it)",
+                      static_cast<unsigned long long>(short_threads_.load(std::memory_order_relaxed)),
+                      static_cast<unsigned long long>(threads_ended_.load(std::memory_order_relaxed)),
+                      static_cast<double>(options_.interval_ns) / 1e6, static_cast<double>(short_ns) / 1e6,
+                      100.0 * static_cast<double>(short_ns) / static_cast<double>(process_ns));
+        return line;
     }
 
     // stack=auto's part of the stop summary.
@@ -564,9 +590,9 @@ private:
         try {   // runs in VMDeath or an attach: nothing may escape into the JVM
             if (reader_stopped) {
                 live_profile_->stop(kShutdownTimeoutMs, final_file);
-                SF_LOG_INFO("%s\n  mode: %s\n  backend: %s%s%s", live_profile_->summary_text().c_str(),
+                SF_LOG_INFO("%s\n  mode: %s\n  backend: %s%s%s%s", live_profile_->summary_text().c_str(),
                             mode_text(options_).c_str(), backend_text().c_str(), ring_memory_text().c_str(),
-                            stack_text().c_str());
+                            short_threads_text().c_str(), stack_text().c_str());
             } else if (!final_file.empty() || !options_.file.empty()) {
                 // The reader still runs (and feeds the queue): the profile so far is all that can be written.
                 (void)live_profile_->dump(final_file, kShutdownTimeoutMs);
@@ -967,6 +993,9 @@ private:
         if (!live_profile_) {
             SF_LOG_INFO("mode: %s", mode_text(options_).c_str());
             if (const std::string memory = ring_memory_text(); !memory.empty()) SF_LOG_INFO("%s", memory.substr(3).c_str());
+            if (const std::string short_lived = short_threads_text(); !short_lived.empty()) {
+                SF_LOG_INFO("%s", short_lived.substr(3).c_str());
+            }
         }
         if (auto_stack_ && !live_profile_) SF_LOG_INFO("%s", stack_text().substr(3).c_str());
         if (!kernel_unsampled_.empty()) {
@@ -1087,6 +1116,9 @@ private:
     std::atomic<bool> capture_ready_{false};
     std::atomic<bool> live_{false};
     std::atomic<bool> shut_down_{false};
+    std::atomic<uint64_t> threads_ended_{0};          // Java threads' ThreadEnd
+    std::atomic<uint64_t> short_threads_{0};          // of those, threads that ran less than one period
+    std::atomic<uint64_t> short_threads_cpu_ns_{0};   // and their CPU time
 
     ThreadRegistry threads_;   // live registered threads, and which of them perf samples
     OpenLag open_lag_;         // mode=thread: the threads' CPU time before their events opened
@@ -1123,6 +1155,7 @@ jint control(const AgentOptions& options) {
         text += "mode: " + mode_text(agent->options()) + "\n";
         text += "backend: " + agent->backend_text() + "\n";
         if (const std::string memory = agent->ring_memory_text(); !memory.empty()) text += memory.substr(3) + "\n";
+        if (const std::string short_lived = agent->short_threads_text(); !short_lived.empty()) text += short_lived.substr(3) + "\n";
         return write_reply(reply, text, true), JNI_OK;
     }
     case AgentAction::kNone:
