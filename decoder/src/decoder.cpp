@@ -97,13 +97,14 @@ bool no_java_returns_into(const Stub* stub) {
 
 // These, from the name once per stub announcement (the map's memo for it): a walk asks them of
 // each return address into a stub and each call target in a stub, a dozen string comparisons.
-constexpr uint8_t kMemoSet = 1, kMemoCallsIntoVm = 2, kMemoNoJavaReturns = 4, kMemoReturnBarrier = 8;
+constexpr uint8_t kMemoSet = 1, kMemoCallsIntoVm = 2, kMemoNoJavaReturns = 4, kMemoReturnBarrier = 8, kMemoRbpFrame = 16;
 uint8_t stub_facts(const CodeMap& map, const Stub* stub) {
     uint8_t& memo = map.stub_memo(stub);
     if (memo == 0) {
         memo = static_cast<uint8_t>(kMemoSet | (calls_into_vm(stub) ? kMemoCallsIntoVm : 0) |
                                     (no_java_returns_into(stub) ? kMemoNoJavaReturns : 0) |
-                                    (detail::is_continuation_return_barrier(stub) ? kMemoReturnBarrier : 0));
+                                    (detail::is_continuation_return_barrier(stub) ? kMemoReturnBarrier : 0) |
+                                    (detail::builds_rbp_frame(stub) ? kMemoRbpFrame : 0));
     }
     return memo;
 }
@@ -114,6 +115,7 @@ bool no_java_returns_into(const CodeMap& map, const Stub* stub) {
 bool is_continuation_return_barrier(const CodeMap& map, const Stub* stub) {
     return stub && (stub_facts(map, stub) & kMemoReturnBarrier);
 }
+bool builds_rbp_frame(const CodeMap& map, const Stub* stub) { return stub && (stub_facts(map, stub) & kMemoRbpFrame); }
 
 // The DecodeStats counters a step can bump, each at most once per step (a journal keeps them as bits).
 enum Counter : uint8_t {
@@ -1198,10 +1200,21 @@ Walk::Step Walk::step_stub(const Stub* stub) {
         // e.g. _complete_monitor_locking_Java) leaves in rbp whatever compiled code kept there
         // (seen: a pointer 1.8 GB above the stack): the rbp reading is tried first, but only
         // when it is stack-near, and sp_ after it.
+        // Only C1's Runtime1 stubs build an rbp frame (`enter`): for the others (the exception,
+        // deoptimization, uncommon-trap and safepoint blobs, C2's runtime stubs) rbp is whatever
+        // compiled code kept there, often a live frame's fp further up, whose "caller" skips the
+        // frames in between, and sp_ is tried first. Seen: an exception propagating through a
+        // 48-deep C2 recursion, where ExceptionBlob's rbp candidate passed every check and the
+        // trace lost all 48 frames (ASGCT had them).
         uint64_t candidates[2] = {sp_, sp_};
         size_t count = 1;
         if (via_native_ && fp_ > sp_ && fp_ - sp_ < hs::kMaxStackSpanBytes) {
-            candidates[0] = hs::wrapper_sp_from_fp(fp_, fs);
+            const uint64_t from_fp = hs::wrapper_sp_from_fp(fp_, fs);
+            if (builds_rbp_frame(map_, stub)) {
+                candidates[0] = from_fp;
+            } else {
+                candidates[1] = from_fp;
+            }
             count = 2;
         }
         for (size_t i = 0; i < count; ++i) {
@@ -1622,6 +1635,12 @@ void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, c
         copy_frames(last.frames, frames);
     }
     top.start();
+}
+
+bool builds_rbp_frame(const Stub* stub) {
+    if (!stub) return false;
+    const std::string& n = stub->name;
+    return ends_with(n, " Runtime1 stub") || starts_with(n, "C1 Runtime ");
 }
 
 bool is_continuation_return_barrier(const Stub* stub) {

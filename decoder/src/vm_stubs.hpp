@@ -16,4 +16,8 @@ bool calls_into_vm(const Stub* stub);
 // frame's return address). Their caller is Continuation.enterSpecial (VmInfo::continuation_return_pc).
 bool is_continuation_return_barrier(const Stub* stub);
 
+// C1's Runtime1 stubs build an rbp frame (`enter`); the runtime blobs and C2's runtime stubs leave
+// rbp as compiled code had it.
+bool builds_rbp_frame(const Stub* stub);
+
 }  // namespace sf::detail

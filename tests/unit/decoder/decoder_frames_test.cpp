@@ -557,6 +557,41 @@ TEST_CASE("native code returning into a runtime stub that keeps no frame pointer
     }
 }
 
+TEST_CASE("native code returning into a runtime blob: its caller is at sp, not where a live rbp further up points",
+          "[decoder][native][stub]") {
+    // OptoRuntime::handle_exception_C called from ExceptionBlob (2 words, no frame pointer): rbp is
+    // whatever the compiled code had, here a live frame's fp two frames further up, whose "caller"
+    // (the call stub) checks out too. Taken first, it dropped the frames in between (an exception
+    // propagating through a 48-deep C2 recursion lost all 48; an uncommon trap lost the method it
+    // deoptimized). A C1 Runtime1 stub builds an rbp frame, so for those rbp still comes first.
+    World w;
+    FakeStack s;
+    CodeLoad a = nmethod(kCodeCacheLow + 0x20000, 5, 6);
+    add_scope(a, 0x30, {{method_id(5), 21}});
+    w.add_code(a);
+    CodeLoad b = nmethod(kCodeCacheLow + 0x30000, 7, 6);
+    add_scope(b, 0x40, {{method_id(7), 9}});
+    w.add_code(b);
+    const Stub blob{1, "ExceptionBlob", kCodeCacheLow + 0x50000, kCodeCacheLow + 0x50100, 2};
+    w.map.apply(Event{blob});
+    const uint64_t fp_n = s.at(0x100);   // the native frame (rbp-framed)
+    const uint64_t sp_blob = fp_n + 16, sp_a = sp_blob + 16, sp_b = sp_a + 48;
+    const uint64_t fp_stub = s.at(0x600);
+    s.put(fp_n + 8, blob.begin + 0x3e);   // return into the blob
+    s.put(sp_blob, 0x5555);               // the rbp it saved
+    s.put(sp_blob + 8, a.code_begin + 0x30);
+    s.put(sp_a + 40, b.code_begin + 0x40);
+    s.put(sp_b + 32, fp_stub);
+    s.put(sp_b + 40, kCallStubReturn);
+    w.entry_frame(s, fp_stub);
+    s.put(fp_n, sp_b + 32);   // the rbp handle_exception_C saved: where B's caller's rbp lies
+    Decoder d(w.map, test_options());
+    CallTrace t = d.decode(sample_of(s, kNativePc, fp_n - 0x20, fp_n));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21), mb(7, 9)});
+}
+
 TEST_CASE("JNI upcall: an entry frame whose anchor continues below native code", "[decoder][entry]") {
     const auto jdk = jdk_param();
     World w(jdk);
