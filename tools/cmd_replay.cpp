@@ -126,6 +126,7 @@ struct ReplaySummary {
     // ASGCT's walk ended early, at a frame HotSpot's safe_for_sender refuses (a VM runtime stub, a
     // deoptimized caller), where the decoder went on (not in both_ok).
     uint64_t oracle_stopped_early = 0;
+    uint64_t oracle_exception_scope = 0;
     uint64_t stitched_pairs = 0, stitched_agree = 0;   // oracle pairs whose trace was stitched; of those, like ASGCT's
     std::map<std::string, uint64_t> disagreements;
     StitchStats stitching;
@@ -210,6 +211,7 @@ nlohmann::json summary_json(const ReplaySummary& r) {
     j["oracle_stale"] = r.oracle_stale;
     j["oracle_entry_codelet"] = r.oracle_entry_codelet;
     j["oracle_stopped_early"] = r.oracle_stopped_early;
+    j["oracle_exception_scope"] = r.oracle_exception_scope;
     j["top_frame_kinds"] = r.top_kinds;
     for (const DecodeStatField& f : kDecodeStatFields) j[f.group][f.key] = r.stats.*f.field;
     j["retried"] = {{"samples", r.retried.retried}, {"resolved", r.retried.resolved}};
@@ -296,9 +298,10 @@ void print_summary_text(const ReplaySummary& r) {
                r.retried.retried, r.retried.resolved);
     if (r.pairs) {
         fmt::print("oracle pairs         {} (both ok {}; ASGCT failed where we decoded {}; ASGCT stale {}; ASGCT "
-                   "missed a callee in its entry codelet {}; ASGCT stopped early {})\n",
+                   "missed a callee in its entry codelet {}; ASGCT stopped early {}; ASGCT named the scope after an "
+                   "exception pc {})\n",
                    r.pairs, r.both_ok, r.oracle_failed_we_decoded, r.oracle_stale, r.oracle_entry_codelet,
-                   r.oracle_stopped_early);
+                   r.oracle_stopped_early, r.oracle_exception_scope);
         fmt::print("identical to ASGCT   {} ({:.2f}% of both ok); apart from the top bci {} ({:.2f}%)\n", r.identical,
                    percent(r.identical, r.both_ok), r.both_ok - r.differs_beyond_top_bci,
                    percent(r.both_ok - r.differs_beyond_top_bci, r.both_ok));
@@ -422,7 +425,9 @@ int run_replay(const ReplayOptions& options) {
         const bool entry_callee = both && !stale && a == Agreement::kTopMethodDiffers &&
                                   oracle_missed_entry_callee(trace, *o, map);
         const bool stopped_early = both && !stale && a == Agreement::kLonger && oracle_stopped_early(trace, *o, map);
+        const bool exception_scope = both && !stale && !entry_callee && !stopped_early && oracle_exception_scope(trace, *o, map);
         if (stale) ++summary.oracle_stale;
+        else if (exception_scope) ++summary.oracle_exception_scope;
         else if (entry_callee) ++summary.oracle_entry_codelet;
         else if (stopped_early) ++summary.oracle_stopped_early;
         else if (both) ++summary.both_ok;
@@ -430,7 +435,7 @@ int run_replay(const ReplayOptions& options) {
             ++summary.identical;
             return;
         }
-        const bool not_ours = stale || entry_callee || stopped_early;   // ASGCT's answer is the one that is off
+        const bool not_ours = stale || entry_callee || stopped_early || exception_scope;   // ASGCT's answer is the one that is off
         if (!not_ours && a != Agreement::kTopBciDiffers && a != Agreement::kOracleFailed &&
             a != Agreement::kDecoderFailed) {
             ++summary.differs_beyond_top_bci;
@@ -438,6 +443,7 @@ int run_replay(const ReplayOptions& options) {
         std::string kind = stale          ? "oracle_stale"
                            : entry_callee   ? "oracle_entry_codelet"
                            : stopped_early  ? "oracle_stopped_early"
+                           : exception_scope ? "oracle_exception_scope"
                                             : agreement_name(a);
         if (a == Agreement::kDecoderFailed) kind += fmt::format(" {}", fail_reason_name(trace.failure));
         if (a == Agreement::kOracleFailed && trace.status != TraceStatus::kFailed) kind = "oracle_failed_we_decoded";
@@ -520,7 +526,7 @@ void add_replay(CLI::App& app, int& exit_code) {
     cmd->add_option("--offcpu-collapsed", options->offcpu_collapsed,
                     "write the context-switch samples (events=switch: where threads blocked) as collapsed stacks "
                     "to FILE; --collapsed then holds only the on-CPU ones");
-    cmd->add_option("--show-disagreements", options->show, "print up to this many oracle pairs per kind of disagreement (a decoder failure per reason; oracle_stale, "
+    cmd->add_option("--show-disagreements", options->show, "print up to this many oracle pairs per kind of disagreement (a decoder failure per reason; oracle_stale, oracle_exception_scope, "
                     "oracle_entry_codelet, oracle_stopped_early, oracle_failed_we_decoded)");
     cmd->add_option("--defer-ms", options->defer_ms,
                     "decode each sample only once the stream is this many ms past it (lets late code "

@@ -2,6 +2,8 @@
 
 #include "vm_stubs.hpp"
 
+#include <algorithm>
+
 namespace sf {
 
 namespace {
@@ -97,6 +99,52 @@ bool oracle_stopped_early(const CallTrace& decoded, const Oracle& oracle, const 
         if (f.kind == FrameKind::kStub && detail::calls_into_vm(map.find_stub(f.pc))) return true;
     }
     return false;
+}
+
+bool oracle_exception_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
+    if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed) return false;
+    // The first Java frame, right after the ExceptionBlob frame (nothing but native and stub frames above).
+    size_t i = 0;
+    bool after_blob = false;
+    for (; i < decoded.frames.size() && !is_java(decoded.frames[i].kind); ++i) {
+        const Frame& f = decoded.frames[i];
+        after_blob = f.kind == FrameKind::kStub && f.symbol == "ExceptionBlob";
+    }
+    if (!after_blob || i == decoded.frames.size()) return false;
+    const Frame& first = decoded.frames[i];
+    if (first.kind != FrameKind::kCompiled && first.kind != FrameKind::kInlined) return false;
+    const CompiledCode* code = map.find_compiled(first.pc, decoded.time_ns);
+    if (code == nullptr) return false;
+    const uint64_t offset = first.pc - code->load.code_begin;
+    const auto& scopes = code->load.scopes;
+    const auto next = std::upper_bound(scopes.begin(), scopes.end(), offset,
+                                       [](uint64_t off, const PcScope& s) { return off < s.pc_offset; });
+    if (next == scopes.end() || next->first + next->count > code->load.frames.size()) return false;
+    // The frame's inline chain (inlined frames, then the compiled one, all at its pc) replaced by
+    // that PcDesc's. The caller may be the same code at the same call site (a recursion).
+    size_t end = i;
+    while (end < decoded.frames.size() && decoded.frames[end].pc == first.pc &&
+           decoded.frames[end].kind == FrameKind::kInlined) {
+        ++end;
+    }
+    if (end == decoded.frames.size() || decoded.frames[end].kind != FrameKind::kCompiled) return false;
+    ++end;
+    CallTrace asgct_view = decoded;
+    asgct_view.frames.erase(asgct_view.frames.begin() + static_cast<std::ptrdiff_t>(i),
+                            asgct_view.frames.begin() + static_cast<std::ptrdiff_t>(end));
+    std::vector<Frame> chain;
+    for (uint32_t k = 0; k < next->count; ++k) {
+        const MethodBci& m = code->load.frames[next->first + k];
+        Frame f = first;
+        f.kind = k + 1 == next->count ? FrameKind::kCompiled : FrameKind::kInlined;
+        f.method_id = m.method_id;
+        f.bci = m.bci;
+        chain.push_back(f);
+    }
+    asgct_view.frames.insert(asgct_view.frames.begin() + static_cast<std::ptrdiff_t>(i), chain.begin(), chain.end());
+    const Agreement a = compare_with_oracle(asgct_view, oracle);
+    return compare_with_oracle(decoded, oracle) != Agreement::kIdentical &&
+           (a == Agreement::kIdentical || a == Agreement::kTopBciDiffers);
 }
 
 }  // namespace sf

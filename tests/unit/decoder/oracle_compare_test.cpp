@@ -192,3 +192,44 @@ TEST_CASE("oracle: a callee in its entry codelet below compiled callers, which A
         CHECK_FALSE(oracle_missed_entry_callee(upcall, oracle_of({mb(2, 7)}), w.map));
     }
 }
+
+TEST_CASE("oracle: ASGCT names a frame entered from the exception blob by the PcDesc after its exception pc",
+          "[decoder][oracle]") {
+    // An exception propagating through a C2 recursion with one level inlined (Unseen2-like, JDK 17):
+    // HotSpot's ExceptionBlob dispatches it at the call site in deep's nmethod, whose PcDesc has two
+    // scopes; AsyncGetCallTrace decodes that first compiled frame as if stopped at some pc in it
+    // (pc_desc_near(pc + 1)), the next PcDesc, with one scope: one frame fewer than the stack has.
+    World w(jdk_param());
+    const uint64_t blob = kCodeCacheLow + 0x40000;
+    w.map.apply(named_stub(blob, "ExceptionBlob"));
+    CodeLoad deep = nmethod(kCodeCacheLow + 0x10000, 5, 8);
+    add_scope(deep, 0x48, {mb(5, 30), mb(5, 30)});
+    add_scope(deep, 0x4a, {mb(5, 30)});
+    w.add_code(deep);
+    const uint64_t call_site = deep.code_begin + 0x48;
+    CallTrace t;
+    t.status = TraceStatus::kComplete;
+    t.time_ns = 1000;
+    t.frames = {frame_at(FrameKind::kStub, -1, -1, blob + 0x3e, "ExceptionBlob"),
+                frame_at(FrameKind::kInlined, 5, 30, call_site), frame_at(FrameKind::kCompiled, 5, 30, call_site),
+                frame_at(FrameKind::kInlined, 5, 30, call_site), frame_at(FrameKind::kCompiled, 5, 30, call_site),
+                frame_at(FrameKind::kInterpreted, 2, 21, kInterpReturnPc)};
+    const Oracle asgct = oracle_of({mb(5, 30), mb(5, 30), mb(5, 30), mb(2, 21)});
+    CHECK(compare_with_oracle(t, asgct) == Agreement::kExtraFrame);
+    CHECK(oracle_exception_scope(t, asgct, w.map));
+
+    SECTION("only right after the exception blob") {
+        CallTrace other = t;
+        other.frames[0].symbol = "UncommonTrapBlob";
+        CHECK_FALSE(oracle_exception_scope(other, asgct, w.map));
+        CallTrace no_blob = t;
+        no_blob.frames.erase(no_blob.frames.begin());
+        CHECK_FALSE(oracle_exception_scope(no_blob, asgct, w.map));
+    }
+    SECTION("ASGCT's frames must be those of the next PcDesc exactly") {
+        CHECK_FALSE(oracle_exception_scope(t, oracle_of({mb(5, 30), mb(5, 30), mb(2, 21)}), w.map));
+        CHECK(oracle_exception_scope(t, oracle_of({mb(5, 31), mb(5, 30), mb(5, 30), mb(2, 21)}), w.map));   // a top bci may differ, as in any pair
+        CHECK_FALSE(oracle_exception_scope(t, oracle_of({mb(5, 30), mb(5, 30), mb(5, 30), mb(3, 21)}), w.map));
+        CHECK_FALSE(oracle_exception_scope(t, oracle_of({mb(5, 30), mb(5, 30), mb(5, 30), mb(5, 30), mb(2, 21)}), w.map));
+    }
+}

@@ -54,4 +54,13 @@ bool oracle_missed_entry_callee(const CallTrace& decoded, const Oracle& oracle, 
 // a disagreement of the decoder; replay counts it as oracle_stopped_early.
 bool oracle_stopped_early(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map);
 
+// The decoder's first Java frame is compiled and was reached from HotSpot's ExceptionBlob, whose
+// "return address" is the exception pc (a call site in that frame, where the exception is being
+// dispatched), and ASGCT's frames are the decoder's with that frame's inline chain replaced by the
+// one of the first PcDesc after the pc: AsyncGetCallTrace decodes its first compiled frame as one
+// stopped at some pc inside (pc_desc_near(pc + 1)), not at a call site, and so names the scope after
+// the call (one inlined level fewer in a recursion). Such a pair is not a disagreement of the
+// decoder; replay counts it as oracle_exception_scope.
+bool oracle_exception_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map);
+
 }  // namespace sf
