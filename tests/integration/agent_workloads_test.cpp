@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <regex>
@@ -117,7 +118,8 @@ void run_and_check(const std::string& name, const std::string& jdk, uint64_t int
     // compiler threads) or a thread's first instants (1 of 88,527), never more than rarely.
     const uint64_t without_stack = summary.kernel_samples_without_stack + summary.user_samples_without_stack;
     CHECK(summary.samples_with_stack + without_stack == summary.samples);
-    CHECK(without_stack * 1000 <= summary.samples);
+    // A run of ~900 samples (groundtruth at 1 kHz) may meet one such tick: one in a thousand, or two.
+    CHECK(without_stack <= std::max<uint64_t>(2, summary.samples / 1000));
 
     const double per_ms = 1000.0 / static_cast<double>(interval_us);
     const std::map<uint32_t, double> cpu_ms = thread_cpu_from_log(log_text);
