@@ -71,13 +71,18 @@ std::string frame_identity(FrameType type, std::string_view name, std::string_vi
     return key;
 }
 
-size_t Cct::child_slot(NodeId parent, FrameId frame, int32_t call_bci) const {
-    uint64_t h = (uint64_t{parent} << 32 | frame) ^ static_cast<uint64_t>(static_cast<uint32_t>(call_bci)) * 0x9E3779B97F4A7C15ull;
+uint64_t Cct::child_key(uint64_t parent_key, FrameId frame, int32_t call_bci) {
+    uint64_t h = parent_key ^ (uint64_t{frame} << 32 | static_cast<uint32_t>(call_bci));
+    h *= 0x9E3779B97F4A7C15ull;
     h ^= h >> 31;
     h *= 0xBF58476D1CE4E5B9ull;
     h ^= h >> 29;
-    size_t mask = child_slots_.size() - 1;
-    for (size_t i = h & mask;; i = (i + 1) & mask) {
+    return h;
+}
+
+size_t Cct::child_slot(uint64_t key, NodeId parent, FrameId frame, int32_t call_bci) const {
+    const size_t mask = child_slots_.size() - 1;
+    for (size_t i = key & mask;; i = (i + 1) & mask) {
         const ChildSlot& slot = child_slots_[i];
         if (slot.child == kNoChild ||
             (slot.parent == parent && slot.frame == frame && slot.call_bci == call_bci)) {
@@ -90,7 +95,9 @@ void Cct::grow_children() {
     std::vector<ChildSlot> old = std::move(child_slots_);
     child_slots_.assign(old.empty() ? 1024 : old.size() * 2, ChildSlot{0, 0, 0, kNoChild});
     for (const ChildSlot& slot : old) {
-        if (slot.child != kNoChild) child_slots_[child_slot(slot.parent, slot.frame, slot.call_bci)] = slot;
+        if (slot.child != kNoChild) {
+            child_slots_[child_slot(node_keys_[slot.child], slot.parent, slot.frame, slot.call_bci)] = slot;
+        }
     }
 }
 
@@ -98,6 +105,7 @@ Cct::Cct(const MethodNames* names, CctOptions options) : names_(names), options_
     frames_.push_back(FrameDesc{FrameType::kRoot, "[root]", {}, {}, 0});
     frame_ids_.emplace(frame_identity(FrameType::kRoot, "[root]", {}), kRootFrame);
     nodes_.push_back(Node{});
+    node_keys_.push_back(0x243F6A8885A308D3ull);
     grow_children();
 }
 
@@ -117,10 +125,15 @@ FrameId Cct::intern_frame(const FrameDesc& frame) {
 }
 
 NodeId Cct::child_or_create(NodeId parent, FrameId frame, int32_t call_bci, int32_t call_line) {
-    size_t at = child_slot(parent, frame, call_bci);
+    return child_or_create_keyed(child_key(node_keys_[parent], frame, call_bci), parent, frame, call_bci, call_line);
+}
+
+NodeId Cct::child_or_create_keyed(uint64_t key, NodeId parent, FrameId frame, int32_t call_bci, int32_t call_line) {
+    size_t at = child_slot(key, parent, frame, call_bci);
     if (child_slots_[at].child != kNoChild) return child_slots_[at].child;
     NodeId id = static_cast<NodeId>(nodes_.size());
     child_slots_[at] = ChildSlot{parent, frame, call_bci, id};
+    node_keys_.push_back(key);
     if (++child_count_ * 2 > child_slots_.size()) grow_children();
     Node n;
     n.parent = parent;
@@ -163,7 +176,7 @@ void Cct::settle() const {
 }
 
 std::optional<NodeId> Cct::child(NodeId parent, FrameId frame, int32_t call_bci) const {
-    NodeId found = child_slots_[child_slot(parent, frame, call_bci)].child;
+    NodeId found = child_slots_[child_slot(child_key(node_keys_[parent], frame, call_bci), parent, frame, call_bci)].child;
     if (found == kNoChild) return std::nullopt;
     return found;
 }
@@ -489,14 +502,34 @@ std::optional<NodeId> Cct::add(const CallTrace& trace, uint64_t weight) {
         caller_bci = java && f.bci >= 0 ? f.bci : -1;
     }
     bool stable_so_far = path.reusable == taken;
+    // The new frames' FrameIds, in order (interning is as one by one), then their path keys, whose
+    // slots are all asked for before the first is needed: each frame's node was a cache miss that
+    // waited for the one before it.
+    new_frames_.clear();
+    {
+        int32_t bci = caller_bci;
+        uint64_t key = node_keys_[at];
+        for (size_t k = taken; k < n; ++k) {
+            const Frame& f = trace.frames[n - 1 - k];
+            const FrameType type = frame_type_of(f.kind);
+            const bool java = is_java(type);
+            bool stable = true;
+            const FrameId frame = java ? java_frame(type, f.method_id, stable) : symbol_frame_at(type, f.pc, f.symbol);
+            key = child_key(key, frame, bci);
+            new_frames_.push_back(NewFrame{frame, stable, key});
+            __builtin_prefetch(&child_slots_[key & (child_slots_.size() - 1)]);
+            bci = java && f.bci >= 0 ? f.bci : -1;
+        }
+    }
     for (size_t k = taken; k < n; ++k) {
         const Frame& f = trace.frames[n - 1 - k];
+        const NewFrame& nf = new_frames_[k - taken];
         FrameType type = frame_type_of(f.kind);
         bool java = is_java(type);
-        bool stable = true;
-        FrameId frame = java ? java_frame(type, f.method_id, stable) : symbol_frame_at(type, f.pc, f.symbol);
+        const bool stable = nf.stable;
+        const FrameId frame = nf.frame;
         size_t before = nodes_.size();
-        at = child_or_create(at, frame, caller_bci, 0);
+        at = child_or_create_keyed(nf.key, at, frame, caller_bci, 0);
         if (nodes_.size() != before && caller_bci >= 0 && names_ != nullptr) {
             if (const MethodInfo* caller = names_->find(caller_method)) nodes_[at].call_line = line_for_bci(*caller, caller_bci);
         }

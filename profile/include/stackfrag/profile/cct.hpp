@@ -226,7 +226,10 @@ public:
 
 private:
     // (parent, frame, call_bci) -> child, open addressing with the key inline: one cache miss per
-    // frame of a trace, where a node-based map took several.
+    // frame of a trace, where a node-based map took several. A child's slot is found from its
+    // path's key (a hash of the frames and call sites from the root to it, node_keys_), not from
+    // its parent's id: add() knows the keys of all a trace's new frames before it has any of their
+    // nodes, and asks for their slots at once instead of one cache miss after the other.
     struct ChildSlot {
         NodeId parent;
         FrameId frame;
@@ -234,8 +237,18 @@ private:
         NodeId child;   // kNoChild when the slot is free
     };
     static constexpr NodeId kNoChild = UINT32_MAX;
-    size_t child_slot(NodeId parent, FrameId frame, int32_t call_bci) const;
+    static uint64_t child_key(uint64_t parent_key, FrameId frame, int32_t call_bci);
+    size_t child_slot(uint64_t key, NodeId parent, FrameId frame, int32_t call_bci) const;
+    NodeId child_or_create_keyed(uint64_t key, NodeId parent, FrameId frame, int32_t call_bci, int32_t call_line);
     void grow_children();
+    std::vector<uint64_t> node_keys_;   // by node id, beside nodes_
+    // add()'s per-trace scratch: each new frame's FrameId, whether it is stable, its key.
+    struct NewFrame {
+        FrameId frame;
+        bool stable;
+        uint64_t key;
+    };
+    std::vector<NewFrame> new_frames_;
 
     // `stable`: false when the frame may resolve otherwise later (a method not announced yet).
     FrameId java_frame(FrameType type, uint64_t method_id, bool& stable);
