@@ -1392,32 +1392,29 @@ Walk::Step Walk::step_native() {
         }
     }
     if (!stepped && !changed_module && top_ && !needs_more_stack) {
-        // No unwind row at the top: an assembler leaf without CFI (libjvm's _Copy_* routines, often
-        // tail-called by the runtime function compiled code called) has built no frame, and its
-        // return address is at [sp]; rbp is still its caller's, which C2 code uses as it likes. Taken
-        // only when a call into native code ends there, else the rbp chain below judges.
-        uint64_t ret = 0;
-        const CompiledCode* caller = view_.read(sp_, ret) ? map_.find_compiled(ret, time_) : nullptr;
-        uint64_t target = 0;
-        if (caller && leaf_call_target(caller->load, ret, target) && map_.find_code(target, time_).region == CodeRegion::kUnknown) {
-            next = {ret, sp_ + kWord, fp_};
-            stepped = true;
-            bump(kLeafTops);
-        }
-    }
-    if (!stepped && !changed_module && top_ && known_module && !needs_more_stack && d_.native_) {
-        // No unwind row at the top either: glibc's clone3 ends its FDE before its syscall, since the
-        // new thread continues from there on a stack of its own. The parent has pushed nothing: its
-        // return address is at [sp], after the direct call into clone3. The new thread, sampled
-        // before its first call, has nothing on its stack (fresh pages: a zero where a return address
-        // would be): its first frame. Otherwise the rescan below found a stale wrapper frame above.
+        // No unwind row at the top: a function that has built no frame, whose return address is at
+        // [sp], taken only when the call that ends there fits; else the rbp chain below judges.
+        // From compiled code: a call into native code (libjvm's _Copy_* routines without CFI, often
+        // tail-called by the runtime function compiled code called; rbp is still the caller's,
+        // which C2 code uses as it likes). From a module: a direct call into this very function
+        // (glibc's clone3 ends its FDE before its syscall, since the new thread goes on from there
+        // on a stack of its own; libjvm's SpinPause has none). The new thread itself, sampled before
+        // its first call, has nothing on its stack (fresh pages: a zero where a return address would
+        // be): its first frame. Without these the rescan below found stale wrapper frames above.
         uint64_t ret = 0;
         if (view_.read(sp_, ret)) {
-            if (ret != 0 && d_.native_->direct_call_into(ret, pc_) && plausible_native_pc(ret)) {
+            uint64_t target = 0;
+            const CompiledCode* caller = map_.find_compiled(ret, time_);
+            const bool fits =
+                caller ? leaf_call_target(caller->load, ret, target) &&
+                             map_.find_code(target, time_).region == CodeRegion::kUnknown
+                       : ret != 0 && known_module && d_.native_ && d_.native_->direct_call_into(ret, pc_) &&
+                             plausible_native_pc(ret);
+            if (fits) {
                 next = {ret, sp_ + kWord, fp_};
                 stepped = true;
                 bump(kLeafTops);
-            } else if (ret == 0 && !after_java_ && d_.native_->after_syscall(pc_)) {
+            } else if (ret == 0 && !after_java_ && known_module && d_.native_ && d_.native_->after_syscall(pc_)) {
                 return complete();
             }
         }

@@ -906,13 +906,8 @@ void Sampler::grow(Ring& ring, uint64_t key, bool lost) {
         config.wakeup_bytes = 0;
         config = with_safety_watermark(config);
     }
-    Status opened = reopen(ring, key, config);
     // Ring memory ran out: idle threads' rings make room, as for a waiting thread.
-    for (int taken = 0; !opened.ok() && opened.error().code == Errc::kResourceLimit && taken < kMaxTakesPerOpen &&
-                        take_idle_ring(key);
-         ++taken) {
-        opened = reopen(ring, key, config);
-    }
+    Status opened = with_room([&] { return reopen(ring, key, config); }, key);
     if (!opened.ok()) {
         if (opened.error().sys_errno == ESRCH) return;   // the thread is gone: its end is on the way
         if (opened.error().code == Errc::kResourceLimit) {
@@ -969,12 +964,7 @@ void Sampler::schedule_rings(uint64_t now_ns) {
     const RingSchedule schedule = plan_ring_schedule(std::move(waiting), std::move(holders), config_.period_ns);
     takeable_.assign(schedule.to_take.rbegin(), schedule.to_take.rend());   // taken from the back
     for (const pid_t tid : schedule.to_open) {
-        Status opened = open_waiting(tid);
-        for (int taken = 0; !opened.ok() && opened.error().code == Errc::kResourceLimit && taken < kMaxTakesPerOpen &&
-                            take_idle_ring(0);
-             ++taken) {
-            opened = open_waiting(tid);
-        }
+        Status opened = with_room([&] { return open_waiting(tid); }, 0);
         if (opened.ok()) {
             waiting_.erase(tid);
             late_opens_.fetch_add(1, std::memory_order_relaxed);
@@ -985,6 +975,19 @@ void Sampler::schedule_rings(uint64_t now_ns) {
             break;   // no idle ring is left to take
         }
     }
+}
+
+// `attempt` (an open or reopen), and again after each idle thread's ring taken while the kernel
+// refuses it for lack of lockable memory, up to kMaxTakesPerOpen rings.
+template <class Attempt>
+Status Sampler::with_room(Attempt attempt, uint64_t except_key) {
+    Status opened = attempt();
+    for (int taken = 0; !opened.ok() && opened.error().code == Errc::kResourceLimit && taken < kMaxTakesPerOpen &&
+                        take_idle_ring(except_key);
+         ++taken) {
+        opened = attempt();
+    }
+    return opened;
 }
 
 // The ring of the thread idle longest in schedule_rings' last look (not `except_key`'s) closes, and
@@ -1020,10 +1023,8 @@ Status Sampler::open_waiting(pid_t tid) {
         request.small_ring = true;
     }
     Status opened = open_events(tid, config, request);
+    if (opened.ok()) opened = enable_or_defer(request);
     if (!opened.ok()) return opened;
-    Status enabled = request.event->enable();
-    if (enabled.ok() && request.switches) enabled = request.switches->enable();
-    if (!enabled.ok()) return enabled;
     open_ring(request);
     threads_opened_.fetch_add(1, std::memory_order_relaxed);
     return {};

@@ -233,6 +233,8 @@ private:
     void wait_for_ring(pid_t tid);
     void schedule_rings(uint64_t now_ns);
     bool take_idle_ring(uint64_t except_key);
+    template <class Attempt>
+    Status with_room(Attempt attempt, uint64_t except_key);
     Status open_waiting(pid_t tid);
 
     const kernel::SamplingConfig config_;

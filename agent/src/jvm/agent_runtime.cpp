@@ -302,12 +302,10 @@ public:
         std::optional<std::string> registered = threads_.remove(tid);
         if (!registered) return;
         std::string name = std::move(*registered);
-        if (log_enabled(LogLevel::kDebug)) {
-            // The thread's own CPU time, for checking sample counts (CPU time x rate) in tests.
-            SF_LOG_DEBUG("thread end %d '%s' cpu %.3f ms", tid, name.c_str(), static_cast<double>(thread_cpu_ns()) / 1e6);
-        }
-        queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), true, std::move(name)});
         const uint64_t cpu_ns = thread_cpu_ns();
+        // The thread's own CPU time, for checking sample counts (CPU time x rate) in tests.
+        SF_LOG_DEBUG("thread end %d '%s' cpu %.3f ms", tid, name.c_str(), static_cast<double>(cpu_ns) / 1e6);
+        queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(tid), true, std::move(name)});
         if (options_.mode == SamplingMode::kThread) open_lag_.on_end(tid, cpu_ns);
         // A thread's clock counts from zero at its start, in either mode: one that ends before a
         // whole period never had a sample. Exact, and what a thread-per-request service loses most.
