@@ -62,6 +62,7 @@ struct Summary {
     uint64_t samples = 0;
     uint64_t stack_bytes = 0;
     std::map<uint32_t, uint64_t> samples_per_tid;
+    std::map<uint32_t, uint64_t> stack_bytes_per_tid;   // how much of each thread's stack its samples carry
     std::map<SampleSource, uint64_t> samples_per_source;
     std::map<uint32_t, std::string> thread_names;
     uint64_t lost = 0;
@@ -84,6 +85,7 @@ void count(Summary& summary, const Event& event) {
         ++summary.samples;
         summary.stack_bytes += sample->stack.size();
         ++summary.samples_per_tid[sample->tid];
+        summary.stack_bytes_per_tid[sample->tid] += sample->stack.size();
         ++summary.samples_per_source[sample->source];
     } else if (const auto* thread = std::get_if<ThreadInfo>(&event)) {
         // A thread may be renamed; the latest non-empty name is the one people recognise.
@@ -235,10 +237,10 @@ void print_text(const Summary& summary, const DumpOptions& options) {
     fmt::print("threads     {} with samples, {} named\n", summary.samples_per_tid.size(), summary.thread_names.size());
     std::vector<std::pair<uint32_t, uint64_t>> threads(summary.samples_per_tid.begin(), summary.samples_per_tid.end());
     std::stable_sort(threads.begin(), threads.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-    if (!threads.empty()) fmt::print("  {:>8} {:>10}  {}\n", "tid", "samples", "name");
+    if (!threads.empty()) fmt::print("  {:>8} {:>10} {:>12}  {}\n", "tid", "samples", "stack mean", "name");
     for (const auto& [tid, samples] : threads) {
         const auto name = summary.thread_names.find(tid);
-        fmt::print("  {:>8} {:>10}  {}\n", tid, samples,
+        fmt::print("  {:>8} {:>10} {:>12}  {}\n", tid, samples, human_bytes(summary.stack_bytes_per_tid.at(tid) / samples),
                    name == summary.thread_names.end() ? std::string("-") : printable(name->second));
     }
 
@@ -319,6 +321,9 @@ nlohmann::ordered_json to_json(const Summary& summary, const DumpOptions& option
     json threads = json::object();
     for (const auto& [tid, samples] : summary.samples_per_tid) threads[std::to_string(tid)] = samples;
     out["threads"] = threads;
+    json thread_stack_bytes = json::object();
+    for (const auto& [tid, bytes] : summary.stack_bytes_per_tid) thread_stack_bytes[std::to_string(tid)] = bytes;
+    out["thread_stack_bytes"] = thread_stack_bytes;
     json names = json::object();
     for (const auto& [tid, name] : summary.thread_names) names[std::to_string(tid)] = name;
     out["thread_names"] = names;

@@ -60,7 +60,7 @@ std::vector<Event> profile_like_events(int compiled_methods) {
     events.emplace_back(Stub{22, "Interpreter", 0x7e0000001000ull, 0x7e0000021000ull, -1});
     const uint32_t tids[] = {101, 101, 102, 101, 103, 102, 101, 101, 103, 101, 101, 102};
     for (uint32_t tid : tids) {
-        Sample sample = factory.sample(2048);
+        Sample sample = factory.sample(1024 * (tid - 99));   // a stack size per thread
         sample.tid = tid;
         events.emplace_back(std::move(sample));
     }
@@ -73,6 +73,7 @@ std::vector<Event> profile_like_events(int compiled_methods) {
 struct ExpectedCounts {
     std::map<std::string, uint64_t> per_kind;
     std::map<std::string, uint64_t> samples_per_tid;
+    std::map<std::string, uint64_t> stack_bytes_per_tid;
     uint64_t samples = 0;
     uint64_t lost = 0;
 };
@@ -84,6 +85,7 @@ ExpectedCounts count_expected(const std::vector<Event>& events) {
         if (const auto* sample = std::get_if<Sample>(&event)) {
             ++expected.samples;
             ++expected.samples_per_tid[std::to_string(sample->tid)];
+            expected.stack_bytes_per_tid[std::to_string(sample->tid)] += sample->stack.size();
         }
         if (const auto* lost = std::get_if<Lost>(&event)) expected.lost += lost->count;
     }
@@ -99,6 +101,9 @@ void check_counts(const nlohmann::json& dump, const ExpectedCounts& expected) {
     std::map<std::string, uint64_t> threads;
     for (const auto& [tid, samples] : dump.at("threads").items()) threads[tid] = samples.get<uint64_t>();
     CHECK(threads == expected.samples_per_tid);
+    std::map<std::string, uint64_t> stack_bytes;
+    for (const auto& [tid, bytes] : dump.at("thread_stack_bytes").items()) stack_bytes[tid] = bytes.get<uint64_t>();
+    CHECK(stack_bytes == expected.stack_bytes_per_tid);
     for (EventKind kind : {EventKind::kSample, EventKind::kCodeLoad, EventKind::kCodeUnload, EventKind::kStub,
                            EventKind::kMethod, EventKind::kVmInfo, EventKind::kOracle, EventKind::kThread,
                            EventKind::kLost, EventKind::kModule}) {
@@ -155,6 +160,10 @@ TEST_CASE("dump text names threads and resolves compiled method names") {
     const CommandResult result = run_stackfrag("dump '" + path + "'");
     REQUIRE(result.exit_code == 0);
     CHECK(occurrences(result.output, "worker-7") == 1);
+    // Its samples' mean stack size (3 KiB each) beside its name.
+    const size_t line_end = result.output.find("worker-7");
+    const size_t line_start = result.output.rfind('\n', line_end);
+    CHECK(result.output.substr(line_start, line_end - line_start).find("3072 B") != std::string::npos);
     CHECK(occurrences(result.output, "17.0.99+1-test") == 1);
     CHECK(occurrences(result.output, ".spin(I)J") == 20);
     CHECK(occurrences(result.output, "com.example.Widget24.spin(I)J") == 1);
