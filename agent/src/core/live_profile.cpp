@@ -180,73 +180,39 @@ LiveProfile::~LiveProfile() {
     Event* event = nullptr;
     while (queue_.pop(event)) delete event;
     while (spare_events_.pop(event)) delete event;
-    for (Event* spare : emptied_spares_) delete spare;
     for (Event* held : backlog_) delete held;
 }
 
 Event* LiveProfile::owned_event(Event&& event) {
     Event* spare = nullptr;
-    if (!emptied_spares_.empty()) {
-        spare = emptied_spares_.back();
-        emptied_spares_.pop_back();
-        // Parked there by spare_stack() when its sample was read, cold since: the next one's miss
-        // overlaps with this event's move.
-        if (!emptied_spares_.empty()) __builtin_prefetch(emptied_spares_.back());
-    } else if (!spare_events_.pop(spare)) {
-        return new Event(std::move(event));
-    } else if (auto* sample = std::get_if<Sample>(spare); sample && sample->stack.capacity() != 0) {
-        spare_stacks_.fetch_sub(1, std::memory_order_relaxed);
-        // A sample brings its own buffer (the assignment frees this one); any other event would
-        // free it too, and the next sample would allocate and fault in fresh pages.
-        if (!std::holds_alternative<Sample>(event) && reader_stacks_.size() < kMaxSpareStacks) {
-            reader_stacks_.push_back(std::move(sample->stack));
-        }
-    }
+    if (!spare_events_.pop(spare)) return new Event(std::move(event));
     *spare = std::move(event);
     return spare;
 }
 
 bool LiveProfile::spare_stack(std::vector<uint8_t>& out) {
-    if (!reader_stacks_.empty()) {
-        out.swap(reader_stacks_.back());
-        reader_stacks_.pop_back();
-        out.clear();
-        return true;
+    if (reader_stacks_.empty()) {
+        // Everything the decoder thread gave back since the last time, in one swap.
+        std::lock_guard<std::mutex> lock(returned_stacks_mutex_);
+        reader_stacks_.swap(returned_stacks_);
     }
-    // Past spares without a buffer (at low sample rates most events are code loads and methods):
-    // those go to emptied_spares_, where the next events are written. While one of the queued
-    // spares holds a buffer, a fresh allocation (and its page faults) is the worse deal.
-    for (int looked = 0; looked < kMaxSparesPerStack; ++looked) {
-        Event* spare = nullptr;
-        if ((looked > 0 && spare_stacks_.load(std::memory_order_relaxed) == 0) || !spare_events_.pop(spare)) return false;
-        emptied_spares_.push_back(spare);
-        auto* sample = std::get_if<Sample>(spare);
-        if (sample == nullptr || sample->stack.capacity() == 0) continue;
-        spare_stacks_.fetch_sub(1, std::memory_order_relaxed);
-        out.swap(sample->stack);
-        out.clear();
-        return true;
-    }
-    return false;
+    if (reader_stacks_.empty()) return false;
+    out.swap(reader_stacks_.back());
+    reader_stacks_.pop_back();
+    held_stacks_.fetch_sub(1, std::memory_order_relaxed);
+    out.clear();
+    return true;
 }
 
 void LiveProfile::recycle(Event* event) {
-    // Whatever the decoder left in it (a moved-from event holds nothing of note) goes now, but for
-    // a sample's fragment buffer while few spares hold one.
-    auto* sample = std::get_if<Sample>(event);
-    if (sample != nullptr && sample->stack.capacity() != 0 &&
-        spare_stacks_.load(std::memory_order_relaxed) < kMaxSpareStacks) {
-        std::vector<uint8_t> stack = std::move(sample->stack);
-        stack.clear();
-        *event = Event{};
-        std::get<Sample>(*event).stack = std::move(stack);
-        // Counted before the reader can pop it, so that its count never goes below zero.
-        spare_stacks_.fetch_add(1, std::memory_order_relaxed);
-        if (!spare_events_.push(event)) {
-            spare_stacks_.fetch_sub(1, std::memory_order_relaxed);
-            delete event;
-        }
-        return;
+    // A sample's fragment buffer goes back to the reader on a path of its own, while fewer than
+    // kMaxSpareStacks are held there; the event, emptied, to the spare events.
+    if (auto* sample = std::get_if<Sample>(event);
+        sample != nullptr && sample->stack.capacity() != 0 &&
+        held_stacks_.load(std::memory_order_relaxed) < kMaxSpareStacks) {
+        held_stacks_.fetch_add(1, std::memory_order_relaxed);
+        std::lock_guard<std::mutex> lock(returned_stacks_mutex_);
+        returned_stacks_.push_back(std::move(sample->stack));
     }
     *event = Event{};
     if (!spare_events_.push(event)) delete event;

@@ -183,13 +183,12 @@ public:
     uint64_t samples_decoded() const { return decoded_total_.load(std::memory_order_relaxed); }
     // Decoded events waiting to be filled again by observe() (tests).
     size_t spare_events() const { return spare_events_.read_available(); }
-    static constexpr int kMaxSparesPerStack = 64;   // spares spare_stack() looks through for a buffer
     static constexpr size_t kSpareEvents = 1024;   // at most (about a batch's worth, kWakeBytes)
-    // Spare events keep their sample's fragment buffer (its bytes cleared), up to this many at a
-    // time: the reader fills them again instead of allocating a buffer per sample that the decoder
-    // thread then frees (malloc and free on two threads, and fresh pages after the heap shrank).
-    // A reader cycle at 10 kHz brings a few hundred samples at once (128 left most of them to
-    // malloc); 512 buffers of 16 KB are 8 MB, an eighth of what the queue may hold (queue_bytes).
+    // Decoded samples' fragment buffers go back to the reader (their bytes cleared), up to this many
+    // at a time: the reader fills them again instead of allocating a buffer per sample that the
+    // decoder thread then frees (malloc and free on two threads, and fresh pages to fault in after
+    // the reader's heap shrank). A reader cycle at 10 kHz brings a few hundred samples at once; 512
+    // buffers of 16 KB are 8 MB, an eighth of what the queue may hold (queue_bytes).
     static constexpr size_t kMaxSpareStacks = 512;
     // After stop() (or from the thread calling poll_once): the whole run, over all rotations.
     // Safe from any thread once stop() returned; if the decoder thread did not finish in time, says
@@ -250,11 +249,14 @@ private:
         return boxed ? boxed.release() : owned_event(std::move(event));
     }
     void recycle(Event* event);
-    std::atomic<size_t> spare_stacks_{0};
-    std::vector<Event*> emptied_spares_;   // reader only: spare events whose buffer spare_stack took
-    // Reader only: fragment buffers taken out of spare events that other events (code loads,
-    // methods: far more than samples at low rates) were written into, kept for the next samples.
-    std::vector<std::vector<uint8_t>> reader_stacks_;
+    // Fragment buffers on their way back: the decoder thread pushes under the mutex, the reader
+    // takes them all at once when its own are used up. Spare events carried them before, behind
+    // hundreds of code loads and methods at low rates and dropped with a full spare queue: at
+    // 100/s a third of the samples on xalan got a fresh buffer (page faults, ~5 µs each here).
+    std::mutex returned_stacks_mutex_;
+    std::vector<std::vector<uint8_t>> returned_stacks_;
+    std::vector<std::vector<uint8_t>> reader_stacks_;   // reader only
+    std::atomic<size_t> held_stacks_{0};                 // in both
     std::atomic<size_t> queued_bytes_{0};
     std::deque<Event*> backlog_;   // producer side only
 
