@@ -1546,6 +1546,18 @@ void Decoder::decode_top_only(const Sample& sample, CallTrace& out) {
 
 void Decoder::forget_thread(uint32_t tid) { journals_.erase(tid); }
 
+uint64_t Decoder::needed_end(uint32_t tid) const {
+    const auto it = journals_.find(tid);
+    if (it == journals_.end()) return 0;
+    const detail::WalkJournal& last = it->second->last;
+    if (!last.valid || last.steps.empty()) return 0;
+    const detail::StepRecord& outermost = last.steps.back();
+    if (!outermost.stopped || outermost.status != TraceStatus::kComplete) return 0;
+    uint64_t end = 0;
+    for (const detail::StepRecord& r : last.steps) end = std::max({end, r.access.read_hi, r.access.need_hi});
+    return end;
+}
+
 uint64_t Decoder::native_rule_steps() const { return native_ ? native_->rule_steps() : 0; }
 
 const std::vector<std::string>& Decoder::changed_modules() const {

@@ -65,6 +65,7 @@ public:
     const T* begin() const { return buf_.data() + head_; }
     const T* end() const { return buf_.data() + buf_.size(); }
     T& back() { return buf_.back(); }
+    const T& back() const { return buf_.back(); }
     void clear() {
         buf_.clear();
         head_ = 0;

@@ -179,6 +179,34 @@ TEST_CASE("sampling begins at the agent's load: the JVM's start before VMInit is
     std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("the reader keeps of each fragment only what the live decoder's walks of its thread read", "[live]") {
+    const std::string dir = temp_dir("cut");
+    demo_classes(dir);
+    // KiB per sample the kernel wrote and the reader kept, and the threads cut, from the log.
+    auto run = [&](const std::string& options) {
+        const auto r = run_java({"-agentpath:" + kAgent + "=" + options, "-cp", dir, "demo.Demo", "2"}, dir + "/jvm");
+        INFO(options << "\n" << r.err);
+        REQUIRE(r.exit_code == 0);
+        std::smatch m;
+        REQUIRE(std::regex_search(r.err, m, std::regex("stack per sample ([0-9.]+) KiB from the kernel, ([0-9.]+) KiB kept")));
+        return std::make_pair(std::stod(m[2]), r.err);
+    };
+    // A recording alone has no live decoder: fragments are cut at the threads' tops only.
+    const auto [tops_only, recorded_log] = run("record=" + dir + "/run.sfr");
+    CHECK_FALSE(contains(recorded_log, "fragments cut where the walks stop reading"));
+    const auto [cut, live_log] = run("file=" + dir + "/live.collapsed");
+    std::smatch m;
+    REQUIRE(std::regex_search(live_log, m, std::regex("fragments cut where the walks stop reading [^:]*: (\\d+) threads")));
+    CHECK(std::stoul(m[1]) >= 2);   // the demo's main thread and the JIT's at least
+    // The thread descriptor, TLS and native frames above each first entry frame are ~5 KB.
+    CHECK(cut < tops_only - 1.0);
+    // Nothing lost for it: every sample decodes as before.
+    REQUIRE(std::regex_search(live_log, m, std::regex("stop summary: \\d+ samples taken; decoded ([0-9.]+)% .*incomplete ([0-9.]+)%")));
+    CHECK(std::stod(m[1]) > 99.0);
+    CHECK(std::stod(m[2]) < 0.5);
+    std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("profiles in every format at exit, with the stop summary in the log", "[live]") {
     const std::string dir = temp_dir("formats");
     demo_classes(dir);

@@ -148,6 +148,7 @@ LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
     : settings_(std::move(settings)), clock_(clock), queue_(std::max<size_t>(settings_.queue_slots, 2)),
       spare_events_(kSpareEvents), filter_(settings_.filter) {
     stream_ = std::make_unique<StreamDecoder>(settings_.decoder, [this](const Event& event, const CallTrace& trace) {
+        if (settings_.stack_tops != nullptr) learn_cut(event, trace);
         if (settings_.on_trace) settings_.on_trace(event, trace, stream_->last_decode_ns());
         if (settings_.watch_trace) settings_.watch_trace(event, trace);
         // Off-CPU samples count blockings, not CPU time: their own tree, each switch weighing one.
@@ -216,6 +217,26 @@ void LiveProfile::recycle(Event* event) {
     }
     *event = Event{};
     if (!spare_events_.push(event)) delete event;
+}
+
+void LiveProfile::learn_cut(const Event& event, const CallTrace& trace) {
+    const auto* sample = std::get_if<Sample>(&event);
+    if (sample == nullptr || sample->source == SampleSource::kSignal) return;   // the validator's own copies
+    const uint32_t tid = sample->tid;
+    std::optional<uint64_t> top;
+    if (trace.status == TraceStatus::kComplete) {
+        const uint64_t needed = stream_->decoder().needed_end(tid);
+        if (needed == 0) return;
+        std::optional<uint64_t> known;
+        if (cut_learner_.wants_top(tid)) known = settings_.stack_tops->lookup(tid).value_or(0);
+        top = cut_learner_.on_complete(tid, needed, known);
+    } else if (trace.status == TraceStatus::kIncomplete || trace.status == TraceStatus::kStitched) {
+        top = cut_learner_.on_ran_off(tid, sample->stack_sp + sample->stack.size());
+    }
+    if (!top) return;
+    settings_.stack_tops->remember(tid, *top, sample->time_ns);
+    threads_cut_.store(cut_learner_.threads_cut(), std::memory_order_relaxed);
+    threads_given_back_.store(cut_learner_.threads_given_back(), std::memory_order_relaxed);
 }
 
 void LiveProfile::new_cct() {
@@ -410,8 +431,12 @@ void LiveProfile::run() {
 void LiveProfile::consume(Event&& event) {
     if (broken_) return;
     try {
-        if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && thread->ended && settings_.on_thread_end) {
-            settings_.on_thread_end(thread->tid);
+        if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && thread->ended) {
+            // A later thread of the tid must not inherit the cut (tops set before its end go).
+            if (cut_learner_.forget(thread->tid) && settings_.stack_tops != nullptr) {
+                settings_.stack_tops->forget(thread->tid, thread->time_ns);
+            }
+            if (settings_.on_thread_end) settings_.on_thread_end(thread->tid);
         }
         if (const auto* thread = std::get_if<ThreadInfo>(&event); thread && !thread->name.empty()) {
             thread_names_[thread->tid] = thread->name;
@@ -789,6 +814,8 @@ LiveCounts LiveProfile::counts(size_t top) const {
     out.jvmti_traces = jvmti_traces_.load();
     out.decoder_cpu_ns = decoder_cpu_ns_.load();
     out.decoder_page_faults = decoder_page_faults_.load();
+    out.threads_cut = threads_cut_.load(std::memory_order_relaxed);
+    out.threads_given_back = threads_given_back_.load(std::memory_order_relaxed);
     out.dropped = dropped_.load();
     out.metadata_dropped = metadata_dropped_.load();
     out.lost = lost_total_.load();
@@ -879,6 +906,13 @@ std::string LiveProfile::summary_text(size_t top) const {
         out += "\n  the profiler's own threads: " + std::to_string(c.top_only) + " samples, each its top frame alone";
     }
     if (c.metadata_dropped != 0) out += "\n  code events dropped by the live queue: " + std::to_string(c.metadata_dropped);
+    if (c.threads_cut != 0) {
+        out += "\n  fragments cut where the walks stop reading (above a thread's first entry frame or clone3 frame): " +
+               std::to_string(c.threads_cut) + " threads";
+        if (c.threads_given_back != 0) {
+            out += ", " + std::to_string(c.threads_given_back) + " of them given their whole stack again (walks ran off at the cut)";
+        }
+    }
     out += "\n  " + profile::coverage_text(c.coverage);
     if (!filter_.empty()) {
         out += "\n  " + profile::filter_sentence(filter_, c.decoded - c.filtered.dropped(), c.decoded, c.filtered);

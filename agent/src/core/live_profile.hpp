@@ -32,6 +32,8 @@
 #include "stackfrag/profile/coverage.hpp"
 #include "stackfrag/profile/trace_filter.hpp"
 #include "options.hpp"
+#include "stack_cut.hpp"
+#include "stack_tops.hpp"
 #include "stream_writer.hpp"
 
 namespace sf::agent {
@@ -75,6 +77,10 @@ struct LiveSettings {
     // does not wake the decoder thread every cycle for them. And each thread's end, from the stream.
     std::function<void(const Event&, const CallTrace&)> watch_trace;
     std::function<void(uint32_t tid)> on_thread_end;
+    // Where the reader cuts fragments: the decoder thread publishes there, per thread, the end of
+    // what its complete walks read (StackCutLearner). Null: fragments are cut at the threads'
+    // tops only.
+    StackTops* stack_tops = nullptr;
     // stack=auto: a sample whose fragment has this many bytes (full at the start size: its thread
     // may be deeper) wakes the decoder at the end of the reader's cycle instead of after ~256
     // samples or a second, so that a deep thread's fragment grows within tens of milliseconds.
@@ -112,6 +118,8 @@ struct LiveCounts {
     uint64_t jvmti_traces = 0;     // of which JvmtiTrace (mode=jvmti)
     uint64_t decoder_cpu_ns = 0;   // the decoder thread's CPU time, once it has finished
     uint64_t decoder_page_faults = 0;   // and its page faults
+    uint64_t threads_cut = 0;          // threads whose fragments the reader cuts where their walks stop reading
+    uint64_t threads_given_back = 0;   // of which cut no more: their walks ran off at the cut
     uint32_t stack_bytes = 0;      // the fragment size the VM was sampled with (0 unknown)
     uint64_t dropped = 0;          // samples not queued: queue or byte budget full, or no memory
     uint64_t metadata_dropped = 0; // non-sample events lost past the backlog limit
@@ -226,6 +234,9 @@ private:
     bool hold_for_names();
     bool names_pending() const;
     uint64_t names_hold_until_ = 0;   // decoder thread; 0: not holding
+    StackCutLearner cut_learner_;     // decoder thread
+    std::atomic<uint64_t> threads_cut_{0}, threads_given_back_{0};
+    void learn_cut(const Event& event, const CallTrace& trace);
     std::atomic<bool> holding_names_{false};   // for the reader: a NamedMethod wakes the decoder
     std::unordered_set<uint64_t> answered_names_;   // ids a NamedMethod came for (named or not)
     void new_cct();

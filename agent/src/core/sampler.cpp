@@ -189,7 +189,9 @@ public:
         now_ns_ = now_ns;
         takes_switches_ = ring.takes_switches;
         stack_top_ = ring.tid != 0 ? ring.stack_top : 0;
-        if (ring.tid == 0 && sampler_.stack_tops_ != nullptr) sampler_.stack_tops_copy_.refresh(*sampler_.stack_tops_);
+        // Thread rings too: a thread's top may have come down to where its walks stop reading
+        // (StackCutLearner, on the decoder thread).
+        if (sampler_.stack_tops_ != nullptr) sampler_.stack_tops_copy_.refresh(*sampler_.stack_tops_);
         watch_cache_ = ring.tid != 0 ? &ring.watch_cache : nullptr;
     }
 
@@ -226,13 +228,21 @@ public:
         // fragment. On httpserver the workers' fragments shrink from ~16 KB to the few KB their
         // stacks use: less to copy here, to hand over, to store and to compress.
         // A per-CPU ring's samples are of every thread: their tops come from the threads that
-        // registered themselves (Java threads at their start, the reader itself).
+        // registered themselves (Java threads at their start, the reader itself). Once the live
+        // decoder has walked a thread's stack to its outermost frame, its top is where that walk
+        // stopped reading (StackCutLearner): no thread descriptor, TLS or native frames above the
+        // first entry frame (~5 KB a sample on httpserver's workers, 58 KB on GC threads whose
+        // stack mapping the kernel merged with the next one).
         size_t bytes = view.stack_size;
-        const uint64_t top = ring_tid_ != 0 ? (static_cast<pid_t>(view.tid) == ring_tid_ ? stack_top_ : 0)
-                                            : sampler_.stack_tops_copy_.top_of(view.tid);
+        uint64_t top = sampler_.stack_tops_copy_.top_of(view.tid);
+        if (ring_tid_ != 0 && static_cast<pid_t>(view.tid) == ring_tid_ && stack_top_ != 0) {
+            top = top != 0 ? std::min(top, stack_top_) : stack_top_;
+        }
         if (top != 0 && sample.stack_sp < top && top - sample.stack_sp < bytes) {
             bytes = static_cast<size_t>(top - sample.stack_sp);
         }
+        sampler_.stack_bytes_written_ += view.stack_size;
+        sampler_.stack_bytes_kept_ += bytes;
         sample.stack.reserve(std::max<size_t>((bytes + 4095) & ~size_t{4095}, 16384));
         // The copy's source is cold ring memory and its destination a buffer last touched on
         // the decoder's CPU: each page starts with a TLB miss that the hardware prefetcher does
@@ -365,6 +375,8 @@ void Sampler::run() {
     published_quiet_wakes_.store(quiet_wakes_, std::memory_order_relaxed);
     published_ring_looks_.store(ring_looks_, std::memory_order_relaxed);
     published_ring_drains_.store(ring_drains_, std::memory_order_relaxed);
+    published_stack_bytes_written_.store(stack_bytes_written_, std::memory_order_relaxed);
+    published_stack_bytes_kept_.store(stack_bytes_kept_, std::memory_order_relaxed);
     waiting_at_stop_.store(waiting_.size(), std::memory_order_relaxed);
     reader_cpu_ns_.store(thread_cpu_ns());
     reader_tid_.store(0, std::memory_order_release);
@@ -1281,6 +1293,8 @@ SamplerStats Sampler::stats() const {
     stats.quiet_wakes = published_quiet_wakes_.load(std::memory_order_relaxed);
     stats.ring_looks = published_ring_looks_.load(std::memory_order_relaxed);
     stats.ring_drains = published_ring_drains_.load(std::memory_order_relaxed);
+    stats.stack_bytes_written = published_stack_bytes_written_.load(std::memory_order_relaxed);
+    stats.stack_bytes_kept = published_stack_bytes_kept_.load(std::memory_order_relaxed);
     stats.cadence_ns = cadence_ns_.load(std::memory_order_relaxed);
     stats.module_rescans = module_rescans_.load(std::memory_order_relaxed);
     stats.modules_found = modules_found_.load(std::memory_order_relaxed);

@@ -43,6 +43,10 @@ struct SamplerStats {
     uint64_t rings_grown = 0;       // and of those, reopened at the full size once their thread filled one
     uint64_t reader_cpu_ns = 0;     // the reader thread's CPU time, once it has stopped
     uint64_t reader_page_faults = 0;   // and its page faults (fresh fragment buffers fault in)
+    // Stack bytes of the samples read: as the kernel wrote them, and as kept (cut at the threads'
+    // tops), once the reader has stopped.
+    uint64_t stack_bytes_written = 0;
+    uint64_t stack_bytes_kept = 0;
     // What the reader did, once it has stopped: its cycles, how many of them a ring's watermark
     // (a ring filling faster than the cadence drains it) or a wake() brought early, and how many
     // ring looks found news (the rest cost one cache line each).
@@ -297,6 +301,10 @@ private:
     uint64_t quiet_wakes_ = 0;
     uint64_t ring_looks_ = 0;
     uint64_t ring_drains_ = 0;
+    uint64_t stack_bytes_written_ = 0;
+    uint64_t stack_bytes_kept_ = 0;
+    std::atomic<uint64_t> published_stack_bytes_written_{0};
+    std::atomic<uint64_t> published_stack_bytes_kept_{0};
     std::atomic<uint64_t> published_cycles_{0};
     std::atomic<uint64_t> published_early_cycles_{0};
     std::atomic<uint64_t> published_quiet_wakes_{0};

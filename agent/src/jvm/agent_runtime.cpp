@@ -524,6 +524,7 @@ private:
             return;
         }
         LiveSettings settings = std::move(*wanted);
+        settings.stack_tops = &stack_tops_;
         if (options_.interval_auto) {
             // The decoder thread sees each thread's top frames: interval=auto needs live decoding.
             PeriodControllerSettings adaptive;
@@ -982,12 +983,23 @@ private:
             oracle_text += "; signal backend: timer buffer full " + std::to_string(timer()->stats().dropped);
         }
         const SamplerStats stats = sampler_->stats();
-        SF_LOG_INFO("summary: %llu samples, %llu lost%s; %llu rings opened, reader CPU %.1f ms, %llu events dropped; "
+        const uint64_t sampled = counts.of(EventKind::kSample);
+        // What the kernel copied of each sample's stack, and what the reader kept of it: cut at the
+        // thread's top, or where the decoder's walks of the thread stop reading.
+        std::string stack_bytes_text;
+        if (sampled != 0 && stats.stack_bytes_written != 0) {
+            char kept[160];
+            snprintf(kept, sizeof kept, ", stack per sample %.1f KiB from the kernel, %.1f KiB kept",
+                     static_cast<double>(stats.stack_bytes_written) / 1024.0 / static_cast<double>(sampled),
+                     static_cast<double>(stats.stack_bytes_kept) / 1024.0 / static_cast<double>(sampled));
+            stack_bytes_text = kept;
+        }
+        SF_LOG_INFO("summary: %llu samples, %llu lost%s; %llu rings opened, reader CPU %.1f ms%s, %llu events dropped; "
                     "events: %s",
-                    static_cast<unsigned long long>(counts.of(EventKind::kSample)),
+                    static_cast<unsigned long long>(sampled),
                     static_cast<unsigned long long>(counts.lost_samples), oracle_text.c_str(),
                     static_cast<unsigned long long>(stats.threads_opened), static_cast<double>(stats.reader_cpu_ns) / 1e6,
-                    static_cast<unsigned long long>(queue_.dropped()), counts.describe().c_str());
+                    stack_bytes_text.c_str(), static_cast<unsigned long long>(queue_.dropped()), counts.describe().c_str());
         if (!live_profile_) {
             SF_LOG_INFO("mode: %s", mode_text(options_).c_str());
             if (const std::string memory = ring_memory_text(); !memory.empty()) SF_LOG_INFO("%s", memory.substr(3).c_str());

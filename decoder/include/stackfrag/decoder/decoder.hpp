@@ -157,6 +157,11 @@ public:
     uint64_t native_rule_steps() const;
     // Module files whose build id differs from the one recorded: not used (see ModuleMap::build_id).
     const std::vector<std::string>& changed_modules() const;
+    // After a complete decode of `tid`'s sample (incremental decoding): the end of the highest stack
+    // bytes the walk read or found inside its fragment, 0 otherwise (another outcome, a walk of
+    // one frame, or not incremental). Nothing above it decided anything, and a thread's outermost
+    // frames stay where they are while it lives: the live agent cuts its later fragments there.
+    uint64_t needed_end(uint32_t tid) const;
     // After an incomplete decode: the sp of the frame whose caller lay beyond the fragment (0 after
     // any other outcome). What stitching compares (StreamDecoder).
     uint64_t boundary_sp() const { return boundary_sp_; }
