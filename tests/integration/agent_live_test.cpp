@@ -198,7 +198,7 @@ TEST_CASE("the reader keeps of each fragment only what the live decoder's walks 
     std::smatch m;
     REQUIRE(std::regex_search(live_log, m, std::regex("fragments cut where the walks stop reading [^:]*: (\\d+) threads")));
     CHECK(std::stoul(m[1]) >= 2);   // the demo's main thread and the JIT's at least
-    // The thread descriptor, TLS and native frames above each first entry frame are ~5 KB.
+    // glibc's thread descriptor and TLS above each thread's first frame are ~4 KB.
     CHECK(cut < tops_only - 1.0);
     // Nothing lost for it: every sample decodes as before.
     REQUIRE(std::regex_search(live_log, m, std::regex("stop summary: \\d+ samples taken; decoded ([0-9.]+)% .*incomplete ([0-9.]+)%")));

@@ -332,7 +332,9 @@ void Sampler::run() {
     if (realtime_reader_) reader_priority_.store(kernel::raise_reader_priority(), std::memory_order_relaxed);
     // Per-CPU rings sample the reader too: its fragments end at its stack's top like a Java thread's.
     const auto reader_tid = static_cast<uint32_t>(syscall(SYS_gettid));
-    if (stack_tops_ != nullptr) stack_tops_->remember(reader_tid, kernel::current_thread_stack_top(), monotonic_ns());
+    if (stack_tops_ != nullptr) {
+        stack_tops_->remember(reader_tid, kernel::current_thread_stack_top(), monotonic_ns(), /*exact=*/true);
+    }
     uint64_t window_start = monotonic_ns(), window_cpu = thread_cpu_ns();
     const uint64_t with_timer = cadence_ns(config_, kTimerCadenceNs);
     const uint64_t rings_only = cadence_ns(config_, kCadenceNs);

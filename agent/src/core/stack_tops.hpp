@@ -14,13 +14,16 @@ namespace sf::agent {
 class StackTops {
 public:
     // Any thread: `tid`'s stack ends at `top` (0: looked for, not found), known since `since_ns`
-    // (monotonic).
-    void remember(uint32_t tid, uint64_t top, uint64_t since_ns);
+    // (monotonic). `exact`: the thread said so itself (pthread_getattr_np: its stack block's end),
+    // not a mapping's end (which may hold the next thread's stack too) nor a cut.
+    void remember(uint32_t tid, uint64_t top, uint64_t since_ns, bool exact = false);
     // Any thread: `tid` ended at `ended_ns`; its top is dropped only if it was set before then (a
     // new thread with the same tid may have registered before the old one's end was seen).
     void forget(uint32_t tid, uint64_t ended_ns);
     // nullopt: never remembered (or forgotten); 0: looked for, not found.
     std::optional<uint64_t> lookup(uint32_t tid) const;
+    // The top if the thread remembered it itself (see remember), else 0.
+    uint64_t exact_top(uint32_t tid) const;
     // Changes with every remember or forget that changed something; never 0.
     uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
@@ -53,6 +56,7 @@ private:
     struct Top {
         uint64_t top = 0;
         uint64_t since_ns = 0;
+        bool exact = false;
     };
     mutable std::mutex mutex_;
     std::unordered_map<uint32_t, Top> tops_;

@@ -726,7 +726,7 @@ private:
         // others are judged by the live decoder only).
         if (on_thread) {
             if (const uint64_t top = kernel::current_thread_stack_top(); top != 0) {
-                stack_tops_.remember(static_cast<uint32_t>(tid), top, monotonic_ns());
+                stack_tops_.remember(static_cast<uint32_t>(tid), top, monotonic_ns(), /*exact=*/true);
             }
         }
         SF_LOG_DEBUG("thread %d '%s'", tid, name.c_str());
