@@ -219,6 +219,21 @@ void LiveProfile::recycle(Event* event) {
     if (!spare_events_.push(event)) delete event;
 }
 
+namespace {
+bool failure_from_missing_bytes(FailReason reason) {
+    switch (reason) {
+        case FailReason::kSpOutOfFragment:
+        case FailReason::kNativeUnwindFailed:
+        case FailReason::kBadEntryFrame:
+        case FailReason::kStubUnwindFailed:
+        case FailReason::kBadInterpreterFrame:
+            return true;
+        default:
+            return false;
+    }
+}
+}  // namespace
+
 void LiveProfile::learn_cut(const Event& event, const CallTrace& trace) {
     const auto* sample = std::get_if<Sample>(&event);
     if (sample == nullptr || sample->source == SampleSource::kSignal) return;   // the validator's own copies
@@ -239,13 +254,20 @@ void LiveProfile::learn_cut(const Event& event, const CallTrace& trace) {
             exact = settings_.stack_tops->exact_top(tid);
         }
         top = cut_learner_.on_complete(tid, walk, known, exact);
-    } else {
-        // Whatever stopped the walk (ran off, or failed for want of the bytes above), a fragment
-        // that ended at the cut says the cut was wrong for this thread.
+    } else if (trace.status != TraceStatus::kFailed || failure_from_missing_bytes(trace.failure)) {
+        // A walk that ran off, or failed for want of the bytes above, at the cut: the cut was wrong
+        // for this thread. (Every fragment of a cut thread ends at the cut: failures that missing
+        // bytes do not cause, a stale return address say, leave the cut alone.)
         top = cut_learner_.on_ran_off(tid, sample->stack_sp + sample->stack.size());
     }
     if (!top) return;
     settings_.stack_tops->remember(tid, *top, sample->time_ns);
+    const auto name = thread_names_.find(tid);
+    SF_LOG_DEBUG("stack cut: thread %u '%s' %s %#llx (sp %#llx, %s)", tid,
+                 name == thread_names_.end() ? "" : name->second.c_str(),
+                 trace.status == TraceStatus::kComplete ? "cut at" : "given its stack back, top", static_cast<unsigned long long>(*top),
+                 static_cast<unsigned long long>(sample->stack_sp),
+                 trace.status == TraceStatus::kComplete ? "complete" : trace.status == TraceStatus::kFailed ? fail_reason_name(trace.failure) : "ran off");
     threads_cut_.store(cut_learner_.threads_cut(), std::memory_order_relaxed);
     threads_given_back_.store(cut_learner_.threads_given_back(), std::memory_order_relaxed);
 }
