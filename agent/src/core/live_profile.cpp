@@ -219,21 +219,6 @@ void LiveProfile::recycle(Event* event) {
     if (!spare_events_.push(event)) delete event;
 }
 
-namespace {
-bool failure_from_missing_bytes(FailReason reason) {
-    switch (reason) {
-        case FailReason::kSpOutOfFragment:
-        case FailReason::kNativeUnwindFailed:
-        case FailReason::kBadEntryFrame:
-        case FailReason::kStubUnwindFailed:
-        case FailReason::kBadInterpreterFrame:
-            return true;
-        default:
-            return false;
-    }
-}
-}  // namespace
-
 void LiveProfile::learn_cut(const Event& event, const CallTrace& trace) {
     const auto* sample = std::get_if<Sample>(&event);
     if (sample == nullptr || sample->source == SampleSource::kSignal) return;   // the validator's own copies
@@ -254,7 +239,7 @@ void LiveProfile::learn_cut(const Event& event, const CallTrace& trace) {
             exact = settings_.stack_tops->exact_top(tid);
         }
         top = cut_learner_.on_complete(tid, walk, known, exact);
-    } else if (trace.status != TraceStatus::kFailed || failure_from_missing_bytes(trace.failure)) {
+    } else if (trace.status != TraceStatus::kFailed || StackCutLearner::from_missing_bytes(trace.failure)) {
         // A walk that ran off, or failed for want of the bytes above, at the cut: the cut was wrong
         // for this thread. (Every fragment of a cut thread ends at the cut: failures that missing
         // bytes do not cause, a stale return address say, leave the cut alone.)

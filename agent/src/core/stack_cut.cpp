@@ -61,6 +61,19 @@ void StackCutLearner::observe_gap(uint64_t gap) {
     if (gaps_.size() < 16) gaps_.push_back(gap);
 }
 
+bool StackCutLearner::from_missing_bytes(FailReason reason) {
+    switch (reason) {
+        case FailReason::kSpOutOfFragment:
+        case FailReason::kNativeUnwindFailed:
+        case FailReason::kBadEntryFrame:
+        case FailReason::kStubUnwindFailed:
+        case FailReason::kBadInterpreterFrame:
+            return true;
+        default:
+            return false;
+    }
+}
+
 std::optional<uint64_t> StackCutLearner::on_ran_off(uint32_t tid, uint64_t fragment_end) {
     auto found = threads_.find(tid);
     if (found == threads_.end()) return std::nullopt;

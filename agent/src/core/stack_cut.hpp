@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "stackfrag/decoder/call_trace.hpp"
+
 namespace sf::agent {
 
 // Pure policy, on the decoder thread: what a thread's top for the reader's cut becomes.
@@ -39,6 +41,11 @@ public:
     // its top if the thread registered it itself (0 otherwise); both only looked at when wants_top.
     // Returns the new top to publish, if any.
     std::optional<uint64_t> on_complete(uint32_t tid, const Walk& walk, uint64_t top, uint64_t exact_top);
+    // Whether a walk can fail for this reason when bytes above the fragment's end are missing (a
+    // frame's sp past it, unwind rules reading there, an entry or interpreter frame cut in two).
+    // Every fragment of a cut thread ends at the cut: other failures (a stale return address, an
+    // unknown method) say nothing about it.
+    static bool from_missing_bytes(FailReason reason);
     // `tid`'s walk did not complete with a fragment that ended at `fragment_end`: when that was the
     // cut, returns the top to publish instead (the one known before the cut; 0: none).
     std::optional<uint64_t> on_ran_off(uint32_t tid, uint64_t fragment_end);

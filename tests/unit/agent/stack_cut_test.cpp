@@ -107,3 +107,19 @@ TEST_CASE("stack cut: a thread's end forgets it, and says whether a cut of it wa
     CHECK(learner.wants_top(7));
     CHECK(learner.on_complete(7, native(kTop - 8000), kTop, 0));
 }
+
+TEST_CASE("stack cut: only failures that missing bytes cause give a thread its stack back", "[stack_cut]") {
+    using sf::FailReason;
+    for (FailReason reason : {FailReason::kSpOutOfFragment, FailReason::kNativeUnwindFailed, FailReason::kBadEntryFrame,
+                              FailReason::kStubUnwindFailed, FailReason::kBadInterpreterFrame}) {
+        INFO(sf::fail_reason_name(reason));
+        CHECK(StackCutLearner::from_missing_bytes(reason));
+    }
+    // httpserver (JDK 25, 1 ms) gave 5 workers their stack back for these before 60ebd6e.
+    for (FailReason reason : {FailReason::kBadReturnAddress, FailReason::kUnknownMethod, FailReason::kNoPcDesc,
+                              FailReason::kBadBci, FailReason::kUnknownPc, FailReason::kEmptyStack,
+                              FailReason::kLostEvents, FailReason::kTooDeep}) {
+        INFO(sf::fail_reason_name(reason));
+        CHECK_FALSE(StackCutLearner::from_missing_bytes(reason));
+    }
+}
