@@ -188,10 +188,15 @@ public:
         ring_tid_ = ring.tid;
         now_ns_ = now_ns;
         takes_switches_ = ring.takes_switches;
-        stack_top_ = ring.tid != 0 ? ring.stack_top : 0;
         // Thread rings too: a thread's top may have come down to where its walks stop reading
-        // (StackCutLearner, on the decoder thread).
+        // (StackCutLearner, on the decoder thread). The copy holds still for the drain, so a
+        // thread ring's own top is looked up once here, not per sample.
         if (sampler_.stack_tops_ != nullptr) sampler_.stack_tops_copy_.refresh(*sampler_.stack_tops_);
+        stack_top_ = 0;
+        if (ring.tid != 0) {
+            const uint64_t shared = sampler_.stack_tops_copy_.top_of(static_cast<uint32_t>(ring.tid));
+            stack_top_ = ring.stack_top == 0 ? shared : shared == 0 ? ring.stack_top : std::min(shared, ring.stack_top);
+        }
         watch_cache_ = ring.tid != 0 ? &ring.watch_cache : nullptr;
     }
 
@@ -229,15 +234,14 @@ public:
         // stacks use: less to copy here, to hand over, to store and to compress.
         // A per-CPU ring's samples are of every thread: their tops come from the threads that
         // registered themselves (Java threads at their start, the reader itself). Once the live
-        // decoder has walked a thread's stack to its outermost frame, its top is where that walk
-        // stopped reading (StackCutLearner): no thread descriptor, TLS or native frames above the
-        // first entry frame (~5 KB a sample on httpserver's workers, 58 KB on GC threads whose
-        // stack mapping the kernel merged with the next one).
+        // decoder has walked a thread's stack to its first frame, its top is where that walk
+        // stopped reading (StackCutLearner): no thread descriptor or TLS above start_thread (~4 KB
+        // a sample), nor the next thread's stack where the kernel merged the two mappings (up to
+        // 59 KB on GC threads).
         size_t bytes = view.stack_size;
-        uint64_t top = sampler_.stack_tops_copy_.top_of(view.tid);
-        if (ring_tid_ != 0 && static_cast<pid_t>(view.tid) == ring_tid_ && stack_top_ != 0) {
-            top = top != 0 ? std::min(top, stack_top_) : stack_top_;
-        }
+        const uint64_t top = ring_tid_ != 0 && static_cast<pid_t>(view.tid) == ring_tid_
+                                 ? stack_top_
+                                 : sampler_.stack_tops_copy_.top_of(view.tid);
         if (top != 0 && sample.stack_sp < top && top - sample.stack_sp < bytes) {
             bytes = static_cast<size_t>(top - sample.stack_sp);
         }
