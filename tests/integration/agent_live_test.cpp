@@ -192,14 +192,25 @@ TEST_CASE("the reader keeps of each fragment only what the live decoder's walks 
         return std::make_pair(std::stod(m[2]), r.err);
     };
     // A recording alone has no live decoder: fragments are cut at the threads' tops only.
-    const auto [tops_only, recorded_log] = run("record=" + dir + "/run.sfr");
+    const std::string recorded_log = run("record=" + dir + "/run.sfr").second;
     CHECK_FALSE(contains(recorded_log, "fragments cut where the walks stop reading"));
-    const auto [cut, live_log] = run("file=" + dir + "/live.collapsed");
+    const std::string live_log = run("file=" + dir + "/live.collapsed,loglevel=debug").second;
     std::smatch m;
     REQUIRE(std::regex_search(live_log, m, std::regex("fragments cut where the walks stop reading [^:]*: (\\d+) threads")));
     CHECK(std::stoul(m[1]) >= 2);   // the demo's main thread and the JIT's at least
-    // glibc's thread descriptor and TLS above each thread's first frame are ~4 KB.
-    CHECK(cut < tops_only - 1.0);
+    // Each cut lies above the sample that taught it, within the largest fragment perf copies.
+    // (How many bytes it saves against a run without a live profile varies with which threads
+    // show the process's gap early: 5.4-7.6 against 7.5-8.5 KiB a sample on the demo; the unit
+    // test over the recorded workloads measures the bytes.)
+    size_t cuts = 0;
+    const std::regex cut_line("stack cut: thread \\d+ '[^']*' cut at 0x([0-9a-f]+) \\(sp 0x([0-9a-f]+), complete\\)");
+    for (auto it = std::sregex_iterator(live_log.begin(), live_log.end(), cut_line); it != std::sregex_iterator(); ++it) {
+        const uint64_t at = std::stoull((*it)[1].str(), nullptr, 16), sp = std::stoull((*it)[2].str(), nullptr, 16);
+        CHECK(at > sp);
+        CHECK(at - sp <= 65536);
+        ++cuts;
+    }
+    CHECK(cuts >= 2);
     // Nothing lost for it: every sample decodes as before.
     REQUIRE(std::regex_search(live_log, m, std::regex("stop summary: \\d+ samples taken; decoded ([0-9.]+)% .*incomplete ([0-9.]+)%")));
     CHECK(std::stod(m[1]) > 99.0);
