@@ -28,9 +28,8 @@ AutoInterval::AutoInterval(PeriodControllerSettings settings, Sampler& sampler)
 void AutoInterval::on_trace(const Event& event, const CallTrace& trace, uint64_t decode_ns) {
     const auto* sample = std::get_if<Sample>(&event);
     if (sample == nullptr || sample->source == SampleSource::kPerfSwitch) return;
-    mean_decode_ns_ = mean_decode_ns_ == 0 ? static_cast<double>(decode_ns)
-                                           : 0.99 * mean_decode_ns_ + 0.01 * static_cast<double>(decode_ns);
-    controller_.set_cost_per_sample(static_cast<uint64_t>(mean_decode_ns_) + kCopyCostNs);
+    cost_.add(decode_ns);
+    if (cost_.estimate_ns() != 0) controller_.set_cost_per_sample(cost_.estimate_ns() + kCopyCostNs);
     if (trace.status == TraceStatus::kFailed || trace.frames.empty()) return;
     std::optional<PeriodChange> change = controller_.on_sample(trace.tid, trace.time_ns, top_key(trace));
     if (!change) return;

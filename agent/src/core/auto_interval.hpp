@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "period_controller.hpp"
+#include "sample_cost.hpp"
 #include "stackfrag/decoder/call_trace.hpp"
 #include "stackfrag/events/events.hpp"
 
@@ -34,7 +35,7 @@ public:
 private:
     PeriodController controller_;
     Sampler& sampler_;
-    double mean_decode_ns_ = 0;   // moving average over the last ~100 samples
+    SampleCost cost_;
     uint64_t changes_ = 0;
 };
 
