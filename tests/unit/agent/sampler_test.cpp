@@ -508,8 +508,10 @@ TEST_CASE("lazy rings: idle threads keep a small ring, a busy thread's grows to 
         CHECK(stats.rings_grown == 1);   // the spinner's, the idle threads' stay small
         // 16 small rings and a full one, where every thread pinned a full ring before.
         CHECK(pinned < (kIdle / 4 + 1) * full_ring);
-        // The busy ring doubled a few times, each at its watermark: a few records lost at most.
-        CHECK(lost <= 8);
+        // The busy ring doubled a few times, each at its watermark: a few records lost at most
+        // (2-9 on an idle and a loaded 2-CPU machine, of ~3,000 samples); a ring that stayed small
+        // would hold 3 samples a drain and lose a record at nearly every one.
+        CHECK(lost * 100 <= samples);
     } else {
         CHECK(stats.small_rings == 0);
         CHECK(stats.rings_grown == 0);
