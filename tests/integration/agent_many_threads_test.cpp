@@ -151,8 +151,10 @@ TEST_CASE("600 parked threads beside 2 busy ones at 10 kHz: idle threads' rings 
     // rarely to fill even a small ring.
     CHECK(std::stol(m[4]) >= 2);
     CHECK(std::stol(m[4]) <= 40);
-    // ~68 KB per idle thread and a few full rings; 2 MB each (1.2 GB) before.
-    CHECK(peak_mb < 300);
+    // ~68 KB per idle thread and a few full rings; 2 MB each (1.2 GB) before. 191 MB on an idle
+    // 2-CPU VM; 463 MB on a loaded one where the reader fell behind and lost 30 % of the samples, as
+    // a small ring that a late drain finds at its watermark doubles.
+    CHECK(peak_mb < 600);
 
     REQUIRE(std::regex_search(run.result.err, m, std::regex(R"(summary: (\d+) samples, (\d+) lost)")));
     const double samples = std::stod(m[1]);
