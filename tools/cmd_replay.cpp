@@ -127,6 +127,9 @@ struct ReplaySummary {
     // deoptimized caller), where the decoder went on (not in both_ok).
     uint64_t oracle_stopped_early = 0;
     uint64_t oracle_exception_scope = 0;
+    // ASGCT gave the carrier's frames from Continuation.enterSpecial on, the decoder also the mounted
+    // virtual thread's above it (not in both_ok).
+    uint64_t oracle_carrier_only = 0;
     uint64_t stitched_pairs = 0, stitched_agree = 0;   // oracle pairs whose trace was stitched; of those, like ASGCT's
     std::map<std::string, uint64_t> disagreements;
     StitchStats stitching;
@@ -212,6 +215,7 @@ nlohmann::json summary_json(const ReplaySummary& r) {
     j["oracle_entry_codelet"] = r.oracle_entry_codelet;
     j["oracle_stopped_early"] = r.oracle_stopped_early;
     j["oracle_exception_scope"] = r.oracle_exception_scope;
+    j["oracle_carrier_only"] = r.oracle_carrier_only;
     j["top_frame_kinds"] = r.top_kinds;
     for (const DecodeStatField& f : kDecodeStatFields) j[f.group][f.key] = r.stats.*f.field;
     j["retried"] = {{"samples", r.retried.retried}, {"resolved", r.retried.resolved}};
@@ -299,9 +303,9 @@ void print_summary_text(const ReplaySummary& r) {
     if (r.pairs) {
         fmt::print("oracle pairs         {} (both ok {}; ASGCT failed where we decoded {}; ASGCT stale {}; ASGCT "
                    "missed a callee in its entry codelet {}; ASGCT stopped early {}; ASGCT named the scope after an "
-                   "exception pc {})\n",
+                   "exception pc {}; ASGCT gave only the carrier's frames {})\n",
                    r.pairs, r.both_ok, r.oracle_failed_we_decoded, r.oracle_stale, r.oracle_entry_codelet,
-                   r.oracle_stopped_early, r.oracle_exception_scope);
+                   r.oracle_stopped_early, r.oracle_exception_scope, r.oracle_carrier_only);
         fmt::print("identical to ASGCT   {} ({:.2f}% of both ok); apart from the top bci {} ({:.2f}%)\n", r.identical,
                    percent(r.identical, r.both_ok), r.both_ok - r.differs_beyond_top_bci,
                    percent(r.both_ok - r.differs_beyond_top_bci, r.both_ok));
@@ -426,8 +430,11 @@ int run_replay(const ReplayOptions& options) {
                                   oracle_missed_entry_callee(trace, *o, map);
         const bool stopped_early = both && !stale && a == Agreement::kLonger && oracle_stopped_early(trace, *o, map);
         const bool exception_scope = both && !stale && !entry_callee && !stopped_early && oracle_exception_scope(trace, *o, map);
+        const bool carrier_only = both && !stale && !entry_callee && !exception_scope && a == Agreement::kTopMethodDiffers &&
+                                  oracle_carrier_only(trace, *o, map);
         if (stale) ++summary.oracle_stale;
         else if (exception_scope) ++summary.oracle_exception_scope;
+        else if (carrier_only) ++summary.oracle_carrier_only;
         else if (entry_callee) ++summary.oracle_entry_codelet;
         else if (stopped_early) ++summary.oracle_stopped_early;
         else if (both) ++summary.both_ok;
@@ -435,7 +442,7 @@ int run_replay(const ReplayOptions& options) {
             ++summary.identical;
             return;
         }
-        const bool not_ours = stale || entry_callee || stopped_early || exception_scope;   // ASGCT's answer is the one that is off
+        const bool not_ours = stale || entry_callee || stopped_early || exception_scope || carrier_only;   // ASGCT's answer is the one that is off
         if (!not_ours && a != Agreement::kTopBciDiffers && a != Agreement::kOracleFailed &&
             a != Agreement::kDecoderFailed) {
             ++summary.differs_beyond_top_bci;
@@ -444,6 +451,7 @@ int run_replay(const ReplayOptions& options) {
                            : entry_callee   ? "oracle_entry_codelet"
                            : stopped_early  ? "oracle_stopped_early"
                            : exception_scope ? "oracle_exception_scope"
+                           : carrier_only   ? "oracle_carrier_only"
                                             : agreement_name(a);
         if (a == Agreement::kDecoderFailed) kind += fmt::format(" {}", fail_reason_name(trace.failure));
         if (a == Agreement::kOracleFailed && trace.status != TraceStatus::kFailed) kind = "oracle_failed_we_decoded";
@@ -527,7 +535,7 @@ void add_replay(CLI::App& app, int& exit_code) {
                     "write the context-switch samples (events=switch: where threads blocked) as collapsed stacks "
                     "to FILE; --collapsed then holds only the on-CPU ones");
     cmd->add_option("--show-disagreements", options->show, "print up to this many oracle pairs per kind of disagreement (a decoder failure per reason; oracle_stale, oracle_exception_scope, "
-                    "oracle_entry_codelet, oracle_stopped_early, oracle_failed_we_decoded)");
+                    "oracle_carrier_only, oracle_entry_codelet, oracle_stopped_early, oracle_failed_we_decoded)");
     cmd->add_option("--defer-ms", options->defer_ms,
                     "decode each sample only once the stream is this many ms past it (lets late code "
                     "announcements arrive first; 0 decodes in stream order, as the agent does)");

@@ -147,4 +147,18 @@ bool oracle_exception_scope(const CallTrace& decoded, const Oracle& oracle, cons
            (a == Agreement::kIdentical || a == Agreement::kTopBciDiffers);
 }
 
+bool oracle_carrier_only(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
+    if (oracle.agct_status <= 0 || oracle.frames.empty() || decoded.status == TraceStatus::kFailed) return false;
+    const MethodInfo* top = map.method_by_id(oracle.frames.front().method_id);
+    if (top == nullptr || top->name != "enterSpecial" || top->class_name != "jdk/internal/vm/Continuation") return false;
+    const std::vector<MethodBci> ours = java_frames_of(decoded);
+    const auto& theirs = oracle.frames;
+    if (ours.size() <= theirs.size()) return false;
+    const size_t k = ours.size() - theirs.size();   // ours[k] must be that enterSpecial frame
+    for (size_t i = 0; i < theirs.size(); ++i) {
+        if (ours[k + i].method_id != theirs[i].method_id || ours[k + i].bci != normalized_bci(theirs[i].bci)) return false;
+    }
+    return true;
+}
+
 }  // namespace sf

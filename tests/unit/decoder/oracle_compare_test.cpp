@@ -233,3 +233,53 @@ TEST_CASE("oracle: ASGCT names a frame entered from the exception blob by the Pc
         CHECK_FALSE(oracle_exception_scope(t, oracle_of({mb(5, 30), mb(5, 30), mb(5, 30), mb(5, 30), mb(2, 21)}), w.map));
     }
 }
+
+TEST_CASE("oracle: ASGCT gives only the carrier's frames from Continuation.enterSpecial on, while a virtual thread "
+          "freezes above it",
+          "[decoder][oracle]") {
+    // Live on JDK 25 (VirtualThreads.java): samples in the VM's freeze code under Continuation.doYield,
+    // the virtual thread's frames still on the carrier's stack above enterSpecial; ASGCT answered
+    // enterSpecial@-3 <- Continuation.run <- ... <- ForkJoinWorkerThread.run.
+    World w(jdk_param());
+    const uint64_t enter_special = method_id(20);
+    MethodInfo m;
+    m.time_ns = 1;
+    m.method_id = enter_special;
+    m.method_ptr = method_ptr(20);
+    m.class_name = "jdk/internal/vm/Continuation";
+    m.name = "enterSpecial";
+    m.access_flags = 0x0100;
+    w.map.apply(Event{m});
+
+    CallTrace t;
+    t.status = TraceStatus::kComplete;
+    auto add = [&](FrameKind kind, uint64_t id, int32_t bci) {
+        Frame f;
+        f.kind = kind;
+        f.method_id = id;
+        f.bci = bci;
+        t.frames.push_back(f);
+    };
+    add(FrameKind::kNative, 0, -1);                        // freeze_internal, in libjvm
+    add(FrameKind::kNativeWrapper, method_id(1), -1);      // Continuation.doYield
+    add(FrameKind::kInterpreted, method_id(2), 13);        // the virtual thread's frames
+    add(FrameKind::kInterpreted, method_id(3), 6);
+    add(FrameKind::kNativeWrapper, enter_special, -1);     // the carrier's, from here on
+    add(FrameKind::kCompiled, method_id(4), 122);
+    add(FrameKind::kInterpreted, method_id(5), 364);
+
+    const MethodBci special{enter_special, -3};   // ASGCT's lineno for a native method
+    const Oracle carrier = oracle_of({special, mb(4, 122), mb(5, 364)});
+    CHECK(compare_with_oracle(t, carrier) == Agreement::kTopMethodDiffers);
+    CHECK(oracle_carrier_only(t, carrier, w.map));
+
+    // Not ASGCT's carrier view: a frame of the carrier's part differs, or one is missing, or ASGCT's
+    // first frame is another method than enterSpecial.
+    CHECK_FALSE(oracle_carrier_only(t, oracle_of({special, mb(4, 121), mb(5, 364)}), w.map));
+    CHECK_FALSE(oracle_carrier_only(t, oracle_of({special, mb(5, 364)}), w.map));
+    CHECK_FALSE(oracle_carrier_only(t, oracle_of({mb(3, 6), special, mb(4, 122), mb(5, 364)}), w.map));
+    CHECK_FALSE(oracle_carrier_only(t, oracle_of({mb(4, 122), mb(5, 364)}), w.map));
+    // The same frames with enterSpecial's name unknown (never named): not taken for the carrier's view.
+    World unnamed(jdk_param());
+    CHECK_FALSE(oracle_carrier_only(t, carrier, unnamed.map));
+}

@@ -63,4 +63,12 @@ bool oracle_stopped_early(const CallTrace& decoded, const Oracle& oracle, const 
 // decoder; replay counts it as oracle_exception_scope.
 bool oracle_exception_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map);
 
+// ASGCT's frames are exactly the decoder's from a Continuation.enterSpecial frame below its top on:
+// the decoder walked a virtual thread's frames, mounted above the carrier's enterSpecial, that
+// AsyncGetCallTrace left out. Seen while the continuation freezes (Continuation.doYield and the
+// VM's freeze code on top, the virtual thread's frames still on the carrier's stack): ASGCT then
+// gives the carrier's view, enterSpecial first. Such a pair is not a disagreement of the decoder;
+// replay counts it as oracle_carrier_only. False when enterSpecial is not known by name.
+bool oracle_carrier_only(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map);
+
 }  // namespace sf
