@@ -409,7 +409,6 @@ TEST_CASE("native code at the top: rbp chain into a native wrapper", "[decoder][
 }
 
 TEST_CASE("a signal frame: the frame the signal interrupted is decoded as a top frame", "[decoder][native][signal]") {
-    SF_SKIP_IF_SELF_MODULES_CLASH();
     // glibc's restorer, the return address of every handler sigaction installs.
     struct sigaction probe {}, installed {}, previous {};
     probe.sa_handler = [](int) {};

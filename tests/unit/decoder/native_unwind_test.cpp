@@ -72,7 +72,6 @@ std::string symbols_of(const CallTrace& t) {
 }  // namespace
 
 TEST_CASE("native frames are unwound with libunwind and named from the ELF symbols", "[decoder][native]") {
-    SF_SKIP_IF_SELF_MODULES_CLASH();
     prepare_snapshot();
     unwind_level1();
     test::World w;
@@ -94,7 +93,6 @@ TEST_CASE("native frames are unwound with libunwind and named from the ELF symbo
 }
 
 TEST_CASE("a signal frame is crossed the same way whether or not libunwind has its row cached", "[decoder][native]") {
-    SF_SKIP_IF_SELF_MODULES_CLASH();
     // The snapshot is taken in a signal handler: above it, glibc's sigreturn trampoline, whose
     // unwind row is made of DWARF expressions that libunwind reads from libc's .eh_frame when it
     // applies the row. The second decode finds the row in libunwind's cache, so it makes no
@@ -133,7 +131,6 @@ __attribute__((noinline)) void unwind_level1_deeper() {
 }  // namespace
 
 TEST_CASE("a native frame's unwind rule, once confirmed, answers as libunwind does", "[decoder][native]") {
-    SF_SKIP_IF_SELF_MODULES_CLASH();
     // From its second step through an ip on, the decoder knows the ip's rule (the CFA from rsp or
     // rbp, the return address and the saved rbp at fixed offsets from it) and steps without
     // libunwind: every walk must equal a new decoder's, which has only libunwind.
@@ -213,7 +210,6 @@ void snapshot_new_thread(void* (*body)(void*), test::World& w) {
 TEST_CASE("a thread that never ran Java decodes completely down to its first frame; a kernel-mode sample gets a "
           "[kernel] leaf",
           "[decoder][native]") {
-    SF_SKIP_IF_SELF_MODULES_CLASH();
     // A new thread's stack is short: the snapshot holds it all, from take_snapshot to glibc's clone3,
     // whose unwind row says it is the thread's first frame (as for a GC or compiler thread).
     test::World w;
@@ -247,7 +243,6 @@ TEST_CASE("a thread that never ran Java decodes completely down to its first fra
 
 TEST_CASE("a leaf stub called from the VM's C++ code (the icache flush stub) returns to the native caller at [sp]",
           "[decoder][native]") {
-    SF_SKIP_IF_SELF_MODULES_CLASH();
     // A compiler or VM thread that installs code flushes the icache through a frameless stub in the
     // code cache: its sample's pc is in the stub and [sp] holds the return address into libjvm. Built
     // from a real native snapshot: one more word pushed, the old pc as the return address.
@@ -286,7 +281,6 @@ TEST_CASE("a leaf stub called from the VM's C++ code (the icache flush stub) ret
 
 TEST_CASE("a native stack deeper than the fragment is incomplete, not failed, where libunwind needs the words above it",
           "[decoder][native]") {
-    SF_SKIP_IF_SELF_MODULES_CLASH();
     // 64 levels of 512+ bytes: the 16 KB copy ends inside deep_native's frames, so the step that
     // needs the next frame's return address reads above the fragment's end.
     test::World w;
@@ -302,7 +296,6 @@ TEST_CASE("a native stack deeper than the fragment is incomplete, not failed, wh
 
 TEST_CASE("a module file of another build than the recorded one is not used to unwind or name frames",
           "[decoder][native]") {
-    SF_SKIP_IF_SELF_MODULES_CLASH();
     pthread_t thread;
     REQUIRE(pthread_create(&thread, nullptr, &fp_snapshot_on_new_thread, nullptr) == 0);
     pthread_join(thread, nullptr);
@@ -385,7 +378,6 @@ std::optional<Clone3> find_clone3(const std::vector<ModuleMap>& modules) {
 TEST_CASE("a sample right after clone3's syscall: the parent returns to its caller at [sp], the new thread has no "
           "frame above it",
           "[decoder][native]") {
-    SF_SKIP_IF_SELF_MODULES_CLASH();
     // clone3 ends its unwind info before the syscall (the new thread goes on from there on its own
     // stack), so no unwind row covers the pc where both threads are sampled in the kernel's clone.
     // Before, the walk scanned the stack above for a return into Java code: a thread-creating
