@@ -325,6 +325,33 @@ void print_summary_text(const ReplaySummary& r) {
     for (const RecordingDamage& d : r.damages) fmt::print("damage: {}\n", d.describe());
 }
 
+// A pair of both answers where ASGCT's is the one that is off: its kind (--show-disagreements) and
+// the summary's counter for it. Such pairs are not in both_ok.
+struct OracleOff {
+    const char* kind;
+    uint64_t ReplaySummary::*counter;
+};
+
+std::optional<OracleOff> oracle_off(const CallTrace& trace, const Oracle& o, const CodeMap& map, Agreement a) {
+    if (a != Agreement::kIdentical &&
+        std::any_of(trace.frames.begin(), trace.frames.end(), [](const Frame& f) { return f.sp_moved; })) {
+        return OracleOff{"oracle_stale", &ReplaySummary::oracle_stale};
+    }
+    if (a == Agreement::kTopMethodDiffers && oracle_missed_entry_callee(trace, o, map)) {
+        return OracleOff{"oracle_entry_codelet", &ReplaySummary::oracle_entry_codelet};
+    }
+    if (a == Agreement::kLonger && oracle_stopped_early(trace, o, map)) {
+        return OracleOff{"oracle_stopped_early", &ReplaySummary::oracle_stopped_early};
+    }
+    if (oracle_exception_scope(trace, o, map)) {
+        return OracleOff{"oracle_exception_scope", &ReplaySummary::oracle_exception_scope};
+    }
+    if (a == Agreement::kTopMethodDiffers && oracle_carrier_only(trace, o, map)) {
+        return OracleOff{"oracle_carrier_only", &ReplaySummary::oracle_carrier_only};
+    }
+    return std::nullopt;
+}
+
 int run_replay(const ReplayOptions& options) {
     auto opened = RecordingReader::open(options.path);
     if (!opened) {
@@ -424,35 +451,19 @@ int run_replay(const ReplayOptions& options) {
         }
         if (a == Agreement::kOracleFailed && trace.status != TraceStatus::kFailed) ++summary.oracle_failed_we_decoded;
         const bool both = a != Agreement::kOracleFailed && a != Agreement::kDecoderFailed;
-        const bool stale = both && a != Agreement::kIdentical &&
-                           std::any_of(trace.frames.begin(), trace.frames.end(), [](const Frame& f) { return f.sp_moved; });
-        const bool entry_callee = both && !stale && a == Agreement::kTopMethodDiffers &&
-                                  oracle_missed_entry_callee(trace, *o, map);
-        const bool stopped_early = both && !stale && a == Agreement::kLonger && oracle_stopped_early(trace, *o, map);
-        const bool exception_scope = both && !stale && !entry_callee && !stopped_early && oracle_exception_scope(trace, *o, map);
-        const bool carrier_only = both && !stale && !entry_callee && !exception_scope && a == Agreement::kTopMethodDiffers &&
-                                  oracle_carrier_only(trace, *o, map);
-        if (stale) ++summary.oracle_stale;
-        else if (exception_scope) ++summary.oracle_exception_scope;
-        else if (carrier_only) ++summary.oracle_carrier_only;
-        else if (entry_callee) ++summary.oracle_entry_codelet;
-        else if (stopped_early) ++summary.oracle_stopped_early;
+        const std::optional<OracleOff> off = both ? oracle_off(trace, *o, map, a) : std::nullopt;
+        if (off) ++(summary.*(off->counter));
         else if (both) ++summary.both_ok;
         if (a == Agreement::kIdentical) {
             ++summary.identical;
             return;
         }
-        const bool not_ours = stale || entry_callee || stopped_early || exception_scope || carrier_only;   // ASGCT's answer is the one that is off
+        const bool not_ours = off.has_value();   // ASGCT's answer is the one that is off
         if (!not_ours && a != Agreement::kTopBciDiffers && a != Agreement::kOracleFailed &&
             a != Agreement::kDecoderFailed) {
             ++summary.differs_beyond_top_bci;
         }
-        std::string kind = stale          ? "oracle_stale"
-                           : entry_callee   ? "oracle_entry_codelet"
-                           : stopped_early  ? "oracle_stopped_early"
-                           : exception_scope ? "oracle_exception_scope"
-                           : carrier_only   ? "oracle_carrier_only"
-                                            : agreement_name(a);
+        std::string kind = off ? off->kind : agreement_name(a);
         if (a == Agreement::kDecoderFailed) kind += fmt::format(" {}", fail_reason_name(trace.failure));
         if (a == Agreement::kOracleFailed && trace.status != TraceStatus::kFailed) kind = "oracle_failed_we_decoded";
         if (!not_ours) ++summary.disagreements[agreement_name(a)];
