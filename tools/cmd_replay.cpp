@@ -36,7 +36,8 @@ struct ReplayOptions {
     bool json = false;
     std::string collapsed;
     std::string offcpu_collapsed;   // context-switch samples (events=switch), as collapsed stacks
-    int show = 0;   // print this many disagreeing oracle pairs per kind
+    int show = 0;            // print this many disagreeing oracle pairs per kind
+    int show_failures = 0;   // print this many failed profile samples per failure reason
     bool no_libunwind = false;
     bool no_stitch = false;        // leave incomplete walks incomplete (to compare with stitching)
     bool no_incremental = false;   // walk every frame of every sample (to compare with incremental decoding)
@@ -108,6 +109,25 @@ std::string frames_text(const CodeMap& map, const std::vector<MethodBci>& frames
     }
     if (frames.size() > 12) s += fmt::format(" <- ... ({} frames)", frames.size());
     return s;
+}
+
+// A failed sample as --show-failures prints it: where the walk began, and the frames it found before
+// the step that failed, with the code each frame's pc lies in (the last one is where to look).
+void print_failure(const CodeMap& map, const Sample& sample, const CallTrace& trace) {
+    fmt::print("[failed {}] t={} tid={} ip=0x{:x} sp=0x{:x} bp=0x{:x} fragment {} bytes from 0x{:x}\n",
+               fail_reason_name(trace.failure), sample.time_ns, sample.tid, sample.regs.ip, sample.regs.sp,
+               sample.regs.bp, sample.stack.size(), sample.stack_sp);
+    for (const auto& f : trace.frames) {
+        std::string where;
+        const CodeLookup code = map.find_code(f.pc, sample.time_ns);
+        if (code.compiled) {
+            where = fmt::format(" [code 0x{:x}+0x{:x}, frame {} words{}]", code.compiled->load.code_begin,
+                                f.pc - code.compiled->load.code_begin, code.compiled->load.frame_size_words,
+                                f.sp_moved ? ", sp moved" : "");
+        }
+        fmt::print("    {} pc=0x{:x} {}{}\n", frame_kind_name(f.kind), f.pc,
+                   f.symbol.empty() ? method_text(map, {f.method_id, f.bci}) : f.symbol.str(), where);
+    }
 }
 
 // What a replay found, computed once and then printed as text or as json.
@@ -402,6 +422,7 @@ int run_replay(const ReplayOptions& options) {
     profile::FilterCounts& filtered = summary.filtered;
     profile::Cct off_cpu_cct(&names, profile::CctOptions{});
     std::map<std::string, int> shown;   // examples printed per kind of disagreement
+    std::map<FailReason, int> failures_shown;
 
     on_trace = [&](const Event& e, const CallTrace& trace) {
         // Context-switch samples make the off-CPU profile, one count per switch, as in the agent.
@@ -413,6 +434,11 @@ int run_replay(const ReplayOptions& options) {
         }
         if (is_profile_sample(e)) {
             samples.add(trace, stream.last_decode_ns(), stream.last_thread_kind(), std::get_if<Sample>(&e));
+            const auto* sample = std::get_if<Sample>(&e);
+            if (sample && trace.status == TraceStatus::kFailed && failures_shown[trace.failure] < options.show_failures) {
+                ++failures_shown[trace.failure];
+                print_failure(map, *sample, trace);
+            }
             if (!trace.frames.empty()) ++summary.top_kinds[frame_kind_name(trace.frames[0].kind)];
             if (!builds_cct) return;
             // The filter judges before the tree sees the trace, as the agent's live profile does.
@@ -547,6 +573,9 @@ void add_replay(CLI::App& app, int& exit_code) {
                     "to FILE; --collapsed then holds only the on-CPU ones");
     cmd->add_option("--show-disagreements", options->show, "print up to this many oracle pairs per kind of disagreement (a decoder failure per reason; oracle_stale, oracle_exception_scope, "
                     "oracle_carrier_only, oracle_entry_codelet, oracle_stopped_early, oracle_failed_we_decoded)");
+    cmd->add_option("--show-failures", options->show_failures,
+                    "print up to this many failed samples per failure reason: their registers, fragment and the "
+                    "frames found before the failing step, each with the code its pc lies in");
     cmd->add_option("--defer-ms", options->defer_ms,
                     "decode each sample only once the stream is this many ms past it (lets late code "
                     "announcements arrive first; 0 decodes in stream order, as the agent does)");

@@ -97,14 +97,16 @@ bool no_java_returns_into(const Stub* stub) {
 
 // These, from the name once per stub announcement (the map's memo for it): a walk asks them of
 // each return address into a stub and each call target in a stub, a dozen string comparisons.
-constexpr uint8_t kMemoSet = 1, kMemoCallsIntoVm = 2, kMemoNoJavaReturns = 4, kMemoReturnBarrier = 8, kMemoRbpFrame = 16;
+constexpr uint8_t kMemoSet = 1, kMemoCallsIntoVm = 2, kMemoNoJavaReturns = 4, kMemoReturnBarrier = 8, kMemoRbpFrame = 16,
+                  kMemoBarrierStub = 32;
 uint8_t stub_facts(const CodeMap& map, const Stub* stub) {
     uint8_t& memo = map.stub_memo(stub);
     if (memo == 0) {
         memo = static_cast<uint8_t>(kMemoSet | (calls_into_vm(stub) ? kMemoCallsIntoVm : 0) |
                                     (no_java_returns_into(stub) ? kMemoNoJavaReturns : 0) |
                                     (detail::is_continuation_return_barrier(stub) ? kMemoReturnBarrier : 0) |
-                                    (detail::builds_rbp_frame(stub) ? kMemoRbpFrame : 0));
+                                    (detail::builds_rbp_frame(stub) ? kMemoRbpFrame : 0) |
+                                    (detail::is_barrier_runtime_stub(stub) ? kMemoBarrierStub : 0));
     }
     return memo;
 }
@@ -116,6 +118,9 @@ bool is_continuation_return_barrier(const CodeMap& map, const Stub* stub) {
     return stub && (stub_facts(map, stub) & kMemoReturnBarrier);
 }
 bool builds_rbp_frame(const CodeMap& map, const Stub* stub) { return stub && (stub_facts(map, stub) & kMemoRbpFrame); }
+bool is_barrier_runtime_stub(const CodeMap& map, const Stub* stub) {
+    return stub && (stub_facts(map, stub) & kMemoBarrierStub);
+}
 
 // The DecodeStats counters a step can bump, each at most once per step (a journal keeps them as bits).
 enum Counter : uint8_t {
@@ -977,8 +982,16 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
             // Nothing after it: an out-of-line stub at the code's end that restores more than pops
             // before jumping back (ZGC's C2 load barrier).
             if (!scope) {
-                scope = CodeMap::scope_at_or_after(
-                    nm, detail::continuation_offset(nm, off_pc, detail::Restores::kStraightLine) + 1);
+                const uint32_t back = detail::continuation_offset(nm, off_pc, detail::Restores::kStraightLine);
+                scope = CodeMap::scope_at_or_after(nm, back + 1);
+                // Nor after the place it jumps back to, which has a PcDesc of its own: C1's tier-1
+                // VersionedValueCommitted.getCurrentValue (aload_0, getfield, areturn) has two, the
+                // entry barrier's and, where its ZGC load-barrier stub (`add rsp, 16; jmp`) jumps
+                // back, the getfield's.
+                if (!scope && back != off_pc) {
+                    const PcScope* at = CodeMap::scope_at_or_after(nm, back);
+                    if (at && at->pc_offset == back) scope = at;
+                }
                 if (scope) bump(kStubContinuations);
             }
         }
@@ -1249,7 +1262,21 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // one is taken when it checks out as a scan's candidate would; a scan from sp meets the words
     // the stub pushed or skipped first (call_VM_leaf's alignment), where a stale return address
     // can pass the same checks.
-    if (via_native_ && stub != nullptr && fs < 0 && fp_ > sp_ && fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words))) {
+    // The same holds at the top of a sample inside a collector's C1 barrier stub, which the VM
+    // announces without a frame size but which begins with `push rbp; mov rbp, rsp` (ZGC's load
+    // barrier then saves every register, 1.1 KB with the vector registers, whose bytes a scan from
+    // sp meets first; seen: a stale return address of an earlier arraycopy call at sp+0x150 passed
+    // every check). Past those 4 bytes the kernel's rbp is the stub's own frame pointer, until
+    // `leave`: at the `ret` after it [sp] is the return address, and the scan finds it there.
+    // Not for Runtime1's frameless stubs of unknown size (slow_subtype_check only pushes): there
+    // rbp is the caller's, and a plausible caller far up would skip the frames in between.
+    constexpr uint64_t kEnterBytes = 4;
+    uint64_t top_word = 0;
+    const bool top_in_rbp_frame = top_ && stub != nullptr && fs < 0 && is_barrier_runtime_stub(map_, stub) &&
+                                  pc_ >= stub->begin + kEnterBytes &&
+                                  !(view_.read(sp_, top_word) && is_return_target(top_word));
+    if ((via_native_ || top_in_rbp_frame) && stub != nullptr && fs < 0 && fp_ > sp_ &&
+        fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words))) {
         uint64_t ret = 0, saved_fp = 0, chosen = 0;
         if (view_.read(fp_ + kWord, ret) && view_.read(fp_, saved_fp) && is_return_target(ret) &&
             plausible_caller(ret, fp_ + 2 * kWord, saved_fp, chosen, stub)) {
@@ -1650,6 +1677,14 @@ bool builds_rbp_frame(const Stub* stub) {
     if (!stub) return false;
     const std::string& n = stub->name;
     return ends_with(n, " Runtime1 stub") || starts_with(n, "C1 Runtime ");
+}
+
+bool is_barrier_runtime_stub(const Stub* stub) {
+    if (!stub) return false;
+    const std::string& n = stub->name;
+    return (starts_with(n, "g1_") && ends_with(n, "_barrier_slow")) ||
+           (starts_with(n, "load_barrier_on_") && ends_with(n, "_runtime_stub")) ||
+           starts_with(n, "store_barrier_on_oop_field_") || (starts_with(n, "shenandoah_") && ends_with(n, "_slow"));
 }
 
 bool is_continuation_return_barrier(const Stub* stub) {

@@ -20,4 +20,9 @@ bool is_continuation_return_barrier(const Stub* stub);
 // rbp as compiled code had it.
 bool builds_rbp_frame(const Stub* stub);
 
+// The collectors' C1 runtime stubs (G1's g1_*_barrier_slow, ZGC's load_barrier_on_*_runtime_stub and
+// store_barrier_on_oop_field_*, Shenandoah's shenandoah_*_slow): announced without a frame size (they
+// save registers without an oop map), each begins with `enter`.
+bool is_barrier_runtime_stub(const Stub* stub);
+
 }  // namespace sf::detail

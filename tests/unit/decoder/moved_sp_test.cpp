@@ -292,6 +292,120 @@ TEST_CASE("C1's G1 post-barrier call from an out-of-line stub: no PcDesc, the me
     }
 }
 
+namespace {
+
+// C's out-of-line slow path as C1 emits it for a GC barrier (ZGC's load barrier, JDK 25):
+// 0x20 jne 0x100 | 0x26 ... | 0x100 sub rsp, 16; call stub | 0x109 add rsp, 16; jmp 0x26.
+void put_c1_barrier_slow_path(CodeLoad& c, uint64_t stub_begin) {
+    put_bytes(c, 0x20, {0x0f, 0x85, 0xda, 0x00, 0x00, 0x00});
+    put_bytes(c, 0x100, {0x48, 0x83, 0xec, 0x10});
+    put_call(c, 0x104, stub_begin);
+    put_bytes(c, 0x109, {0x48, 0x83, 0xc4, 0x10, 0xe9, 0x14, 0xff, 0xff, 0xff});
+}
+
+// The stub's frame as the sample finds it: C's 16 bytes of arguments, the return address into
+// C's slow path, the rbp `enter` pushed, then 0x1c0 bytes of saved registers (ZGC's are 1.1 KB).
+// Among those, where a scan from sp meets it first, a stale return address into E whose frame checks out (E "returns"
+// into the interpreter). Gives the stub's rbp; the sample's sp is 0x1c0 below it.
+uint64_t put_barrier_stub_frame(MovedWorld& mw, uint64_t stale_e_begin) {
+    const uint64_t ret_slot = mw.sp_c - 16 - 8;
+    mw.s.put(ret_slot, mw.c_begin + 0x109);
+    const uint64_t rbp = ret_slot - 8;
+    mw.s.put(rbp, 0x2222);
+    const uint64_t sp = rbp - 0x1c0;
+    mw.s.put(sp + 0x150, stale_e_begin + 0x40);
+    mw.s.put(sp + 0x150 + 16, kInterpReturnPc);
+    return rbp;
+}
+
+}  // namespace
+
+TEST_CASE("a sample inside a GC barrier's C1 runtime stub of unknown size: its caller at [rbp+8], not a stale "
+          "return address among the registers it saved", "[decoder][moved_sp][stub]") {
+    // ZGC's load_barrier_on_oop_field_preloaded_runtime_stub (JDK 25, httpserver): `enter`, then every
+    // register with the vector ones, 1.1 KB. A scan from sp took an arraycopy call's stale return
+    // address 0x150 bytes up, and the walk failed or named the wrong callers.
+    MovedWorld mw(jdk_param());
+    mw.c.comp_level = 1;   // C1: its slow path's call has rsp moved by the 16 bytes of arguments
+    const uint64_t stub_begin = kCodeCacheLow + 0x40000;
+    put_c1_barrier_slow_path(mw.c, stub_begin);
+    add_scope(mw.c, 0x30, {{method_id(4), 12}});
+    mw.announce();
+    CodeLoad stale = nmethod(kCodeCacheLow + 0x30000, 6, 2);
+    add_scope(stale, 0x40, {{method_id(6), 3}});
+    mw.w.add_code(stale);
+    const uint64_t rbp = put_barrier_stub_frame(mw, stale.code_begin);
+    const std::vector<MethodBci> expected{mb(4, 12), mb(5, 21)};
+
+    SECTION("ZGC's load barrier") {
+        mw.w.map.apply(stub_at(stub_begin, "load_barrier_on_oop_field_preloaded_runtime_stub", -1));
+        Decoder d(mw.w.map, test_options());
+        CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0xff, rbp - 0x1c0, rbp));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == expected);
+        CHECK(t.frames[1].sp_moved);
+        CHECK(d.stats().stub_rbp_frames == 1);
+        CHECK(d.stats().stub_scans == 0);
+    }
+    SECTION("G1's post barrier") {
+        mw.w.map.apply(stub_at(stub_begin, "g1_post_barrier_slow", -1));
+        Decoder d(mw.w.map, test_options());
+        CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0x40, rbp - 0x1c0, rbp));
+        INFO(fail_reason_name(t.failure));
+        CHECK(java_frames(t) == expected);
+        CHECK(d.stats().stub_rbp_frames == 1);
+    }
+    SECTION("before `mov rbp, rsp` rbp is C's: the scan decides, and meets the stale address") {
+        mw.w.map.apply(stub_at(stub_begin, "load_barrier_on_oop_field_preloaded_runtime_stub", -1));
+        Decoder d(mw.w.map, test_options());
+        const CallTrace t = d.decode(sample_of(mw.s, stub_begin + 1, rbp - 0x1c0, rbp));
+        CHECK(d.stats().stub_rbp_frames == 0);
+        CHECK(java_frames(t) != expected);
+    }
+    SECTION("Runtime1's frameless stubs of unknown size keep the caller's rbp: not taken") {
+        // slow_subtype_check only pushes; the rbp there is C's, and [rbp+8] a plausible frame further up.
+        mw.w.map.apply(stub_at(stub_begin, "C1 Runtime slow_subtype_check_blob", -1));
+        Decoder d(mw.w.map, test_options());
+        const CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0x10, rbp - 0x1c0, rbp));
+        CHECK(d.stats().stub_rbp_frames == 0);
+        CHECK(java_frames(t) != expected);
+    }
+    SECTION("at the `ret` after `leave`: [sp] is the return address, taken by the scan") {
+        mw.w.map.apply(stub_at(stub_begin, "load_barrier_on_oop_field_preloaded_runtime_stub", -1));
+        Decoder d(mw.w.map, test_options());
+        const uint64_t fp_far = mw.sp_d + 4 * 8;   // C's rbp, a stack address whose [rbp+8] checks out too
+        CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0xf0, rbp + 8, fp_far));
+        INFO(fail_reason_name(t.failure));
+        CHECK(java_frames(t) == expected);
+        CHECK(d.stats().stub_rbp_frames == 0);
+    }
+}
+
+TEST_CASE("a GC barrier's slow path jumps back to a PcDesc of its own: the frame is that PcDesc's", "[decoder][moved_sp]") {
+    // C1's tier-1 VersionedValueCommitted.getCurrentValue (h2, ZGC, JDK 25): aload_0, getfield, areturn.
+    // PcDescs at the entry barrier's return (bci 0) and where the load barrier's slow path jumps back
+    // (bci 1, the getfield); none after it.
+    MovedWorld mw(jdk_param());
+    mw.c.comp_level = 1;
+    const uint64_t stub_begin = kCodeCacheLow + 0x40000;
+    put_c1_barrier_slow_path(mw.c, stub_begin);
+    add_scope(mw.c, 0x1b, {{method_id(4), 0}});
+    add_scope(mw.c, 0x26, {{method_id(4), 1}});
+    mw.announce();
+    mw.w.map.apply(stub_at(stub_begin, "load_barrier_on_oop_field_preloaded_runtime_stub", -1));
+    CodeLoad stale = nmethod(kCodeCacheLow + 0x30000, 6, 2);
+    add_scope(stale, 0x40, {{method_id(6), 3}});
+    mw.w.add_code(stale);
+    const uint64_t rbp = put_barrier_stub_frame(mw, stale.code_begin);
+    Decoder d(mw.w.map, test_options());
+    CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0xff, rbp - 0x1c0, rbp));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 1), mb(5, 21)});
+    CHECK(d.stats().stub_continuations == 1);
+}
+
 TEST_CASE("ZGC's C2 load barrier: an out-of-line stub saves registers below the frame's sp and calls the "
           "runtime; the caller is the frame the stub jumps back into", "[decoder][moved_sp]") {
     MovedWorld mw(jdk_param());

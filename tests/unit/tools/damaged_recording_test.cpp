@@ -199,3 +199,23 @@ TEST_CASE("samples that needed the events of a lost first chunk fail with lost_e
     CHECK_FALSE(failed.contains("no_code_map"));   // wanting the lost VmInfo is lost_events too
     CHECK(replay.at("damages").at(0).at("lost_events").get<uint64_t>() > 0);
 }
+
+TEST_CASE("replay --show-failures prints up to N failed samples per reason, with their registers") {
+    const std::map<uint64_t, uint64_t> chunks = samples_per_chunk(kRecording);
+    ScratchCopy copy;
+    flip(copy.path, {chunks.begin()->first + 44 + 100});   // as above: samples fail with lost_events
+    const auto shown = stackfrag("replay --show-failures 2 " + copy.path + " 2>/dev/null");
+    INFO(shown.output);
+    std::map<std::string, int> per_reason;
+    std::istringstream lines(shown.output);
+    for (std::string line; std::getline(lines, line);) {
+        if (!line.starts_with("[failed ")) continue;
+        ++per_reason[line.substr(8, line.find(']') - 8)];
+        CHECK(line.find(" ip=0x") != std::string::npos);
+        CHECK(line.find(" fragment ") != std::string::npos);
+    }
+    CHECK(per_reason["lost_events"] == 2);
+    for (const auto& [reason, n] : per_reason) CHECK(n <= 2);
+    const auto quiet = stackfrag("replay " + copy.path + " 2>/dev/null");
+    CHECK(quiet.output.find("[failed ") == std::string::npos);
+}
