@@ -147,6 +147,8 @@ struct ReplaySummary {
     // deoptimized caller), where the decoder went on (not in both_ok).
     uint64_t oracle_stopped_early = 0;
     uint64_t oracle_exception_scope = 0;
+    // ASGCT named the scope after a leaf call from compiled code into native code (not in both_ok).
+    uint64_t oracle_leaf_call_scope = 0;
     // ASGCT gave the carrier's frames from Continuation.enterSpecial on, the decoder also the mounted
     // virtual thread's above it (not in both_ok).
     uint64_t oracle_carrier_only = 0;
@@ -235,6 +237,7 @@ nlohmann::json summary_json(const ReplaySummary& r) {
     j["oracle_entry_codelet"] = r.oracle_entry_codelet;
     j["oracle_stopped_early"] = r.oracle_stopped_early;
     j["oracle_exception_scope"] = r.oracle_exception_scope;
+    j["oracle_leaf_call_scope"] = r.oracle_leaf_call_scope;
     j["oracle_carrier_only"] = r.oracle_carrier_only;
     j["top_frame_kinds"] = r.top_kinds;
     for (const DecodeStatField& f : kDecodeStatFields) j[f.group][f.key] = r.stats.*f.field;
@@ -323,9 +326,9 @@ void print_summary_text(const ReplaySummary& r) {
     if (r.pairs) {
         fmt::print("oracle pairs         {} (both ok {}; ASGCT failed where we decoded {}; ASGCT stale {}; ASGCT "
                    "missed a callee in its entry codelet {}; ASGCT stopped early {}; ASGCT named the scope after an "
-                   "exception pc {}; ASGCT gave only the carrier's frames {})\n",
+                   "exception pc {}; ASGCT named the scope after a leaf call {}; ASGCT gave only the carrier's frames {})\n",
                    r.pairs, r.both_ok, r.oracle_failed_we_decoded, r.oracle_stale, r.oracle_entry_codelet,
-                   r.oracle_stopped_early, r.oracle_exception_scope, r.oracle_carrier_only);
+                   r.oracle_stopped_early, r.oracle_exception_scope, r.oracle_leaf_call_scope, r.oracle_carrier_only);
         fmt::print("identical to ASGCT   {} ({:.2f}% of both ok); apart from the top bci {} ({:.2f}%)\n", r.identical,
                    percent(r.identical, r.both_ok), r.both_ok - r.differs_beyond_top_bci,
                    percent(r.both_ok - r.differs_beyond_top_bci, r.both_ok));
@@ -365,6 +368,9 @@ std::optional<OracleOff> oracle_off(const CallTrace& trace, const Oracle& o, con
     }
     if (oracle_exception_scope(trace, o, map)) {
         return OracleOff{"oracle_exception_scope", &ReplaySummary::oracle_exception_scope};
+    }
+    if (oracle_leaf_call_scope(trace, o, map)) {
+        return OracleOff{"oracle_leaf_call_scope", &ReplaySummary::oracle_leaf_call_scope};
     }
     if (a == Agreement::kTopMethodDiffers && oracle_carrier_only(trace, o, map)) {
         return OracleOff{"oracle_carrier_only", &ReplaySummary::oracle_carrier_only};
@@ -571,7 +577,7 @@ void add_replay(CLI::App& app, int& exit_code) {
     cmd->add_option("--offcpu-collapsed", options->offcpu_collapsed,
                     "write the context-switch samples (events=switch: where threads blocked) as collapsed stacks "
                     "to FILE; --collapsed then holds only the on-CPU ones");
-    cmd->add_option("--show-disagreements", options->show, "print up to this many oracle pairs per kind of disagreement (a decoder failure per reason; oracle_stale, oracle_exception_scope, "
+    cmd->add_option("--show-disagreements", options->show, "print up to this many oracle pairs per kind of disagreement (a decoder failure per reason; oracle_stale, oracle_exception_scope, oracle_leaf_call_scope, "
                     "oracle_carrier_only, oracle_entry_codelet, oracle_stopped_early, oracle_failed_we_decoded)");
     cmd->add_option("--show-failures", options->show_failures,
                     "print up to this many failed samples per failure reason: their registers, fragment and the "

@@ -101,16 +101,11 @@ bool oracle_stopped_early(const CallTrace& decoded, const Oracle& oracle, const 
     return false;
 }
 
-bool oracle_exception_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
-    if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed) return false;
-    // The first Java frame, right after the ExceptionBlob frame (nothing but native and stub frames above).
-    size_t i = 0;
-    bool after_blob = false;
-    for (; i < decoded.frames.size() && !is_java(decoded.frames[i].kind); ++i) {
-        const Frame& f = decoded.frames[i];
-        after_blob = f.kind == FrameKind::kStub && f.symbol == "ExceptionBlob";
-    }
-    if (!after_blob || i == decoded.frames.size()) return false;
+namespace {
+
+// ASGCT's frames are the decoder's with the inline chain of its first Java frame `i` (compiled)
+// replaced by the chain of the first PcDesc after that frame's pc.
+bool asgct_took_next_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map, size_t i) {
     const Frame& first = decoded.frames[i];
     if (first.kind != FrameKind::kCompiled && first.kind != FrameKind::kInlined) return false;
     const CompiledCode* code = map.find_compiled(first.pc, decoded.time_ns);
@@ -145,6 +140,41 @@ bool oracle_exception_scope(const CallTrace& decoded, const Oracle& oracle, cons
     const Agreement a = compare_with_oracle(asgct_view, oracle);
     return compare_with_oracle(decoded, oracle) != Agreement::kIdentical &&
            (a == Agreement::kIdentical || a == Agreement::kTopBciDiffers);
+}
+
+// The index of the decoder's first Java frame, and the frame just above it (null if none).
+size_t first_java_frame(const CallTrace& decoded, const Frame** above) {
+    size_t i = 0;
+    *above = nullptr;
+    for (; i < decoded.frames.size() && !is_java(decoded.frames[i].kind); ++i) *above = &decoded.frames[i];
+    return i;
+}
+
+}  // namespace
+
+bool oracle_exception_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
+    if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed) return false;
+    // The first Java frame, right after the ExceptionBlob frame (nothing but native and stub frames above).
+    const Frame* above = nullptr;
+    const size_t i = first_java_frame(decoded, &above);
+    if (above == nullptr || above->kind != FrameKind::kStub || above->symbol != "ExceptionBlob" ||
+        i == decoded.frames.size()) {
+        return false;
+    }
+    return asgct_took_next_scope(decoded, oracle, map, i);
+}
+
+bool oracle_leaf_call_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
+    if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed) return false;
+    // Only native frames above the first Java frame: compiled code called into the VM or libc
+    // directly, without a stub between.
+    const Frame* above = nullptr;
+    const size_t i = first_java_frame(decoded, &above);
+    if (above == nullptr || i == decoded.frames.size()) return false;
+    for (size_t k = 0; k < i; ++k) {
+        if (decoded.frames[k].kind != FrameKind::kNative) return false;
+    }
+    return asgct_took_next_scope(decoded, oracle, map, i);
 }
 
 bool oracle_carrier_only(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {

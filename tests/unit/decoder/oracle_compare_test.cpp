@@ -234,6 +234,47 @@ TEST_CASE("oracle: ASGCT names a frame entered from the exception blob by the Pc
     }
 }
 
+TEST_CASE("oracle: ASGCT names a compiled frame below a leaf call into native code by the PcDesc after the call",
+          "[decoder][oracle]") {
+    // Live on jython (JDK 17, 100 µs): System.nanoTime's intrinsic calls os::javaTimeNanos from
+    // Ticker$1.read's nmethod, Platform.systemNanoTime inlined at the call. The decoder names the call's
+    // PcDesc (systemNanoTime@0 <- read@0); ASGCT, reaching the frame from the native top, the next
+    // PcDesc's scope (read@-1 ... here read@5). The same on h2 with ZGC: Object.clone's copy routine.
+    World w(jdk_param());
+    CodeLoad read = nmethod(kCodeCacheLow + 0x10000, 5, 6);
+    add_scope(read, 0x48, {mb(6, 0), mb(5, 0)});   // the leaf call's return address
+    add_scope(read, 0x60, {mb(5, 5)});
+    w.add_code(read);
+    const uint64_t ret = read.code_begin + 0x48;
+    CallTrace t;
+    t.status = TraceStatus::kComplete;
+    t.time_ns = 1000;
+    t.frames = {frame_at(FrameKind::kNative, -1, -1, kNativePc, "__clock_gettime"),
+                frame_at(FrameKind::kNative, -1, -1, kNativePc + 0x100, "os::javaTimeNanos()"),
+                frame_at(FrameKind::kInlined, 6, 0, ret), frame_at(FrameKind::kCompiled, 5, 0, ret),
+                frame_at(FrameKind::kInterpreted, 2, 21, kInterpReturnPc)};
+    const Oracle asgct = oracle_of({mb(5, 5), mb(2, 21)});
+    CHECK(compare_with_oracle(t, asgct) == Agreement::kTopMethodDiffers);
+    CHECK(oracle_leaf_call_scope(t, asgct, w.map));
+    CHECK_FALSE(oracle_exception_scope(t, asgct, w.map));
+
+    SECTION("not through a stub, nor with a Java frame on top") {
+        CallTrace stub = t;
+        stub.frames[1] = frame_at(FrameKind::kStub, -1, -1, kCodeCacheLow + 0x40000, "jlong_arraycopy");
+        CHECK_FALSE(oracle_leaf_call_scope(stub, asgct, w.map));
+        CallTrace java_top = t;
+        java_top.frames.erase(java_top.frames.begin(), java_top.frames.begin() + 2);
+        CHECK_FALSE(oracle_leaf_call_scope(java_top, asgct, w.map));
+    }
+    SECTION("ASGCT's frames must be those of the next PcDesc exactly") {
+        CHECK(oracle_leaf_call_scope(t, oracle_of({mb(5, 0), mb(2, 21)}), w.map));   // a top bci may differ, as in any pair
+        CHECK_FALSE(oracle_leaf_call_scope(t, oracle_of({mb(4, 5), mb(2, 21)}), w.map));
+        CHECK_FALSE(oracle_leaf_call_scope(t, oracle_of({mb(5, 5), mb(3, 21)}), w.map));
+        CHECK_FALSE(oracle_leaf_call_scope(t, oracle_of({mb(5, 5), mb(5, 5), mb(2, 21)}), w.map));
+        CHECK_FALSE(oracle_leaf_call_scope(t, oracle_of({mb(6, 0), mb(5, 0), mb(2, 21)}), w.map));   // identical: nothing to explain
+    }
+}
+
 TEST_CASE("oracle: ASGCT gives only the carrier's frames from Continuation.enterSpecial on, while a virtual thread "
           "freezes above it",
           "[decoder][oracle]") {

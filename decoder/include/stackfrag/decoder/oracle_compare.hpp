@@ -63,6 +63,16 @@ bool oracle_stopped_early(const CallTrace& decoded, const Oracle& oracle, const 
 // decoder; replay counts it as oracle_exception_scope.
 bool oracle_exception_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map);
 
+// The same reading of a frame below a leaf call: the decoder's first Java frame is compiled, only
+// native frames lie above it (compiled code called the VM or libc directly, with no stub and no
+// frame anchor: os::javaTimeNanos for System.nanoTime, ZGC's clone and its copy routines), and
+// ASGCT's frames are the decoder's with that frame's inline chain replaced by the next PcDesc's.
+// Its walk reached the frame from a native top and decoded it as stopped inside, so it names the
+// code after the call (Ticker$1.read@-1 where the thread was still in Platform.systemNanoTime@0
+// inlined into it). Such a pair is not a disagreement of the decoder; replay counts it as
+// oracle_leaf_call_scope.
+bool oracle_leaf_call_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map);
+
 // ASGCT's frames are exactly the decoder's from a Continuation.enterSpecial frame below its top on:
 // the decoder walked a virtual thread's frames, mounted above the carrier's enterSpecial, that
 // AsyncGetCallTrace left out. Seen while the continuation freezes (Continuation.doYield and the
