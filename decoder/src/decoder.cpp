@@ -97,16 +97,14 @@ bool no_java_returns_into(const Stub* stub) {
 
 // These, from the name once per stub announcement (the map's memo for it): a walk asks them of
 // each return address into a stub and each call target in a stub, a dozen string comparisons.
-constexpr uint8_t kMemoSet = 1, kMemoCallsIntoVm = 2, kMemoNoJavaReturns = 4, kMemoReturnBarrier = 8, kMemoRbpFrame = 16,
-                  kMemoBarrierStub = 32;
+constexpr uint8_t kMemoSet = 1, kMemoCallsIntoVm = 2, kMemoNoJavaReturns = 4, kMemoReturnBarrier = 8, kMemoRbpFrame = 16;
 uint8_t stub_facts(const CodeMap& map, const Stub* stub) {
     uint8_t& memo = map.stub_memo(stub);
     if (memo == 0) {
         memo = static_cast<uint8_t>(kMemoSet | (calls_into_vm(stub) ? kMemoCallsIntoVm : 0) |
                                     (no_java_returns_into(stub) ? kMemoNoJavaReturns : 0) |
                                     (detail::is_continuation_return_barrier(stub) ? kMemoReturnBarrier : 0) |
-                                    (detail::builds_rbp_frame(stub) ? kMemoRbpFrame : 0) |
-                                    (detail::is_barrier_runtime_stub(stub) ? kMemoBarrierStub : 0));
+                                    (detail::builds_rbp_frame(stub) ? kMemoRbpFrame : 0));
     }
     return memo;
 }
@@ -118,9 +116,6 @@ bool is_continuation_return_barrier(const CodeMap& map, const Stub* stub) {
     return stub && (stub_facts(map, stub) & kMemoReturnBarrier);
 }
 bool builds_rbp_frame(const CodeMap& map, const Stub* stub) { return stub && (stub_facts(map, stub) & kMemoRbpFrame); }
-bool is_barrier_runtime_stub(const CodeMap& map, const Stub* stub) {
-    return stub && (stub_facts(map, stub) & kMemoBarrierStub);
-}
 
 // The DecodeStats counters a step can bump, each at most once per step (a journal keeps them as bits).
 enum Counter : uint8_t {
@@ -1269,11 +1264,11 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // every check). Past those 4 bytes the kernel's rbp is the stub's own frame pointer, until
     // `leave`: at the `ret` after it [sp] is the return address, and the scan finds it there.
     // Not for Runtime1's frameless stubs of unknown size (slow_subtype_check only pushes): there
-    // rbp is the caller's, and a plausible caller far up would skip the frames in between.
+    // rbp is the caller's, and a plausible caller far up would skip the frames in between
+    // (builds_rbp_frame says which).
     constexpr uint64_t kEnterBytes = 4;
     uint64_t top_word = 0;
-    const bool top_in_rbp_frame = top_ && stub != nullptr && fs < 0 && is_barrier_runtime_stub(map_, stub) &&
-                                  pc_ >= stub->begin + kEnterBytes &&
+    const bool top_in_rbp_frame = top_ && builds_rbp_frame(map_, stub) && pc_ >= stub->begin + kEnterBytes &&
                                   !(view_.read(sp_, top_word) && is_return_target(top_word));
     if ((via_native_ || top_in_rbp_frame) && stub != nullptr && fs < 0 && fp_ > sp_ &&
         fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words))) {
@@ -1676,15 +1671,12 @@ void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, c
 bool builds_rbp_frame(const Stub* stub) {
     if (!stub) return false;
     const std::string& n = stub->name;
-    return ends_with(n, " Runtime1 stub") || starts_with(n, "C1 Runtime ");
-}
-
-bool is_barrier_runtime_stub(const Stub* stub) {
-    if (!stub) return false;
-    const std::string& n = stub->name;
-    return (starts_with(n, "g1_") && ends_with(n, "_barrier_slow")) ||
-           (starts_with(n, "load_barrier_on_") && ends_with(n, "_runtime_stub")) ||
-           starts_with(n, "store_barrier_on_oop_field_") || (starts_with(n, "shenandoah_") && ends_with(n, "_slow"));
+    const bool runtime1 = ends_with(n, " Runtime1 stub") || starts_with(n, "C1 Runtime ");
+    const bool collector_c1 = (starts_with(n, "g1_") && ends_with(n, "_barrier_slow")) ||
+                              (starts_with(n, "load_barrier_on_") && ends_with(n, "_runtime_stub")) ||
+                              starts_with(n, "store_barrier_on_oop_field_") ||
+                              (starts_with(n, "shenandoah_") && ends_with(n, "_slow"));
+    return (runtime1 && stub->frame_size_words >= 2) || collector_c1;
 }
 
 bool is_continuation_return_barrier(const Stub* stub) {

@@ -142,11 +142,10 @@ bool asgct_took_next_scope(const CallTrace& decoded, const Oracle& oracle, const
            (a == Agreement::kIdentical || a == Agreement::kTopBciDiffers);
 }
 
-// The index of the decoder's first Java frame, and the frame just above it (null if none).
-size_t first_java_frame(const CallTrace& decoded, const Frame** above) {
+// The index of the decoder's first Java frame (frames.size() if none).
+size_t first_java_frame(const CallTrace& decoded) {
     size_t i = 0;
-    *above = nullptr;
-    for (; i < decoded.frames.size() && !is_java(decoded.frames[i].kind); ++i) *above = &decoded.frames[i];
+    while (i < decoded.frames.size() && !is_java(decoded.frames[i].kind)) ++i;
     return i;
 }
 
@@ -155,12 +154,10 @@ size_t first_java_frame(const CallTrace& decoded, const Frame** above) {
 bool oracle_exception_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
     if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed) return false;
     // The first Java frame, right after the ExceptionBlob frame (nothing but native and stub frames above).
-    const Frame* above = nullptr;
-    const size_t i = first_java_frame(decoded, &above);
-    if (above == nullptr || above->kind != FrameKind::kStub || above->symbol != "ExceptionBlob" ||
-        i == decoded.frames.size()) {
-        return false;
-    }
+    const size_t i = first_java_frame(decoded);
+    if (i == 0 || i == decoded.frames.size()) return false;
+    const Frame& above = decoded.frames[i - 1];
+    if (above.kind != FrameKind::kStub || above.symbol != "ExceptionBlob") return false;
     return asgct_took_next_scope(decoded, oracle, map, i);
 }
 
@@ -168,9 +165,8 @@ bool oracle_leaf_call_scope(const CallTrace& decoded, const Oracle& oracle, cons
     if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed) return false;
     // Only native frames above the first Java frame: compiled code called into the VM or libc
     // directly, without a stub between.
-    const Frame* above = nullptr;
-    const size_t i = first_java_frame(decoded, &above);
-    if (above == nullptr || i == decoded.frames.size()) return false;
+    const size_t i = first_java_frame(decoded);
+    if (i == 0 || i == decoded.frames.size()) return false;
     for (size_t k = 0; k < i; ++k) {
         if (decoded.frames[k].kind != FrameKind::kNative) return false;
     }

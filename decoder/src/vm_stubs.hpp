@@ -16,13 +16,12 @@ bool calls_into_vm(const Stub* stub);
 // frame's return address). Their caller is Continuation.enterSpecial (VmInfo::continuation_return_pc).
 bool is_continuation_return_barrier(const Stub* stub);
 
-// C1's Runtime1 stubs build an rbp frame (`enter`); the runtime blobs and C2's runtime stubs leave
+// The stubs that begin with `enter` (push rbp; mov rbp, rsp): C1's Runtime1 stubs that have a frame
+// size (they save registers with an oop map; those without one, slow_subtype_check, only push), and
+// the collectors' C1 runtime stubs (G1's g1_*_barrier_slow, ZGC's load_barrier_on_*_runtime_stub and
+// store_barrier_on_oop_field_*, Shenandoah's shenandoah_*_slow), which the VM announces without a
+// frame size (they save registers without an oop map). The runtime blobs and C2's runtime stubs leave
 // rbp as compiled code had it.
 bool builds_rbp_frame(const Stub* stub);
-
-// The collectors' C1 runtime stubs (G1's g1_*_barrier_slow, ZGC's load_barrier_on_*_runtime_stub and
-// store_barrier_on_oop_field_*, Shenandoah's shenandoah_*_slow): announced without a frame size (they
-// save registers without an oop map), each begins with `enter`.
-bool is_barrier_runtime_stub(const Stub* stub);
 
 }  // namespace sf::detail

@@ -336,49 +336,49 @@ TEST_CASE("a sample inside a GC barrier's C1 runtime stub of unknown size: its c
     mw.w.add_code(stale);
     const uint64_t rbp = put_barrier_stub_frame(mw, stale.code_begin);
     const std::vector<MethodBci> expected{mb(4, 12), mb(5, 21)};
+    // A sample at `pc` in a stub of unknown size called `name` at stub_begin.
+    DecodeStats stats;
+    auto decode_in = [&](const char* name, uint64_t pc, uint64_t sp, uint64_t fp) {
+        mw.w.map.apply(stub_at(stub_begin, name, -1));
+        Decoder d(mw.w.map, test_options());
+        const CallTrace t = d.decode(sample_of(mw.s, pc, sp, fp));
+        stats = d.stats();
+        return t;
+    };
+    const char* const zgc = "load_barrier_on_oop_field_preloaded_runtime_stub";
 
     SECTION("ZGC's load barrier") {
-        mw.w.map.apply(stub_at(stub_begin, "load_barrier_on_oop_field_preloaded_runtime_stub", -1));
-        Decoder d(mw.w.map, test_options());
-        CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0xff, rbp - 0x1c0, rbp));
+        const CallTrace t = decode_in(zgc, stub_begin + 0xff, rbp - 0x1c0, rbp);
         INFO(fail_reason_name(t.failure));
         REQUIRE(t.status == TraceStatus::kComplete);
         CHECK(java_frames(t) == expected);
         CHECK(t.frames[1].sp_moved);
-        CHECK(d.stats().stub_rbp_frames == 1);
-        CHECK(d.stats().stub_scans == 0);
+        CHECK(stats.stub_rbp_frames == 1);
+        CHECK(stats.stub_scans == 0);
     }
     SECTION("G1's post barrier") {
-        mw.w.map.apply(stub_at(stub_begin, "g1_post_barrier_slow", -1));
-        Decoder d(mw.w.map, test_options());
-        CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0x40, rbp - 0x1c0, rbp));
+        const CallTrace t = decode_in("g1_post_barrier_slow", stub_begin + 0x40, rbp - 0x1c0, rbp);
         INFO(fail_reason_name(t.failure));
         CHECK(java_frames(t) == expected);
-        CHECK(d.stats().stub_rbp_frames == 1);
+        CHECK(stats.stub_rbp_frames == 1);
     }
     SECTION("before `mov rbp, rsp` rbp is C's: the scan decides, and meets the stale address") {
-        mw.w.map.apply(stub_at(stub_begin, "load_barrier_on_oop_field_preloaded_runtime_stub", -1));
-        Decoder d(mw.w.map, test_options());
-        const CallTrace t = d.decode(sample_of(mw.s, stub_begin + 1, rbp - 0x1c0, rbp));
-        CHECK(d.stats().stub_rbp_frames == 0);
+        const CallTrace t = decode_in(zgc, stub_begin + 1, rbp - 0x1c0, rbp);
+        CHECK(stats.stub_rbp_frames == 0);
         CHECK(java_frames(t) != expected);
     }
     SECTION("Runtime1's frameless stubs of unknown size keep the caller's rbp: not taken") {
         // slow_subtype_check only pushes; the rbp there is C's, and [rbp+8] a plausible frame further up.
-        mw.w.map.apply(stub_at(stub_begin, "C1 Runtime slow_subtype_check_blob", -1));
-        Decoder d(mw.w.map, test_options());
-        const CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0x10, rbp - 0x1c0, rbp));
-        CHECK(d.stats().stub_rbp_frames == 0);
+        const CallTrace t = decode_in("C1 Runtime slow_subtype_check_blob", stub_begin + 0x10, rbp - 0x1c0, rbp);
+        CHECK(stats.stub_rbp_frames == 0);
         CHECK(java_frames(t) != expected);
     }
     SECTION("at the `ret` after `leave`: [sp] is the return address, taken by the scan") {
-        mw.w.map.apply(stub_at(stub_begin, "load_barrier_on_oop_field_preloaded_runtime_stub", -1));
-        Decoder d(mw.w.map, test_options());
         const uint64_t fp_far = mw.sp_d + 4 * 8;   // C's rbp, a stack address whose [rbp+8] checks out too
-        CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0xf0, rbp + 8, fp_far));
+        const CallTrace t = decode_in(zgc, stub_begin + 0xf0, rbp + 8, fp_far);
         INFO(fail_reason_name(t.failure));
         CHECK(java_frames(t) == expected);
-        CHECK(d.stats().stub_rbp_frames == 0);
+        CHECK(stats.stub_rbp_frames == 0);
     }
 }
 
