@@ -982,11 +982,8 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
                 // Nor after the place it jumps back to, which has a PcDesc of its own: C1's tier-1
                 // VersionedValueCommitted.getCurrentValue (aload_0, getfield, areturn) has two, the
                 // entry barrier's and, where its ZGC load-barrier stub (`add rsp, 16; jmp`) jumps
-                // back, the getfield's.
-                if (!scope && back != off_pc) {
-                    const PcScope* at = CodeMap::scope_at_or_after(nm, back);
-                    if (at && at->pc_offset == back) scope = at;
-                }
+                // back, the getfield's. (With none after `back`, only one at `back` can be found.)
+                if (!scope && back != off_pc) scope = CodeMap::scope_at_or_after(nm, back);
                 if (scope) bump(kStubContinuations);
             }
         }
