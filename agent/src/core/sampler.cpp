@@ -343,7 +343,7 @@ void Sampler::run() {
     const uint64_t with_timer = cadence_ns(config_, kTimerCadenceNs);
     const uint64_t rings_only = cadence_ns(config_, kCadenceNs);
     const uint64_t rings_only_realtime = reader_cadence_ns(config_, kCadenceNs, true);
-    uint64_t due = monotonic_ns();
+    drains_began_ns_ = monotonic_ns();
     for (;;) {
         // Rings placed by needs_data_wakeups() hold at least twice rings_only (or have their
         // watermark), so the longer real-time cadence still leaves kRealtimeSlackNs of each
@@ -353,8 +353,13 @@ void Sampler::run() {
                                  : realtime                                          ? rings_only_realtime
                                                                                      : rings_only;
         cadence_ns_.store(cadence, std::memory_order_relaxed);
+        // The cadence counts from the last cycle's drains, not from its end: a ring fills from the
+        // moment it was read, and a cycle that writes out a large batch (the first ones fault in
+        // fresh buffers: 13 ms for 64 KB fragments at 1 ms) otherwise put its time on top of the
+        // cadence. With the real-time cadence's 10 ms of slack, that lost records: the next drain
+        // came 34 ms after the last one, to a ring that holds 31.
         const uint64_t now = monotonic_ns();
-        if (now >= due) due = now + cadence;
+        const uint64_t due = std::max(now, drains_began_ns_ + cadence);
         const int timeout_ms = static_cast<int>((due - now + 999'999) / 1'000'000);
         if (!run_cycle(timeout_ms, due)) break;
         ++cycles_;
@@ -1206,6 +1211,7 @@ bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
     // reader preempted or slowed (by a sanitizer) mid-drain for longer than the hold-back had
     // otherwise released a later ring's samples past an earlier ring's next ones.
     const uint64_t drains_began = monotonic_ns();
+    drains_began_ns_ = drains_began;
     drain_rings(ready);
     if (memory_short_.load(std::memory_order_relaxed) && drains_began >= next_schedule_ns_) {
         next_schedule_ns_ = drains_began + kScheduleWindowNs;

@@ -333,6 +333,7 @@ private:
     uint64_t code_ranges_generation_ = 0;
     uint64_t next_rescan_ns_ = 0;
     uint64_t rescan_gap_ns_ = 0;
+    uint64_t drains_began_ns_ = 0;  // when the last cycle began reading the rings (the cadence counts from it)
     uint64_t released_until_ = 0;   // the horizon of the last release: events up to it are written
     std::atomic<kernel::ReaderPriority> reader_priority_{kernel::ReaderPriority::kUnchanged};
     bool realtime_reader_ = true;
