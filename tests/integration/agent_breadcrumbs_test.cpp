@@ -159,8 +159,9 @@ void compare_driver(const std::string& jdk, const std::string& extra_jvm_flag) {
         WARN(jdk << " is not installed: skipped");
         return;
     }
-    const std::string tag = "/tmp/sf-bc-it-" + std::to_string(getpid()) + (jdk == kJdk25 ? "-25" : "-17") +
-                            (extra_jvm_flag.empty() ? "" : "-int");
+    const sf::test::ScratchDir scratch(std::string("bc-it") + (jdk == kJdk25 ? "-25" : "-17") +
+                                       (extra_jvm_flag.empty() ? "" : "-int"));
+    const std::string tag = scratch.file("bc");
     const Built b = build_natives(jdk, tag);
     const NativeTops on = run_driver(jdk, b, tag, true, extra_jvm_flag);
     const NativeTops off = run_driver(jdk, b, tag, false, extra_jvm_flag);
@@ -214,7 +215,8 @@ TEST_CASE("breadcrumbs: a shared workload runs unchanged with breadcrumbs on", "
         WARN(run_sh << " is not there: skipped");
         return;
     }
-    const std::string tag = "/tmp/sf-bc-it-gt-" + std::to_string(getpid());
+    const sf::test::ScratchDir scratch("bc-it-gt");
+    const std::string tag = scratch.file("gt");
     std::map<bool, NativeTops> results;
     for (bool on : {true, false}) {
         const std::string name = tag + (on ? "-on" : "-off");

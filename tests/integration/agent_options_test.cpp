@@ -19,8 +19,9 @@ const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kJava17 = sf::test::kJdk17 + "/bin/java";
 
 sf::test::ProcessResult java_version(const std::string& agent_options) {
-    const std::string prefix = "/tmp/sf-agent-options-" + std::to_string(getpid());
-    return sf::test::run_process({kJava17, "-agentpath:" + kAgent + "=" + agent_options, "-version"}, {}, prefix, 120);
+    const sf::test::ScratchDir scratch("agent-options");   // the outputs are read into the result
+    return sf::test::run_process({kJava17, "-agentpath:" + kAgent + "=" + agent_options, "-version"}, {},
+                                 scratch.file("java"), 120);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <string>
 
 #ifndef STACKFRAG_JDK17_HOME
@@ -25,6 +26,27 @@ inline std::string temp_dir(const std::string& tag) {
     REQUIRE(::mkdtemp(pattern.data()) != nullptr);
     return pattern;
 }
+
+// A temp_dir removed with everything in it when the test is done with it, passed or failed (a CI
+// machine's /tmp kept 17 MB of recordings, logs and outputs per run); SF_KEEP_TEST_FILES=1 keeps it
+// for a look after a local run.
+class ScratchDir {
+public:
+    explicit ScratchDir(const std::string& tag = "test") : path_(temp_dir(tag)) {}
+    ~ScratchDir() {
+        const char* keep = ::getenv("SF_KEEP_TEST_FILES");
+        if (keep != nullptr && *keep != '\0' && *keep != '0') return;
+        std::error_code ignored;
+        std::filesystem::remove_all(path_, ignored);
+    }
+    ScratchDir(const ScratchDir&) = delete;
+    ScratchDir& operator=(const ScratchDir&) = delete;
+    const std::string& path() const { return path_; }
+    std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+private:
+    std::string path_;
+};
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

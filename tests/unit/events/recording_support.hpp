@@ -1,4 +1,4 @@
-// Helpers for the recording tests: a scratch directory, deterministic events of every kind, and a
+// Helpers for the recording tests: deterministic events of every kind, and a
 // hand encoder that follows docs/recording-format.md byte by byte, independently of the writer.
 #pragma once
 
@@ -21,25 +21,9 @@
 
 #include "stackfrag/events/events.hpp"
 #include "stackfrag/events/recording.hpp"
+#include "test_env.hpp"
 
 namespace sf::test {
-
-class ScratchDir {
-public:
-    ScratchDir() {
-        char pattern[] = "/tmp/sf-recording-test-XXXXXX";
-        if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
-        path_ = pattern;
-    }
-    ~ScratchDir() {
-        const std::string command = "rm -rf '" + path_ + "'";
-        if (std::system(command.c_str()) != 0) { /* best effort */ }
-    }
-    std::string file(const std::string& name) const { return path_ + "/" + name; }
-
-private:
-    std::string path_;
-};
 
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
