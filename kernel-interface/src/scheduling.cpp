@@ -48,6 +48,10 @@ bool reader_too_busy_for_real_time(uint64_t cpu_ns, uint64_t wall_ns) {
     return wall_ns >= 100'000'000 && cpu_ns * 2 > wall_ns;
 }
 
+bool reader_quiet_enough_for_real_time(uint64_t cpu_ns, uint64_t wall_ns) {
+    return wall_ns >= 100'000'000 && cpu_ns * 4 < wall_ns;
+}
+
 ReaderPriority lower_reader_priority() {
     sched_param normal{};
     normal.sched_priority = 0;

@@ -364,16 +364,38 @@ void Sampler::run() {
         if (!run_cycle(timeout_ms, due)) break;
         ++cycles_;
         // The thread's CPU clock is a system call: read once per window (the verdict needs a whole one).
+        // Real time given up for a busy window is taken back after a quiet one: the JVM's start is a
+        // burst, and an ordinary reader on a machine busy compiling lost 40 % of the next second's
+        // samples at 100 us (the demo, 2026-11-29).
+        const kernel::ReaderPriority priority = reader_priority_.load(std::memory_order_relaxed);
         if (const uint64_t at = monotonic_ns();
-            at - window_start >= 100'000'000 &&
-            reader_priority_.load(std::memory_order_relaxed) == kernel::ReaderPriority::kRealtime) {
+            at - window_start >= 100'000'000 && (priority == kernel::ReaderPriority::kRealtime || busy_lowered_)) {
             const uint64_t cpu = thread_cpu_ns();
-            if (kernel::reader_too_busy_for_real_time(cpu - window_cpu, at - window_start)) {
+            const double busy_pct = 100.0 * static_cast<double>(cpu - window_cpu) / static_cast<double>(at - window_start);
+            const double window_ms = static_cast<double>(at - window_start) / 1e6;
+            if (priority == kernel::ReaderPriority::kRealtime &&
+                kernel::reader_too_busy_for_real_time(cpu - window_cpu, at - window_start)) {
                 reader_priority_.store(kernel::lower_reader_priority(), std::memory_order_relaxed);
-                SF_LOG_INFO("reader: busy %.0f%% of the last %.0f ms, so it gives up real-time priority (which would "
-                            "starve the sampled threads on its CPU)",
-                            100.0 * static_cast<double>(cpu - window_cpu) / static_cast<double>(at - window_start),
-                            static_cast<double>(at - window_start) / 1e6);
+                busy_lowered_ = true;
+                realtime_given_up_.fetch_add(1, std::memory_order_relaxed);
+                if (realtime_given_up_.load(std::memory_order_relaxed) == 1) {
+                    SF_LOG_INFO("reader: busy %.0f%% of the last %.0f ms, so it gives up real-time priority (which would "
+                                "starve the sampled threads on its CPU) until it is busy less than a quarter of a window",
+                                busy_pct, window_ms);
+                } else {
+                    SF_LOG_DEBUG("reader: busy %.0f%% of the last %.0f ms: real-time priority given up again", busy_pct,
+                                 window_ms);
+                }
+            } else if (priority != kernel::ReaderPriority::kRealtime &&
+                       kernel::reader_quiet_enough_for_real_time(cpu - window_cpu, at - window_start)) {
+                const kernel::ReaderPriority raised = kernel::raise_reader_priority();
+                reader_priority_.store(raised, std::memory_order_relaxed);
+                if (raised != kernel::ReaderPriority::kRealtime) {
+                    busy_lowered_ = false;   // refused now: no more tries
+                } else {
+                    realtime_regained_.fetch_add(1, std::memory_order_relaxed);
+                    SF_LOG_DEBUG("reader: busy %.0f%% of the last %.0f ms: real-time priority again", busy_pct, window_ms);
+                }
             }
             window_start = at;
             window_cpu = cpu;
@@ -1312,6 +1334,8 @@ SamplerStats Sampler::stats() const {
     stats.modules_found = modules_found_.load(std::memory_order_relaxed);
     stats.clock_counted_ns = clock_counted_ns_.load(std::memory_order_relaxed);
     stats.reader_priority = reader_priority_.load(std::memory_order_relaxed);
+    stats.realtime_given_up = realtime_given_up_.load(std::memory_order_relaxed);
+    stats.realtime_regained = realtime_regained_.load(std::memory_order_relaxed);
     stats.clock_ticked_ns = clock_ticked_ns_.load(std::memory_order_relaxed);
     stats.clock_uncounted_ns = clock_uncounted_ns_.load(std::memory_order_relaxed);
     stats.clock_uncounted_threads = clock_uncounted_threads_.load(std::memory_order_relaxed);

@@ -70,6 +70,10 @@ struct SamplerStats {
     uint64_t clock_uncounted_threads = 0;
     // The scheduling the reader got (kernel::raise_reader_priority); kUnchanged before it ran.
     kernel::ReaderPriority reader_priority = kernel::ReaderPriority::kUnchanged;
+    // How often the reader gave real-time priority up for a busy window, and took it back after a
+    // quiet one (kernel::reader_too_busy_for_real_time, reader_quiet_enough_for_real_time).
+    uint64_t realtime_given_up = 0;
+    uint64_t realtime_regained = 0;
 };
 
 // Whether a ring that woke the reader early (its watermark) can wait for the reader's next cycle:
@@ -336,6 +340,9 @@ private:
     uint64_t drains_began_ns_ = 0;  // when the last cycle began reading the rings (the cadence counts from it)
     uint64_t released_until_ = 0;   // the horizon of the last release: events up to it are written
     std::atomic<kernel::ReaderPriority> reader_priority_{kernel::ReaderPriority::kUnchanged};
+    bool busy_lowered_ = false;   // the reader's: real time was given up for a busy window, not refused
+    std::atomic<uint64_t> realtime_given_up_{0};
+    std::atomic<uint64_t> realtime_regained_{0};
     bool realtime_reader_ = true;
     std::atomic<uint64_t> clock_counted_ns_{0};
     std::atomic<uint64_t> clock_ticked_ns_{0};

@@ -960,13 +960,18 @@ private:
                         process_ms > 0 ? 100.0 * static_cast<double>(lag.total_ns()) / 1e6 / process_ms : 0.0, kinds.c_str());
         }
         if (stats.cycles != 0) {
+            std::string realtime_changes;
+            if (stats.realtime_given_up != 0) {
+                realtime_changes = "; real time given up " + std::to_string(stats.realtime_given_up) +
+                                   "x for a busy 100 ms, taken back " + std::to_string(stats.realtime_regained) + "x";
+            }
             SF_LOG_INFO("reader (%s): %llu cycles every %.1f ms (%llu early: a ring's watermark or a wake-up; %llu "
-                        "watermark wake-ups waited on), %llu of %llu ring looks found news",
+                        "watermark wake-ups waited on), %llu of %llu ring looks found news%s",
                         kernel::reader_priority_name(stats.reader_priority), static_cast<unsigned long long>(stats.cycles), static_cast<double>(stats.cadence_ns) / 1e6,
                         static_cast<unsigned long long>(stats.early_cycles),
                         static_cast<unsigned long long>(stats.quiet_wakes),
                         static_cast<unsigned long long>(stats.ring_drains),
-                        static_cast<unsigned long long>(stats.ring_looks));
+                        static_cast<unsigned long long>(stats.ring_looks), realtime_changes.c_str());
         }
     }
 

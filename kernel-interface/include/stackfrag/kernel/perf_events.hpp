@@ -271,6 +271,11 @@ ReaderPriority lower_reader_priority();
 // more than half of a window of at least 100 ms (at 10 us with tiny rings its wake-ups never end,
 // and a real-time thread that never sleeps starves the sampled threads on its CPU).
 bool reader_too_busy_for_real_time(uint64_t cpu_ns, uint64_t wall_ns);
+// Whether a reader that gave real time up for being too busy may take it back: busy for less than a
+// quarter of a window of at least 100 ms. The JVM's start is such a burst (the threads' events
+// opened, fresh buffers faulted in, JIT compiler threads on every CPU), and a reader left ordinary
+// for good lost up to 40 % of the samples of the next second to a machine that then had no CPU for it.
+bool reader_quiet_enough_for_real_time(uint64_t cpu_ns, uint64_t wall_ns);
 
 // What wait() learnt about one ring.
 struct RingReady {
