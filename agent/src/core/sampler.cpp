@@ -357,9 +357,10 @@ void Sampler::run() {
         // moment it was read, and a cycle that writes out a large batch (the first ones fault in
         // fresh buffers: 13 ms for 64 KB fragments at 1 ms) otherwise put its time on top of the
         // cadence. With the real-time cadence's 10 ms of slack, that lost records: the next drain
-        // came 34 ms after the last one, to a ring that holds 31.
+        // came 34 ms after the last one, to a ring that holds 31. A quarter of the cadence is still
+        // waited after every cycle, so that cycles longer than the cadence never run back to back.
         const uint64_t now = monotonic_ns();
-        const uint64_t due = std::max(now, drains_began_ns_ + cadence);
+        const uint64_t due = std::max(now + cadence / 4, drains_began_ns_ + cadence);
         const int timeout_ms = static_cast<int>((due - now + 999'999) / 1'000'000);
         if (!run_cycle(timeout_ms, due)) break;
         ++cycles_;
