@@ -176,6 +176,7 @@ private:
     enum class Reuse : uint8_t { kNone, kAdvanced, kFinished };
     detail::WalkState state() const;
     void restore(const detail::WalkState& at, int64_t delta, int64_t native_delta);
+    void prefetch_fragment() const;
     Reuse reuse_previous();
     bool take_over_rest(size_t from, int64_t delta, int64_t native_delta, uint8_t loose_diff, bool run_diff);
     bool replayable(const detail::StepRecord& r, int64_t delta, int64_t native_delta, bool has_next,
@@ -342,6 +343,27 @@ private:
     bool splice_valid_ = false;
 };
 
+// The fragment's words the walk will read, asked for at once so that their misses overlap: the
+// fragment was written from another CPU (the reader's), and a walk reads it one dependent step
+// after another. bench_decode --by-class: Java-top medians 10-25 % lower (docs/benchmarks.md).
+void Walk::prefetch_fragment() const {
+    // The top frames' words, which no journal knows: the first lines above sp (512 bytes: 1024
+    // and 2048 gained no more).
+    for (uint64_t line = 0; line < 512 && sp_ + line < view_.end(); line += 64) {
+        __builtin_prefetch(view_.data() + (sp_ + line - view_.begin()));
+    }
+    if (!previous_) return;
+    // The words the thread's last walk read, one frame apart and a line each: most are read again,
+    // by the steps walked or compared by the take-over (perf annotate: 80 % of take_over_rest's
+    // time was on its first load of a frame's words).
+    for (const detail::StepRecord& r : previous_->steps) {
+        const detail::ViewAccess& a = r.access;
+        if (a.read_hi > a.read_lo && a.read_lo >= view_.begin() && a.read_lo < view_.end()) {
+            __builtin_prefetch(view_.data() + (a.read_lo - view_.begin()));
+        }
+    }
+}
+
 void Walk::run() {
     out_.time_ns = sample_.time_ns;
     out_.tid = sample_.tid;
@@ -361,24 +383,7 @@ void Walk::run() {
         if (!view_.contains(sp_, 0) || sp_ == view_.end()) {
             fail(FailReason::kSpOutOfFragment);
         } else {
-            // The top frames' words, which no journal knows: the first lines above sp, asked for
-            // at once (512 bytes: 1024 and 2048 gained no more in bench_decode).
-            for (uint64_t line = 0; line < 512 && sp_ + line < view_.end(); line += 64) {
-                __builtin_prefetch(view_.data() + (sp_ + line - view_.begin()));
-            }
-            if (previous_) {
-                // The words the thread's last walk read, one frame apart and a line each: most of
-                // them are read again (by the steps walked, or compared by the take-over), in a
-                // fragment the reader wrote from another CPU. Asked for all at once, their misses
-                // overlap; one after another, a deep stack's ordinary sample waited on each
-                // (perf annotate: 80 % of take_over_rest's time on its first load of a frame's words).
-                for (const detail::StepRecord& r : previous_->steps) {
-                    const detail::ViewAccess& a = r.access;
-                    if (a.read_hi > a.read_lo && a.read_lo >= view_.begin() && a.read_lo < view_.end()) {
-                        __builtin_prefetch(view_.data() + (a.read_lo - view_.begin()));
-                    }
-                }
-            }
+            prefetch_fragment();
             while (true) {
                 if (previous_ && !own_registers() && reuse_previous() == Reuse::kFinished) break;
                 if (journal_) begin_step();

@@ -365,41 +365,14 @@ void Sampler::run() {
         if (!run_cycle(timeout_ms, due)) break;
         ++cycles_;
         // The thread's CPU clock is a system call: read once per window (the verdict needs a whole one).
-        // Real time given up for a busy window is taken back after a quiet one: the JVM's start is a
-        // burst, and an ordinary reader on a machine busy compiling lost 40 % of the next second's
-        // samples at 100 us (the demo, 2026-11-29).
-        const kernel::ReaderPriority priority = reader_priority_.load(std::memory_order_relaxed);
-        if (const uint64_t at = monotonic_ns();
-            at - window_start >= 100'000'000 && (priority == kernel::ReaderPriority::kRealtime || busy_lowered_)) {
-            const uint64_t cpu = thread_cpu_ns();
-            const double busy_pct = 100.0 * static_cast<double>(cpu - window_cpu) / static_cast<double>(at - window_start);
-            const double window_ms = static_cast<double>(at - window_start) / 1e6;
-            if (priority == kernel::ReaderPriority::kRealtime &&
-                kernel::reader_too_busy_for_real_time(cpu - window_cpu, at - window_start)) {
-                reader_priority_.store(kernel::lower_reader_priority(), std::memory_order_relaxed);
-                busy_lowered_ = true;
-                realtime_given_up_.fetch_add(1, std::memory_order_relaxed);
-                if (realtime_given_up_.load(std::memory_order_relaxed) == 1) {
-                    SF_LOG_INFO("reader: busy %.0f%% of the last %.0f ms, so it gives up real-time priority (which would "
-                                "starve the sampled threads on its CPU) until it is busy less than a quarter of a window",
-                                busy_pct, window_ms);
-                } else {
-                    SF_LOG_DEBUG("reader: busy %.0f%% of the last %.0f ms: real-time priority given up again", busy_pct,
-                                 window_ms);
-                }
-            } else if (priority != kernel::ReaderPriority::kRealtime &&
-                       kernel::reader_quiet_enough_for_real_time(cpu - window_cpu, at - window_start)) {
-                const kernel::ReaderPriority raised = kernel::raise_reader_priority();
-                reader_priority_.store(raised, std::memory_order_relaxed);
-                if (raised != kernel::ReaderPriority::kRealtime) {
-                    busy_lowered_ = false;   // refused now: no more tries
-                } else {
-                    realtime_regained_.fetch_add(1, std::memory_order_relaxed);
-                    SF_LOG_DEBUG("reader: busy %.0f%% of the last %.0f ms: real-time priority again", busy_pct, window_ms);
-                }
+        if (const uint64_t at = monotonic_ns(); at - window_start >= 100'000'000) {
+            const kernel::ReaderPriority priority = reader_priority_.load(std::memory_order_relaxed);
+            if (priority == kernel::ReaderPriority::kRealtime || busy_lowered_) {
+                const uint64_t cpu = thread_cpu_ns();
+                review_priority(priority, cpu - window_cpu, at - window_start);
+                window_start = at;
+                window_cpu = cpu;
             }
-            window_start = at;
-            window_cpu = cpu;
         }
         // A cycle that a watermark or wake() brought early leaves the schedule as it was.
         if (monotonic_ns() < due) ++early_cycles_;
@@ -1199,6 +1172,36 @@ bool Sampler::quiet_wake(const std::vector<kernel::RingReady>& ready) const {
         }
     }
     return true;
+}
+
+// Real time is given up for a window busy more than half the time, and taken back after one busy
+// less than a quarter: the JVM's start is such a burst (at 100 us the reader is busy ~90 % of its
+// first 100 ms, ~20 % after), which otherwise left the reader ordinary for the whole run.
+void Sampler::review_priority(kernel::ReaderPriority priority, uint64_t cpu_ns, uint64_t wall_ns) {
+    const double busy_pct = 100.0 * static_cast<double>(cpu_ns) / static_cast<double>(wall_ns);
+    const double window_ms = static_cast<double>(wall_ns) / 1e6;
+    if (priority == kernel::ReaderPriority::kRealtime) {
+        if (!kernel::reader_too_busy_for_real_time(cpu_ns, wall_ns)) return;
+        reader_priority_.store(kernel::lower_reader_priority(), std::memory_order_relaxed);
+        busy_lowered_ = true;
+        if (realtime_given_up_.fetch_add(1, std::memory_order_relaxed) == 0) {
+            SF_LOG_INFO("reader: busy %.0f%% of the last %.0f ms, so it gives up real-time priority (which would "
+                        "starve the sampled threads on its CPU) until it is busy less than a quarter of a window",
+                        busy_pct, window_ms);
+        } else {
+            SF_LOG_DEBUG("reader: busy %.0f%% of the last %.0f ms: real-time priority given up again", busy_pct, window_ms);
+        }
+        return;
+    }
+    if (!kernel::reader_quiet_enough_for_real_time(cpu_ns, wall_ns)) return;
+    const kernel::ReaderPriority raised = kernel::raise_reader_priority();
+    reader_priority_.store(raised, std::memory_order_relaxed);
+    if (raised != kernel::ReaderPriority::kRealtime) {
+        busy_lowered_ = false;   // refused now: no more tries
+        return;
+    }
+    realtime_regained_.fetch_add(1, std::memory_order_relaxed);
+    SF_LOG_DEBUG("reader: busy %.0f%% of the last %.0f ms: real-time priority again", busy_pct, window_ms);
 }
 
 bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {

@@ -211,6 +211,8 @@ private:
     static void* reader_main(void* self);
     void run();
     bool run_cycle(int timeout_ms, uint64_t due_ns);   // returns false once a stop was requested and done
+    // A window's verdict on the reader's priority: `cpu_ns` of its CPU time in `wall_ns`.
+    void review_priority(kernel::ReaderPriority priority, uint64_t cpu_ns, uint64_t wall_ns);
     bool quiet_wake(const std::vector<kernel::RingReady>& ready) const;
     Status enable_or_defer(Request& request);
     void apply_requests();

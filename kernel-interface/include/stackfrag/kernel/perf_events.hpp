@@ -273,8 +273,8 @@ ReaderPriority lower_reader_priority();
 bool reader_too_busy_for_real_time(uint64_t cpu_ns, uint64_t wall_ns);
 // Whether a reader that gave real time up for being too busy may take it back: busy for less than a
 // quarter of a window of at least 100 ms. The JVM's start is such a burst (the threads' events
-// opened, fresh buffers faulted in, JIT compiler threads on every CPU), and a reader left ordinary
-// for good lost up to 40 % of the samples of the next second to a machine that then had no CPU for it.
+// opened, fresh buffers faulted in), after which the reader needs its promptness again while JIT
+// compiler threads keep every CPU busy.
 bool reader_quiet_enough_for_real_time(uint64_t cpu_ns, uint64_t wall_ns);
 
 // What wait() learnt about one ring.
