@@ -17,6 +17,15 @@ Oracle oracle_of(std::vector<MethodBci> frames) {
     return o;
 }
 
+// A complete trace at 1 µs (after the World's code loads) with these frames, top first.
+CallTrace complete_trace(std::vector<Frame> frames) {
+    CallTrace t;
+    t.status = TraceStatus::kComplete;
+    t.time_ns = 1000;
+    t.frames = std::move(frames);
+    return t;
+}
+
 }  // namespace
 
 TEST_CASE("oracle: a callee caught in its method-entry codelet, which ASGCT leaves out", "[decoder][oracle]") {
@@ -101,12 +110,9 @@ TEST_CASE("oracle: ASGCT's walk ends at a VM runtime stub or a deoptimized calle
 
     // Interpreted m1 and m2 (class loading, say) were called back from the VM through an entry frame,
     // which a Runtime1 stub called from compiled m5 had entered (entry frames add no frame).
-    CallTrace t;
-    t.status = TraceStatus::kComplete;
-    t.time_ns = 1000;
-    t.frames = {frame_at(FrameKind::kInterpreted, 1, 3, kInterpBodyPc), frame_at(FrameKind::kInterpreted, 2, 7, kInterpReturnPc),
+    CallTrace t = complete_trace({frame_at(FrameKind::kInterpreted, 1, 3, kInterpBodyPc), frame_at(FrameKind::kInterpreted, 2, 7, kInterpReturnPc),
                 frame_at(FrameKind::kStub, -1, -1, runtime1 + 0x20, "load_appendix_patching Runtime1 stub"),
-                frame_at(FrameKind::kCompiled, 5, 11, call_site)};
+                frame_at(FrameKind::kCompiled, 5, 11, call_site)});
     const Oracle asgct = oracle_of({mb(1, 3), mb(2, 7)});
     CHECK(compare_with_oracle(t, asgct) == Agreement::kLonger);
     CHECK(oracle_stopped_early(t, asgct, w.map));
@@ -159,12 +165,9 @@ TEST_CASE("oracle: a callee in its entry codelet below compiled callers, which A
     w.map.apply(named_stub(runtime1, "register_finalizer Runtime1 stub"));
     // m1 caught in its entry codelet, called from compiled m4 (inlined into m3), called from
     // interpreted m2: rbp still holds m2's fp, which m3's code saved and restored.
-    CallTrace t;
-    t.status = TraceStatus::kComplete;
-    t.time_ns = 1000;
-    t.frames = {frame_at(FrameKind::kInterpreted, 1, 0, kEntryCodeletBegin + 0x40),
+    CallTrace t = complete_trace({frame_at(FrameKind::kInterpreted, 1, 0, kEntryCodeletBegin + 0x40),
                 frame_at(FrameKind::kInlined, 4, 5, c.code_begin + 0x80), frame_at(FrameKind::kCompiled, 3, 9, c.code_begin + 0x80),
-                frame_at(FrameKind::kInterpreted, 2, 7, kInterpReturnPc), frame_at(FrameKind::kInterpreted, 6, 1, kInterpReturnPc)};
+                frame_at(FrameKind::kInterpreted, 2, 7, kInterpReturnPc), frame_at(FrameKind::kInterpreted, 6, 1, kInterpReturnPc)});
     const Oracle asgct = oracle_of({mb(2, 7), mb(6, 1)});
     CHECK(compare_with_oracle(t, asgct) == Agreement::kTopMethodDiffers);
     CHECK(oracle_missed_entry_callee(t, asgct, w.map));
@@ -207,13 +210,10 @@ TEST_CASE("oracle: ASGCT names a frame entered from the exception blob by the Pc
     add_scope(deep, 0x4a, {mb(5, 30)});
     w.add_code(deep);
     const uint64_t call_site = deep.code_begin + 0x48;
-    CallTrace t;
-    t.status = TraceStatus::kComplete;
-    t.time_ns = 1000;
-    t.frames = {frame_at(FrameKind::kStub, -1, -1, blob + 0x3e, "ExceptionBlob"),
+    CallTrace t = complete_trace({frame_at(FrameKind::kStub, -1, -1, blob + 0x3e, "ExceptionBlob"),
                 frame_at(FrameKind::kInlined, 5, 30, call_site), frame_at(FrameKind::kCompiled, 5, 30, call_site),
                 frame_at(FrameKind::kInlined, 5, 30, call_site), frame_at(FrameKind::kCompiled, 5, 30, call_site),
-                frame_at(FrameKind::kInterpreted, 2, 21, kInterpReturnPc)};
+                frame_at(FrameKind::kInterpreted, 2, 21, kInterpReturnPc)});
     const Oracle asgct = oracle_of({mb(5, 30), mb(5, 30), mb(5, 30), mb(2, 21)});
     CHECK(compare_with_oracle(t, asgct) == Agreement::kExtraFrame);
     CHECK(oracle_exception_scope(t, asgct, w.map));
@@ -246,13 +246,10 @@ TEST_CASE("oracle: ASGCT names a compiled frame below a leaf call into native co
     add_scope(read, 0x60, {mb(5, 5)});
     w.add_code(read);
     const uint64_t ret = read.code_begin + 0x48;
-    CallTrace t;
-    t.status = TraceStatus::kComplete;
-    t.time_ns = 1000;
-    t.frames = {frame_at(FrameKind::kNative, -1, -1, kNativePc, "__clock_gettime"),
+    CallTrace t = complete_trace({frame_at(FrameKind::kNative, -1, -1, kNativePc, "__clock_gettime"),
                 frame_at(FrameKind::kNative, -1, -1, kNativePc + 0x100, "os::javaTimeNanos()"),
                 frame_at(FrameKind::kInlined, 6, 0, ret), frame_at(FrameKind::kCompiled, 5, 0, ret),
-                frame_at(FrameKind::kInterpreted, 2, 21, kInterpReturnPc)};
+                frame_at(FrameKind::kInterpreted, 2, 21, kInterpReturnPc)});
     const Oracle asgct = oracle_of({mb(5, 5), mb(2, 21)});
     CHECK(compare_with_oracle(t, asgct) == Agreement::kTopMethodDiffers);
     CHECK(oracle_leaf_call_scope(t, asgct, w.map));
