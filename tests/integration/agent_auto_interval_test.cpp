@@ -60,9 +60,13 @@ TEST_CASE("interval=auto lengthens the period on a tight loop and shortens it wh
     for (uint64_t v : p) shown += std::to_string(v / 1000) + "us ";
     INFO("thread " << main_thread->first << ": " << shown);
     CHECK(p.front() == 1'000'000);
-    // Phase 1: up from the start period by 4x or more, one doubling at a time.
+    // Phase 1: up from the start period by 4x or more, one doubling at a time. The first window
+    // may still hold the JVM's start-up code on this thread (the top frame repeated in only 22 % of
+    // its samples, seen in 1-4 runs of 6 on the 2-CPU VM): one halving then comes first, rightly.
+    auto rise = p.begin();
+    if (p.size() > 1 && p[1] < p[0] && p[1] * 2 >= p[0]) rise = p.begin() + 1;
     CHECK(*peak >= 4 * p.front());
-    CHECK(std::is_sorted(p.begin(), peak + 1));
+    CHECK(std::is_sorted(rise, peak + 1));
     // Phase 2: down again, to at most half the peak; the controller never turns up again. The
     // budget's floor may (under TSan a sample cost 0.5-0.8 ms to decode, which at 20 % of a core
     // allows no period below 2.5-4 ms).
