@@ -2,11 +2,13 @@
 
 #include <algorithm>
 
+#include "live_code_index.hpp"
+
 namespace sf {
 
 // A run announces 10-25 k methods, most of them in its first seconds: reserved, the two maps are
 // not rehashed a dozen times while they fill (each rehash relinks every node, a cache miss apiece).
-CodeMap::CodeMap() {
+CodeMap::CodeMap() : live_index_(std::make_unique<detail::LiveCodeIndex<CompiledCode>>()) {
     methods_by_id_.reserve(kExpectedMethods);
     single_version_by_ptr_.reserve(kExpectedMethods);
 }
@@ -53,6 +55,7 @@ void CodeMap::apply_vm(const VmInfo& vm) {
         if (c.end > c.begin) entry_codelets_.emplace_back(c.begin, c.end);
     }
     std::sort(entry_codelets_.begin(), entry_codelets_.end());
+    live_index_->reserve(vm.code_cache_low, vm.code_cache_high);
 }
 
 bool CodeMap::in_method_entry_codelet(uint64_t pc) const {
@@ -75,7 +78,6 @@ void CodeMap::retire(std::shared_ptr<CompiledCode> code, uint64_t until) {
 
 void CodeMap::apply_load(CodeLoad&& load) {
     if (load.code_end <= load.code_begin) return;
-    forget_live_answers(load.code_begin, load.code_end);
     // Whatever still overlaps the new range was freed before it was reused, even if its unload
     // event is still on the way.
     auto it = live_.lower_bound(load.code_begin);
@@ -88,7 +90,7 @@ void CodeMap::apply_load(CodeLoad&& load) {
     note_code_range(load.code_begin, load.code_end);
     while (it != live_.end() && it->first < load.code_end) {
         note_code_range(it->second->load.code_begin, it->second->load.code_end);
-        forget_live_answers(it->second->load.code_begin, it->second->load.code_end);
+        live_index_->erase(it->second->load.code_begin, it->second->load.code_end, it->second.get());
         retire(it->second, load.time_ns);
         it = live_.erase(it);
     }
@@ -104,6 +106,7 @@ void CodeMap::apply_load(CodeLoad&& load) {
     code->valid_from = code->load.time_ns;
     code->serial = ++load_serial_;
     const uint64_t begin = code->load.code_begin;
+    live_index_->insert(begin, code->load.code_end, code.get());
     live_.emplace(begin, std::move(code));
 }
 
@@ -114,7 +117,7 @@ void CodeMap::apply_unload(const CodeUnload& unload) {
         auto code = it->second;
         note_code_range(code->load.code_begin, code->load.code_end);
         live_.erase(it);
-        forget_live_answers(code->load.code_begin, code->load.code_end);
+        live_index_->erase(code->load.code_begin, code->load.code_end, code.get());
         retire(std::move(code), unload.time_ns);
         return;
     }
@@ -196,28 +199,12 @@ const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns, bool
     return next_loaded;
 }
 
-void CodeMap::forget_live_answers(uint64_t begin, uint64_t end) {
-    if (end <= begin) return;
-    const uint64_t first = begin >> kGranuleBits, last = (end - 1) >> kGranuleBits;
-    if (last - first >= kGranules) {   // every granule
-        for (uint64_t& g : granule_generation_) ++g;
-        return;
-    }
-    for (uint64_t g = first; g <= last; ++g) ++granule_generation_[g & (kGranules - 1)];
-}
-
 const CompiledCode* CodeMap::find_live(uint64_t pc) const {
-    LiveCacheEntry& slot = live_cache_[((pc >> 3) ^ (pc >> 14)) & (kLiveCacheSize - 1)];
-    const uint64_t generation = granule_generation_[granule_of(pc)];
-    if (slot.pc == pc && slot.generation == generation) return slot.code;
-    const CompiledCode* found = nullptr;
+    if (const auto indexed = live_index_->find(pc); indexed.known) return indexed.value;
     auto it = live_.upper_bound(pc);
-    if (it != live_.begin()) {
-        const CompiledCode& c = *std::prev(it)->second;
-        if (c.contains(pc)) found = &c;
-    }
-    slot = LiveCacheEntry{pc, generation, found};
-    return found;
+    if (it == live_.begin()) return nullptr;
+    const CompiledCode& c = *std::prev(it)->second;
+    return c.contains(pc) ? &c : nullptr;
 }
 
 const CompiledCode* CodeMap::find_compiled(uint64_t pc, uint64_t time_ns) const {
