@@ -5,7 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
+#include <type_traits>
 
 namespace sf::detail {
 namespace {
@@ -213,8 +217,18 @@ struct Slot {
 // The per-offset slots are as many as the largest code analysed so far has bytes. A slot counts
 // only in the analysis that wrote it (its generation), so that nothing is cleared between
 // analyses of codes of tens of KB of which a flow reaches a part.
+static_assert(std::is_trivially_copyable_v<Slot> && std::is_trivially_default_constructible_v<Slot>,
+              "Scratch's slots live in calloc'd memory");
+
 struct Scratch {
-    std::vector<Slot> slots;
+    // calloc'd: a slot of generation 0 is not reached, so fresh zero pages need no fill, and only
+    // the pages a flow reaches are faulted in (a resized vector wrote all 20 bytes per code byte of
+    // the largest code at once, again at each growth: ~1,000 page faults at ~12 us on xalan).
+    struct FreeSlots {
+        void operator()(Slot* p) const { std::free(p); }
+    };
+    std::unique_ptr<Slot[], FreeSlots> slots;
+    size_t slot_count = 0;
     uint32_t generation = 0;
     std::vector<uint64_t> moved_bits;     // offsets reached with a nonzero delta, a bit each: the
                                           // only ones that can have a range (in ascending order);
@@ -225,17 +239,17 @@ struct Scratch {
     std::vector<PathState> work;
 
     void prepare(size_t size) {
-        if (slots.size() < size) {
-            // Nothing in the old slots counts any more (generations): a fresh array rather than a
-            // copy of megabytes for the largest codes.
-            std::vector<Slot> fresh;
-            fresh.reserve(std::max(size, 2 * slots.size()));
-            fresh.resize(size, Slot{0, 0, kNone, 0, 0, 0});
-            slots.swap(fresh);
-            moved_bits.resize((size + 63) / 64, 0);
+        if (slot_count < size) {
+            // Nothing in the old slots counts any more (generations): a fresh array, not a copy.
+            const size_t count = std::max(size, 2 * slot_count);
+            auto* fresh = static_cast<Slot*>(std::calloc(count, sizeof(Slot)));
+            if (fresh == nullptr) throw std::bad_alloc();
+            slots.reset(fresh);
+            slot_count = count;
         }
+        if (moved_bits.size() < (size + 63) / 64) moved_bits.resize((size + 63) / 64, 0);
         if (++generation == 0) {   // wrapped: no slot may look reached
-            for (Slot& slot : slots) slot.generation = 0;
+            for (size_t i = 0; i < slot_count; ++i) slots[i].generation = 0;
             generation = 1;
         }
         words = (size + 63) / 64;
@@ -507,11 +521,11 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
 
     // Per-offset scratch kept between calls (one CodeLoad after another: no page faults, no malloc).
     thread_local Scratch scratch;
-    std::vector<Slot>& slots = scratch.slots;
     std::vector<Seen>& pool = scratch.pool;
     std::vector<uint32_t>& pending = scratch.pending;   // call targets inside this code (call stubs)
     std::vector<PathState>& work = scratch.work;
     scratch.prepare(size);
+    Slot* const slots = scratch.slots.get();
     const uint32_t generation = scratch.generation;
     const CleanOnExit clean{scratch};
     work.push_back({start, 0, kNoSaved, ZYDIS_REGISTER_NONE});
