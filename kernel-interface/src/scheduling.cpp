@@ -1,5 +1,6 @@
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -62,6 +63,17 @@ ReaderPriority lower_reader_priority() {
     attr.sched_runtime = 100'000;
     if (syscall(SYS_sched_setattr, 0, &attr, 0) == 0) return ReaderPriority::kShortSlice;
     return ReaderPriority::kUnchanged;
+}
+
+bool populate_for_write(void* p, size_t bytes) {
+#ifndef MADV_POPULATE_WRITE
+    constexpr int MADV_POPULATE_WRITE = 23;   // Linux 5.14; older headers lack the name
+#endif
+    if (p == nullptr || bytes == 0) return false;
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) & ~(page - 1);
+    return madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0;
 }
 
 }  // namespace sf::kernel

@@ -247,7 +247,15 @@ public:
         }
         sampler_.stack_bytes_written_ += view.stack_size;
         sampler_.stack_bytes_kept_ += bytes;
-        sample.stack.reserve(std::max<size_t>((bytes + 4095) & ~size_t{4095}, 16384));
+        const size_t buffer_size = std::max<size_t>((bytes + 4095) & ~size_t{4095}, 16384);
+        if (sample.stack.capacity() < buffer_size) {
+            sample.stack.reserve(buffer_size);
+            // A new allocation: at the JVM's start, while the decoder thread meets everything for
+            // the first time, the backlog goes into a few thousand pages never touched before.
+            if (sampler_.populate_fresh_buffers_) {
+                sampler_.populate_fresh_buffers_ = kernel::populate_for_write(sample.stack.data(), bytes);
+            }
+        }
         // The copy's source is cold ring memory and its destination a buffer last touched on
         // the decoder's CPU: each page starts with a TLB miss that the hardware prefetcher does
         // not cross. Asked for at once, the pages' first lines arrive while the copy runs.
