@@ -64,10 +64,10 @@ void walk(const Cct& cct, Enter&& enter, Leave&& leave) {
     while (!stack.empty()) {
         const NodeId id = stack.back().id;
         const size_t next = stack.back().next_child;
-        const Node& n = cct.node(id);
-        if (next < n.children.size()) {
+        const std::span<const NodeId> kids = cct.children(id);
+        if (next < kids.size()) {
             ++stack.back().next_child;
-            const NodeId child = n.children[next];
+            const NodeId child = kids[next];
             enter(child);
             stack.push_back({child, 0});
         } else {

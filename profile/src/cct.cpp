@@ -142,7 +142,6 @@ NodeId Cct::child_or_create_keyed(uint64_t key, NodeId parent, FrameId frame, in
     n.call_line = call_line;
     n.depth = nodes_[parent].depth + 1;
     nodes_.push_back(std::move(n));
-    nodes_[parent].children.push_back(id);
     return id;
 }
 
@@ -153,6 +152,21 @@ void Cct::add_samples(NodeId leaf, uint64_t samples, uint64_t weight) {
     unsettled_by_node_[leaf].samples += samples;
     unsettled_by_node_[leaf].weight += weight;
     unsettled_ = true;
+}
+
+std::span<const NodeId> Cct::children(NodeId id) const {
+    if (children_indexed_ != nodes_.size()) {
+        // Counting sort by parent over the nodes in id order: each list in creation order.
+        const size_t n = nodes_.size();
+        child_begin_.assign(n + 1, 0);
+        for (NodeId c = 1; c < n; ++c) ++child_begin_[nodes_[c].parent + 1];
+        for (size_t i = 0; i < n; ++i) child_begin_[i + 1] += child_begin_[i];
+        child_ids_.resize(n > 0 ? n - 1 : 0);
+        std::vector<uint32_t> next(child_begin_.begin(), child_begin_.end() - 1);
+        for (NodeId c = 1; c < n; ++c) child_ids_[next[nodes_[c].parent]++] = c;
+        children_indexed_ = n;
+    }
+    return {child_ids_.data() + child_begin_[id], child_begin_[id + 1] - child_begin_[id]};
 }
 
 void Cct::settle() const {
@@ -201,7 +215,7 @@ std::vector<NodeId> Cct::find(std::span<const std::string_view> names) const {
     for (std::string_view name : names) {
         std::vector<NodeId> next;
         for (NodeId parent : level) {
-            for (NodeId c : nodes_[parent].children) {
+            for (NodeId c : children(parent)) {
                 if (frames_[nodes_[c].frame].name == name) next.push_back(c);
             }
         }

@@ -45,9 +45,8 @@ void write_sorted_lines(const Cct& cct, const std::vector<std::string>& names, C
     // (node, length of the parent's stack text): the text is cut back to the parent's prefix
     // whenever the depth-first walk moves to a sibling.
     std::vector<std::pair<NodeId, size_t>> pending;
-    for (auto it = cct.node(kRootNode).children.rbegin(); it != cct.node(kRootNode).children.rend(); ++it) {
-        pending.emplace_back(*it, 0);
-    }
+    const std::span<const NodeId> top = cct.children(kRootNode);
+    for (auto it = top.rbegin(); it != top.rend(); ++it) pending.emplace_back(*it, 0);
     while (!pending.empty()) {
         auto [id, prefix] = pending.back();
         pending.pop_back();
@@ -56,7 +55,8 @@ void write_sorted_lines(const Cct& cct, const std::vector<std::string>& names, C
         if (prefix > 0) stack.push_back(';');
         stack.append(names[n.frame]);
         if (uint64_t count = self_count(n, counter); count > 0) lines.emplace_back(stack, count);
-        for (auto c = n.children.rbegin(); c != n.children.rend(); ++c) pending.emplace_back(*c, stack.size());
+        const std::span<const NodeId> kids = cct.children(id);
+        for (auto c = kids.rbegin(); c != kids.rend(); ++c) pending.emplace_back(*c, stack.size());
     }
     std::sort(lines.begin(), lines.end());
     for (size_t i = 0; i < lines.size();) {
@@ -123,7 +123,7 @@ void write_ordered_walk(const Cct& cct, const std::vector<std::string>& names, C
     auto push_children = [&](const NodeId* group, size_t group_size, size_t prefix) {
         children.clear();
         for (size_t g = 0; g < group_size; ++g) {
-            for (NodeId c : cct.node(group[g]).children) children.emplace_back(text_of[cct.node(c).frame], c);
+            for (NodeId c : cct.children(group[g])) children.emplace_back(text_of[cct.node(c).frame], c);
         }
         // Grouped by text; the order inside a group does not reach the output (its counts are
         // summed and its children sorted again one level down).

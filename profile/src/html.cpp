@@ -334,7 +334,7 @@ Status write_html(const Cct& cct, std::ostream& out, const HtmlOptions& options)
     std::string nodes;
     nodes.reserve(cct.node_count() * 12);
     bool first = true;
-    cct.visit([&](NodeId, const Node& n) {
+    cct.visit([&](NodeId id, const Node& n) {
         uint64_t value = options.counter == Counter::kSamples ? n.total_samples : n.total_weight;
         if (frame_index[n.frame] < 0) {
             frame_index[n.frame] = static_cast<int64_t>(frames.size());
@@ -345,7 +345,7 @@ Status write_html(const Cct& cct, std::ostream& out, const HtmlOptions& options)
         nodes.push_back(',');
         append_decimal(nodes, value);
         nodes.push_back(',');
-        append_decimal(nodes, n.children.size());
+        append_decimal(nodes, cct.children(id).size());
         nodes.push_back(',');
         append_decimal(nodes, n.call_line);
         first = false;

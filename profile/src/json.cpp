@@ -81,19 +81,19 @@ Status write_json(const Cct& cct, std::ostream& out) {
     append_node_fields(buffer, cct, kRootNode, frame_cache);
     while (!open.empty()) {
         auto& [id, next] = open.back();
-        const Node& n = cct.node(id);
-        if (n.children.empty()) {
+        const std::span<const NodeId> kids = cct.children(id);
+        if (kids.empty()) {
             buffer.push_back('}');
             open.pop_back();
             continue;
         }
-        if (next == n.children.size()) {
+        if (next == kids.size()) {
             buffer.append("]}");
             open.pop_back();
             continue;
         }
         buffer.append(next == 0 ? ",\"children\":[\n" : ",\n");
-        NodeId c = n.children[next++];
+        NodeId c = kids[next++];
         append_node_fields(buffer, cct, c, frame_cache);
         open.emplace_back(c, 0);
         drain(false);

@@ -128,7 +128,8 @@ Status write_pprof(const Cct& cct, std::ostream& out) {
         stack.resize(depth);
         stack.push_back(id);
         const Node& n = cct.node(id);
-        for (auto c = n.children.rbegin(); c != n.children.rend(); ++c) pending.emplace_back(*c, depth + 1);
+        const std::span<const NodeId> kids = cct.children(id);
+        for (auto c = kids.rbegin(); c != kids.rend(); ++c) pending.emplace_back(*c, depth + 1);
         if ((n.self_samples == 0 && n.self_weight == 0) || id == kRootNode) continue;
 
         location_stack.clear();

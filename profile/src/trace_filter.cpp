@@ -206,9 +206,8 @@ Cct filter_cct(const Cct& cct, const TraceFilter& filter, FilterCounts* counts) 
         std::optional<FailReason> failed;   // under "[failed: reason]"
     };
     std::vector<Pending> pending;
-    for (auto it = cct.node(kRootNode).children.rbegin(); it != cct.node(kRootNode).children.rend(); ++it) {
-        pending.push_back({*it, 0, false, std::nullopt});
-    }
+    const std::span<const NodeId> top = cct.children(kRootNode);
+    for (auto it = top.rbegin(); it != top.rend(); ++it) pending.push_back({*it, 0, false, std::nullopt});
     std::vector<NodeId> copy_of(cct.node_count(), kRootNode);
     std::vector<bool> copied(cct.node_count(), false);
     copied[kRootNode] = true;
@@ -246,7 +245,8 @@ Cct filter_cct(const Cct& cct, const TraceFilter& filter, FilterCounts* counts) 
                 (v == FilterVerdict::kExcluded ? counts->excluded : counts->not_in_focus) += n.self_samples;
             }
         }
-        for (auto it = n.children.rbegin(); it != n.children.rend(); ++it) pending.push_back({*it, hits, truncated, failed});
+        const std::span<const NodeId> kids = cct.children(p.node);
+        for (auto it = kids.rbegin(); it != kids.rend(); ++it) pending.push_back({*it, hits, truncated, failed});
     }
     return out;
 }

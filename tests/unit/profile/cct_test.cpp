@@ -85,14 +85,14 @@ TEST_CASE("per-thread trees put a thread frame under the root, merged trees do n
     };
     Cct merged(&names);
     feed(merged);
-    REQUIRE(merged.node(kRootNode).children.size() == 1);
-    CHECK(merged.frame_of(merged.node(kRootNode).children[0]).name == "app/Main.main");
+    REQUIRE(merged.children(kRootNode).size() == 1);
+    CHECK(merged.frame_of(merged.children(kRootNode)[0]).name == "app/Main.main");
     CHECK(merged.find({"app/Main.main", "app/Main.work"}).size() == 1);
     CHECK(merged.node(merged.find({"app/Main.main"})[0]).total_samples == 3);
 
     Cct threads(&names, CctOptions{.per_thread = true});
     feed(threads);
-    REQUIRE(threads.node(kRootNode).children.size() == 2);
+    REQUIRE(threads.children(kRootNode).size() == 2);
     auto t7 = threads.find({"[main tid=7]", "app/Main.main"});
     auto t8 = threads.find({"[tid=8]", "app/Main.main"});
     REQUIRE(t7.size() == 1);
