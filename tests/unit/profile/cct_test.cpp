@@ -337,3 +337,35 @@ TEST_CASE("resolve_names leaves frames whose methods are still unnamed, and name
     CHECK(cct.node(fives[0]).total_samples == 2);
     CHECK(cct.node(fives[0]).call_line == 12);
 }
+
+TEST_CASE("a node's children are listed in creation order, again after the tree grew between reads") {
+    MethodTable names = main_work_leaf();
+    Cct cct(&names);
+    auto work5 = cct.add(trace({compiled(2, 0), interpreted(1, 5)}));
+    REQUIRE(work5);
+    const NodeId main_node = cct.node(*work5).parent;
+    REQUIRE(cct.children(main_node).size() == 1);
+    CHECK(cct.children(main_node)[0] == *work5);
+    CHECK(cct.children(*work5).empty());
+
+    // New children of a node already listed, and a grandchild: the index is rebuilt.
+    auto work9 = cct.add(trace({compiled(2, 0), interpreted(1, 9)}));
+    auto leaf = cct.add(trace({compiled(3, 0), compiled(2, 3), interpreted(1, 5)}));
+    REQUIRE(work9);
+    REQUIRE(leaf);
+    const std::span<const NodeId> kids = cct.children(main_node);
+    REQUIRE(kids.size() == 2);
+    CHECK(kids[0] == *work5);
+    CHECK(kids[1] == *work9);
+    REQUIRE(cct.children(*work5).size() == 1);
+    CHECK(cct.children(*work5)[0] == *leaf);
+    // Every node but the root is its parent's child exactly once.
+    size_t listed = 0;
+    for (NodeId id = 0; id < cct.node_count(); ++id) {
+        for (NodeId c : cct.children(id)) {
+            CHECK(cct.node(c).parent == id);
+            ++listed;
+        }
+    }
+    CHECK(listed == cct.node_count() - 1);
+}
