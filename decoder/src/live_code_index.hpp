@@ -38,8 +38,8 @@ public:
     void erase(uint64_t begin, uint64_t end, const T* value) {
         if (off_ || end <= begin || buckets_.empty()) return;
         const uint64_t lo = std::max<uint64_t>(begin >> kBucketBits, first_);
-        const uint64_t hi = std::min<uint64_t>((end - 1) >> kBucketBits, first_ + buckets_.size() - 1);
-        for (uint64_t b = lo; b <= hi && lo <= hi; ++b) {
+        const uint64_t hi = std::min<uint64_t>((end - 1) >> kBucketBits, last());
+        for (uint64_t b = lo; b <= hi; ++b) {
             std::vector<Range>& bucket = buckets_[b - first_];
             for (auto it = bucket.begin(); it != bucket.end(); ++it) {
                 if (it->begin == begin && it->value == value) {
@@ -63,14 +63,12 @@ public:
     // Indexes [begin, end) at once (the VM's code cache, when known), within kMaxBuckets.
     void reserve(uint64_t begin, uint64_t end) {
         if (off_ || end <= begin) return;
-        const uint64_t lo = begin >> kBucketBits, hi = (end - 1) >> kBucketBits;
-        if (hi - lo + 1 > kMaxBuckets) return;
-        if (buckets_.empty()) {
-            relayout(lo, hi, lo, hi);
-            return;
+        uint64_t lo = begin >> kBucketBits, hi = (end - 1) >> kBucketBits;
+        if (!buckets_.empty()) {
+            lo = std::min(lo, first_);
+            hi = std::max(hi, last());
         }
-        const uint64_t new_first = std::min(lo, first_), new_last = std::max(hi, first_ + buckets_.size() - 1);
-        if (new_last - new_first + 1 <= kMaxBuckets) relayout(new_first, new_last, new_first, new_last);
+        if (hi - lo + 1 <= kMaxBuckets) relayout(lo, hi);
     }
 
     bool off() const { return off_; }
@@ -82,35 +80,38 @@ private:
         const T* value;
     };
 
+    uint64_t last() const { return first_ + buckets_.size() - 1; }
+
     // Makes buckets [lo, hi] indexed, moving the existing ones; false (and off) past kMaxBuckets.
     // Grows by at least the span it has (code is installed address after address: one bucket at a
     // time would move every bucket again for each load).
     bool cover(uint64_t lo, uint64_t hi) {
-        if (buckets_.empty()) return relayout(lo, hi, lo, hi);
-        const uint64_t last = first_ + buckets_.size() - 1;
-        if (lo >= first_ && hi <= last) return true;
-        const uint64_t need_first = std::min(lo, first_), need_last = std::max(hi, last);
-        if (need_last - need_first + 1 > kMaxBuckets) return relayout(need_first, need_last, 0, 0);
-        const uint64_t slack = std::max<uint64_t>(buckets_.size(), 64);
-        const uint64_t room = kMaxBuckets - (need_last - need_first + 1);
-        uint64_t new_first = need_first, new_last = need_last;
-        if (lo < first_) new_first -= std::min({slack, room, need_first});
-        else new_last += std::min(slack, room);
-        return relayout(need_first, need_last, new_first, new_last);
-    }
-
-    bool relayout(uint64_t need_first, uint64_t need_last, uint64_t new_first, uint64_t new_last) {
+        if (!buckets_.empty() && lo >= first_ && hi <= last()) return true;
+        const uint64_t need_first = buckets_.empty() ? lo : std::min(lo, first_);
+        const uint64_t need_last = buckets_.empty() ? hi : std::max(hi, last());
         if (need_last - need_first + 1 > kMaxBuckets) {
             off_ = true;
             buckets_.clear();
             buckets_.shrink_to_fit();
             return false;
         }
+        uint64_t new_first = need_first, new_last = need_last;
+        if (!buckets_.empty()) {
+            const uint64_t slack = std::max<uint64_t>(buckets_.size(), 64);
+            const uint64_t room = kMaxBuckets - (need_last - need_first + 1);
+            if (lo < first_) new_first -= std::min({slack, room, need_first});
+            else new_last += std::min(slack, room);
+        }
+        relayout(new_first, new_last);
+        return true;
+    }
+
+    // Buckets [new_first, new_last], which contain the present ones, with theirs moved in.
+    void relayout(uint64_t new_first, uint64_t new_last) {
         std::vector<std::vector<Range>> grown(new_last - new_first + 1);
         for (size_t i = 0; i < buckets_.size(); ++i) grown[first_ - new_first + i] = std::move(buckets_[i]);
         buckets_ = std::move(grown);
         first_ = new_first;
-        return true;
     }
 
     std::vector<std::vector<Range>> buckets_;   // ranges overlapping each bucket, by begin
