@@ -69,7 +69,8 @@ bool populate_for_write(void* p, size_t bytes) {
 #ifndef MADV_POPULATE_WRITE
     constexpr int MADV_POPULATE_WRITE = 23;   // Linux 5.14; older headers lack the name
 #endif
-    if (p == nullptr || bytes == 0) return false;
+    if (bytes == 0) return true;   // nothing to map
+    if (p == nullptr) return false;
     const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
     const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
     const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) & ~(page - 1);

@@ -252,8 +252,9 @@ public:
             sample.stack.reserve(buffer_size);
             // A new allocation: at the JVM's start, while the decoder thread meets everything for
             // the first time, the backlog goes into a few thousand pages never touched before.
-            if (sampler_.populate_fresh_buffers_) {
-                sampler_.populate_fresh_buffers_ = kernel::populate_for_write(sample.stack.data(), bytes);
+            if (sampler_.populate_fresh_buffers_ && !kernel::populate_for_write(sample.stack.data(), bytes) &&
+                errno == EINVAL) {
+                sampler_.populate_fresh_buffers_ = false;   // a kernel before 5.14: not asked again
             }
         }
         // The copy's source is cold ring memory and its destination a buffer last touched on

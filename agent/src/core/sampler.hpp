@@ -328,7 +328,7 @@ private:
     std::vector<Event> scratch_;
     std::vector<std::unique_ptr<Event>> owned_scratch_;   // the callback queue's events, as allocated
     std::vector<std::vector<uint8_t>> spare_stacks_;
-    bool populate_fresh_buffers_ = true;   // reader: off after the kernel refused once
+    bool populate_fresh_buffers_ = true;   // reader: off once the kernel turned out not to know the call
     uint64_t in_flight_since_ = 0;   // reader: the oldest in-flight producer at the last collect()
     std::unique_ptr<Converter> converter_;
     std::function<void(const Sample&, SampleWatchCache*)> sample_watch_;

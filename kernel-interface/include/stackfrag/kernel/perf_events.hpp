@@ -280,7 +280,8 @@ bool reader_quiet_enough_for_real_time(uint64_t cpu_ns, uint64_t wall_ns);
 // Maps the pages under [p, p + bytes) writable in one system call (MADV_POPULATE_WRITE, Linux 5.14+),
 // before the reader copies a fragment into a buffer it just allocated: a page's first write costs
 // ~13 us on a paravirtualised guest, populated first ~8.5 us in all (docs/benchmarks.md). Pages
-// already there are left as they are; contents never change. False where the kernel cannot.
+// already there are left as they are; contents never change. False (errno set) where it could not:
+// EINVAL from a kernel without the call, ENOMEM or EFAULT for memory that cannot be mapped.
 bool populate_for_write(void* p, size_t bytes);
 
 // What wait() learnt about one ring.
