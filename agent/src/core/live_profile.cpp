@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "log.hpp"
+#include "spare_buffers.hpp"
 #include "stackfrag/base/clock.hpp"
 #include "stackfrag/profile/export.hpp"
 
@@ -191,15 +192,13 @@ Event* LiveProfile::owned_event(Event&& event) {
     return spare;
 }
 
-bool LiveProfile::spare_stack(std::vector<uint8_t>& out) {
+bool LiveProfile::spare_stack(std::vector<uint8_t>& out, size_t min_capacity) {
     if (reader_stacks_.empty()) {
         // Everything the decoder thread gave back since the last time, in one swap.
         std::lock_guard<std::mutex> lock(returned_stacks_mutex_);
         reader_stacks_.swap(returned_stacks_);
     }
-    if (reader_stacks_.empty()) return false;
-    out.swap(reader_stacks_.back());
-    reader_stacks_.pop_back();
+    if (!take_spare(reader_stacks_, min_capacity, out)) return false;
     held_stacks_.fetch_sub(1, std::memory_order_relaxed);
     out.clear();
     return true;

@@ -11,6 +11,7 @@
 #include "stackfrag/base/clock.hpp"
 #include "log.hpp"
 #include "ring_schedule.hpp"
+#include "spare_buffers.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
 #include "stackfrag/kernel/proc_maps.hpp"
 
@@ -216,12 +217,6 @@ public:
         sample.regs = view.regs;
         if (sample.regs.ip == 0 && !kernel::is_kernel_ip(view.ip)) sample.regs.ip = view.ip;
         sample.stack_sp = sample.regs.sp;
-        if (!sampler_.spare_stacks_.empty()) {
-            sample.stack = std::move(sampler_.spare_stacks_.back());
-            sampler_.spare_stacks_.pop_back();
-        } else {
-            (void)sampler_.writer_.spare_stack(sample.stack);   // one the live decoder is done with
-        }
         // Only the bytes the kernel wrote (dyn_size), into a buffer of a whole number of pages and
         // of at least the default fragment: buffers then come in a few sizes, a recycled one
         // mostly fits the next sample whatever its depth, and the allocator finds a freed one that
@@ -248,6 +243,9 @@ public:
         sampler_.stack_bytes_written_ += view.stack_size;
         sampler_.stack_bytes_kept_ += bytes;
         const size_t buffer_size = std::max<size_t>((bytes + 4095) & ~size_t{4095}, 16384);
+        if (!take_spare(sampler_.spare_stacks_, buffer_size, sample.stack)) {
+            (void)sampler_.writer_.spare_stack(sample.stack, buffer_size);   // one the live decoder is done with
+        }
         if (sample.stack.capacity() < buffer_size) {
             sample.stack.reserve(buffer_size);
             // A new allocation: at the JVM's start, while the decoder thread meets everything for

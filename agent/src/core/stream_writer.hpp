@@ -37,9 +37,11 @@ public:
     // The writer's caller has handed over everything it had for now (the end of a reader cycle).
     virtual void batch_end() {}
     // The writer's thread, before it fills a sample's fragment: a buffer a sample it observed
-    // earlier no longer needs, with its capacity, into `out` (true), or nothing (false).
-    virtual bool spare_stack(std::vector<uint8_t>& out) {
+    // earlier no longer needs, with its capacity, into `out` (true), or nothing (false); one of
+    // at least `min_capacity` bytes where there is one (take_spare).
+    virtual bool spare_stack(std::vector<uint8_t>& out, size_t min_capacity) {
         (void)out;
+        (void)min_capacity;
         return false;
     }
 };
@@ -58,7 +60,9 @@ public:
         if (tap_ != nullptr) tap_->batch_end();
     }
     // Asks the tap (EventTap::spare_stack).
-    bool spare_stack(std::vector<uint8_t>& out) { return tap_ != nullptr && tap_->spare_stack(out); }
+    bool spare_stack(std::vector<uint8_t>& out, size_t min_capacity) {
+        return tap_ != nullptr && tap_->spare_stack(out, min_capacity);
+    }
     // Set before the reader thread starts; null for none.
     void set_tap(EventTap* tap) { tap_ = tap; }
     // Flushes and closes the recording; later writes are only counted.
