@@ -161,7 +161,7 @@ public:
     void observe(const Event& event) { observe(Event(event)); }
     // The reader thread: the fragment buffer of a sample the decoder thread is done with, one of
     // at least `min_capacity` bytes where there is one.
-    bool spare_stack(std::vector<uint8_t>& out, size_t min_capacity = 0) override;
+    bool spare_stack(std::vector<uint8_t>& out, size_t min_capacity) override;
 
     bool lazy_names() const { return settings_.lazy_names; }
     // The decoder thread's CPU time now (while it runs), else as counts() gives it.

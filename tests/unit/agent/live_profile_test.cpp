@@ -226,7 +226,7 @@ TEST_CASE("the reader gets decoded samples' fragment buffers back to fill, a bou
     }
     drain(live);
     size_t buffers = 0;
-    for (std::vector<uint8_t> stack; live.spare_stack(stack); stack = {}) {
+    for (std::vector<uint8_t> stack; live.spare_stack(stack, 0); stack = {}) {
         ++buffers;
         CHECK(stack.empty());
         CHECK(stack.capacity() >= fragment);
@@ -234,7 +234,7 @@ TEST_CASE("the reader gets decoded samples' fragment buffers back to fill, a bou
     CHECK(buffers == LiveProfile::kMaxSpareStacks);
     // A sample filled into such a buffer decodes as any other (the spares emptied are reused too).
     std::vector<uint8_t> none;
-    CHECK_FALSE(live.spare_stack(none));
+    CHECK_FALSE(live.spare_stack(none, 0));
     for (uint64_t t = 5000; t < 5003; ++t) live.observe(chain_sample(w, t));
     drain(live);
     CHECK(live.counts().decoded == samples + 3);
@@ -550,7 +550,7 @@ TEST_CASE("metadata events written into spare events do not free the fragment bu
             for (const Event& e : meta) live.observe(e);
         }
         size_t buffers = 0;
-        for (std::vector<uint8_t> stack; live.spare_stack(stack); stack = {}) {
+        for (std::vector<uint8_t> stack; live.spare_stack(stack, 0); stack = {}) {
             CHECK(stack.capacity() != 0);
             ++buffers;
         }
@@ -576,7 +576,7 @@ TEST_CASE("decoded samples' fragment buffers come back even when more metadata t
     drain(live);
     CHECK(live.spare_events() == LiveProfile::kSpareEvents);
     int buffers = 0;
-    for (std::vector<uint8_t> stack; live.spare_stack(stack); stack = {}) ++buffers;
+    for (std::vector<uint8_t> stack; live.spare_stack(stack, 0); stack = {}) ++buffers;
     // All but the one the decoder keeps as the thread's last snapshot (for stitching), whose
     // place the first sample took with an empty buffer.
     CHECK(buffers == samples - 1);
