@@ -17,7 +17,10 @@
 // mean and median clock ns, and the class's share of the summed time (the mean sample is what the
 // live decoder thread pays). Each class's decodes go through a function of its own
 // (decode_class_java_top, ...), so that `valgrind --tool=callgrind bench_decode --by-class REC 1`
-// gives each class's instructions as that function's inclusive cost.
+// gives each class's instructions as that function's inclusive cost. Each sample's successor is
+// prefetched before it is decoded (Decoder::prefetch), as replay and the live decoder do; with
+// --alternate-prefetch (after ROUNDS) every second round leaves that out, and each round's Java-top
+// median and mean are printed, to compare the two on one machine in one run.
 //
 // bench_decode --sp-analysis REC: the moved-sp pass (code_shape.cpp, once per CodeLoad the walk
 // meets) over every CodeLoad of the recording: its CPU time per CodeLoad (median, p99, the largest
@@ -72,6 +75,19 @@ const sf::Sample* apply_or_sample(const sf::Event& e, sf::CodeMap& map, sf::Deco
     return nullptr;
 }
 
+// For each sample of `events` in stream order, the sample after it (null for the last): what the
+// live decoder and replay hand Decoder::prefetch before decoding it.
+std::vector<const sf::Sample*> next_samples(const std::vector<sf::Event>& events) {
+    std::vector<const sf::Sample*> in_order;
+    for (const auto& e : events) {
+        if (const auto* s = std::get_if<sf::Sample>(&e)) in_order.push_back(s);
+        else if (const auto* o = std::get_if<sf::Oracle>(&e)) in_order.push_back(&o->sample);
+    }
+    if (!in_order.empty()) in_order.erase(in_order.begin());
+    in_order.push_back(nullptr);
+    return in_order;
+}
+
 // Thread CPU time of one pass over the stream: every event applied, every sample decoded with
 // `mode` (0: none, 1: full walk, 2: incremental). CPU time, unlike the clock, leaves out the time
 // other processes of a loaded machine take.
@@ -81,12 +97,16 @@ uint64_t pass_cpu_ns(const std::vector<sf::Event>& events, int mode) {
     options.incremental = mode == 2;
     sf::Decoder decoder(map, options);
     sf::CallTrace trace;
+    const std::vector<const sf::Sample*> next = next_samples(events);
     const uint64_t begin = thread_cpu_ns();
+    size_t i = 0;
     for (const auto& e : events) {
         const sf::Sample* s = apply_or_sample(e, map, decoder);
         if (s && mode != 0) {
+            if (next[i]) decoder.prefetch(*next[i]);
             decoder.decode(*s, trace);
         }
+        i += s != nullptr;
     }
     return thread_cpu_ns() - begin;
 }
@@ -203,7 +223,7 @@ SF_CLASS_DECODE(decode_class_java_failed)
     asm volatile("" ::: "memory");
 }
 
-int by_class(const char* path, int rounds) {
+int by_class(const char* path, int rounds, bool alternate) {
     std::vector<sf::Event> events;
     if (!load_events(path, events)) return 2;
     constexpr size_t kClasses = 7;
@@ -250,6 +270,7 @@ int by_class(const char* path, int rounds) {
         }
     }
     // Per class, the least summed ns over the rounds, and the median of its samples' ns in that round.
+    const std::vector<const sf::Sample*> next = next_samples(events);
     uint64_t best_sum[kClasses], best_median[kClasses], count[kClasses] = {};
     std::fill(std::begin(best_sum), std::end(best_sum), UINT64_MAX);
     std::fill(std::begin(best_median), std::end(best_median), 0);
@@ -264,11 +285,21 @@ int by_class(const char* path, int rounds) {
         for (const auto& e : events) {
             const sf::Sample* s = apply_or_sample(e, map, decoder);
             if (!s) continue;
+            const sf::Sample* following = next[i];
             const uint8_t c = classes[i++];
             const auto t0 = Clock::now();
+            if (following && (!alternate || r % 2 == 0)) decoder.prefetch(*following);
             decode[c](decoder, *s, trace);
             const auto t1 = Clock::now();
             ns[c].push_back(ns_between(t0, t1));
+        }
+        if (alternate && !ns[0].empty()) {
+            std::vector<uint64_t> v = ns[0];
+            std::sort(v.begin(), v.end());
+            uint64_t sum = 0;
+            for (uint64_t x : v) sum += x;
+            fmt::print("round {}, {}: Java top median {} ns, mean {} ns\n", r, r % 2 == 0 ? "prefetch ahead" : "walk's own prefetch",
+                       v[v.size() / 2], sum / v.size());
         }
         for (size_t c = 0; c < kClasses; ++c) {
             uint64_t sum = 0;
@@ -350,14 +381,15 @@ int main(int argc, char** argv) {
     if (argc >= 3 && std::strcmp(argv[1], "--sp-analysis") == 0) return sp_analysis(argv[2]);
     if (argc >= 3 && std::strcmp(argv[1], "--sp-dump") == 0) return sp_dump(argv[2]);
     if (argc >= 3 && std::strcmp(argv[1], "--by-class") == 0) {
-        return by_class(argv[2], argc > 3 ? std::max(1, std::atoi(argv[3])) : 1);
+        const bool alternate = argc > 4 && std::strcmp(argv[4], "--alternate-prefetch") == 0;
+        return by_class(argv[2], argc > 3 ? std::max(1, std::atoi(argv[3])) : 1, alternate);
     }
     if (argc >= 3 && std::strcmp(argv[1], "--incremental") == 0) {
         return compare_incremental(argv[2], argc > 3 ? std::max(1, std::atoi(argv[3])) : 1);
     }
     if (argc < 2) {
         fmt::print(stderr, "usage: bench_decode REC [ROUNDS] | bench_decode --incremental REC [ROUNDS] | "
-                           "bench_decode --by-class REC [ROUNDS] | bench_decode --sp-analysis REC | "
+                           "bench_decode --by-class REC [ROUNDS [--alternate-prefetch]] | bench_decode --sp-analysis REC | "
                            "bench_decode --sp-dump REC\n");
         return 2;
     }
@@ -374,8 +406,10 @@ int main(int argc, char** argv) {
     std::map<std::string, std::vector<uint64_t>> by_kind;
     std::vector<uint64_t> all;
     for (int r = 0; r < rounds; ++r) {
-        for (const auto& s : samples) {
+        for (size_t i = 0; i < samples.size(); ++i) {
+            const sf::Sample& s = samples[i];
             const auto t0 = Clock::now();
+            if (i + 1 < samples.size()) decoder.prefetch(samples[i + 1]);
             decoder.decode(s, trace);
             const auto t1 = Clock::now();
             const uint64_t ns = ns_between(t0, t1);

@@ -343,25 +343,40 @@ private:
     bool splice_valid_ = false;
 };
 
-// The fragment's words the walk will read, asked for at once so that their misses overlap: the
-// fragment was written from another CPU (the reader's), and a walk reads it one dependent step
-// after another. bench_decode --by-class: Java-top medians 10-25 % lower (docs/benchmarks.md).
-void Walk::prefetch_fragment() const {
-    // The top frames' words, which no journal knows: the first lines above sp (512 bytes: 1024
-    // and 2048 gained no more).
-    for (uint64_t line = 0; line < 512 && sp_ + line < view_.end(); line += 64) {
-        __builtin_prefetch(view_.data() + (sp_ + line - view_.begin()));
-    }
-    if (!previous_) return;
-    // The words the thread's last walk read, one frame apart and a line each: most are read again,
-    // by the steps walked or compared by the take-over (perf annotate: 80 % of take_over_rest's
-    // time was on its first load of a frame's words).
-    for (const detail::StepRecord& r : previous_->steps) {
-        const detail::ViewAccess& a = r.access;
-        if (a.read_hi > a.read_lo && a.read_lo >= view_.begin() && a.read_lo < view_.end()) {
-            __builtin_prefetch(view_.data() + (a.read_lo - view_.begin()));
+namespace detail {
+// The lines of the fragment a walk from `sp` will read, asked for at once so that their misses
+// overlap: a walk reads the fragment one dependent step after another, and the fragment lies in
+// memory no core has touched lately (the reader copied it on another CPU, or a recording holds it
+// among megabytes of others). Two sets: the lines from sp up (the top frames, which no journal
+// knows) and the lines the thread's last walk read, one frame apart (most are read again, by the
+// steps walked or compared by the take-over; perf annotate once put 80 % of take_over_rest's time
+// on its first load of a frame's words). The first set is asked for first when the walk starts now
+// (its first steps need it), the second first a decode ahead: a long run of prefetches on this
+// machine (AMD Zen, docs/benchmarks.md) lost the tail of the run, and the take-over's lines matter more.
+void prefetch_fragment(const StackView& view, uint64_t sp, uint64_t bytes_above_sp, const WalkJournal* previous,
+                       bool journal_first) {
+    const auto journal_lines = [&] {
+        if (!previous) return;
+        for (const StepRecord& r : previous->steps) {
+            const ViewAccess& a = r.access;
+            if (a.read_hi > a.read_lo && a.read_lo >= view.begin() && a.read_lo < view.end()) {
+                __builtin_prefetch(view.data() + (a.read_lo - view.begin()));
+            }
         }
+    };
+    if (journal_first) journal_lines();
+    const uint64_t end = std::min(view.end(), sp + bytes_above_sp);
+    for (uint64_t line = sp & ~uint64_t{63}; line < end; line += 64) {
+        if (line >= view.begin()) __builtin_prefetch(view.data() + (line - view.begin()));
     }
+    if (!journal_first) journal_lines();
+}
+}  // namespace detail
+
+void Walk::prefetch_fragment() const {
+    if (d_.fragment_prefetched_) return;   // Decoder::prefetch asked for it a decode ago
+    // 512 bytes above sp: 1024 and 2048 gained no more when asked for only as the walk starts.
+    detail::prefetch_fragment(view_, sp_, 512, previous_, false);
 }
 
 void Walk::run() {
@@ -1506,6 +1521,7 @@ Decoder::~Decoder() = default;
 
 void Decoder::decode(const Sample& sample, CallTrace& out) {
     boundary_sp_ = 0;
+    fragment_prefetched_ = take_prefetch(sample.stack.data());
     if (!options_.incremental) {
         Walk walk(*this, sample, out);
         walk.run();
@@ -1540,6 +1556,23 @@ void Decoder::decode(const Sample& sample, CallTrace& out) {
     j.last.horizon = map_.time_horizon();
     j.last.time_ns = sample.time_ns;
     mark_kernel(sample, out);
+}
+
+void Decoder::prefetch(const Sample& next) {
+    prefetched_[1] = prefetched_[0];
+    prefetched_[0] = nullptr;
+    const detail::StackView view(next.stack_sp, next.stack.data(), next.stack.size());
+    if (next.stack.empty() || !view.contains(next.regs.sp, 0)) return;
+    const detail::WalkJournal* previous = nullptr;
+    if (options_.incremental) {
+        if (const auto it = journals_.find(next.tid); it != journals_.end() && it->second->last.valid) {
+            previous = &it->second->last;
+        }
+    }
+    // A decode ahead there is time for more than the walk's own 512 bytes above sp, whose deeper
+    // frames' lines otherwise arrive one after another.
+    detail::prefetch_fragment(view, next.regs.sp, kPrefetchAheadBytes, previous, true);
+    prefetched_[0] = next.stack.data();
 }
 
 // Events applied since the journal's walk (code loaded, unloaded or announced elsewhere, Method*s

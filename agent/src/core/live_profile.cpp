@@ -474,6 +474,8 @@ bool LiveProfile::drain_batch() {
     Event* event = nullptr;
     for (size_t n = 0; n < kBatch && queue_.pop(event); ++n) {
         const size_t bytes = stack_bytes_of(*event);
+        // The next sample's fragment is asked for while this event is decoded.
+        if (n + 1 < kBatch && queue_.read_available() > 0 && !broken_) stream_->prefetch(*queue_.front());
         consume(std::move(*event));
         recycle(event);
         queued_bytes_.fetch_sub(bytes, std::memory_order_relaxed);

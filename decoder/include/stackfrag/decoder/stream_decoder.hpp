@@ -80,6 +80,10 @@ public:
     // One event in stream order. Samples and oracles are decoded, JVMTI traces taken as they are
     // (now or, with defer_ns or a retry, later); everything else is applied to the code map.
     void consume(Event&& event);
+    // The event that will be consumed after the next one, if it is a sample decoded at once: its
+    // fragment is asked for now (Decoder::prefetch). A caller that knows what comes next calls this
+    // before each consume(); the traces are the same either way.
+    void prefetch(const Event& next);
     // Decodes every deferred or waiting sample (end of stream).
     void flush();
 
