@@ -310,13 +310,9 @@ void StreamDecoder::flush() {
 void decode_recording(RecordingReader& reader, StreamDecoder& stream, const std::function<void(const Event&)>& observe) {
     size_t gaps_told = 0;
     uint64_t latest_ns = 0;
-    // One event read ahead, so that its fragment is asked for while the current one is decoded;
-    // the damages met while reading an event are noted before that event is consumed.
-    std::optional<Event> event = reader.next();
-    size_t damages_before = reader.damages().size();
-    while (event) {
+    while (auto event = reader.next()) {
         const std::vector<RecordingDamage>& damages = reader.damages();
-        for (; gaps_told < damages_before; ++gaps_told) {
+        for (; gaps_told < damages.size(); ++gaps_told) {
             const RecordingDamage& damage = damages[gaps_told];
             // A chunk's smallest time bounds what it held; without its header, the stream's
             // latest time before the damage does (events are written close to time order).
@@ -324,13 +320,8 @@ void decode_recording(RecordingReader& reader, StreamDecoder& stream, const std:
             stream.note_gap(from);
         }
         latest_ns = std::max(latest_ns, time_of(*event));
-        std::optional<Event> next = reader.next();
-        const size_t damages_before_next = reader.damages().size();
-        if (next) stream.prefetch(*next);
         if (observe) observe(*event);
         stream.consume(std::move(*event));
-        event = std::move(next);
-        damages_before = damages_before_next;
     }
     stream.flush();
 }

@@ -1,6 +1,7 @@
 // Decoder::prefetch and StreamDecoder::prefetch ask for the next sample's fragment ahead of its
-// decode; they must change no trace, whatever sample they are given, and decode_recording (which
-// reads one event ahead for them) must hand on the same traces as consuming the events one by one.
+// decode (the live decoder does, peeking at its queue); they must change no trace, whatever sample
+// they are given: the same traces as consuming the events one by one, and as replay's
+// decode_recording.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -52,7 +53,7 @@ void check_same_traces(const std::string& file) {
     const std::vector<Event> events = events_of(file);
     std::vector<CallTrace> traces[3];
     // 0: consumed one by one; 1: each preceded by the prefetch of the event after it, and by
-    // prefetches of samples no walk could use; 2: decode_recording over the file.
+    // prefetches of samples no walk could use; 2: decode_recording over the file (no prefetches).
     for (int mode = 0; mode < 2; ++mode) {
         StreamDecoder stream(options(), [&](const Event&, const CallTrace& t) { traces[mode].push_back(t); });
         const std::vector<Sample> hostile = hostile_samples();
