@@ -24,7 +24,6 @@
 namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
-const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
 const std::string kWorkloads = STACKFRAG_SHARED_DIR "/bench/workloads";
 
 bool exists(const std::string& path) {
@@ -50,16 +49,9 @@ void check_httpserver(const std::string& jdk) {
         dir + "/run", 600);
     INFO(run.out << run.err);
     REQUIRE(run.exit_code == 0);
-    const auto replay = sf::test::run_process({kCli, "replay", "--json", rec, "--collapsed", replayed}, {},
-                                              dir + "/replay", 300);
-    REQUIRE(replay.exit_code == 0);
-    const nlohmann::json j = nlohmann::json::parse(replay.out);
+    const nlohmann::json j = sf::test::replay_json(rec, dir, replayed);
     INFO(j.dump(1));
-    const double samples = j["samples"].get<double>();
-    REQUIRE(samples > 2000);
-    CHECK(sf::test::failed_samples(j) / samples <= 0.01);
-    REQUIRE(j["oracle_both_ok"].get<double>() > 300);
-    CHECK(sf::test::agreement_except_top_bci(j) >= 0.96);
+    sf::test::check_accuracy(j, 2000, 0.01, 300, 0.96);
     // The moved-sp frames are there and were walked (string intrinsics at the top).
     CHECK(j["stats"]["sp_moved_frames"].get<uint64_t>() > 0);
     // Live decoding gives the same profile, unless its queue dropped samples on a loaded machine.

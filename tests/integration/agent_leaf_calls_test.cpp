@@ -23,7 +23,6 @@
 namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
-const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
 
 bool starts_with(const std::string& s, const std::string& head) { return s.compare(0, head.size(), head) == 0; }
 
@@ -44,16 +43,9 @@ void check_leaf_calls(const std::string& jdk) {
                                            {}, dir.file("run"), 180);
     INFO(run.err);
     REQUIRE(run.exit_code == 0);
-    const auto replay = sf::test::run_process({kCli, "replay", "--json", rec, "--collapsed", collapsed}, {},
-                                              dir.file("replay"), 300);
-    REQUIRE(replay.exit_code == 0);
-    const nlohmann::json j = nlohmann::json::parse(replay.out);
+    const nlohmann::json j = sf::test::replay_json(rec, dir.path(), collapsed);
     INFO(j.dump(1));
-    const double samples = j["samples"].get<double>();
-    REQUIRE(samples > 1000);
-    CHECK(sf::test::failed_samples(j) / samples <= 0.01);
-    REQUIRE(j["oracle_both_ok"].get<double>() > 100);
-    CHECK(sf::test::agreement_except_top_bci(j) >= 0.96);
+    sf::test::check_accuracy(j, 1000, 0.01, 100, 0.96);
 
     // The samples in a Montgomery routine called by a BigInteger frame, and of those the ones whose
     // frames go on below it, through the program's own method, to the thread's first Java frame.

@@ -7,16 +7,22 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "agent_process.hpp"
 
 namespace sf::test {
 
-// `stackfrag replay --json RECORDING`, run with its output files in `dir`; fails the test when the
-// replay fails.
-inline nlohmann::json replay_json(const std::string& recording, const std::string& dir) {
-    const auto replay = run_process({STACKFRAG_BINARY_DIR "/bin/stackfrag", "replay", "--json", recording}, {},
-                                    dir + "/replay", 300);
+// `stackfrag replay --json RECORDING` (with `--collapsed COLLAPSED` when one is given), run with its
+// output files in `dir`; fails the test when the replay fails.
+inline nlohmann::json replay_json(const std::string& recording, const std::string& dir,
+                                  const std::string& collapsed = "") {
+    std::vector<std::string> args = {STACKFRAG_BINARY_DIR "/bin/stackfrag", "replay", "--json", recording};
+    if (!collapsed.empty()) {
+        args.push_back("--collapsed");
+        args.push_back(collapsed);
+    }
+    const auto replay = run_process(args, {}, dir + "/replay", 300);
     INFO(replay.err);
     REQUIRE(replay.exit_code == 0);
     return nlohmann::json::parse(replay.out);
@@ -33,6 +39,18 @@ inline uint64_t failed_samples(const nlohmann::json& replay) {
 inline double agreement_except_top_bci(const nlohmann::json& replay) {
     const double both_ok = replay["oracle_both_ok"].get<double>();
     return both_ok > 0 ? replay["oracle_identical_except_top_bci"].get<double>() / both_ok : 0.0;
+}
+
+// A validate run's replay holds to the accuracy bounds: more than `min_samples` samples, at most
+// `max_failed` of them failed, more than `min_pairs` oracle pairs where both walks succeeded, and
+// at least `min_agreement` of those equal apart from the top bci.
+inline void check_accuracy(const nlohmann::json& replay, double min_samples, double max_failed, double min_pairs,
+                           double min_agreement) {
+    const double samples = replay["samples"].get<double>();
+    REQUIRE(samples > min_samples);
+    CHECK(static_cast<double>(failed_samples(replay)) / samples <= max_failed);
+    REQUIRE(replay["oracle_both_ok"].get<double>() > min_pairs);
+    CHECK(agreement_except_top_bci(replay) >= min_agreement);
 }
 
 }  // namespace sf::test
