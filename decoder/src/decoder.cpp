@@ -346,13 +346,13 @@ private:
 namespace detail {
 // The lines of the fragment a walk from `sp` will read, asked for at once so that their misses
 // overlap: a walk reads the fragment one dependent step after another, and the fragment lies in
-// memory no core has touched lately (the reader copied it on another CPU, or a recording holds it
-// among megabytes of others). Two sets: the lines from sp up (the top frames, which no journal
+// memory no core has touched lately (the reader copied it on another CPU a batch ago; bench_decode
+// holds it among a whole recording's). Two sets: the lines from sp up (the top frames, which no journal
 // knows) and the lines the thread's last walk read, one frame apart (most are read again, by the
 // steps walked or compared by the take-over; perf annotate once put 80 % of take_over_rest's time
 // on its first load of a frame's words). The first set is asked for first when the walk starts now
-// (its first steps need it), the second first a decode ahead: a long run of prefetches on this
-// machine (AMD Zen, docs/benchmarks.md) lost the tail of the run, and the take-over's lines matter more.
+// (its first steps need it), the second first a decode ahead: on this machine (an AMD EPYC guest,
+// docs/benchmarks.md) a long run of prefetches lost its tail, and the take-over's lines matter more.
 void prefetch_fragment(const StackView& view, uint64_t sp, uint64_t bytes_above_sp, const WalkJournal* previous,
                        bool journal_first) {
     const auto journal_lines = [&] {
