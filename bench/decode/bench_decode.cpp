@@ -18,7 +18,7 @@
 // live decoder thread pays). Each class's decodes go through a function of its own
 // (decode_class_java_top, ...), so that `valgrind --tool=callgrind bench_decode --by-class REC 1`
 // gives each class's instructions as that function's inclusive cost. Each sample's successor is
-// prefetched before it is decoded (Decoder::prefetch), as replay and the live decoder do; with
+// prefetched before it is decoded (Decoder::prefetch), as the live decoder does; with
 // --alternate-prefetch (after ROUNDS) every second round leaves that out, and each round's Java-top
 // median and mean are printed, to compare the two on one machine in one run.
 //
@@ -76,7 +76,7 @@ const sf::Sample* apply_or_sample(const sf::Event& e, sf::CodeMap& map, sf::Deco
 }
 
 // For each sample of `events` in stream order, the sample after it (null for the last): what the
-// live decoder and replay hand Decoder::prefetch before decoding it.
+// live decoder hands Decoder::prefetch before decoding it.
 std::vector<const sf::Sample*> next_samples(const std::vector<sf::Event>& events) {
     std::vector<const sf::Sample*> in_order;
     for (const auto& e : events) {

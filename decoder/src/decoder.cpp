@@ -343,7 +343,7 @@ private:
     bool splice_valid_ = false;
 };
 
-namespace detail {
+namespace {
 // The lines of the fragment a walk from `sp` will read, asked for at once so that their misses
 // overlap: a walk reads the fragment one dependent step after another, and the fragment lies in
 // memory no core has touched lately (the reader copied it on another CPU a batch ago; bench_decode
@@ -353,12 +353,12 @@ namespace detail {
 // on its first load of a frame's words). The first set is asked for first when the walk starts now
 // (its first steps need it), the second first a decode ahead: on this machine (an AMD EPYC guest,
 // docs/benchmarks.md) a long run of prefetches lost its tail, and the take-over's lines matter more.
-void prefetch_fragment(const StackView& view, uint64_t sp, uint64_t bytes_above_sp, const WalkJournal* previous,
-                       bool journal_first) {
+void prefetch_lines(const detail::StackView& view, uint64_t sp, uint64_t bytes_above_sp,
+                    const detail::WalkJournal* previous, bool journal_first) {
     const auto journal_lines = [&] {
         if (!previous) return;
-        for (const StepRecord& r : previous->steps) {
-            const ViewAccess& a = r.access;
+        for (const detail::StepRecord& r : previous->steps) {
+            const detail::ViewAccess& a = r.access;
             if (a.read_hi > a.read_lo && a.read_lo >= view.begin() && a.read_lo < view.end()) {
                 __builtin_prefetch(view.data() + (a.read_lo - view.begin()));
             }
@@ -371,12 +371,12 @@ void prefetch_fragment(const StackView& view, uint64_t sp, uint64_t bytes_above_
     }
     if (!journal_first) journal_lines();
 }
-}  // namespace detail
+}  // namespace
 
 void Walk::prefetch_fragment() const {
     if (d_.fragment_prefetched_) return;   // Decoder::prefetch asked for it a decode ago
     // 512 bytes above sp: 1024 and 2048 gained no more when asked for only as the walk starts.
-    detail::prefetch_fragment(view_, sp_, 512, previous_, false);
+    prefetch_lines(view_, sp_, 512, previous_, false);
 }
 
 void Walk::run() {
@@ -1571,7 +1571,7 @@ void Decoder::prefetch(const Sample& next) {
     }
     // A decode ahead there is time for more than the walk's own 512 bytes above sp, whose deeper
     // frames' lines otherwise arrive one after another.
-    detail::prefetch_fragment(view, next.regs.sp, kPrefetchAheadBytes, previous, true);
+    prefetch_lines(view, next.regs.sp, kPrefetchAheadBytes, previous, true);
     prefetched_[0] = next.stack.data();
 }
 
