@@ -113,6 +113,7 @@ std::string source_name(SampleSource source) {
         case SampleSource::kPerfSwitch: return "switch";
         case SampleSource::kPerfKernel: return "clock-kernel";
         case SampleSource::kSignal: return "signal";
+        case SampleSource::kThreadClock: return "thread-clock";
     }
     return "source" + std::to_string(static_cast<int>(source));
 }

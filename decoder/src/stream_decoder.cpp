@@ -59,7 +59,8 @@ bool StreamDecoder::decode(Event& event, bool first_attempt) {
     const auto native = native_threads_.find(jvmti != nullptr ? jvmti->tid : sample->tid);
     const bool is_native = native != native_threads_.end();
     last_thread_kind_ = is_native ? native->second.kind : ThreadKind::kJava;
-    top_only_ = is_native && native->second.top_only && std::holds_alternative<Sample>(event);
+    top_only_ = std::holds_alternative<Sample>(event) &&
+                ((is_native && native->second.top_only) || sample->source == SampleSource::kThreadClock);
     if (jvmti != nullptr) {
         trace_from_jvmti(*jvmti, trace_);
     } else if (top_only_) {
@@ -288,6 +289,7 @@ void StreamDecoder::prefetch(const Event& next) {
     // The profiler's own threads' samples are not walked (their top frame alone, as in decode()).
     const auto it = native_threads_.find(sample->tid);
     if (it != native_threads_.end() && it->second.top_only && std::holds_alternative<Sample>(next)) return;
+    if (sample->source == SampleSource::kThreadClock) return;
     decoder_.prefetch(*sample);
 }
 

@@ -2,8 +2,9 @@
 // retains part of what it allocates) and the JIT (varied library code) busy beside a thread that
 // writes to /dev/null in a loop. The profile must show [GC Thread] and [C2 CompilerThread] roots with
 // named native frames, and, where kernel sampling is permitted (root here), [kernel] leaves under
-// AllThreads.syscalls; a recording replays to the same profile. threads=java keeps them out, and a
-// user who may not sample the kernel is told so, with the system time's share.
+// AllThreads.syscalls; the agent's reader and decoder counted by their thread clocks, not sampled;
+// a recording replays to the same profile. threads=java keeps them out, and a user who may not
+// sample the kernel is told so, with the system time's share.
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
@@ -80,7 +81,7 @@ void check_all_threads(const std::string& jdk, const std::string& mode) {
     const std::string rec = dir + "/run.sfr", live = dir + "/p.collapsed";
     const auto r = sf::test::run_process({jdk + "/bin/java", "-Xmx256m", "-XX:+UseG1GC", "-XX:ParallelGCThreads=2",
                                           "-agentpath:" + kAgent + "=interval=1ms,mode=" + mode + ",record=" + rec +
-                                              ",file=" + live,
+                                              ",file=" + live + ",loglevel=info",
                                           "-cp", dir, "AllThreads", "3"},
                                          {}, dir + "/jvm", 180);
     INFO(r.err);
@@ -107,17 +108,37 @@ void check_all_threads(const std::string& jdk, const std::string& mode) {
     // measured; user-only sampling shows none).
     CHECK(kernel >= 10);
     CHECK(kernel * 10 >= writer);
-    // The agent's own threads are sampled too, under their names: the profile shows what it cost.
+    // The agent's own threads are in the profile too, under their names: it shows what they cost.
     // Each of their samples is its top frame alone (and [kernel] over it for a tick in a syscall).
-    uint64_t agent_samples = 0;
+    // The reader and the decoder have no perf event (not even an inherited one: a helper created
+    // before the events opened created them); their thread clocks give a sample per period of CPU.
+    uint64_t agent_samples = 0, reader_clock = 0, decoder_clock = 0, reader_or_decoder_perf = 0;
+    const std::string by_clock = "stackfrag_thread_cpu_by_clock";
     for (const Stack& s : stacks) {
         if (s.frames.empty() || s.frames[0].rfind("[stackfrag-", 0) != 0) continue;
         agent_samples += s.count;
         INFO(s.frames.back());
         CHECK(s.frames.size() <= 3);
         if (s.frames.size() == 3) CHECK(s.frames[2] == "[kernel]");
+        const bool clock = s.frames.size() == 2 && s.frames[1] == by_clock;
+        if (s.frames[0] == "[stackfrag-read]" || s.frames[0] == "[stackfrag-live]") {
+            if (!clock) reader_or_decoder_perf += s.count;
+            (s.frames[0] == "[stackfrag-read]" ? reader_clock : decoder_clock) += clock ? s.count : 0;
+        }
     }
     CHECK(agent_samples >= 1);
+    CHECK(reader_or_decoder_perf == 0);
+    // As many as their CPU time in periods (the log's exact figures), less what they ran after the
+    // reader's last look (the stop: the last decodes, the profile's file) and before their first.
+    std::smatch cpu;
+    REQUIRE(std::regex_search(r.err, cpu, std::regex(R"(agent threads CPU: [0-9.]+ ms \(reader ([0-9.]+), decoder ([0-9.]+))")));
+    const double reader_ms = std::stod(cpu[1]), decoder_ms = std::stod(cpu[2]);
+    INFO("reader " << reader_ms << " ms, " << reader_clock << " samples by clock; decoder " << decoder_ms << " ms, "
+                   << decoder_clock << " samples by clock");
+    CHECK(double(reader_clock) <= reader_ms + 1);
+    CHECK(double(reader_clock) >= reader_ms * 0.5 - 5);
+    CHECK(double(decoder_clock) <= decoder_ms + 1);
+    CHECK(double(decoder_clock) >= decoder_ms * 0.5 - 5);
     // Java threads keep their Java roots: no Java frame under a native root.
     for (const Stack& s : stacks) {
         if (s.frames.empty() || (s.frames[0] != "[GC Thread]" && s.frames[0] != "[C2 CompilerThread]")) continue;

@@ -18,6 +18,7 @@ namespace sf::test {
 struct ThreadSummary {
     std::string name;
     uint64_t samples = 0;
+    uint64_t clock_samples = 0;   // SampleSource::kThreadClock: the profiler's own, by their clocks
     uint64_t oracles = 0;
     uint64_t oracles_ok = 0;
     uint64_t lost = 0;
@@ -42,6 +43,9 @@ struct RecordingSummary {
     // 88,527 samples at 10 kHz since sampling begins at the agent's load, where a thread can be
     // sampled at its first instructions, before its stack page was touched).
     uint64_t user_samples_without_stack = 0;
+    // The profiler's own threads' CPU time, a sample per period from their thread clocks: no
+    // registers but the ip, no fragment.
+    uint64_t clock_samples = 0;
     uint64_t oracles = 0;
     uint64_t oracles_ok = 0;                      // agct_status > 0
     std::map<int32_t, uint64_t> oracle_status;    // agct_status <= 0 -> count
@@ -98,7 +102,10 @@ inline RecordingSummary summarize_recording(const std::string& path) {
         if (const auto* sample = std::get_if<Sample>(&*event)) {
             sample_seen = true;
             ++summary.samples;
-            if (!sample->stack.empty()) {
+            if (sample->source == SampleSource::kThreadClock) {
+                ++summary.clock_samples;
+                ++summary.threads[sample->tid].clock_samples;
+            } else if (!sample->stack.empty()) {
                 ++summary.samples_with_stack;
             } else if (sample->source == SampleSource::kPerfKernel) {
                 ++summary.kernel_samples_without_stack;

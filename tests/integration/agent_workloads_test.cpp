@@ -117,7 +117,13 @@ void run_and_check(const std::string& name, const std::string& jdk, uint64_t int
     // interrupt context (not resident): a kernel-mode tick (seen: 1-2 of 60,000 samples, VM and
     // compiler threads) or a thread's first instants (1 of 88,527), never more than rarely.
     const uint64_t without_stack = summary.kernel_samples_without_stack + summary.user_samples_without_stack;
-    CHECK(summary.samples_with_stack + without_stack == summary.samples);
+    CHECK(summary.samples_with_stack + without_stack + summary.clock_samples == summary.samples);
+    // Samples from thread clocks are the profiler's own threads' alone.
+    for (const auto& [tid, thread] : summary.threads) {
+        if (thread.clock_samples == 0) continue;
+        INFO("tid " << tid << " '" << thread.name << "': " << thread.clock_samples << " samples by its clock");
+        CHECK(thread.name.rfind("stackfrag-", 0) == 0);
+    }
     // A run of ~900 samples (groundtruth at 1 kHz) may meet one such tick: one in a thousand, or two.
     CHECK(without_stack <= std::max<uint64_t>(2, summary.samples / 1000));
 

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "log.hpp"
+#include "own_threads.hpp"
 #include "spare_buffers.hpp"
 #include "stackfrag/base/clock.hpp"
 #include "stackfrag/profile/export.hpp"
@@ -400,11 +401,7 @@ void LiveProfile::accept(Event& event, std::unique_ptr<Event> boxed) {
 
 Status LiveProfile::start() {
     if (started_.load()) return {};
-    sigset_t blocked, previous;
-    sigfillset(&blocked);
-    pthread_sigmask(SIG_SETMASK, &blocked, &previous);
-    const int created = pthread_create(&thread_, nullptr, &LiveProfile::thread_main, this);
-    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    const int created = create_own_thread(&thread_, &LiveProfile::thread_main, this, "stackfrag-live");
     if (created != 0) return sys_error(Errc::kResourceLimit, created, "pthread_create(live decoder thread)");
     started_.store(true);
     return {};

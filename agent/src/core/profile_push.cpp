@@ -14,6 +14,7 @@
 
 #include "stackfrag/base/clock.hpp"
 #include "log.hpp"
+#include "own_threads.hpp"
 #include "options.hpp"
 #include "stackfrag/profile/export.hpp"
 
@@ -268,11 +269,7 @@ Status ProfilePusher::start() {
     if (const CurlApi& curl = curl_api(); !curl.error.empty()) {
         return make_error(Errc::kUnsupported, curl.error, "profiles are not pushed; sampling goes on");
     }
-    sigset_t blocked, previous;
-    sigfillset(&blocked);
-    pthread_sigmask(SIG_SETMASK, &blocked, &previous);
-    const int created = pthread_create(&thread_, nullptr, &ProfilePusher::thread_main, this);
-    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    const int created = create_own_thread(&thread_, &ProfilePusher::thread_main, this, "stackfrag-push");
     if (created != 0) return sys_error(Errc::kResourceLimit, created, "pthread_create(push sender thread)");
     started_ = true;
     return {};

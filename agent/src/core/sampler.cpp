@@ -10,6 +10,7 @@
 
 #include "stackfrag/base/clock.hpp"
 #include "log.hpp"
+#include "own_threads.hpp"
 #include "ring_schedule.hpp"
 #include "spare_buffers.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
@@ -117,7 +118,7 @@ bool is_persistent(const Error& error) {
 }
 }  // namespace
 
-enum class Sampler::RequestKind : uint8_t { kOpen, kEnd, kPeriod, kStack, kEndCpus, kWait };
+enum class Sampler::RequestKind : uint8_t { kOpen, kEnd, kPeriod, kStack, kEndCpus, kWait, kClock };
 
 namespace {
 // Ring memory running out: how often the reader looks at which threads ran (a system call per
@@ -309,15 +310,8 @@ Status Sampler::start() {
 
     // Asynchronous signals (SIGPROF of the oracle, SIGQUIT, ...) are for the JVM's threads; faults
     // stay deliverable so that a bug in the reader still produces the JVM's crash report.
-    sigset_t blocked;
-    sigfillset(&blocked);
-    for (int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigdelset(&blocked, fault);
-    sigset_t previous;
-    pthread_sigmask(SIG_SETMASK, &blocked, &previous);
-    const int created = pthread_create(&reader_, nullptr, &Sampler::reader_main, this);
-    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    const int created = create_own_thread(&reader_, &Sampler::reader_main, this, "stackfrag-read");
     if (created != 0) return sys_error(Errc::kResourceLimit, created, "pthread_create(reader thread)");
-    pthread_setname_np(reader_, "stackfrag-read");
     reader_started_.store(true, std::memory_order_release);
     return {};
 }
@@ -626,6 +620,52 @@ void Sampler::end_thread(pid_t tid) {
 
 void Sampler::end_cpus() { post(Request::Kind::kEndCpus, 0, 0, 0); }
 
+void Sampler::account_by_clock(pid_t tid) {
+    auto* request = new Request;
+    request->kind = Request::Kind::kClock;
+    request->tid = tid;
+    requests_.push(request);   // from the reader's next cycle (no wake-up, as for add_thread)
+}
+
+// What a kThreadClock sample's ip points at, so that the profile names it: a function of its own,
+// which nothing calls.
+extern "C" __attribute__((noinline, used)) void stackfrag_thread_cpu_by_clock() { __asm__ volatile(""); }
+
+void Sampler::sample_clocks(uint64_t now_ns) {
+    const uint64_t period = std::max<uint64_t>(config_.period_ns, 1);
+    const uint64_t ip = reinterpret_cast<uint64_t>(&stackfrag_thread_cpu_by_clock);
+    for (size_t i = 0; i < clock_threads_.size();) {
+        ClockThread& t = clock_threads_[i];
+        const uint64_t cpu = thread_cpu_ns_of(t.tid);
+        if (cpu == 0) {   // ended (its last partial period goes unseen, as a perf event's would)
+            clock_threads_[i] = clock_threads_.back();
+            clock_threads_.pop_back();
+            continue;
+        }
+        const uint64_t periods = cpu > t.counted_ns ? (cpu - t.counted_ns) / period : 0;
+        if (periods != 0) {
+            // Spread over the time since the last look, as the thread's own event would have spread them.
+            const uint64_t span = now_ns > t.last_ns ? now_ns - t.last_ns : 0;
+            for (uint64_t k = 1; k <= periods; ++k) {
+                const uint64_t time = t.last_ns + span * k / periods;
+                Sample& sample = reorder_.add_sample(time, now_ns);
+                sample.time_ns = time;
+                sample.pid = static_cast<uint32_t>(getpid());
+                sample.tid = static_cast<uint32_t>(t.tid);
+                sample.source = SampleSource::kThreadClock;
+                sample.regs = Registers{};
+                sample.regs.ip = ip;
+                sample.stack_sp = 0;
+                sample.stack.clear();
+            }
+            t.counted_ns += periods * period;
+            clock_samples_.fetch_add(periods, std::memory_order_relaxed);
+        }
+        t.last_ns = now_ns;
+        ++i;
+    }
+}
+
 void Sampler::wait_for_ring(pid_t tid) {
     memory_short_.store(true, std::memory_order_relaxed);
     auto* request = new Request;
@@ -762,12 +802,23 @@ void Sampler::apply_requests() {
                          request->stack_bytes, static_cast<double>(monotonic_ns() - request->posted_ns) / 1e6);
         } else if (request->kind == Request::Kind::kWait) {
             waiting_.insert_or_assign(request->tid, thread_cpu_ns_of(request->tid));
+        } else if (request->kind == Request::Kind::kClock) {
+            // Counted from now: what the thread ran before, no event of its own saw either.
+            // (Once: a thread the spawner announced is found again by the thread watcher.)
+            const uint64_t cpu = thread_cpu_ns_of(request->tid);
+            const bool known = std::any_of(clock_threads_.begin(), clock_threads_.end(),
+                                           [&](const ClockThread& t) { return t.tid == request->tid; });
+            if (cpu != 0 && !known) {
+                clock_threads_.push_back(ClockThread{request->tid, cpu, monotonic_ns()});
+                clock_threads_added_.fetch_add(1, std::memory_order_relaxed);
+            }
         } else {
             ended.push_back(request->tid);
         }
     }
     for (pid_t tid : ended) {
         waiting_.erase(tid);
+        std::erase_if(clock_threads_, [tid](const ClockThread& t) { return t.tid == tid; });
         auto found = ring_of_tid_.find(tid);
         if (found != ring_of_tid_.end()) close_ring(found->second);
     }
@@ -1246,6 +1297,11 @@ bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
     const uint64_t drains_began = monotonic_ns();
     drains_began_ns_ = drains_began;
     drain_rings(ready);
+    // Only where perf clock events sample the application: not with events=switch alone, not
+    // while no event could be opened (perf denied: the timer's samples are Java threads' alone).
+    if (!clock_threads_.empty() && clock_events_ && threads_opened_.load(std::memory_order_relaxed) != 0) {
+        sample_clocks(drains_began);
+    }
     if (memory_short_.load(std::memory_order_relaxed) && drains_began >= next_schedule_ns_) {
         next_schedule_ns_ = drains_began + kScheduleWindowNs;
         schedule_rings(drains_began);
@@ -1343,6 +1399,8 @@ SamplerStats Sampler::stats() const {
     stats.cadence_ns = cadence_ns_.load(std::memory_order_relaxed);
     stats.module_rescans = module_rescans_.load(std::memory_order_relaxed);
     stats.modules_found = modules_found_.load(std::memory_order_relaxed);
+    stats.clock_threads = clock_threads_added_.load(std::memory_order_relaxed);
+    stats.clock_samples = clock_samples_.load(std::memory_order_relaxed);
     stats.clock_counted_ns = clock_counted_ns_.load(std::memory_order_relaxed);
     stats.reader_priority = reader_priority_.load(std::memory_order_relaxed);
     stats.realtime_given_up = realtime_given_up_.load(std::memory_order_relaxed);

@@ -60,6 +60,9 @@ struct SamplerStats {
     // mapping, and the libraries they announced.
     uint64_t module_rescans = 0;
     uint64_t modules_found = 0;
+    // account_by_clock: the threads counted so, and the samples their clocks gave (kThreadClock).
+    uint64_t clock_threads = 0;
+    uint64_t clock_samples = 0;
     // mode=thread clock events that were closed: the threads' CPU time they counted, and the time
     // their samples (stored and lost) stand for at the period then in force.
     uint64_t clock_counted_ns = 0;
@@ -148,6 +151,13 @@ public:
     Status add_thread(pid_t tid, uint32_t fixed_stack_bytes = 0, uint32_t start_stack_bytes = 0, bool started_vm = false);
     // mode=cpu: one inheriting event per online CPU for `tid` and the threads it creates later.
     Status add_cpus(pid_t tid);
+    // Any thread, never waits: `tid`, one of the profiler's own threads, gets no perf event (a
+    // sample would cost it as much as the application's threads pay, ~45 us here, and at 10 kHz
+    // that was a third of the agent's CPU time); from the reader's next cycle on, each period of
+    // CPU time its thread clock shows becomes one SampleSource::kThreadClock sample, so that the
+    // profile still shows what the profiler's threads cost (once a clock event opened: not with
+    // events=switch alone, nor where perf is denied). Ends with the thread.
+    void account_by_clock(pid_t tid);
     // The reader drains the thread's ring one last time, then closes its event.
     void end_thread(pid_t tid);
     // The reader drains and closes every per-CPU event (add_cpus) at its next cycle, which this
@@ -236,6 +246,8 @@ private:
     void drain_ring(Ring& ring, uint64_t now_ns);
     void check_code(uint64_t ip, uint64_t time_ns, uint64_t now_ns);
     void collect();
+    // account_by_clock's samples for the CPU time the counted threads ran since the last call.
+    void sample_clocks(uint64_t now_ns);
     void final_drain();
     Status record_open_failure(Error error);
     // Ring memory running out: `tid` was refused a ring; the reader's schedule gives it one when a
@@ -353,6 +365,15 @@ private:
     std::atomic<uint64_t> clock_uncounted_threads_{0};
     std::atomic<uint64_t> module_rescans_{0};
     std::atomic<uint64_t> modules_found_{0};
+    // Reader-thread state of account_by_clock: per thread, the CPU time its samples stand for so far.
+    struct ClockThread {
+        pid_t tid = 0;
+        uint64_t counted_ns = 0;    // thread CPU time already turned into samples
+        uint64_t last_ns = 0;       // monotonic time of the last look (the samples are spread after it)
+    };
+    std::vector<ClockThread> clock_threads_;
+    std::atomic<uint64_t> clock_threads_added_{0};
+    std::atomic<uint64_t> clock_samples_{0};
 };
 
 }  // namespace sf::agent

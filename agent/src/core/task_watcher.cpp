@@ -14,6 +14,7 @@
 
 #include "stackfrag/base/clock.hpp"
 #include "log.hpp"
+#include "own_threads.hpp"
 #include "stackfrag/hotspot/thread_names.hpp"
 
 namespace sf::agent {
@@ -122,12 +123,13 @@ void TaskWatcher::scan() {
         // (GC, compiler, VM) are taken at first sight, the others at the next scan.
         if (kind == ThreadKind::kOther && ++sightings_[task.tid] < 2) continue;
         sightings_.erase(task.tid);
-        // The agent's own threads are sampled too (mode=cpu samples them anyway): a profile that
-        // explains all of the process's CPU shows the profiler's share under their names, beside
-        // the stop summary's exact "agent threads CPU" line. Their samples carry no stack to speak
-        // of (kOwnThreadStackBytes) and decode as the top frame alone: walking the live decoder's
-        // own deep native stacks cost more than decoding the application's samples did, and the
-        // more it decoded, the more of itself there was to decode.
+        // The agent's own threads are in the profile too: one that explains all of the process's
+        // CPU shows the profiler's share under their names, beside the stop summary's exact
+        // "agent threads CPU" line. Not by perf samples: each cost the sampled thread ~45 us on
+        // this project's VM (a third of the agent's CPU time at 10 kHz went into sampling itself),
+        // so their thread clocks are read each reader cycle instead (Sampler::account_by_clock).
+        // Their samples decode as the top frame alone: walking the live decoder's own deep native
+        // stacks cost more than decoding the application's samples did.
         if (task.name.empty()) {
             announced_.emplace(task.tid, std::string());   // remembered, never announced
             continue;
@@ -136,8 +138,12 @@ void TaskWatcher::scan() {
         queue_.emit(ThreadInfo{monotonic_ns(), static_cast<uint32_t>(task.tid), false, task.name, kind});
         if (sampler_ != nullptr) {
             if (open_lag_ != nullptr) open_lag_->on_open(task.tid, kind);
-            Status added = sampler_->add_thread(task.tid, kind == ThreadKind::kProfiler ? kOwnThreadStackBytes : 0);
-            if (!added.ok()) SF_LOG_DEBUG("native thread %d: %s", task.tid, added.error().describe().c_str());
+            if (kind == ThreadKind::kProfiler) {
+                sampler_->account_by_clock(task.tid);
+            } else {
+                Status added = sampler_->add_thread(task.tid);
+                if (!added.ok()) SF_LOG_DEBUG("native thread %d: %s", task.tid, added.error().describe().c_str());
+            }
         }
         announced_.emplace(task.tid, std::move(task.name));
     }
@@ -161,15 +167,8 @@ void TaskWatcher::scan() {
 
 Status TaskWatcher::start(int interval_ms) {
     interval_ms_ = interval_ms;
-    sigset_t blocked;
-    sigfillset(&blocked);
-    for (int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) sigdelset(&blocked, fault);
-    sigset_t previous;
-    pthread_sigmask(SIG_SETMASK, &blocked, &previous);
-    const int created = pthread_create(&thread_, nullptr, &TaskWatcher::main, this);
-    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    const int created = create_own_thread(&thread_, &TaskWatcher::main, this, "stackfrag-tasks");
     if (created != 0) return sys_error(Errc::kResourceLimit, created, "pthread_create(thread watcher)");
-    pthread_setname_np(thread_, "stackfrag-tasks");
     std::lock_guard<std::mutex> lock(mutex_);
     started_ = true;
     return {};

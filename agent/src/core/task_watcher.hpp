@@ -23,10 +23,6 @@
 
 namespace sf::agent {
 
-// The fragment of a profiler thread's samples (ThreadKind::kProfiler): the kernel's smallest. They
-// decode as their top frame alone, so the rest of a 16 KB copy would be work for nothing.
-inline constexpr uint32_t kOwnThreadStackBytes = 8;
-
 // One thread of /proc/self/task: its id and comm (15 bytes at most).
 struct TaskEntry {
     pid_t tid = 0;

@@ -172,7 +172,7 @@ TEST_CASE("a thread added with a larger start size is sampled with it from its f
 }
 
 TEST_CASE("a thread added with a fixed fragment size is sampled with that size, which request_stack leaves alone") {
-    // The profiler's own threads (kOwnThreadStackBytes): 8 bytes, every period, for good.
+    // 8 bytes, every period, for good.
     RecordingSampler recorded("fixed");
     const std::string& path = recorded.path;
     Sampler& sampler = *recorded.sampler;

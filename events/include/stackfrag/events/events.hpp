@@ -27,12 +27,15 @@ struct Registers {
 // signal handler's copy; kPerfSwitch: the context-switch event, the thread was leaving the CPU (to
 // block or preempted) — the off-CPU profile's samples; kPerfKernel: the clock event while the
 // thread ran in the kernel (a syscall, a page fault, an interrupt): registers and stack are the
-// user state at kernel entry, and the trace gets a "[kernel]" leaf.
-enum class SampleSource : uint8_t { kPerf = 1, kSignal = 2, kPerfSwitch = 3, kPerfKernel = 4 };
+// user state at kernel entry, and the trace gets a "[kernel]" leaf. kThreadClock: one interval of a
+// profiler thread's CPU time read from its thread clock (that thread has no event: a perf sample
+// costs the sampled thread ~45 us on a PVM guest); no registers but an ip naming what it stands
+// for, no stack, decoded as that top frame alone.
+enum class SampleSource : uint8_t { kPerf = 1, kSignal = 2, kPerfSwitch = 3, kPerfKernel = 4, kThreadClock = 5 };
 
-// On-CPU clock samples, in user or in kernel mode.
+// On-CPU clock samples, in user or in kernel mode, or counted from a thread clock.
 inline bool is_clock_sample(SampleSource source) {
-    return source == SampleSource::kPerf || source == SampleSource::kPerfKernel;
+    return source == SampleSource::kPerf || source == SampleSource::kPerfKernel || source == SampleSource::kThreadClock;
 }
 
 // One stack snapshot: the registers and `stack.size()` bytes copied from address `stack_sp` upwards
