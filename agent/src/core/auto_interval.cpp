@@ -27,7 +27,10 @@ AutoInterval::AutoInterval(PeriodControllerSettings settings, Sampler& sampler)
 
 void AutoInterval::on_trace(const Event& event, const CallTrace& trace, uint64_t decode_ns) {
     const auto* sample = std::get_if<Sample>(&event);
-    if (sample == nullptr || sample->source == SampleSource::kPerfSwitch) return;
+    // Not the profiler's threads' clock samples: no event to steer, no decode cost to learn.
+    if (sample == nullptr || sample->source == SampleSource::kPerfSwitch || sample->source == SampleSource::kThreadClock) {
+        return;
+    }
     cost_.add(decode_ns);
     if (cost_.estimate_ns() != 0) controller_.set_cost_per_sample(cost_.estimate_ns() + kCopyCostNs);
     if (trace.status == TraceStatus::kFailed || trace.frames.empty()) return;

@@ -79,7 +79,8 @@ void AutoStack::thread_started(uint32_t tid, std::string_view name, bool started
 
 void AutoStack::on_trace(const Event& event, const CallTrace& trace) {
     const auto* sample = std::get_if<Sample>(&event);
-    if (sample == nullptr || sample->source == SampleSource::kSignal) return;
+    // (A thread clock's sample has no fragment to judge.)
+    if (sample == nullptr || sample->source == SampleSource::kSignal || sample->source == SampleSource::kThreadClock) return;
     if (const uint64_t top = top_of(sample->tid); top != 0 && trace.status != TraceStatus::kFailed) {
         const bool decoder = trace.status == TraceStatus::kIncomplete || trace.status == TraceStatus::kStitched;
         const bool check = fragment_short_of_outermost(sample->stack_sp, sample->stack.size(), top,

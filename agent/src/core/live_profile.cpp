@@ -221,7 +221,8 @@ void LiveProfile::recycle(Event* event) {
 
 void LiveProfile::learn_cut(const Event& event, const CallTrace& trace) {
     const auto* sample = std::get_if<Sample>(&event);
-    if (sample == nullptr || sample->source == SampleSource::kSignal) return;   // the validator's own copies
+    // Not the validator's own copies, nor a thread clock's samples (no fragment).
+    if (sample == nullptr || sample->source == SampleSource::kSignal || sample->source == SampleSource::kThreadClock) return;
     const uint32_t tid = sample->tid;
     std::optional<uint64_t> top;
     if (trace.status == TraceStatus::kComplete) {
