@@ -15,19 +15,16 @@
 #include "agent_test_threads.hpp"
 #include "sampler.hpp"
 #include "stackfrag/events/recording.hpp"
-#include "test_recording.hpp"
+#include "recording_sampler.hpp"
 
 using namespace sf;
 using namespace sf::agent;
 
 TEST_CASE("a thread accounted by its clock gets a sample per period of CPU it ran, spread over the run, in time order") {
-    const std::string path = "/tmp/sf-agent-sampler-clock-" + std::to_string(getpid()) + ".sfr";
-    EventQueue queue;
-    auto writer = std::make_unique<StreamWriter>(test::new_recording(path));
-    kernel::SamplingConfig config;
-    config.period_ns = 1'000'000;
-    Sampler sampler(config, queue, *writer, nullptr);
-    REQUIRE(sampler.start().ok());
+    test::RecordingSampler clocked("clock");
+    const std::string& path = clocked.path;
+    const uint64_t period_ns = 1'000'000;
+    Sampler& sampler = *clocked.sampler;
 
     // Clock samples go with perf clock events: one thread is sampled by its event.
     std::atomic<bool> added{false};
@@ -73,21 +70,17 @@ TEST_CASE("a thread accounted by its clock gets a sample per period of CPU it ra
     CHECK(other_ips == 0);
     // Every period from the registration to the last look, none of what ran before the
     // registration: at least the CPU between the first read and the wake, at most all it ran.
-    const uint64_t floor = (cpu_at_wake - cpu_from) / config.period_ns;
+    const uint64_t floor = (cpu_at_wake - cpu_from) / period_ns;
     INFO("samples " << samples << ", CPU from the first read to the wake " << (cpu_at_wake - cpu_from) / 1'000'000
                     << " ms, in all " << cpu_to / 1'000'000 << " ms");
     CHECK(samples + 1 >= floor);
-    CHECK(samples <= cpu_to / config.period_ns);
+    CHECK(samples <= cpu_to / period_ns);
 }
 
 TEST_CASE("no clock samples while no perf clock event is open (perf denied, events=switch alone)") {
-    const std::string path = "/tmp/sf-agent-sampler-noclock-" + std::to_string(getpid()) + ".sfr";
-    EventQueue queue;
-    auto writer = std::make_unique<StreamWriter>(test::new_recording(path));
-    kernel::SamplingConfig config;
-    config.period_ns = 1'000'000;
-    Sampler sampler(config, queue, *writer, nullptr);
-    REQUIRE(sampler.start().ok());
+    test::RecordingSampler clocked("noclock");
+    const std::string& path = clocked.path;
+    Sampler& sampler = *clocked.sampler;
     test::SpinningThread spinner;
     sampler.account_by_clock(spinner.tid());
     spinner.wait_for_cpu_ms(200);

@@ -19,12 +19,14 @@
 #include "stackfrag/base/clock.hpp"
 #include "oracle.hpp"
 #include "sampler.hpp"
+#include "recording_sampler.hpp"
 #include "test_recording.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "stackfrag/kernel/proc_maps.hpp"
 
 using namespace sf;
 using namespace sf::agent;
+using sf::test::RecordingSampler;
 
 namespace {
 
@@ -45,22 +47,6 @@ public:
 private:
     std::atomic<bool> added_{false};
     test::DeepSpinningThread thread_;   // last: it runs the lambda above on start
-};
-
-// A started sampler at 1 ms writing a recording of its own (merging `oracle`'s samples, if given).
-struct RecordingSampler {
-    explicit RecordingSampler(const std::string& name, OracleSampler* oracle = nullptr)
-        : path("/tmp/sf-agent-sampler-" + name + "-" + std::to_string(getpid()) + ".sfr") {
-        writer = std::make_unique<StreamWriter>(test::new_recording(path));
-        kernel::SamplingConfig config;
-        config.period_ns = 1'000'000;
-        sampler = std::make_unique<Sampler>(config, queue, *writer, oracle);
-        REQUIRE(sampler->start().ok());
-    }
-    std::string path;
-    EventQueue queue;
-    std::unique_ptr<StreamWriter> writer;
-    std::unique_ptr<Sampler> sampler;
 };
 
 // Ends the spinner's sampling and the sampler: the spinner's CPU time before the end and when its
