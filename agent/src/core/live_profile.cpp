@@ -414,7 +414,6 @@ uint64_t LiveProfile::decoder_cpu_now() const {
 }
 
 void* LiveProfile::thread_main(void* self) {
-    pthread_setname_np(pthread_self(), "stackfrag-live");
     auto* live = static_cast<LiveProfile*>(self);
     live->decoder_tid_.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_release);
     try {

@@ -9,7 +9,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
-#include <string>
 #include <vector>
 
 namespace sf::agent {

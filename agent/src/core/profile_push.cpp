@@ -309,7 +309,6 @@ bool ProfilePusher::offer(const profile::Cct& cct, int64_t from_unix, int64_t un
 }
 
 void* ProfilePusher::thread_main(void* self) {
-    pthread_setname_np(pthread_self(), "stackfrag-push");
     auto* pusher = static_cast<ProfilePusher*>(self);
     try {
         pusher->run();

@@ -634,6 +634,7 @@ extern "C" __attribute__((noinline, used)) void stackfrag_thread_cpu_by_clock() 
 void Sampler::sample_clocks(uint64_t now_ns) {
     const uint64_t period = std::max<uint64_t>(config_.period_ns, 1);
     const uint64_t ip = reinterpret_cast<uint64_t>(&stackfrag_thread_cpu_by_clock);
+    const auto pid = static_cast<uint32_t>(getpid());
     for (size_t i = 0; i < clock_threads_.size();) {
         ClockThread& t = clock_threads_[i];
         const uint64_t cpu = thread_cpu_ns_of(t.tid);
@@ -650,7 +651,7 @@ void Sampler::sample_clocks(uint64_t now_ns) {
                 const uint64_t time = t.last_ns + span * k / periods;
                 Sample& sample = reorder_.add_sample(time, now_ns);
                 sample.time_ns = time;
-                sample.pid = static_cast<uint32_t>(getpid());
+                sample.pid = pid;
                 sample.tid = static_cast<uint32_t>(t.tid);
                 sample.source = SampleSource::kThreadClock;
                 sample.regs = Registers{};
