@@ -68,11 +68,8 @@ TEST_CASE("a thread the spawner creates inherits no perf event opened after the 
 
     // Opened on this thread after the spawner: only threads this thread creates inherit it.
     const int fd = open_inheriting_task_clock();
-    if (fd < 0) {
-        WARN("perf_event_open refused (" << std::strerror(errno) << "): not checked here");
-        stop_own_thread_spawner();
-        return;
-    }
+    INFO("perf_event_open: " << (fd < 0 ? std::strerror(errno) : "ok"));
+    REQUIRE(fd >= 0);
 
     Spin own;
     pthread_t own_thread{};
