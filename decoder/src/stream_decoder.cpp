@@ -22,6 +22,15 @@ const Sample* sample_of(const Event& event) {
     return nullptr;
 }
 
+// A profile sample decoded as its top frame alone, not walked: one of the profiler's own threads'
+// (`native`: the thread's announcement, null for a Java thread), or a thread clock's, whose
+// fragment is empty whatever its thread.
+template <class NativeThread>
+bool decoded_top_only(const Event& event, const Sample& sample, const NativeThread* native) {
+    return std::holds_alternative<Sample>(event) &&
+           ((native != nullptr && native->top_only) || sample.source == SampleSource::kThreadClock);
+}
+
 // Samples and oracles are decoded; JVMTI traces are taken as they are. All three become a CallTrace
 // in stream order, so a recording in mode=jvmti replays through the same steps as one with perf.
 bool becomes_trace(const Event& event) {
@@ -59,8 +68,7 @@ bool StreamDecoder::decode(Event& event, bool first_attempt) {
     const auto native = native_threads_.find(jvmti != nullptr ? jvmti->tid : sample->tid);
     const bool is_native = native != native_threads_.end();
     last_thread_kind_ = is_native ? native->second.kind : ThreadKind::kJava;
-    top_only_ = std::holds_alternative<Sample>(event) &&
-                ((is_native && native->second.top_only) || sample->source == SampleSource::kThreadClock);
+    top_only_ = jvmti == nullptr && decoded_top_only(event, *sample, is_native ? &native->second : nullptr);
     if (jvmti != nullptr) {
         trace_from_jvmti(*jvmti, trace_);
     } else if (top_only_) {
@@ -286,10 +294,9 @@ void StreamDecoder::prefetch(const Event& next) {
     if (options_.defer_ns != 0) return;   // decoded later, among others
     const Sample* sample = sample_of(next);
     if (sample == nullptr) return;
-    // The profiler's own threads' samples are not walked (their top frame alone, as in decode()).
+    // Samples decoded as their top frame alone have no fragment to walk (as in decode()).
     const auto it = native_threads_.find(sample->tid);
-    if (it != native_threads_.end() && it->second.top_only && std::holds_alternative<Sample>(next)) return;
-    if (sample->source == SampleSource::kThreadClock) return;
+    if (decoded_top_only(next, *sample, it != native_threads_.end() ? &it->second : nullptr)) return;
     decoder_.prefetch(*sample);
 }
 
