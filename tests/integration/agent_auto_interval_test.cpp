@@ -62,9 +62,14 @@ TEST_CASE("interval=auto lengthens the period on a tight loop and shortens it wh
     CHECK(p.front() == 1'000'000);
     // Phase 1: up from the start period by 4x or more, one doubling at a time. The first window
     // may still hold the JVM's start-up code on this thread (the top frame repeated in only 22 % of
-    // its samples, seen in 1-4 runs of 6 on the 2-CPU VM): one halving then comes first, rightly.
+    // its samples, seen in 1-4 runs of 6 on the 2-CPU VM): one halving then comes first, rightly,
+    // and the budget's floor may then hold the next window's wish to shorten again (500 -> 474 us,
+    // once in a CI run): the rise counts from the lowest of those.
     auto rise = p.begin();
-    if (p.size() > 1 && p[1] < p[0] && p[1] * 2 >= p[0]) rise = p.begin() + 1;
+    if (p.size() > 1 && p[1] < p[0] && p[1] * 2 >= p[0]) {
+        rise = p.begin() + 1;
+        if (p.size() > 2 && p[2] < p[1] && by_budget[main_thread->first][1]) rise = p.begin() + 2;
+    }
     CHECK(*peak >= 4 * p.front());
     CHECK(std::is_sorted(rise, peak + 1));
     // Phase 2: down again, to at most half the peak; the controller never turns up again. The
