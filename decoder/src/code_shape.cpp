@@ -11,6 +11,8 @@
 #include <new>
 #include <type_traits>
 
+#include "stackfrag/base/zeroed_block.hpp"
+
 namespace sf::detail {
 namespace {
 
@@ -214,20 +216,21 @@ struct Slot {
     uint8_t length;
 };
 
-// The per-offset slots are as many as the largest code analysed so far has bytes. A slot counts
-// only in the analysis that wrote it (its generation), so that nothing is cleared between
+// The per-offset slots are as many as the largest code analysed so far has bytes, and at least
+// kReservedCodeBytes (virtual: 5 MB, of which a run touches what its largest codes reach). A slot
+// counts only in the analysis that wrote it (its generation), so that nothing is cleared between
 // analyses of codes of tens of KB of which a flow reaches a part.
 static_assert(std::is_trivially_copyable_v<Slot> && std::is_trivially_default_constructible_v<Slot>,
-              "Scratch's slots live in calloc'd memory");
+              "Scratch's slots live in zeroed pages");
+constexpr size_t kReservedCodeBytes = 256 * 1024;   // xalan's largest nmethod: 98 KB
 
 struct Scratch {
-    // calloc'd: a slot of generation 0 is not reached, so fresh zero pages need no fill, and only
-    // the pages a flow reaches are faulted in (a resized vector wrote all 20 bytes per code byte of
-    // the largest code at once, again at each growth: ~1,000 page faults at ~12 us on xalan).
-    struct FreeSlots {
-        void operator()(Slot* p) const { std::free(p); }
-    };
-    std::unique_ptr<Slot[], FreeSlots> slots;
+    // Zeroed pages (a slot of generation 0 is not reached), reserved at once for the largest code
+    // a JVM is likely to have: only the pages a flow reaches are ever faulted in, and no growth
+    // faults in a fresh array while the old one's pages go back (growing by doubling from the first
+    // code's size touched ~twice the pages of the largest code, ~1,000 at ~12 us on xalan).
+    ZeroedBlock slot_pages;
+    Slot* slots = nullptr;
     size_t slot_count = 0;
     uint32_t generation = 0;
     std::vector<uint64_t> moved_bits;     // offsets reached with a nonzero delta, a bit each: the
@@ -240,11 +243,10 @@ struct Scratch {
 
     void prepare(size_t size) {
         if (slot_count < size) {
-            // Nothing in the old slots counts any more (generations): a fresh array, not a copy.
-            const size_t count = std::max(size, 2 * slot_count);
-            auto* fresh = static_cast<Slot*>(std::calloc(count, sizeof(Slot)));
-            if (fresh == nullptr) throw std::bad_alloc();
-            slots.reset(fresh);
+            // Nothing in the old slots counts any more (generations): a fresh block, not a copy.
+            const size_t count = std::max({size, 2 * slot_count, kReservedCodeBytes});
+            slot_pages = ZeroedBlock(count * sizeof(Slot));
+            slots = static_cast<Slot*>(slot_pages.data());
             slot_count = count;
         }
         if (moved_bits.size() < (size + 63) / 64) moved_bits.resize((size + 63) / 64, 0);
@@ -525,7 +527,7 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
     std::vector<uint32_t>& pending = scratch.pending;   // call targets inside this code (call stubs)
     std::vector<PathState>& work = scratch.work;
     scratch.prepare(size);
-    Slot* const slots = scratch.slots.get();
+    Slot* const slots = scratch.slots;
     const uint32_t generation = scratch.generation;
     const CleanOnExit clean{scratch};
     work.push_back({start, 0, kNoSaved, ZYDIS_REGISTER_NONE});

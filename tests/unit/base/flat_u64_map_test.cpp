@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+
 #include <cstdint>
 #include <random>
 #include <unordered_map>
@@ -44,4 +46,44 @@ TEST_CASE("FlatU64Map's reserve keeps what it holds") {
         REQUIRE(flat.find(key) != nullptr);
         CHECK(*flat.find(key) == static_cast<int>(key));
     }
+}
+
+namespace {
+long minor_faults() {
+    rusage usage{};
+    getrusage(RUSAGE_THREAD, &usage);
+    return usage.ru_minflt;
+}
+}  // namespace
+
+TEST_CASE("FlatU64Map reserved for many entries touches only the pages its entries use") {
+    const long before = minor_faults();
+    FlatU64Map<uint64_t> flat;
+    flat.reserve(1 << 20);   // 2 M slots of 16 bytes: 32 MB, 8,192 pages if written
+    for (uint64_t key = 1; key <= 64; ++key) flat[key * 4096] = key;
+    const long faults = minor_faults() - before;
+    CHECK(faults < 200);
+    for (uint64_t key = 1; key <= 64; ++key) {
+        REQUIRE(flat.find(key * 4096) != nullptr);
+        CHECK(*flat.find(key * 4096) == key);
+    }
+}
+
+TEST_CASE("FlatU64Map copies and moves keep every entry") {
+    FlatU64Map<uint64_t> flat;
+    for (uint64_t key = 8; key <= 8000; key += 8) flat[key] = key * 3;
+    FlatU64Map<uint64_t> copy = flat;
+    flat[8] = 1;   // the copy is its own
+    FlatU64Map<uint64_t> moved = std::move(copy);
+    FlatU64Map<uint64_t> assigned;
+    assigned[16] = 0;
+    assigned = moved;
+    for (const FlatU64Map<uint64_t>* map : {&moved, &assigned}) {
+        CHECK(map->size() == 1000);
+        for (uint64_t key = 8; key <= 8000; key += 8) {
+            REQUIRE(map->find(key) != nullptr);
+            CHECK(*map->find(key) == key * 3);
+        }
+    }
+    CHECK(*flat.find(8) == 1);
 }

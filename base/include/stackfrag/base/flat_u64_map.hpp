@@ -2,12 +2,16 @@
 // array with linear probing: an insert allocates nothing and a lookup is one probe sequence in one
 // array, where a node-based map allocates and chases a pointer per entry. No erase: a caller that
 // retires an entry stores a value that says so. (Boost 1.74, Debian 12's, has no flat hash map.)
+// The slots are zeroed pages (ZeroedBlock): a map reserved for tens of thousands of entries costs
+// only the pages its entries land in.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
-#include <vector>
+
+#include "stackfrag/base/zeroed_block.hpp"
 
 namespace sf {
 
@@ -18,16 +22,37 @@ inline void prefetch_line(const void* address) {
     asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(address)));
 }
 
+// V: trivially copyable, and all zero bytes are its value-initialized value (a free slot's).
 template <class V>
 class FlatU64Map {
+    static_assert(std::is_trivially_copyable_v<V>, "slots live in zeroed pages and move by copy");
+
 public:
-    FlatU64Map() { slots_.resize(kMinSlots); }
+    FlatU64Map() { rehash(kMinSlots); }
+    FlatU64Map(const FlatU64Map& other)
+        : storage_(other.slot_count_ * sizeof(Slot)), slots_(static_cast<Slot*>(storage_.data())),
+          slot_count_(other.slot_count_), size_(other.size_) {
+        for (size_t i = 0; i < slot_count_; ++i) {
+            if (other.slots_[i].key != 0) slots_[i] = other.slots_[i];   // free slots stay untouched pages
+        }
+    }
+    FlatU64Map(FlatU64Map&& other) noexcept { swap(other); }
+    FlatU64Map& operator=(FlatU64Map other) noexcept {
+        swap(other);
+        return *this;
+    }
+    void swap(FlatU64Map& other) noexcept {
+        std::swap(storage_, other.storage_);
+        std::swap(slots_, other.slots_);
+        std::swap(slot_count_, other.slot_count_);
+        std::swap(size_, other.size_);
+    }
 
     // Room for `count` entries without growing.
     void reserve(size_t count) {
         size_t wanted = kMinSlots;
         while (wanted < count * 2) wanted *= 2;
-        if (wanted > slots_.size()) rehash(wanted);
+        if (wanted > slot_count_) rehash(wanted);
     }
     size_t size() const { return size_; }
 
@@ -45,8 +70,8 @@ public:
     std::pair<V*, bool> try_emplace(uint64_t key, const V& value) {
         size_t at = position(key);
         if (slots_[at].key == key) return {&slots_[at].value, false};
-        if ((size_ + 1) * 2 > slots_.size()) {
-            rehash(slots_.size() * 2);
+        if ((size_ + 1) * 2 > slot_count_) {
+            rehash(slot_count_ * 2);
             at = position(key);
         }
         slots_[at] = Slot{key, value};
@@ -69,23 +94,29 @@ private:
     size_t home(uint64_t key) const {
         uint64_t h = key * 0x9E3779B97F4A7C15ull;
         h ^= h >> 29;
-        return h & (slots_.size() - 1);
+        return h & (slot_count_ - 1);
     }
     size_t position(uint64_t key) const {
-        const size_t mask = slots_.size() - 1;
+        const size_t mask = slot_count_ - 1;
         for (size_t i = home(key);; i = (i + 1) & mask) {
             if (slots_[i].key == key || slots_[i].key == 0) return i;
         }
     }
     void rehash(size_t slots) {
-        std::vector<Slot> old(slots);
-        old.swap(slots_);
-        for (const Slot& slot : old) {
-            if (slot.key != 0) slots_[position(slot.key)] = slot;
+        ZeroedBlock old_storage(slots * sizeof(Slot));
+        std::swap(old_storage, storage_);
+        const Slot* const old = slots_;
+        const size_t old_count = slot_count_;
+        slots_ = static_cast<Slot*>(storage_.data());
+        slot_count_ = slots;
+        for (size_t i = 0; i < old_count; ++i) {
+            if (old[i].key != 0) slots_[position(old[i].key)] = old[i];
         }
     }
 
-    std::vector<Slot> slots_;
+    ZeroedBlock storage_;
+    Slot* slots_ = nullptr;   // slot_count_ of them, in storage_
+    size_t slot_count_ = 0;
     size_t size_ = 0;
 };
 
