@@ -168,7 +168,10 @@ void ElfFile::load_symbols() {
             for (uint64_t k = 0; k < n; ++k) {
                 Elf64_Sym sym;
                 std::memcpy(&sym, first + k * sizeof(Elf64_Sym), sizeof sym);
-                if (is_function(sym)) symbols_.push_back({sym.st_value, sym.st_size, sym.st_name});
+                if (is_function(sym)) {
+                    const auto size = static_cast<uint32_t>(std::min<uint64_t>(sym.st_size, UINT32_MAX));
+                    symbols_.push_back({sym.st_value, size, sym.st_name});
+                }
             }
             return !symbols_.empty();
         }
