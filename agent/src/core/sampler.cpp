@@ -1310,6 +1310,10 @@ bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
     // Requests the drains made (stack=auto's head start decides on the reader as it reads a
     // sample): now, not after this cycle's hand-over to the writer and the next wait.
     if (!requests_.empty()) apply_requests();
+    {
+        std::lock_guard<std::mutex> lock(cycle_hook_mutex_);
+        if (cycle_hook_ != nullptr) cycle_hook_->on_reader_cycle(drains_began);
+    }
     // Samples drained before the queue: an event emitted before a sample was taken is then
     // always in this cycle's queue drain or an earlier one.
     collect();

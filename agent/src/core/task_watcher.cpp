@@ -67,7 +67,8 @@ std::string ring_memory_limit() {
 
 TaskWatcher::TaskWatcher(EventQueue& queue, Sampler* sampler, std::function<bool(pid_t)> is_java, int full_scan_ms)
     : queue_(queue), sampler_(sampler), is_java_(std::move(is_java)),
-      full_scan_ns_(static_cast<uint64_t>(full_scan_ms) * 1'000'000) {}
+      full_scan_ns_(static_cast<uint64_t>(full_scan_ms) * 1'000'000),
+      task_dir_(::open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {}
 
 bool task_scan_due(uint64_t links, uint64_t links_at_last_scan, bool sightings_pending, uint64_t since_last_scan_ns,
                    uint64_t full_every_ns) {
@@ -79,24 +80,43 @@ TaskWatcher::~TaskWatcher() {
     if (task_dir_ >= 0) ::close(task_dir_);
 }
 
-bool TaskWatcher::tick() {
-    ticks_.fetch_add(1, std::memory_order_relaxed);
-    if (task_dir_ < 0) task_dir_ = ::open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+uint64_t TaskWatcher::task_links() const {
     // The link count of /proc/PID/task is 2 + the number of threads (0 here: not known).
     struct stat status {};
-    const uint64_t links = task_dir_ >= 0 && ::fstat(task_dir_, &status) == 0 ? status.st_nlink : 0;
+    return task_dir_ >= 0 && ::fstat(task_dir_, &status) == 0 ? status.st_nlink : 0;
+}
+
+bool TaskWatcher::scan_due(uint64_t links, uint64_t now) const {
+    return task_scan_due(links, links_at_scan_.load(std::memory_order_relaxed),
+                         sightings_pending_.load(std::memory_order_relaxed),
+                         now - last_scan_ns_.load(std::memory_order_relaxed), full_scan_ns_);
+}
+
+bool TaskWatcher::tick() {
+    ticks_.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t links = task_links();
     const uint64_t now = monotonic_ns();
-    bool pending = false;
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        pending = !sightings_.empty();
-    }
-    if (!task_scan_due(links, links_at_scan_, pending, now - last_scan_ns_, full_scan_ns_)) return false;
+    if (!scan_due(links, now)) return false;
     // The count before the listing: a thread that starts during it changes the count after it.
-    links_at_scan_ = links;
-    last_scan_ns_ = now;
+    links_at_scan_.store(links, std::memory_order_relaxed);
+    last_scan_ns_.store(now, std::memory_order_relaxed);
     scan();
     return true;
+}
+
+void TaskWatcher::on_reader_cycle(uint64_t now_ns) {
+    // At the watcher's own interval (a cycle a little early still counts: cadence and interval
+    // are both 100 ms at low rates, and a strict bound skipped every second cycle).
+    const uint64_t interval_ns = static_cast<uint64_t>(interval_ms_) * 1'000'000;
+    if (now_ns - last_reader_look_ns_ < interval_ns / 10 * 9) return;
+    last_reader_look_ns_ = now_ns;
+    reader_looks_.fetch_add(1, std::memory_order_relaxed);
+    if (!scan_due(task_links(), now_ns)) return;
+    {
+        std::lock_guard<std::mutex> lock(wake_mutex_);   // held by others only for a moment
+        scan_requested_ = true;
+    }
+    wakeup_.notify_one();
 }
 
 void TaskWatcher::scan() {
@@ -163,13 +183,14 @@ void TaskWatcher::scan() {
     for (auto it = sightings_.begin(); it != sightings_.end();) {
         it = alive.count(it->first) != 0 ? std::next(it) : sightings_.erase(it);
     }
+    sightings_pending_.store(!sightings_.empty(), std::memory_order_relaxed);
 }
 
 Status TaskWatcher::start(int interval_ms) {
     interval_ms_ = interval_ms;
     const int created = create_own_thread(&thread_, &TaskWatcher::main, this, "stackfrag-tasks");
     if (created != 0) return sys_error(Errc::kResourceLimit, created, "pthread_create(thread watcher)");
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(wake_mutex_);
     started_ = true;
     return {};
 }
@@ -178,10 +199,14 @@ void* TaskWatcher::main(void* self) {
     auto* watcher = static_cast<TaskWatcher*>(self);
     while (true) {
         {
-            std::unique_lock<std::mutex> lock(watcher->mutex_);
-            watcher->wakeup_.wait_for(lock, std::chrono::milliseconds(watcher->interval_ms_),
-                                      [watcher] { return watcher->stop_; });
+            // Riding on the reader, the watcher sleeps until the reader's look finds a scan due,
+            // and at most a full scan's interval (should the reader stop looking).
+            const auto wait = watcher->riding_ ? std::chrono::milliseconds(watcher->full_scan_ns_ / 1'000'000)
+                                               : std::chrono::milliseconds(watcher->interval_ms_);
+            std::unique_lock<std::mutex> lock(watcher->wake_mutex_);
+            watcher->wakeup_.wait_for(lock, wait, [watcher] { return watcher->stop_ || watcher->scan_requested_; });
             if (watcher->stop_) break;
+            watcher->scan_requested_ = false;
         }
         watcher->tick();
         watcher->cpu_ns_.store(thread_cpu_ns(), std::memory_order_relaxed);
@@ -192,7 +217,7 @@ void* TaskWatcher::main(void* self) {
 void TaskWatcher::stop() {
     bool join = false;
     {
-        std::lock_guard<std::mutex> lock(mutex_);
+        std::lock_guard<std::mutex> lock(wake_mutex_);
         stop_ = true;
         join = started_;
         started_ = false;

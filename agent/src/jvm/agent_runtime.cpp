@@ -231,7 +231,7 @@ public:
             disabled_ = true;
             if (early_from_ns_ != 0) {   // sampling since the load: it stops here, undecodable
                 early_hold_.reset();
-                if (task_watcher_) task_watcher_->stop();
+                stop_task_watcher();
                 (void)sampler_->stop(kShutdownTimeoutMs);
             }
             return;
@@ -279,7 +279,7 @@ public:
                 // watcher gives way to one that opens events, and the per-CPU events close at the
                 // reader's next cycle, after the threads' own events opened (a moment sampled
                 // twice rather than not at all).
-                if (task_watcher_) task_watcher_->stop();
+                stop_task_watcher();
                 task_watcher_.reset();
                 open_lag_.snapshot_existing();
             }
@@ -350,7 +350,7 @@ public:
         live_.store(false, std::memory_order_release);
         disable_events();
         stop_code_poller();
-        if (task_watcher_) task_watcher_->stop();
+        stop_task_watcher();
         stop_jvmti_sampler();
         if (OracleSampler* timer_sampler = timer()) timer_sampler->stop();
         const ProcessCpu at_stop = process_cpu_now();
@@ -507,9 +507,23 @@ private:
         task_watcher_->set_open_lag(&open_lag_);
         task_watcher_->tick();
         SF_LOG_DEBUG("%zu native threads at start", task_watcher_->native_threads());
+        // Announcing only (mode=cpu, or before VMInit): the reader, awake anyway, looks at the
+        // thread count. Opening events (mode=thread) keeps the watcher's own tick: the reader
+        // must not wait for a scan, and its cadence can be shorter than the watcher's interval.
+        const bool ride = sampler == nullptr;
+        if (ride) task_watcher_->ride_on_reader();
         if (Status started = task_watcher_->start(); !started.ok()) {
             SF_LOG_WARN("native threads that start from now on are not sampled: %s", started.error().describe().c_str());
+        } else if (ride) {
+            sampler_->set_cycle_hook(task_watcher_.get());
         }
+    }
+
+    // Stops the watcher's thread; the reader no longer looks for it once this returns.
+    void stop_task_watcher() {
+        if (!task_watcher_) return;
+        sampler_->set_cycle_hook(nullptr);
+        task_watcher_->stop();
     }
 
     // The live profile live_settings_from asks for, with interval=auto's, stack=auto's and push='s callbacks.
@@ -938,9 +952,11 @@ private:
                          static_cast<unsigned long long>(sampled.modules_found));
         }
         if (task_watcher_) {
-            SF_LOG_DEBUG("thread watcher: %llu scans of /proc/self/task in %llu ticks",
+            SF_LOG_DEBUG("thread watcher: %llu scans of /proc/self/task in %llu ticks (%llu looks at the thread count "
+                         "by the reader)",
                          static_cast<unsigned long long>(task_watcher_->scans()),
-                         static_cast<unsigned long long>(task_watcher_->ticks()));
+                         static_cast<unsigned long long>(task_watcher_->ticks()),
+                         static_cast<unsigned long long>(task_watcher_->reader_looks()));
         }
         const SamplerStats stats = sampler_->stats();
         if (stats.clock_counted_ns != 0) {

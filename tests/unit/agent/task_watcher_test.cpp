@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "event_queue.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "task_watcher.hpp"
 
 using namespace sf;
@@ -83,4 +84,44 @@ TEST_CASE("the watcher finds a thread that starts and ends between its ticks, an
     CHECK(watcher.tick());
     CHECK(announces(thread_infos(queue), tid, true));
     CHECK(watcher.native_threads() >= 1);   // this process's own threads
+}
+
+TEST_CASE("a watcher riding on the reader sleeps until the reader's look finds a new thread") {
+    EventQueue queue;
+    TaskWatcher watcher(queue, nullptr, [](pid_t) { return false; }, 3'600'000);   // no full scan by time
+    CHECK(watcher.tick());
+    CHECK(watcher.tick());   // this process's threads: announced at their second sighting
+    (void)thread_infos(queue);
+    watcher.ride_on_reader();
+    REQUIRE(watcher.start(10).ok());
+    const uint64_t ticks_before = watcher.ticks();
+
+    std::atomic<pid_t> tid{0};
+    std::atomic<bool> finish{false};
+    std::thread worker([&] {
+        pthread_setname_np(pthread_self(), "GC Thread#8");
+        tid = static_cast<pid_t>(syscall(SYS_gettid));
+        while (!finish) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    while (tid == 0) std::this_thread::yield();
+    // Without the reader's look the thread does not tick on its own (its fallback is an hour).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(watcher.ticks() == ticks_before);
+    CHECK_FALSE(announces(thread_infos(queue), tid, false));
+
+    // The reader's cycles: looks 10 ms apart at most count; the first one that sees the new count
+    // wakes the watcher, which announces the thread.
+    std::vector<ThreadInfo> infos;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!announces(infos, tid, false) && std::chrono::steady_clock::now() < deadline) {
+        watcher.on_reader_cycle(monotonic_ns());
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        for (ThreadInfo& info : thread_infos(queue)) infos.push_back(info);
+    }
+    CHECK(announces(infos, tid, false));
+    CHECK(watcher.reader_looks() >= 1);
+    CHECK(watcher.ticks() > ticks_before);
+    finish = true;
+    worker.join();
+    watcher.stop();
 }
