@@ -49,6 +49,8 @@ done
 BENCH=overhead
 # shellcheck source=common/checks.sh
 . "$ROOT/bench/common/checks.sh"
+# shellcheck source=common/stats.sh
+. "$ROOT/bench/common/stats.sh"
 need_count -r "$ROUNDS" rounds
 need_count -i "$ITER" iterations
 JAVA="$(need_java)"
@@ -171,16 +173,6 @@ for w in "${selected[@]}"; do
   done
 done
 uptime_after="$(uptime | sed 's/.*load average: //')"
-
-# "median (min–max)" of a list, with printf format $2 and suffix $3.
-spread() {
-  tr ' ' '\n' <<<"$1" | grep . | sort -g | awk -v f="$2" -v s="$3" '{ v[NR] = $1 } END {
-    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-    printf f s " (" f "–" f ")", m, v[1], v[NR] }'
-}
-median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-# Round-by-round ratios of two lists of the same length.
-ratios() { paste -d' ' <(tr ' ' '\n' <<<"$1" | grep .) <(tr ' ' '\n' <<<"$2" | grep .) | awk '{ printf "%.4f ", $1 / $2 }'; }
 
 # Whether a configuration whose key starts with $1 is in the table.
 has_config() { printf '%s\n' "${CONFIGS[@]}" | grep -q "^$1"; }

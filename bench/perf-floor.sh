@@ -36,6 +36,8 @@ done
 BENCH=perf-floor
 # shellcheck source=common/checks.sh
 . "$ROOT/bench/common/checks.sh"
+# shellcheck source=common/stats.sh
+. "$ROOT/bench/common/stats.sh"
 need_count -r "$ROUNDS" rounds
 need_count -i "$ITER" iterations
 need_count -t "$INTERVAL_US" "interval µs"
@@ -60,13 +62,6 @@ jvm_cpu() {
   rm -f "$SCRATCH/perf.data"
 }
 
-# median (min–max) of the ratios a/b over the rounds
-ratio_cell() {
-  paste -d' ' <(tr ' ' '\n' <<<"$1") <(tr ' ' '\n' <<<"$2") | awk 'NF == 2 && $2 > 0 { print $1 / $2 }' | sort -g |
-    awk '{ v[NR] = $1 } END { if (NR == 0) { print "–"; exit } m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-                             printf "%.2f× (%.2f–%.2f)", m, v[1], v[NR] }'
-}
-
 echo "Measured $(date -u '+%Y-%m-%d %H:%M') UTC with \`bench/perf-floor.sh -i $ITER -r $ROUNDS -w \"$WORKLOADS\" -t $INTERVAL_US -s $STACK\`: $(nproc) CPUs, kernel $(uname -r), $("$JAVA" -version 2>&1 | head -1)."
 echo
 echo "| workload | no sampling: JVM CPU s | perf task-clock every $INTERVAL_US µs, ip only | the same with $STACK bytes of user stack a sample |"
@@ -81,8 +76,7 @@ for workload in $WORKLOADS; do
     echo "$BENCH: $workload round $round/$ROUNDS: JVM CPU $n s without sampling, $i s ip only, $s s with the stack" >&2
     none="${none:+$none }$n" ip="${ip:+$ip }$i" stack="${stack:+$stack }$s"
   done
-  median_none=$(tr ' ' '\n' <<<"$none" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
-  echo "| $workload | $median_none | $(ratio_cell "$ip" "$none") | $(ratio_cell "$stack" "$none") |"
+  echo "| $workload | $(median "$none") | $(spread "$(ratios "$ip" "$none")" "%.2f" "×") | $(spread "$(ratios "$stack" "$none")" "%.2f" "×") |"
 done
 echo
 echo "Each cell: the JVM's CPU time (user + sys, not the workload's other processes) as a ratio to the run without sampling of the same round, median (min–max). perf's own work (reading the rings, writing its file to tmpfs) runs in perf's process, outside these times; its memory traffic is not."
