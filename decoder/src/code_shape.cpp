@@ -229,9 +229,9 @@ struct Scratch {
     // a JVM is likely to have: only the pages a flow reaches are ever faulted in, and no growth
     // faults in a fresh array while the old one's pages go back (growing by doubling from the first
     // code's size touched ~twice the pages of the largest code, ~1,000 at ~12 us on xalan).
-    ZeroedBlock slot_pages;
-    Slot* slots = nullptr;
+    ZeroedBlock slot_pages;   // slot_count slots
     size_t slot_count = 0;
+    Slot* slots() const { return static_cast<Slot*>(slot_pages.data()); }
     uint32_t generation = 0;
     std::vector<uint64_t> moved_bits;     // offsets reached with a nonzero delta, a bit each: the
                                           // only ones that can have a range (in ascending order);
@@ -246,12 +246,11 @@ struct Scratch {
             // Nothing in the old slots counts any more (generations): a fresh block, not a copy.
             const size_t count = std::max({size, 2 * slot_count, kReservedCodeBytes});
             slot_pages = ZeroedBlock(count * sizeof(Slot));
-            slots = static_cast<Slot*>(slot_pages.data());
             slot_count = count;
         }
         if (moved_bits.size() < (size + 63) / 64) moved_bits.resize((size + 63) / 64, 0);
         if (++generation == 0) {   // wrapped: no slot may look reached
-            for (size_t i = 0; i < slot_count; ++i) slots[i].generation = 0;
+            for (size_t i = 0; i < slot_count; ++i) slots()[i].generation = 0;
             generation = 1;
         }
         words = (size + 63) / 64;
@@ -527,7 +526,7 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
     std::vector<uint32_t>& pending = scratch.pending;   // call targets inside this code (call stubs)
     std::vector<PathState>& work = scratch.work;
     scratch.prepare(size);
-    Slot* const slots = scratch.slots;
+    Slot* const slots = scratch.slots();
     const uint32_t generation = scratch.generation;
     const CleanOnExit clean{scratch};
     work.push_back({start, 0, kNoSaved, ZYDIS_REGISTER_NONE});

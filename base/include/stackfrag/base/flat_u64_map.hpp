@@ -30,10 +30,9 @@ class FlatU64Map {
 public:
     FlatU64Map() { rehash(kMinSlots); }
     FlatU64Map(const FlatU64Map& other)
-        : storage_(other.slot_count_ * sizeof(Slot)), slots_(static_cast<Slot*>(storage_.data())),
-          slot_count_(other.slot_count_), size_(other.size_) {
+        : storage_(other.slot_count_ * sizeof(Slot)), slot_count_(other.slot_count_), size_(other.size_) {
         for (size_t i = 0; i < slot_count_; ++i) {
-            if (other.slots_[i].key != 0) slots_[i] = other.slots_[i];   // free slots stay untouched pages
+            if (other.slots()[i].key != 0) slots()[i] = other.slots()[i];   // free slots stay untouched pages
         }
     }
     FlatU64Map(FlatU64Map&& other) noexcept { swap(other); }
@@ -43,7 +42,6 @@ public:
     }
     void swap(FlatU64Map& other) noexcept {
         std::swap(storage_, other.storage_);
-        std::swap(slots_, other.slots_);
         std::swap(slot_count_, other.slot_count_);
         std::swap(size_, other.size_);
     }
@@ -58,29 +56,29 @@ public:
 
     V* find(uint64_t key) {
         if (key == 0) return nullptr;
-        Slot& slot = slots_[position(key)];
+        Slot& slot = slots()[position(key)];
         return slot.key == key ? &slot.value : nullptr;
     }
     const V* find(uint64_t key) const {
         if (key == 0) return nullptr;
-        const Slot& slot = slots_[position(key)];
+        const Slot& slot = slots()[position(key)];
         return slot.key == key ? &slot.value : nullptr;
     }
     // The value of `key`, inserted as `value` if absent; whether it was inserted. `key` must not be 0.
     std::pair<V*, bool> try_emplace(uint64_t key, const V& value) {
         size_t at = position(key);
-        if (slots_[at].key == key) return {&slots_[at].value, false};
+        if (slots()[at].key == key) return {&slots()[at].value, false};
         if ((size_ + 1) * 2 > slot_count_) {
             rehash(slot_count_ * 2);
             at = position(key);
         }
-        slots_[at] = Slot{key, value};
+        slots()[at] = Slot{key, value};
         ++size_;
-        return {&slots_[at].value, true};
+        return {&slots()[at].value, true};
     }
     // Starts loading the cache line where `key`'s probe begins: a caller that knows the next keys
     // (a batch of inserts) overlaps their cache misses instead of taking them one after another.
-    void prefetch(uint64_t key) const { prefetch_line(&slots_[home(key)]); }
+    void prefetch(uint64_t key) const { prefetch_line(&slots()[home(key)]); }
     // The value of `key`, inserted value-initialized if absent. `key` must not be 0.
     V& operator[](uint64_t key) { return *try_emplace(key, V{}).first; }
 
@@ -99,23 +97,22 @@ private:
     size_t position(uint64_t key) const {
         const size_t mask = slot_count_ - 1;
         for (size_t i = home(key);; i = (i + 1) & mask) {
-            if (slots_[i].key == key || slots_[i].key == 0) return i;
+            if (slots()[i].key == key || slots()[i].key == 0) return i;
         }
     }
-    void rehash(size_t slots) {
-        ZeroedBlock old_storage(slots * sizeof(Slot));
+    void rehash(size_t count) {
+        ZeroedBlock old_storage(count * sizeof(Slot));
         std::swap(old_storage, storage_);
-        const Slot* const old = slots_;
+        const auto* const old = static_cast<const Slot*>(old_storage.data());
         const size_t old_count = slot_count_;
-        slots_ = static_cast<Slot*>(storage_.data());
-        slot_count_ = slots;
+        slot_count_ = count;
         for (size_t i = 0; i < old_count; ++i) {
-            if (old[i].key != 0) slots_[position(old[i].key)] = old[i];
+            if (old[i].key != 0) slots()[position(old[i].key)] = old[i];
         }
     }
+    Slot* slots() const { return static_cast<Slot*>(storage_.data()); }
 
-    ZeroedBlock storage_;
-    Slot* slots_ = nullptr;   // slot_count_ of them, in storage_
+    ZeroedBlock storage_;     // slot_count_ slots
     size_t slot_count_ = 0;
     size_t size_ = 0;
 };
