@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -15,6 +16,7 @@ constexpr size_t kMapFrom = 128 * 1024;
 
 ZeroedBlock::ZeroedBlock(size_t bytes) : size_(bytes) {
     if (bytes == 0) return;
+    prepared_.reset(new uint64_t[(bytes + kPageBytes * 64 - 1) / (kPageBytes * 64)]());
     if (bytes >= kMapFrom) {
         void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED) throw std::bad_alloc();
@@ -28,9 +30,20 @@ ZeroedBlock::ZeroedBlock(size_t bytes) : size_(bytes) {
 
 ZeroedBlock::~ZeroedBlock() { release(); }
 
+void ZeroedBlock::prepare_page(size_t page) {
+    // A calloc'd block need not start on a page boundary, so its page may span two of the
+    // kernel's: write the first and the last byte. Zeros over zeros: only the fault matters.
+    auto* const bytes = static_cast<volatile unsigned char*>(data_);
+    const size_t first = page * kPageBytes;
+    const size_t last = std::min(size_, first + kPageBytes) - 1;
+    bytes[first] = 0;
+    bytes[last] = 0;
+    prepared_[page / 64] |= uint64_t{1} << (page % 64);
+}
+
 ZeroedBlock::ZeroedBlock(ZeroedBlock&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)),
-      mapped_(std::exchange(other.mapped_, false)) {}
+      mapped_(std::exchange(other.mapped_, false)), prepared_(std::move(other.prepared_)) {}
 
 ZeroedBlock& ZeroedBlock::operator=(ZeroedBlock&& other) noexcept {
     if (this != &other) {
@@ -38,6 +51,7 @@ ZeroedBlock& ZeroedBlock::operator=(ZeroedBlock&& other) noexcept {
         data_ = std::exchange(other.data_, nullptr);
         size_ = std::exchange(other.size_, 0);
         mapped_ = std::exchange(other.mapped_, false);
+        prepared_ = std::move(other.prepared_);
     }
     return *this;
 }
@@ -52,6 +66,7 @@ void ZeroedBlock::release() {
     data_ = nullptr;
     size_ = 0;
     mapped_ = false;
+    prepared_.reset();
 }
 
 }  // namespace sf

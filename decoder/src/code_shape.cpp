@@ -229,7 +229,7 @@ struct Scratch {
     // a JVM is likely to have: only the pages a flow reaches are ever faulted in, and no growth
     // faults in a fresh array while the old one's pages go back (growing by doubling from the first
     // code's size touched ~twice the pages of the largest code, ~1,000 at ~12 us on xalan).
-    ZeroedBlock slot_pages;   // slot_count slots
+    ZeroedBlock slot_pages;   // slot_count slots; a slot is prepared before it is read
     size_t slot_count = 0;
     Slot* slots() const { return static_cast<Slot*>(slot_pages.data()); }
     uint32_t generation = 0;
@@ -250,7 +250,7 @@ struct Scratch {
         }
         if (moved_bits.size() < (size + 63) / 64) moved_bits.resize((size + 63) / 64, 0);
         if (++generation == 0) {   // wrapped: no slot may look reached
-            for (size_t i = 0; i < slot_count; ++i) slots()[i].generation = 0;
+            slot_pages = ZeroedBlock(slot_count * sizeof(Slot));
             generation = 1;
         }
         words = (size + 63) / 64;
@@ -536,6 +536,7 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
         PathState st = work.back();
         work.pop_back();
         while (st.offset < size && visits++ < kMaxVisits) {
+            scratch.slot_pages.prepare(st.offset * sizeof(Slot), sizeof(Slot));   // written before read
             Slot& slot = slots[st.offset];
             if (slot.generation != generation) {
                 slot = Slot{st.delta, st.saved, kNone, generation, 1, 0};

@@ -3,7 +3,7 @@
 // array, where a node-based map allocates and chases a pointer per entry. No erase: a caller that
 // retires an entry stores a value that says so. (Boost 1.74, Debian 12's, has no flat hash map.)
 // The slots are zeroed pages (ZeroedBlock): a map reserved for tens of thousands of entries costs
-// only the pages its entries land in.
+// only the pages its entries land in, and a lookup that misses reads no page nothing was written to.
 #pragma once
 
 #include <cstddef>
@@ -32,7 +32,7 @@ public:
     FlatU64Map(const FlatU64Map& other)
         : storage_(other.slot_count_ * sizeof(Slot)), slot_count_(other.slot_count_), size_(other.size_) {
         for (size_t i = 0; i < slot_count_; ++i) {
-            if (other.slots()[i].key != 0) slots()[i] = other.slots()[i];   // free slots stay untouched pages
+            if (other.key_at(i) != 0) writable_slot(i) = other.slots()[i];   // free slots stay untouched pages
         }
     }
     FlatU64Map(FlatU64Map&& other) noexcept { swap(other); }
@@ -56,25 +56,26 @@ public:
 
     V* find(uint64_t key) {
         if (key == 0) return nullptr;
-        Slot& slot = slots()[position(key)];
-        return slot.key == key ? &slot.value : nullptr;
+        const size_t at = position(key);
+        return key_at(at) == key ? &slots()[at].value : nullptr;
     }
     const V* find(uint64_t key) const {
         if (key == 0) return nullptr;
-        const Slot& slot = slots()[position(key)];
-        return slot.key == key ? &slot.value : nullptr;
+        const size_t at = position(key);
+        return key_at(at) == key ? &slots()[at].value : nullptr;
     }
     // The value of `key`, inserted as `value` if absent; whether it was inserted. `key` must not be 0.
     std::pair<V*, bool> try_emplace(uint64_t key, const V& value) {
         size_t at = position(key);
-        if (slots()[at].key == key) return {&slots()[at].value, false};
+        if (key_at(at) == key) return {&slots()[at].value, false};
         if ((size_ + 1) * 2 > slot_count_) {
             rehash(slot_count_ * 2);
             at = position(key);
         }
-        slots()[at] = Slot{key, value};
+        Slot& slot = writable_slot(at);
+        slot = Slot{key, value};
         ++size_;
-        return {&slots()[at].value, true};
+        return {&slot.value, true};
     }
     // Starts loading the cache line where `key`'s probe begins: a caller that knows the next keys
     // (a batch of inserts) overlaps their cache misses instead of taking them one after another.
@@ -97,7 +98,8 @@ private:
     size_t position(uint64_t key) const {
         const size_t mask = slot_count_ - 1;
         for (size_t i = home(key);; i = (i + 1) & mask) {
-            if (slots()[i].key == key || slots()[i].key == 0) return i;
+            const uint64_t at = key_at(i);
+            if (at == key || at == 0) return i;
         }
     }
     void rehash(size_t count) {
@@ -107,10 +109,16 @@ private:
         const size_t old_count = slot_count_;
         slot_count_ = count;
         for (size_t i = 0; i < old_count; ++i) {
-            if (old[i].key != 0) slots()[position(old[i].key)] = old[i];
+            if (old_storage.prepared(i * sizeof(Slot)) && old[i].key != 0) writable_slot(position(old[i].key)) = old[i];
         }
     }
     Slot* slots() const { return static_cast<Slot*>(storage_.data()); }
+    // Slot i's key, 0 (free) without reading it where its page was never written.
+    uint64_t key_at(size_t i) const { return storage_.prepared(i * sizeof(Slot)) ? slots()[i].key : 0; }
+    Slot& writable_slot(size_t i) {
+        storage_.prepare(i * sizeof(Slot), sizeof(Slot));
+        return slots()[i];
+    }
 
     ZeroedBlock storage_;     // slot_count_ slots
     size_t slot_count_ = 0;
