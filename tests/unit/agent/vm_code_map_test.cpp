@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <set>
 #include <vector>
 
 #include "vm_code_map.hpp"   // jvmti.h first: jvmticmlr.h needs its types
@@ -112,7 +114,7 @@ TEST_CASE("CompiledMethodLoad inline records become sorted scopes, innermost fra
         CHECK(frame.method_id == reinterpret_cast<uint64_t>(chain_methods[i]));
         CHECK(frame.bci == chain_bcis[i]);
     }
-    // Every method met, the same one twice in a row once (method 3 ends the chain and is the next pc's).
+    // Every method met, once (method 3 ends the chain and is the next pc's).
     REQUIRE(seen.size() == 3);
     CHECK(seen[0] == fake_method(1));
     CHECK(seen[1] == fake_method(2));
@@ -135,4 +137,38 @@ TEST_CASE("a compile_info without inline records leaves the CodeLoad without sco
     loop.header.next = &loop.header;
     stats = sf::agent::append_inline_scopes(&loop, load, seen);
     CHECK(stats.inline_records == 0);
+}
+
+TEST_CASE("a caller chain repeated at every pc lists each method once") {
+    // 400 pcs, each inside one of 20 inlined leaves called from the same three callers, as a large
+    // C2 method's records read.
+    const uint64_t code_begin = 0x7f0000100000;
+    constexpr int kPcs = 400, kLeaves = 20;
+    std::vector<std::array<jmethodID, 4>> chains(kPcs);
+    std::vector<std::array<jint, 4>> bcis(kPcs);
+    std::vector<PCStackInfo> pcs(kPcs);
+    for (int i = 0; i < kPcs; ++i) {
+        chains[i] = {fake_method(100 + i % kLeaves), fake_method(3), fake_method(2), fake_method(1)};
+        bcis[i] = {i, 1, 2, 3};
+        pcs[i].pc = reinterpret_cast<void*>(code_begin + 16 * static_cast<uint64_t>(i));
+        pcs[i].numstackframes = 4;
+        pcs[i].methods = chains[i].data();
+        pcs[i].bcis = bcis[i].data();
+    }
+    jvmtiCompiledMethodLoadInlineRecord inline_record{};
+    inline_record.header.kind = JVMTI_CMLR_INLINE_INFO;
+    inline_record.header.majorinfoversion = JVMTI_CMLR_MAJOR_VERSION_1;
+    inline_record.numpcs = kPcs;
+    inline_record.pcinfo = pcs.data();
+    CodeLoad load;
+    load.code_begin = code_begin;
+    load.code_end = code_begin + 16 * kPcs;
+    std::vector<jmethodID> seen;
+    sf::agent::append_inline_scopes(&inline_record, load, seen);
+
+    CHECK(load.scopes.size() == static_cast<size_t>(kPcs));
+    CHECK(load.frames.size() == static_cast<size_t>(4 * kPcs));
+    std::set<jmethodID> distinct(seen.begin(), seen.end());
+    CHECK(distinct.size() == static_cast<size_t>(kLeaves + 3));
+    CHECK(seen.size() == distinct.size());   // of 1,600 frames met
 }
