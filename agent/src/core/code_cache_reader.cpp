@@ -411,7 +411,8 @@ std::optional<CodeCacheReader::Bytecodes> CodeCacheReader::bytecodes(uint64_t me
 }
 
 std::vector<std::optional<CodeCacheReader::Bytecodes>> CodeCacheReader::bytecodes_of(
-    const std::vector<uint64_t>& method_ptrs, const std::vector<std::optional<uint32_t>>* code_sizes) const {
+    const std::vector<uint64_t>& method_ptrs, const std::vector<std::optional<uint32_t>>* code_sizes,
+    bool methods_alive) const {
     const size_t n = method_ptrs.size();
     std::vector<std::optional<Bytecodes>> out(n);
     const vm::ResolvedField& const_method_field = f(Field::kMethodConstMethod);
@@ -425,7 +426,15 @@ std::vector<std::optional<CodeCacheReader::Bytecodes>> CodeCacheReader::bytecode
     for (size_t i = 0; i < n; ++i) {
         requests[i] = {method_ptrs[i] + const_method_field.offset, &const_methods[i], sizeof(uint64_t), false};
     }
-    vm::read_each_coalesced(memory_, requests.data(), n);
+    // Within a live Method the field is mapped: on jython's 4,200 classes the system call was
+    // ~45 % of the JVM's time in ClassPrepare. Only where the tables say the field lies inside it.
+    if (methods_alive && const_method_field.offset + sizeof(uint64_t) <= layout_.size_of(TypeSize::kMethod)) {
+        for (vm::VmMemory::Request& request : requests) {
+            request.ok = request.address >= 4096 && memory_.read_mapped(request.address, request.out, request.size);
+        }
+    } else {
+        vm::read_each_coalesced(memory_, requests.data(), n);
+    }
     std::vector<std::array<uint8_t, 8>> sizes(n);
     std::vector<size_t> asked;   // index of each size request's method
     std::vector<vm::VmMemory::Request> size_requests;

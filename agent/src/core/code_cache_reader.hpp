@@ -75,9 +75,11 @@ public:
     // read as few spans as the methods' neighbourhood allows (vm::read_each_coalesced). With
     // `code_sizes` (one per method, from JVMTI's GetMethodLocation; nullopt: unknown) only the
     // ConstMethod pointers are read, and the sizes are read for the methods without one.
+    // `methods_alive`: the caller vouches that every Method is alive until the call returns (its
+    // class's ClassPrepare): their ConstMethod pointers are plain loads, not a system call.
     std::vector<std::optional<Bytecodes>> bytecodes_of(
         const std::vector<uint64_t>& method_ptrs,
-        const std::vector<std::optional<uint32_t>>* code_sizes = nullptr) const;
+        const std::vector<std::optional<uint32_t>>* code_sizes = nullptr, bool methods_alive = false) const;
 
     const vm::VmLayoutOffsets& layout() const { return layout_; }
     size_t heap_count() const { return heaps_.size(); }

@@ -357,7 +357,10 @@ struct VmCapture::Impl {
                 code_sizes[i] = static_cast<uint32_t>(end + 1);
             }
         }
-        const std::vector<std::optional<CodeCacheReader::Bytecodes>> bytecodes = code_cache->bytecodes_of(ptrs, &code_sizes);
+        // `klass` is a reference the JVM holds for us (ClassPrepare's, or GetLoadedClasses' local
+        // one): the class and its Methods stay loaded until we return.
+        const std::vector<std::optional<CodeCacheReader::Bytecodes>> bytecodes =
+            code_cache->bytecodes_of(ptrs, &code_sizes, /*methods_alive=*/true);
         if (lazy_names.load(std::memory_order_relaxed)) {
             // One event for the class, no names: a profile names only the methods it refers to.
             MethodBatch batch{time_ns, {}};

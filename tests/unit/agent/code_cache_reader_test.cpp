@@ -432,6 +432,24 @@ TEST_CASE("the CodeCache reader on a fake VM image, in both blob header layouts"
         CHECK(all[2]->size == 5);
         CHECK(reader.bytecodes_of({}).empty());
     }
+    SECTION("Methods vouched alive give their ConstMethod pointers by plain loads, the same bytecodes") {
+        const uint64_t second = kMethod + 0x100, second_const = kConstMethod + 0x800;
+        image.mem.put64(second + image.L[Field::kMethodConstMethod].offset, second_const);
+        const std::vector<std::optional<uint32_t>> sizes{77u, 5u};
+        const auto checked = reader.bytecodes_of({kMethod, second}, &sizes);
+        const uint64_t reads = image.mem.reads, mapped = image.mem.mapped_reads;
+        const auto vouched = reader.bytecodes_of({kMethod, second}, &sizes, /*methods_alive=*/true);
+        CHECK(image.mem.reads == reads);
+        CHECK(image.mem.mapped_reads == mapped + 2);
+        REQUIRE(vouched.size() == 2);
+        for (size_t i = 0; i < 2; ++i) {
+            REQUIRE(vouched[i]);
+            REQUIRE(checked[i]);
+            CHECK(vouched[i]->begin == checked[i]->begin);
+            CHECK(vouched[i]->size == checked[i]->size);
+        }
+        CHECK(vouched[1]->begin == second_const + image.L.size_of(TypeSize::kConstMethod));
+    }
 }
 
 TEST_CASE("the CodeCache reader refuses a VM whose code facts do not add up", "[vm_capture]") {

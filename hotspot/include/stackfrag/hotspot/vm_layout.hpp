@@ -147,6 +147,7 @@ enum class TypeSize : uint8_t {
     kNmethod,
     kHeapBlock,
     kConstMethod,   // bytecodes start right after the ConstMethod header
+    kMethod,        // how far a read into a live Method may go
     kCount
 };
 
@@ -155,6 +156,7 @@ inline constexpr std::array<std::string_view, static_cast<size_t>(TypeSize::kCou
     "nmethod",
     "HeapBlock",
     "ConstMethod",
+    "Method",
 }};
 
 // Markers of the blob header layout in the tables (BlobHeader in jdk_facts.hpp): present only with
