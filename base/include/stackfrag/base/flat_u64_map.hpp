@@ -3,7 +3,7 @@
 // array, where a node-based map allocates and chases a pointer per entry. No erase: a caller that
 // retires an entry stores a value that says so. (Boost 1.74, Debian 12's, has no flat hash map.)
 // The slots are zeroed pages (ZeroedBlock): a map reserved for tens of thousands of entries costs
-// only the pages its entries land in, and a lookup that misses reads no page nothing was written to.
+// only the pages its entries land in, and a lookup reads only pages that an entry was written to.
 #pragma once
 
 #include <cstddef>
