@@ -1,12 +1,12 @@
 #include <catch2/catch.hpp>
 
-#include <sys/resource.h>
-
 #include <cstdint>
 #include <random>
 #include <unordered_map>
 
 #include "stackfrag/base/flat_u64_map.hpp"
+
+#include "minor_faults.hpp"
 
 using namespace sf;
 
@@ -48,13 +48,7 @@ TEST_CASE("FlatU64Map's reserve keeps what it holds") {
     }
 }
 
-namespace {
-long minor_faults() {
-    rusage usage{};
-    getrusage(RUSAGE_THREAD, &usage);
-    return usage.ru_minflt;
-}
-}  // namespace
+using sf::test::minor_faults;
 
 TEST_CASE("FlatU64Map reserved for many entries touches only the pages its entries use") {
     const long before = minor_faults();

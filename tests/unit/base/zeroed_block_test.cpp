@@ -1,21 +1,14 @@
 #include <catch2/catch.hpp>
 
-#include <sys/resource.h>
-
 #include <cstdint>
-#include <cstring>
 
 #include "stackfrag/base/zeroed_block.hpp"
 
+#include "minor_faults.hpp"
+
 using namespace sf;
 
-namespace {
-long minor_faults() {
-    rusage usage{};
-    getrusage(RUSAGE_THREAD, &usage);
-    return usage.ru_minflt;
-}
-}  // namespace
+using sf::test::minor_faults;
 
 TEST_CASE("ZeroedBlock's pages start zero and unprepared, and prepare() marks only the pages asked for") {
     for (const size_t bytes : {size_t{1000}, size_t{20'000}, size_t{1 << 20}}) {   // calloc'd and mmap'd
