@@ -45,6 +45,8 @@ ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
     eh_frame_hdr_size_ = other.eh_frame_hdr_size_;
     build_id_ = std::move(other.build_id_);
     symbols_ = std::move(other.symbols_);
+    symbols_base_ = other.symbols_base_;
+    symtab_ = std::exchange(other.symtab_, nullptr);
     symbol_pages_ = std::move(other.symbol_pages_);
     strtab_ = std::exchange(other.strtab_, nullptr);
     strtab_size_ = other.strtab_size_;
@@ -159,18 +161,25 @@ void ElfFile::load_symbols() {
                 return ELF64_ST_TYPE(sym.st_info) == STT_FUNC && sym.st_value != 0 && sym.st_name < strtab_size_;
             };
             size_t functions = 0;
-            for (uint64_t k = 0; k < n; ++k) {
-                Elf64_Sym sym;
-                std::memcpy(&sym, first + k * sizeof(Elf64_Sym), sizeof sym);
-                functions += is_function(sym);
-            }
-            symbols_.reserve(functions);   // growing by doubling copied more than this count costs
+            uint64_t lowest = ~uint64_t{0};
             for (uint64_t k = 0; k < n; ++k) {
                 Elf64_Sym sym;
                 std::memcpy(&sym, first + k * sizeof(Elf64_Sym), sizeof sym);
                 if (is_function(sym)) {
-                    const auto size = static_cast<uint32_t>(std::min<uint64_t>(sym.st_size, UINT32_MAX));
-                    symbols_.push_back({sym.st_value, size, sym.st_name});
+                    ++functions;
+                    lowest = std::min<uint64_t>(lowest, sym.st_value);
+                }
+            }
+            if (functions == 0 || n > UINT32_MAX) return false;
+            symbols_.reserve(functions);   // growing by doubling copied more than this count costs
+            symbols_base_ = lowest;
+            symtab_ = first;
+            for (uint64_t k = 0; k < n; ++k) {
+                Elf64_Sym sym;
+                std::memcpy(&sym, first + k * sizeof(Elf64_Sym), sizeof sym);
+                // A function more than 4 GB above the lowest one (no real library spans that) is left out.
+                if (is_function(sym) && sym.st_value - lowest <= UINT32_MAX) {
+                    symbols_.push_back({static_cast<uint32_t>(sym.st_value - lowest), static_cast<uint32_t>(k)});
                 }
             }
             return !symbols_.empty();
@@ -182,21 +191,26 @@ void ElfFile::load_symbols() {
         load_table(SHT_DYNSYM);
     }
     // Stable: of aliases (one address, several names) function_at answers the last in table order.
-    radix_sort_by_key(symbols_, [](const Symbol& s) { return s.vaddr; });
-    symbol_pages_.build(symbols_.size(), [&](size_t i) { return symbols_[i].vaddr; });
+    radix_sort_by_key(symbols_, [](const Symbol& s) { return uint64_t{s.offset}; });
+    symbol_pages_.build(symbols_.size(), [&](size_t i) { return symbols_base_ + symbols_[i].offset; });
 }
 
 std::optional<ElfFile::Function> ElfFile::function_at(uint64_t vaddr) {
     if (!symbols_loaded_) load_symbols();
+    const auto address = [&](const Symbol& s) { return symbols_base_ + s.offset; };
     auto it = symbols_.begin() +
-              static_cast<std::ptrdiff_t>(symbol_pages_.upper_bound(vaddr, [&](size_t i) { return symbols_[i].vaddr; }));
+              static_cast<std::ptrdiff_t>(symbol_pages_.upper_bound(vaddr, [&](size_t i) { return address(symbols_[i]); }));
     if (it == symbols_.begin()) return std::nullopt;
-    const uint64_t next = it == symbols_.end() ? ~uint64_t{0} : it->vaddr;
+    const uint64_t next = it == symbols_.end() ? ~uint64_t{0} : address(*it);
     --it;
-    if (it->size != 0 && vaddr - it->vaddr >= it->size) return std::nullopt;
-    const char* raw = strtab_ + it->name;
-    const uint64_t until = it->size != 0 && it->size < next - it->vaddr ? it->vaddr + it->size : next;
-    return Function{it->vaddr, it->size, std::string_view(raw, strnlen(raw, strtab_size_ - it->name)), until};
+    Elf64_Sym sym;
+    std::memcpy(&sym, symtab_ + uint64_t{it->index} * sizeof(Elf64_Sym), sizeof sym);
+    const uint64_t start = address(*it);
+    const uint64_t size = std::min<uint64_t>(sym.st_size, UINT32_MAX);   // none is 4 GB
+    if (size != 0 && vaddr - start >= size) return std::nullopt;
+    const char* raw = strtab_ + sym.st_name;
+    const uint64_t until = size != 0 && size < next - start ? start + size : next;
+    return Function{start, size, std::string_view(raw, strnlen(raw, strtab_size_ - sym.st_name)), until};
 }
 
 }  // namespace sf

@@ -413,14 +413,14 @@ void CodeMap::apply_record(MethodRecord* record) {
         versions.insert(std::upper_bound(versions.begin(), versions.end(), version.time_ns, earlier), version);
         return;
     }
-    auto [single, inserted] = single_version_by_ptr_.try_emplace(ptr, version);
+    auto [single, inserted] = single_version_by_ptr_.try_emplace(ptr, record);
     if (inserted) return;
     // A second version of this Method*: both move to the multi-version map, oldest first (equal
     // times keep arrival order, as the later one was announced later). (A retired slot's Method* is
     // in that map, found above: forget_before moves it back before its versions drop below one.)
-    std::vector<MethodVersion> versions{*single};
+    std::vector<MethodVersion> versions{MethodVersion{(*single)->time_ns, *single}};
     versions.insert(std::upper_bound(versions.begin(), versions.end(), version.time_ns, earlier), version);
-    *single = MethodVersion{};
+    *single = nullptr;
     versions_by_ptr_.emplace(ptr, std::move(versions));
 }
 
@@ -475,8 +475,8 @@ const MethodInfo* CodeMap::method_by_ptr(uint64_t method_ptr, uint64_t time_ns) 
     if (lookup_log_) lookup_log_->add(method_key(method_ptr));
     MethodCacheEntry& cached = method_cache_[method_slot(method_ptr)];
     if (cached.ptr == method_ptr && cached.valid) return cached.info;
-    if (const MethodVersion* single = single_version_by_ptr_.find(method_ptr); single && single->record) {
-        const MethodInfo* info = info_of(single->record);
+    if (const MethodRecord* const* single = single_version_by_ptr_.find(method_ptr); single && *single) {
+        const MethodInfo* info = info_of(*single);
         cached = MethodCacheEntry{method_ptr, info, true};
         return info;
     }
@@ -552,7 +552,7 @@ void CodeMap::forget_before(uint64_t time_ns) {
             versions_dropped = true;
         }
         if (versions.size() == 1) {
-            single_version_by_ptr_[it->first] = versions.front();
+            single_version_by_ptr_[it->first] = versions.front().record;
             it = versions_by_ptr_.erase(it);
         } else {
             ++it;

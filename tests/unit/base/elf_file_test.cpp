@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include "stackfrag/base/elf_file.hpp"
+#include "minor_faults.hpp"
 #include "test_env.hpp"
 
 namespace {
@@ -107,4 +108,40 @@ TEST_CASE("function_at names every function of libjvm's symbol table at its star
         aliased += names.size() > 1;
     }
     REQUIRE(aliased > 0);   // the rule for aliases was exercised
+}
+
+TEST_CASE("libjvm's symbol table costs about a page per 512 functions, and answers with sizes") {
+    const std::string path = sf::test::kJdk17 + "/lib/server/libjvm.so";
+    REQUIRE(std::filesystem::exists(path));
+    const auto functions = readelf_functions(path);
+    REQUIRE(functions.size() > 30000);
+    sf::ElfFile elf(path);
+    REQUIRE(elf.valid());
+    const long before = sf::test::minor_faults();
+    const auto first = elf.function_at(functions.begin()->first);   // reads the table
+    const long faults = sf::test::minor_faults() - before;
+    REQUIRE(first.has_value());
+    // The sorted table and the sort's scratch, 8 bytes a function each: ~190 fresh pages for JDK
+    // 17's libjvm (48 k functions), plus the mapped .symtab read once (the kernel maps a file's
+    // pages 16 at a fault): 218 faults. At 16 bytes a function it took ~410.
+    size_t symbols = 0;   // aliases included: each is an entry
+    for (const auto& entry : functions) symbols += entry.second.size();
+    INFO(symbols << " function symbols, " << faults << " page faults");
+    CHECK(faults < static_cast<long>(symbols * 2 * 8 / 4096) + 80);
+
+    // A function's size bounds it: the address after its last byte is not in it unless another
+    // function starts there.
+    size_t sized = 0;
+    for (auto it = functions.begin(); it != functions.end() && sized < 2000; ++it) {
+        const auto found = elf.function_at(it->first);
+        REQUIRE(found.has_value());
+        if (found->size == 0) continue;
+        ++sized;
+        CHECK(found->until <= found->vaddr + found->size);
+        const auto next = std::next(it);
+        const uint64_t end = found->vaddr + found->size;
+        if (next != functions.end() && next->first > end) CHECK_FALSE(elf.function_at(end).has_value());
+        else if (next != functions.end()) CHECK(elf.function_at(end)->vaddr == next->first);
+    }
+    CHECK(sized > 1000);
 }

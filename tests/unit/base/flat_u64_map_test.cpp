@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <random>
 #include <unordered_map>
+#include <vector>
 
 #include "stackfrag/base/flat_u64_map.hpp"
 
@@ -96,4 +97,21 @@ TEST_CASE("FlatU64Map lookups that miss read no page an entry was never written 
     CHECK(found == 0);
     REQUIRE(flat.find(4096) != nullptr);
     CHECK(*flat.find(4096) == 1);
+}
+
+TEST_CASE("FlatU64Map fills to 3/4 before it grows: a reserved map's pages are its entries' 4/3") {
+    FlatU64Map<uint64_t> flat;
+    flat.reserve(24'576);   // 32 k slots of 16 bytes: 128 pages
+    std::mt19937_64 random(5);
+    std::vector<uint64_t> keys(24'576);
+    for (uint64_t& key : keys) key = (random() | 1) << 3;
+    const long before = minor_faults();
+    for (size_t i = 0; i < keys.size(); ++i) flat[keys[i]] = i;
+    // Hashed keys land on every page; half full, the same entries took 256 pages.
+    CHECK(minor_faults() - before < 128 + 40);
+    CHECK(flat.size() == keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+        REQUIRE(flat.find(keys[i]) != nullptr);
+        CHECK(*flat.find(keys[i]) == i);
+    }
 }

@@ -76,14 +76,16 @@ private:
     uint64_t eh_frame_hdr_vaddr_ = 0;
     uint64_t eh_frame_hdr_size_ = 0;
     std::string build_id_;
-    // 16 bytes: libjvm's ~58 k functions fill 227 fresh pages here and as many in the sort's
-    // scratch (24 bytes: 340 each, at ~12 us a page on the VM).
+    // 8 bytes: libjvm's ~58 k functions fill 113 fresh pages here and as many in the sort's scratch
+    // (16 bytes: 227 each, at 1.5-14 us a page on the VM). The size and the name are read from the
+    // mapped entry when an address is asked for.
     struct Symbol {
-        uint64_t vaddr;
-        uint32_t size;   // a function's size (clamped: none is 4 GB)
-        uint32_t name;   // offset into the string table
+        uint32_t offset;   // vaddr - symbols_base_
+        uint32_t index;    // the entry's index in the symbol table
     };
     std::vector<Symbol> symbols_;   // functions, sorted by vaddr
+    uint64_t symbols_base_ = 0;     // the lowest function address
+    const uint8_t* symtab_ = nullptr;   // the table the symbols are from (in the mapped image)
     PageIndex symbol_pages_;        // where in symbols_ to search for an address
     const char* strtab_ = nullptr;
     size_t strtab_size_ = 0;

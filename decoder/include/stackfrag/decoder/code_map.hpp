@@ -267,17 +267,19 @@ private:
     mutable size_t method_chunk_used_ = 0;
     static constexpr size_t kMethodChunk = 256;
     MethodInfo* store_method(MethodInfo&& method) const;
-    // Room reserved up front (zeroed pages: only those the entries land in are ever touched), so that
-    // a run of 20-30 k methods (xalan, lucene, h2, httpserver) never rehashes into fresh pages.
-    static constexpr size_t kExpectedMethods = 32768;
+    // Room reserved up front, so that a run of 19-24 k methods (xalan, lucene, h2, httpserver)
+    // never rehashes into fresh pages: 24,576 fill a map of 32 k slots to its 3/4 (zeroed pages, but
+    // the keys hash evenly, so every page is written once the map is full; 64 k slots cost twice).
+    static constexpr size_t kExpectedMethods = 24576;
     // The latest announcement of each jmethodID. Flat: an insert per announced method allocates
     // nothing (they come by the tens of thousands).
     FlatU64Map<const MethodRecord*> methods_by_id_;
     // Method* -> announcement over time. Nearly every Method* only ever has one version; the few
     // that a redefinition or a reused address gave more live in a map of their own, the only
     // one forget_before() has work on, and single ones cost no vector of their own. A Method*
-    // that moved to versions_by_ptr_ keeps its slot here with a null record.
-    FlatU64Map<MethodVersion> single_version_by_ptr_;
+    // that moved to versions_by_ptr_ keeps its slot here with a null record. The version's time is
+    // its record's (16-byte slots, where a MethodVersion made them 24).
+    FlatU64Map<const MethodRecord*> single_version_by_ptr_;
     std::unordered_map<uint64_t, std::vector<MethodVersion>> versions_by_ptr_;   // sorted by time
     // method_by_ptr's time-independent answers (a Method* with one version, or none) by Method*,
     // direct-mapped: every interpreted frame and every scan's candidate asks, and a hash map's
