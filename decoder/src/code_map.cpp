@@ -406,7 +406,7 @@ void CodeMap::apply_record(MethodRecord* record) {
     if (MethodCacheEntry& cached = method_cache_[method_slot(ptr)]; cached.ptr == ptr) {
         cached.valid = false;
     }
-    const MethodVersion version{record->time_ns, record};
+    const MethodVersion version = version_of(record);
     const auto earlier = [](uint64_t t, const MethodVersion& v) { return t < v.time_ns; };
     if (auto multi = versions_by_ptr_.find(ptr); multi != versions_by_ptr_.end()) {
         auto& versions = multi->second;
@@ -418,7 +418,7 @@ void CodeMap::apply_record(MethodRecord* record) {
     // A second version of this Method*: both move to the multi-version map, oldest first (equal
     // times keep arrival order, as the later one was announced later). (A retired slot's Method* is
     // in that map, found above: forget_before moves it back before its versions drop below one.)
-    std::vector<MethodVersion> versions{MethodVersion{(*single)->time_ns, *single}};
+    std::vector<MethodVersion> versions{version_of(*single)};
     versions.insert(std::upper_bound(versions.begin(), versions.end(), version.time_ns, earlier), version);
     *single = nullptr;
     versions_by_ptr_.emplace(ptr, std::move(versions));

@@ -42,7 +42,8 @@ struct CompileInfoStats {
 // Appends the JVMTI_CMLR_INLINE_INFO records of a CompiledMethodLoad compile_info chain to
 // load.scopes / load.frames (pc_offset from load.code_begin, sorted, innermost frame first) and
 // every jmethodID met there and not yet in `methods_seen` to it, once (past 192 distinct methods,
-// each as met; the caller sorts duplicates out). load.code_begin and load.code_end must be set. A chain longer than max_records is cut (defends against garbage).
+// each as met; the caller sorts duplicates out). load.code_begin and load.code_end must be set.
+// A chain longer than max_records is cut (defends against garbage).
 CompileInfoStats append_inline_scopes(const void* compile_info, CodeLoad& load,
                                       std::vector<jmethodID>& methods_seen,
                                       size_t max_records = 64);

@@ -180,6 +180,8 @@ private:
         uint64_t time_ns;
         const MethodRecord* record;
     };
+    // A version's time is its record's, kept inline where versions are searched by time.
+    static MethodVersion version_of(const MethodRecord* record) { return MethodVersion{record->time_ns, record}; }
     struct StubSegment {
         uint64_t begin;
         uint64_t end;
