@@ -152,6 +152,9 @@ struct ReplaySummary {
     // ASGCT gave the carrier's frames from Continuation.enterSpecial on, the decoder also the mounted
     // virtual thread's above it (not in both_ok).
     uint64_t oracle_carrier_only = 0;
+    // ASGCT gave only the decoder's outermost frames, from an older frame anchor, during a leaf call
+    // from compiled code (not in both_ok).
+    uint64_t oracle_older_anchor = 0;
     uint64_t stitched_pairs = 0, stitched_agree = 0;   // oracle pairs whose trace was stitched; of those, like ASGCT's
     std::map<std::string, uint64_t> disagreements;
     StitchStats stitching;
@@ -239,6 +242,7 @@ nlohmann::json summary_json(const ReplaySummary& r) {
     j["oracle_exception_scope"] = r.oracle_exception_scope;
     j["oracle_leaf_call_scope"] = r.oracle_leaf_call_scope;
     j["oracle_carrier_only"] = r.oracle_carrier_only;
+    j["oracle_older_anchor"] = r.oracle_older_anchor;
     j["top_frame_kinds"] = r.top_kinds;
     for (const DecodeStatField& f : kDecodeStatFields) j[f.group][f.key] = r.stats.*f.field;
     j["retried"] = {{"samples", r.retried.retried}, {"resolved", r.retried.resolved}};
@@ -326,9 +330,11 @@ void print_summary_text(const ReplaySummary& r) {
     if (r.pairs) {
         fmt::print("oracle pairs         {} (both ok {}; ASGCT failed where we decoded {}; ASGCT stale {}; ASGCT "
                    "missed a callee in its entry codelet {}; ASGCT stopped early {}; ASGCT named the scope after an "
-                   "exception pc {}; ASGCT named the scope after a leaf call {}; ASGCT gave only the carrier's frames {})\n",
+                   "exception pc {}; ASGCT named the scope after a leaf call {}; ASGCT gave only the carrier's frames {}; "
+                   "ASGCT began at an older frame anchor {})\n",
                    r.pairs, r.both_ok, r.oracle_failed_we_decoded, r.oracle_stale, r.oracle_entry_codelet,
-                   r.oracle_stopped_early, r.oracle_exception_scope, r.oracle_leaf_call_scope, r.oracle_carrier_only);
+                   r.oracle_stopped_early, r.oracle_exception_scope, r.oracle_leaf_call_scope, r.oracle_carrier_only,
+                   r.oracle_older_anchor);
         fmt::print("identical to ASGCT   {} ({:.2f}% of both ok); apart from the top bci {} ({:.2f}%)\n", r.identical,
                    percent(r.identical, r.both_ok), r.both_ok - r.differs_beyond_top_bci,
                    percent(r.both_ok - r.differs_beyond_top_bci, r.both_ok));
@@ -374,6 +380,9 @@ std::optional<OracleOff> oracle_off(const CallTrace& trace, const Oracle& o, con
     }
     if (a == Agreement::kTopMethodDiffers && oracle_carrier_only(trace, o, map)) {
         return OracleOff{"oracle_carrier_only", &ReplaySummary::oracle_carrier_only};
+    }
+    if (a != Agreement::kIdentical && oracle_older_anchor(trace, o)) {
+        return OracleOff{"oracle_older_anchor", &ReplaySummary::oracle_older_anchor};
     }
     return std::nullopt;
 }
@@ -578,7 +587,7 @@ void add_replay(CLI::App& app, int& exit_code) {
                     "write the context-switch samples (events=switch: where threads blocked) as collapsed stacks "
                     "to FILE; --collapsed then holds only the on-CPU ones");
     cmd->add_option("--show-disagreements", options->show, "print up to this many oracle pairs per kind of disagreement (a decoder failure per reason; oracle_stale, oracle_exception_scope, oracle_leaf_call_scope, "
-                    "oracle_carrier_only, oracle_entry_codelet, oracle_stopped_early, oracle_failed_we_decoded)");
+                    "oracle_carrier_only, oracle_older_anchor, oracle_entry_codelet, oracle_stopped_early, oracle_failed_we_decoded)");
     cmd->add_option("--show-failures", options->show_failures,
                     "print up to this many failed samples per failure reason: their registers, fragment and the "
                     "frames found before the failing step, each with the code its pc lies in");

@@ -173,18 +173,35 @@ bool oracle_leaf_call_scope(const CallTrace& decoded, const Oracle& oracle, cons
     return asgct_took_next_scope(decoded, oracle, map, i);
 }
 
-bool oracle_carrier_only(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
-    if (oracle.agct_status <= 0 || oracle.frames.empty() || decoded.status == TraceStatus::kFailed) return false;
-    const MethodInfo* top = map.method_by_id(oracle.frames.front().method_id);
-    if (top == nullptr || top->name != "enterSpecial" || top->class_name != "jdk/internal/vm/Continuation") return false;
-    const std::vector<MethodBci> ours = java_frames_of(decoded);
-    const auto& theirs = oracle.frames;
+namespace {
+// ASGCT's frames are the decoder's last ones, and there are fewer of them.
+bool oracle_is_outer_part(const std::vector<MethodBci>& ours, const std::vector<MethodBci>& theirs) {
     if (ours.size() <= theirs.size()) return false;
-    const size_t k = ours.size() - theirs.size();   // ours[k] must be that enterSpecial frame
+    const size_t k = ours.size() - theirs.size();
     for (size_t i = 0; i < theirs.size(); ++i) {
         if (ours[k + i].method_id != theirs[i].method_id || ours[k + i].bci != normalized_bci(theirs[i].bci)) return false;
     }
     return true;
+}
+}  // namespace
+
+bool oracle_older_anchor(const CallTrace& decoded, const Oracle& oracle) {
+    if (oracle.agct_status <= 0 || oracle.frames.empty() || decoded.status == TraceStatus::kFailed) return false;
+    const size_t i = first_java_frame(decoded);
+    if (i == 0 || i == decoded.frames.size()) return false;
+    for (size_t k = 0; k < i; ++k) {
+        if (decoded.frames[k].kind != FrameKind::kNative) return false;
+    }
+    const FrameKind first = decoded.frames[i].kind;
+    if (first != FrameKind::kCompiled && first != FrameKind::kInlined) return false;
+    return oracle_is_outer_part(java_frames_of(decoded), oracle.frames);
+}
+
+bool oracle_carrier_only(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
+    if (oracle.agct_status <= 0 || oracle.frames.empty() || decoded.status == TraceStatus::kFailed) return false;
+    const MethodInfo* top = map.method_by_id(oracle.frames.front().method_id);
+    if (top == nullptr || top->name != "enterSpecial" || top->class_name != "jdk/internal/vm/Continuation") return false;
+    return oracle_is_outer_part(java_frames_of(decoded), oracle.frames);   // from that enterSpecial frame on
 }
 
 }  // namespace sf

@@ -321,3 +321,41 @@ TEST_CASE("oracle: ASGCT gives only the carrier's frames from Continuation.enter
     World unnamed(jdk_param());
     CHECK_FALSE(oracle_carrier_only(t, carrier, unnamed.map));
 }
+
+TEST_CASE("oracle: ASGCT begins at an older frame anchor during a leaf call from compiled code", "[decoder][oracle]") {
+    // Live with -XX:TieredStopAtLevel=1 (JDK 17 and 25, FrameworkStacks.java): C1's
+    // MutableBigInteger.divideOneWord calls SharedRuntime::ldiv, which sets no frame anchor; ASGCT,
+    // which takes a set anchor over the signal context, answered FutureTask.run@39 <- ... <-
+    // Thread.run@11, the decoder's last frames, where the thread was 30 frames further up.
+    CallTrace t = complete_trace({frame_at(FrameKind::kNative, -1, -1, kNativePc, "SharedRuntime::ldiv(long, long)"),
+                                  frame_at(FrameKind::kCompiled, 6, 246, kCodeCacheLow + 0x10048),
+                                  frame_at(FrameKind::kInlined, 5, 64, kCodeCacheLow + 0x20010),
+                                  frame_at(FrameKind::kCompiled, 4, 27, kCodeCacheLow + 0x20010),
+                                  frame_at(FrameKind::kInterpreted, 3, 39, kInterpReturnPc),
+                                  frame_at(FrameKind::kInterpreted, 2, 11, kInterpReturnPc)});
+    const Oracle asgct = oracle_of({mb(3, 39), mb(2, 11)});
+    CHECK(compare_with_oracle(t, asgct) == Agreement::kTopMethodDiffers);
+    CHECK(oracle_older_anchor(t, asgct));
+    CHECK(oracle_older_anchor(t, oracle_of({mb(4, 27), mb(3, 39), mb(2, 11)})));
+
+    SECTION("ASGCT's frames must be the decoder's last ones exactly, and fewer") {
+        CHECK_FALSE(oracle_older_anchor(t, oracle_of({mb(3, 38), mb(2, 11)})));
+        CHECK_FALSE(oracle_older_anchor(t, oracle_of({mb(3, 39)})));
+        CHECK_FALSE(oracle_older_anchor(t, oracle_of({mb(7, 1), mb(3, 39), mb(2, 11)})));
+        CHECK_FALSE(oracle_older_anchor(t, oracle_of({mb(6, 246), mb(5, 64), mb(4, 27), mb(3, 39), mb(2, 11)})));
+    }
+    SECTION("only below a leaf call from compiled code") {
+        CallTrace java_top = t;
+        java_top.frames.erase(java_top.frames.begin());
+        CHECK_FALSE(oracle_older_anchor(java_top, asgct));
+        CallTrace stub = t;
+        stub.frames.insert(stub.frames.begin() + 1, frame_at(FrameKind::kStub, -1, -1, kCodeCacheLow + 0x40000, "ldiv stub"));
+        CHECK_FALSE(oracle_older_anchor(stub, asgct));
+        CallTrace interpreted = t;
+        interpreted.frames.erase(interpreted.frames.begin() + 1, interpreted.frames.begin() + 4);
+        CHECK_FALSE(oracle_older_anchor(interpreted, asgct));
+        CallTrace failed = t;
+        failed.status = TraceStatus::kFailed;
+        CHECK_FALSE(oracle_older_anchor(failed, asgct));
+    }
+}

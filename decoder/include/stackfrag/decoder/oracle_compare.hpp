@@ -73,6 +73,17 @@ bool oracle_exception_scope(const CallTrace& decoded, const Oracle& oracle, cons
 // oracle_leaf_call_scope.
 bool oracle_leaf_call_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map);
 
+// ASGCT's frames are exactly the decoder's outermost ones, fewer of them, and the decoder's top is a
+// leaf call from compiled code (only native frames above its first Java frame, which is compiled;
+// such a call sets no frame anchor): AsyncGetCallTrace starts from the thread's last Java frame
+// anchor instead of the signal context whenever one is set and walkable (JavaThread::
+// pd_get_top_frame), and here one was set at an older frame, so every frame above that one is left
+// out. Seen live with C1 code calling SharedRuntime::ldiv for a long division (-XX:TieredStopAtLevel=1)
+// and os::javaTimeMillis for System.currentTimeMillis: ASGCT answered FutureTask.run <- ... <-
+// Thread.run where the thread was 30 frames further up. Such a pair is not a disagreement of the
+// decoder; replay counts it as oracle_older_anchor.
+bool oracle_older_anchor(const CallTrace& decoded, const Oracle& oracle);
+
 // ASGCT's frames are exactly the decoder's from a Continuation.enterSpecial frame below its top on:
 // the decoder walked a virtual thread's frames, mounted above the carrier's enterSpecial, that
 // AsyncGetCallTrace left out. Seen while the continuation freezes (Continuation.doYield and the
