@@ -68,9 +68,7 @@ uint64_t kernel_under(const std::vector<Stack>& stacks, const std::string& metho
 
 
 std::string compile(const std::string& dir) {
-    const auto compiled = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "--release", "17", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/AllThreads.java"},
-        {}, dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(kJdk17, "AllThreads.java", dir, {"--release", "17"});
     return compiled.exit_code == 0 ? std::string() : compiled.err;
 }
 

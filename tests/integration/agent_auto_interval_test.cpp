@@ -26,9 +26,7 @@ TEST_CASE("interval=auto lengthens the period on a tight loop and shortens it wh
           "[auto]") {
     std::string dir = "/tmp/sf-auto-it-XXXXXX";
     REQUIRE(mkdtemp(dir.data()) != nullptr);
-    const auto compiled = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/PhaseChange.java"}, {},
-        dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(kJdk17, "PhaseChange.java", dir);
     INFO(compiled.err);
     REQUIRE(compiled.exit_code == 0);
     // A generous budget, so that the controller's direction shows rather than the budget's floor.

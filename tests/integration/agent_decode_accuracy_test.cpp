@@ -39,6 +39,17 @@ bool exists(const std::string& path) {
     return stat(path.c_str(), &info) == 0;
 }
 
+// Live decoding gives the same profile as the replay of the run's recording, unless the live
+// queue dropped samples on a loaded machine (the agent's stop summary says how many).
+void check_live_equals_replay(const std::string& agent_log, const std::string& live, const std::string& replayed) {
+    std::smatch m;
+    if (std::regex_search(agent_log, m, std::regex("(\\d+) \\(live queue full\\)")) && m[1] == "0") {
+        CHECK(sf::test::read_text_file(live) == sf::test::read_text_file(replayed));
+    } else {
+        WARN("the live queue dropped samples (or no stop summary); live and replay not compared");
+    }
+}
+
 void check_httpserver(const std::string& jdk) {
     if (!exists(jdk)) {
         WARN(jdk << " is not installed: skipped");
@@ -62,13 +73,7 @@ void check_httpserver(const std::string& jdk) {
     sf::test::check_accuracy(j, 2000, 0.01, 300, 0.96);
     // The moved-sp frames are there and were walked (string intrinsics at the top).
     CHECK(j["stats"]["sp_moved_frames"].get<uint64_t>() > 0);
-    // Live decoding gives the same profile, unless its queue dropped samples on a loaded machine.
-    std::smatch m;
-    if (std::regex_search(run.err, m, std::regex("(\\d+) \\(live queue full\\)")) && m[1] == "0") {
-        CHECK(sf::test::read_text_file(live) == sf::test::read_text_file(replayed));
-    } else {
-        WARN("the live queue dropped samples (or no stop summary); live and replay not compared");
-    }
+    check_live_equals_replay(run.err, live, replayed);
     std::filesystem::remove_all(dir);
 }
 
@@ -78,9 +83,7 @@ void check_framework(const std::string& jdk) {
         return;
     }
     const std::string dir = sf::test::temp_dir("framework-it");
-    const auto compiled = sf::test::run_process(
-        {jdk + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/FrameworkStacks.java"}, {},
-        dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(jdk, "FrameworkStacks.java", dir);
     INFO(compiled.err);
     REQUIRE(compiled.exit_code == 0);
     const std::string rec = dir + "/run.sfr", live = dir + "/live.collapsed", replayed = dir + "/replay.collapsed";
@@ -118,12 +121,7 @@ void check_framework(const std::string& jdk) {
     CHECK(sf::test::containing(stacks, "java/util/regex/Matcher.find") > 0);
     CHECK(sf::test::containing(stacks, "FrameworkStacks.upper") > 0);
 
-    std::smatch m;
-    if (std::regex_search(run.err, m, std::regex("(\\d+) \\(live queue full\\)")) && m[1] == "0") {
-        CHECK(sf::test::read_text_file(live) == sf::test::read_text_file(replayed));
-    } else {
-        WARN("the live queue dropped samples (or no stop summary); live and replay not compared");
-    }
+    check_live_equals_replay(run.err, live, replayed);
     std::filesystem::remove_all(dir);
 }
 

@@ -66,9 +66,7 @@ DeepRun run_deep(const std::string& dir, const std::string& name, const std::str
 
 TEST_CASE("stack=auto with only a recording grows a deep thread's fragment and completes its traces", "[stack]") {
     const std::string dir = sf::test::temp_dir("deep-it");
-    const auto compiled = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/DeepStack.java"}, {},
-        dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(kJdk17, "DeepStack.java", dir);
     INFO(compiled.err);
     REQUIRE(compiled.exit_code == 0);
 

@@ -42,9 +42,7 @@ public:
         std::string pattern = "/tmp/sf-faults-" + tag + "-XXXXXX";
         REQUIRE(mkdtemp(pattern.data()) != nullptr);
         path = pattern;
-        const sf::test::ProcessResult r = sf::test::run_process(
-            {kJdk17 + "/bin/javac", "-d", path, STACKFRAG_SOURCE_DIR "/tests/integration/java/Faults.java"}, {},
-            path + "/javac", 120);
+        const sf::test::ProcessResult r = sf::test::compile_test_program(kJdk17, "Faults.java", path);
         INFO(r.err);
         REQUIRE(r.exit_code == 0);
     }

@@ -54,9 +54,7 @@ int64_t iso_to_unix_ms(const std::string& text) {
 TEST_CASE("file=*.jfr: JDK 17's and 25's jfr read one event per sample, on-CPU and off-CPU", "[jfr]") {
     std::string dir = "/tmp/sf-jfr-it-XXXXXX";
     REQUIRE(mkdtemp(dir.data()) != nullptr);
-    const auto compiled = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/OffCpu.java"}, {},
-        dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(kJdk17, "OffCpu.java", dir);
     REQUIRE(compiled.exit_code == 0);
     const std::string rec = dir + "/run.sfr", on_cpu = dir + "/p.jfr", off_cpu = dir + "/p.offcpu.jfr";
     const int64_t started_ms = unix_now_ms();

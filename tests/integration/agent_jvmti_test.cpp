@@ -26,9 +26,7 @@ std::string temp_dir(const std::string& tag) { return sf::test::temp_dir("jvmti-
 
 void compile_jvmti_hot(const std::string& dir) {
     // --release 17: the classes run on both JDKs.
-    const auto r = sf::test::run_process({kJdk17 + "/bin/javac", "--release", "17", "-d", dir,
-                                          STACKFRAG_SOURCE_DIR "/tests/integration/java/JvmtiHot.java"},
-                                         {}, dir + "/javac", 120);
+    const auto r = sf::test::compile_test_program(kJdk17, "JvmtiHot.java", dir, {"--release", "17"});
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
 }

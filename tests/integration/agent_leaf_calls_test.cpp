@@ -32,9 +32,7 @@ void check_leaf_calls(const std::string& jdk) {
         return;
     }
     sf::test::ScratchDir dir("leaf-it");
-    const auto compiled = sf::test::run_process(
-        {jdk + "/bin/javac", "-d", dir.path(), STACKFRAG_SOURCE_DIR "/tests/integration/java/LeafCalls.java"}, {},
-        dir.file("javac"), 120);
+    const auto compiled = sf::test::compile_test_program(jdk, "LeafCalls.java", dir.path());
     INFO(compiled.err);
     REQUIRE(compiled.exit_code == 0);
     const std::string rec = dir.file("run.sfr"), collapsed = dir.file("replay.collapsed");

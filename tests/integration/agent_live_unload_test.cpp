@@ -43,8 +43,7 @@ size_t count_of(const std::string& text, const std::string& part) {
 TEST_CASE("unloaded classes and code never misattribute a decoded frame (JDK 17, vs ASGCT)", "[live][unload]") {
     std::string dir = "/tmp/sf-live-it-unload-XXXXXX";
     REQUIRE(mkdtemp(dir.data()) != nullptr);
-    const auto javac = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/Churn.java"}, {}, dir + "/javac", 120);
+    const auto javac = sf::test::compile_test_program(kJdk17, "Churn.java", dir);
     REQUIRE(javac.exit_code == 0);
     const std::string rec = dir + "/churn.sfr", live = dir + "/live.collapsed";
     const auto r = sf::test::run_process(
@@ -96,8 +95,7 @@ TEST_CASE("without a recording, classes unloaded before their names are read swi
           "[live][unload]") {
     std::string dir = "/tmp/sf-live-it-churn-names-XXXXXX";
     REQUIRE(mkdtemp(dir.data()) != nullptr);
-    const auto javac = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/Churn.java"}, {}, dir + "/javac", 120);
+    const auto javac = sf::test::compile_test_program(kJdk17, "Churn.java", dir);
     REQUIRE(javac.exit_code == 0);
     const std::string live = dir + "/live.collapsed";
     const auto r = sf::test::run_process({kJdk17 + "/bin/java", "-agentpath:" + kAgent + "=file=" + live + ",loglevel=info",

@@ -45,9 +45,7 @@ struct Run {
 // Runs the pool under the agent with `options`, in which "DIR" stands for the run's directory.
 Run run_pool(const std::string& jdk, std::string options) {
     Run run{sf::test::temp_dir("many-threads-it"), {}};
-    const auto compiled = sf::test::run_process(
-        {jdk + "/bin/javac", "-d", run.dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/ManyThreads.java"}, {},
-        run.dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(jdk, "ManyThreads.java", run.dir);
     INFO(compiled.err);
     REQUIRE(compiled.exit_code == 0);
     for (size_t at = options.find("DIR"); at != std::string::npos; at = options.find("DIR")) options.replace(at, 3, run.dir);
@@ -128,9 +126,7 @@ TEST_CASE("600 parked threads beside 2 busy ones at 10 kHz: idle threads' rings 
     // Before rings opened small, each of the 600 threads pinned a 2 MB ring (2.5 GB, zeroed by the
     // kernel at every open), and half the busy threads' samples were lost while the reader opened them.
     Run run{sf::test::temp_dir("idle-pool-it"), {}};
-    const auto compiled = sf::test::run_process(
-        {sf::test::kJdk17 + "/bin/javac", "-d", run.dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/IdlePool.java"}, {},
-        run.dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(sf::test::kJdk17, "IdlePool.java", run.dir);
     INFO(compiled.err);
     REQUIRE(compiled.exit_code == 0);
     constexpr int kIdle = 600;
@@ -182,9 +178,7 @@ TEST_CASE("a user whose ring memory runs out is told once, and busy threads get 
     std::string dir = "/tmp/sf-ring-limit-it-XXXXXX";
     REQUIRE(mkdtemp(dir.data()) != nullptr);
     std::filesystem::permissions(dir, std::filesystem::perms::all);
-    const auto compiled = sf::test::run_process(
-        {sf::test::kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/IdlePool.java"}, {},
-        dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(sf::test::kJdk17, "IdlePool.java", dir);
     INFO(compiled.err);
     REQUIRE(compiled.exit_code == 0);
     const auto r = sf::test::run_process({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
@@ -224,9 +218,7 @@ TEST_CASE("a thread per request: the creating thread's samples in the kernel's c
     // The walk took stale native-call frames for its callers (2.6-3.1 % of the samples failed, some
     // decoded through them); now it returns to clone3's caller and on through pthread_create.
     const std::string dir = sf::test::temp_dir("thread-churn-it");
-    const auto compiled = sf::test::run_process(
-        {sf::test::kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/ThreadChurn.java"}, {},
-        dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(sf::test::kJdk17, "ThreadChurn.java", dir);
     INFO(compiled.err);
     REQUIRE(compiled.exit_code == 0);
     const auto r = sf::test::run_process({sf::test::kJdk17 + "/bin/java",

@@ -50,9 +50,7 @@ TEST_CASE("events=cpu,switch: the off-CPU profile shows where threads block, the
           "[offcpu]") {
     std::string dir = "/tmp/sf-offcpu-it-XXXXXX";
     REQUIRE(mkdtemp(dir.data()) != nullptr);
-    const auto compiled = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/OffCpu.java"}, {},
-        dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(kJdk17, "OffCpu.java", dir);
     INFO(compiled.err);
     REQUIRE(compiled.exit_code == 0);
 
@@ -102,9 +100,7 @@ TEST_CASE("events=cpu,switch: the off-CPU profile shows where threads block, the
 TEST_CASE("events=switch alone writes only the off-CPU profile's samples", "[offcpu]") {
     std::string dir = "/tmp/sf-offcpu-it-XXXXXX";
     REQUIRE(mkdtemp(dir.data()) != nullptr);
-    const auto compiled = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/OffCpu.java"}, {},
-        dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(kJdk17, "OffCpu.java", dir);
     REQUIRE(compiled.exit_code == 0);
     const auto r = sf::test::run_process(
         {kJdk17 + "/bin/java", "-agentpath:" + kAgent + "=events=switch,file=" + dir + "/p.html", "-cp", dir, "OffCpu", "1"},
@@ -131,9 +127,7 @@ TEST_CASE("a user whom the kernel does not let count context switches gets on-CP
     std::string dir = "/tmp/sf-offcpu-it-XXXXXX";
     REQUIRE(mkdtemp(dir.data()) != nullptr);
     std::filesystem::permissions(dir, std::filesystem::perms::all);
-    const auto compiled = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/OffCpu.java"}, {},
-        dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(kJdk17, "OffCpu.java", dir);
     REQUIRE(compiled.exit_code == 0);
     const auto r = sf::test::run_process({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                                           kJdk17 + "/bin/java",

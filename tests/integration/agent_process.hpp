@@ -214,4 +214,13 @@ private:
     bool reaped_ = false;
 };
 
+// Compiles tests/integration/java/`source` with `jdk`'s javac into `dir` (its output in dir/javac.*).
+inline ProcessResult compile_test_program(const std::string& jdk, const std::string& source, const std::string& dir,
+                                          const std::vector<std::string>& flags = {}) {
+    std::vector<std::string> argv{jdk + "/bin/javac"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"-d", dir, std::string(STACKFRAG_SOURCE_DIR "/tests/integration/java/") + source});
+    return run_process(argv, {}, dir + "/javac", 120);
+}
+
 }  // namespace sf::test

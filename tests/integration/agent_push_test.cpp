@@ -23,8 +23,7 @@ using sf::test::contains;
 
 TEST_CASE("push: a JVM with loop=500ms sends every period's profile to the server, the last one at exit", "[push]") {
     const std::string dir = sf::test::temp_dir("push-it");
-    const sf::test::ProcessResult javac = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/HotSpin.java"}, {}, dir + "/javac", 120);
+    const sf::test::ProcessResult javac = sf::test::compile_test_program(kJdk17, "HotSpin.java", dir);
     INFO(javac.err);
     REQUIRE(javac.exit_code == 0);
 
@@ -74,8 +73,7 @@ TEST_CASE("push: a server that is away costs the JVM a log line, not its exit", 
     char pattern[] = "/tmp/sf-push-it-XXXXXX";
     REQUIRE(mkdtemp(pattern) != nullptr);
     const std::string dir = pattern;
-    const sf::test::ProcessResult javac = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/HotSpin.java"}, {}, dir + "/javac", 120);
+    const sf::test::ProcessResult javac = sf::test::compile_test_program(kJdk17, "HotSpin.java", dir);
     INFO(javac.err);
     REQUIRE(javac.exit_code == 0);
     auto run_with_push = [&](uint16_t port) {

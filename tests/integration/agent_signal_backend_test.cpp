@@ -83,8 +83,7 @@ void check_hot_profile(const HotRun& run) {
 
 TEST_CASE("perf denied: backend=auto falls back to signals, says why once, and profiles the hot method", "[signal]") {
     const std::string dir = temp_dir();
-    const auto javac = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/HotSpin.java"}, {}, dir + "/javac", 120);
+    const auto javac = sf::test::compile_test_program(kJdk17, "HotSpin.java", dir);
     REQUIRE(javac.exit_code == 0);
 
     const HotRun run = run_hot(dir, "auto", "backend=auto,interval=1ms", true);
@@ -101,8 +100,7 @@ TEST_CASE("perf denied: backend=auto falls back to signals, says why once, and p
 
 TEST_CASE("perf denied: backend=perf runs the JVM to its end unsampled, with the perf error", "[signal]") {
     const std::string dir = temp_dir();
-    const auto javac = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/HotSpin.java"}, {}, dir + "/javac", 120);
+    const auto javac = sf::test::compile_test_program(kJdk17, "HotSpin.java", dir);
     REQUIRE(javac.exit_code == 0);
 
     const HotRun run = run_hot(dir, "perf", "backend=perf,interval=1ms", true);
@@ -120,8 +118,7 @@ TEST_CASE("perf denied: backend=perf runs the JVM to its end unsampled, with the
 
 TEST_CASE("backend=signal profiles the hot method where perf works, and validate checks the same snapshots", "[signal]") {
     const std::string dir = temp_dir();
-    const auto javac = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/HotSpin.java"}, {}, dir + "/javac", 120);
+    const auto javac = sf::test::compile_test_program(kJdk17, "HotSpin.java", dir);
     REQUIRE(javac.exit_code == 0);
 
     const std::string recording = dir + "/signal.sfr";
@@ -146,8 +143,7 @@ TEST_CASE("backend=signal profiles the hot method where perf works, and validate
 
 TEST_CASE("mode=auto at the JVM's start: per-CPU events at 1 ms, per-thread ones below 1 ms, each saying why", "[signal]") {
     const std::string dir = temp_dir();
-    const auto javac = sf::test::run_process(
-        {kJdk17 + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/HotSpin.java"}, {}, dir + "/javac", 120);
+    const auto javac = sf::test::compile_test_program(kJdk17, "HotSpin.java", dir);
     REQUIRE(javac.exit_code == 0);
 
     const HotRun cpu = run_hot(dir, "auto-1ms", "interval=1ms", false);

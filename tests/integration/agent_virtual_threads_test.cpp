@@ -26,9 +26,7 @@ TEST_CASE("virtual threads (JDK 25): frames above the continuation return barrie
         return;
     }
     const std::string dir = sf::test::temp_dir("vthreads-it");
-    const auto compiled = sf::test::run_process(
-        {jdk + "/bin/javac", "-d", dir, STACKFRAG_SOURCE_DIR "/tests/integration/java/VirtualThreads.java"}, {},
-        dir + "/javac", 120);
+    const auto compiled = sf::test::compile_test_program(jdk, "VirtualThreads.java", dir);
     INFO(compiled.err);
     REQUIRE(compiled.exit_code == 0);
     const std::string rec = dir + "/run.sfr";
