@@ -54,6 +54,7 @@ struct SamplerStats {
     uint64_t cycles = 0;
     uint64_t early_cycles = 0;
     uint64_t quiet_wakes = 0;       // watermark wake-ups answered by waiting on (see quiet_wake)
+    uint64_t lengthened_cycles = 0; // cycles after a quiet stretch, at a longer cadence
     uint64_t ring_looks = 0;
     uint64_t ring_drains = 0;
     uint64_t cadence_ns = 0;        // the reader's cycle period
@@ -335,6 +336,13 @@ private:
     uint64_t cycles_ = 0;
     uint64_t early_cycles_ = 0;
     uint64_t quiet_wakes_ = 0;
+    // A quiet stretch lengthens the cadence (see kMaxQuietShift in sampler.cpp): how many doublings
+    // are in force, whether the cycle just run was quiet (drain_rings and collect say), and how many
+    // cycles ran at a lengthened cadence.
+    unsigned quiet_shift_ = 0;
+    bool cycle_quiet_ = false;
+    uint64_t lengthened_cycles_ = 0;
+    std::atomic<uint64_t> published_lengthened_cycles_{0};
     uint64_t ring_looks_ = 0;
     uint64_t ring_drains_ = 0;
     uint64_t stack_bytes_written_ = 0;

@@ -1002,10 +1002,11 @@ private:
                                    "x for a busy 100 ms, taken back " + std::to_string(stats.realtime_regained) + "x";
             }
             SF_LOG_INFO("reader (%s): %llu cycles every %.1f ms (%llu early: a ring's watermark or a wake-up; %llu "
-                        "watermark wake-ups waited on), %llu of %llu ring looks found news%s",
+                        "watermark wake-ups waited on; %llu later, after quiet cycles), %llu of %llu ring looks found news%s",
                         kernel::reader_priority_name(stats.reader_priority), static_cast<unsigned long long>(stats.cycles), static_cast<double>(stats.cadence_ns) / 1e6,
                         static_cast<unsigned long long>(stats.early_cycles),
                         static_cast<unsigned long long>(stats.quiet_wakes),
+                        static_cast<unsigned long long>(stats.lengthened_cycles),
                         static_cast<unsigned long long>(stats.ring_drains),
                         static_cast<unsigned long long>(stats.ring_looks), realtime_changes.c_str());
         }

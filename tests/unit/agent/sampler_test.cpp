@@ -39,6 +39,18 @@ struct Recorded {
     bool damaged = false;
 };
 
+// A reader at 1 kHz writing nowhere (the writer counts what it is given).
+struct SamplerAt1ms {
+    EventQueue queue;
+    StreamWriter writer{nullptr};
+    kernel::SamplingConfig config = [] {
+        kernel::SamplingConfig c;
+        c.period_ns = 1'000'000;
+        return c;
+    }();
+    Sampler sampler{config, queue, writer, nullptr};
+};
+
 Recorded read_back(const std::string& path, pid_t tid) {
     Recorded recorded;
     Result<std::unique_ptr<RecordingReader>> reader = RecordingReader::open(path);
@@ -258,6 +270,42 @@ TEST_CASE("stop without a started reader drains on the caller; per-CPU events wo
     CHECK(idle_writer.counts().of(EventKind::kVmInfo) == 1);
 }
 
+TEST_CASE("per-CPU rings: quiet cycles lengthen the cadence, and a thread that turns busy loses nothing") {
+    SamplerAt1ms s;
+    const kernel::SamplingConfig& config = s.config;
+    Sampler& sampler = s.sampler;
+    StreamWriter& writer = s.writer;
+    REQUIRE(sampler.add_cpus(static_cast<pid_t>(syscall(SYS_gettid))).ok());
+    const uint64_t started_ns = monotonic_ns();
+    REQUIRE(sampler.start().ok());
+    // A second of nothing to read, then a thread that spins: it fills its CPU's ring from the
+    // middle of a lengthened wait, whose watermark wakes the reader.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    uint64_t spun_ns = 0;
+    {
+        test::SpinningThread spinner;
+        spinner.wait_for_cpu_ms(300);
+        spun_ns = spinner.stop();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const uint64_t wall_ns = monotonic_ns() - started_ns;
+    REQUIRE(sampler.stop(3000));
+
+    const SamplerStats stats = sampler.stats();
+    const uint64_t samples = writer.counts().of(EventKind::kSample);
+    INFO("cycles " << stats.cycles << " (" << stats.lengthened_cycles << " lengthened, " << stats.early_cycles
+                   << " early) every " << stats.cadence_ns << " ns; samples " << samples << " for " << spun_ns
+                   << " ns spun; lost " << writer.counts().of(EventKind::kLost));
+    // At the usual cadence the run would have taken wall / cadence cycles; the 1.2 s without
+    // samples took a few lengthened ones (at most 8 cadences each) instead.
+    REQUIRE(stats.cadence_ns > 0);
+    CHECK(stats.lengthened_cycles >= 3);
+    CHECK(static_cast<double>(stats.cycles) < 0.7 * static_cast<double>(wall_ns) / static_cast<double>(stats.cadence_ns));
+    // The spinner's samples all arrived: about one per period of its CPU time, none lost.
+    CHECK(writer.counts().of(EventKind::kLost) == 0);
+    CHECK(static_cast<double>(samples) >= 0.8 * static_cast<double>(spun_ns) / static_cast<double>(config.period_ns));
+}
+
 TEST_CASE("end_cpus hands a thread over from the per-CPU events to its own: its samples go on, none twice") {
     const std::string path = "/tmp/sf-agent-endcpus-" + std::to_string(getpid()) + ".sfr";
     EventQueue queue;
@@ -372,11 +420,10 @@ private:
 }  // namespace
 
 TEST_CASE("idle threads' rings cost the reader a look per cycle, never a drain or a wake-up") {
-    EventQueue queue;
-    StreamWriter writer(nullptr);
-    kernel::SamplingConfig config;
-    config.period_ns = 1'000'000;
-    Sampler sampler(config, queue, writer, nullptr);
+    SamplerAt1ms s;
+    const kernel::SamplingConfig& config = s.config;
+    Sampler& sampler = s.sampler;
+    StreamWriter& writer = s.writer;
     REQUIRE(sampler.start().ok());
 
     // Sixteen registered threads that sleep throughout (a service's idle workers), one busy one.
