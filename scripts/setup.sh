@@ -19,6 +19,7 @@ PKGS=(
   libcurl4-openssl-dev            # push=: HTTP(S) POSTs of each period's profile to a profiling server (agent only)
   golang-go                       # `go tool pprof`, which the profile tests use to read our .pb.gz output
   chromium                        # headless check of the html flame graph (ctest -L browser)
+  jruby groovy clojure            # JVM languages whose code no shared workload has (agent_jvm_languages_test.cpp)
   clang libclang-rt-14-dev        # libFuzzer (clang's -fsanitize=fuzzer runtime) for scripts/fuzz.sh; the gcc build does not use them
 )
 PKGS+=("${STACKFRAG_EXTRA_PKGS[@]:-}")
