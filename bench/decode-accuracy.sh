@@ -37,7 +37,7 @@ trap 'rm -rf "$WORK"' EXIT
 
 table="$WORK/table.md"
 {
-  echo "| JDK | workload | samples | decoded % | incomplete %: all (profile / validator) | failed (top reasons) | ASGCT pairs (both ok) | identical % | identical except top bci % | ASGCT stale / missed entry callee / stopped early / scope after an exception pc / scope after a leaf call / carrier only / older anchor / failed where we decoded | decode ns median / p99 |"
+  echo "| JDK | workload | samples | decoded % | incomplete %: all (profile / validator) | failed (top reasons) | ASGCT pairs (both ok) | identical % | identical except top bci % | ASGCT stale / missed entry callee / stopped early / scope after an exception pc / scope after a leaf call / scope after a call a stub resolved / carrier only / older anchor / failed where we decoded | decode ns median / p99 |"
   echo "|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"
 } > "$table"
 for jdk in "${JDKS[@]}"; do
@@ -67,7 +67,7 @@ os_, oi = r["samples"] - ps, r["incomplete"] - pi
 share = lambda n, d: f"{100.0 * n / d:.2f}" if d else "–"
 print(f"| {sys.argv[2]} | {sys.argv[3]} | {r['samples']} | {r['decoded_pct']:.2f} | {r['incomplete_pct']:.2f} ({share(pi, ps)} / {share(oi, os_)}) | "
       f"{failed_text} | {r.get('oracle_pairs', 0)} ({both}) | {pct(r.get('oracle_identical', 0))} | "
-      f"{pct(r.get('oracle_identical_except_top_bci', 0))} | {r.get('oracle_stale', 0)} / {r.get('oracle_entry_codelet', 0)} / {r.get('oracle_stopped_early', 0)} / {r.get('oracle_exception_scope', 0)} / {r.get('oracle_leaf_call_scope', 0)} / {r.get('oracle_carrier_only', 0)} / {r.get('oracle_older_anchor', 0)} / {r.get('oracle_failed_we_decoded', 0)} | "
+      f"{pct(r.get('oracle_identical_except_top_bci', 0))} | {r.get('oracle_stale', 0)} / {r.get('oracle_entry_codelet', 0)} / {r.get('oracle_stopped_early', 0)} / {r.get('oracle_exception_scope', 0)} / {r.get('oracle_leaf_call_scope', 0)} / {r.get('oracle_stub_call_scope', 0)} / {r.get('oracle_carrier_only', 0)} / {r.get('oracle_older_anchor', 0)} / {r.get('oracle_failed_we_decoded', 0)} | "
       f"{r['decode_ns_median']} / {r['decode_ns_p99']} |")
 PY
   done

@@ -149,6 +149,8 @@ struct ReplaySummary {
     uint64_t oracle_exception_scope = 0;
     // ASGCT named the scope after a leaf call from compiled code into native code (not in both_ok).
     uint64_t oracle_leaf_call_scope = 0;
+    // ASGCT named the scope after a call that a stub was resolving in the VM (not in both_ok).
+    uint64_t oracle_stub_call_scope = 0;
     // ASGCT gave the carrier's frames from Continuation.enterSpecial on, the decoder also the mounted
     // virtual thread's above it (not in both_ok).
     uint64_t oracle_carrier_only = 0;
@@ -241,6 +243,7 @@ nlohmann::json summary_json(const ReplaySummary& r) {
     j["oracle_stopped_early"] = r.oracle_stopped_early;
     j["oracle_exception_scope"] = r.oracle_exception_scope;
     j["oracle_leaf_call_scope"] = r.oracle_leaf_call_scope;
+    j["oracle_stub_call_scope"] = r.oracle_stub_call_scope;
     j["oracle_carrier_only"] = r.oracle_carrier_only;
     j["oracle_older_anchor"] = r.oracle_older_anchor;
     j["top_frame_kinds"] = r.top_kinds;
@@ -330,10 +333,12 @@ void print_summary_text(const ReplaySummary& r) {
     if (r.pairs) {
         fmt::print("oracle pairs         {} (both ok {}; ASGCT failed where we decoded {}; ASGCT stale {}; ASGCT "
                    "missed a callee in its entry codelet {}; ASGCT stopped early {}; ASGCT named the scope after an "
-                   "exception pc {}; ASGCT named the scope after a leaf call {}; ASGCT gave only the carrier's frames {}; "
+                   "exception pc {}; ASGCT named the scope after a leaf call {}; ASGCT named the scope after a call a stub "
+                   "resolved {}; ASGCT gave only the carrier's frames {}; "
                    "ASGCT began at an older frame anchor {})\n",
                    r.pairs, r.both_ok, r.oracle_failed_we_decoded, r.oracle_stale, r.oracle_entry_codelet,
-                   r.oracle_stopped_early, r.oracle_exception_scope, r.oracle_leaf_call_scope, r.oracle_carrier_only,
+                   r.oracle_stopped_early, r.oracle_exception_scope, r.oracle_leaf_call_scope, r.oracle_stub_call_scope,
+                   r.oracle_carrier_only,
                    r.oracle_older_anchor);
         fmt::print("identical to ASGCT   {} ({:.2f}% of both ok); apart from the top bci {} ({:.2f}%)\n", r.identical,
                    percent(r.identical, r.both_ok), r.both_ok - r.differs_beyond_top_bci,
@@ -377,6 +382,9 @@ std::optional<OracleOff> oracle_off(const CallTrace& trace, const Oracle& o, con
     }
     if (oracle_leaf_call_scope(trace, o, map)) {
         return OracleOff{"oracle_leaf_call_scope", &ReplaySummary::oracle_leaf_call_scope};
+    }
+    if (oracle_stub_call_scope(trace, o, map)) {
+        return OracleOff{"oracle_stub_call_scope", &ReplaySummary::oracle_stub_call_scope};
     }
     if (a == Agreement::kTopMethodDiffers && oracle_carrier_only(trace, o, map)) {
         return OracleOff{"oracle_carrier_only", &ReplaySummary::oracle_carrier_only};

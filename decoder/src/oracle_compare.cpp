@@ -173,6 +173,18 @@ bool oracle_leaf_call_scope(const CallTrace& decoded, const Oracle& oracle, cons
     return asgct_took_next_scope(decoded, oracle, map, i);
 }
 
+bool oracle_stub_call_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
+    if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed) return false;
+    const size_t i = first_java_frame(decoded);
+    if (i == 0 || i == decoded.frames.size()) return false;
+    const Frame& above = decoded.frames[i - 1];
+    if (above.kind != FrameKind::kStub || above.symbol == "ExceptionBlob") return false;
+    for (size_t k = 0; k + 1 < i; ++k) {
+        if (decoded.frames[k].kind != FrameKind::kNative && decoded.frames[k].kind != FrameKind::kStub) return false;
+    }
+    return asgct_took_next_scope(decoded, oracle, map, i);
+}
+
 namespace {
 // ASGCT's frames are the decoder's last ones, and there are fewer of them.
 bool oracle_is_outer_part(const std::vector<MethodBci>& ours, const std::vector<MethodBci>& theirs) {

@@ -272,6 +272,48 @@ TEST_CASE("oracle: ASGCT names a compiled frame below a leaf call into native co
     }
 }
 
+TEST_CASE("oracle: ASGCT names a compiled frame below a call-resolving stub by the PcDesc after the call",
+          "[decoder][oracle]") {
+    // Live on JRuby (JDK 17, 1 ms, 2026-11-30): TimSort.countRunAndMakeAscending's nmethod calls, with
+    // five levels inlined, a method not resolved yet: resolve_opt_virtual_call -> SharedRuntime. The
+    // stub's frame holds the anchor, so ASGCT reads the compiled frame below as stopped inside and
+    // names the next PcDesc's scope (lambda$sort_by$1@20 <- cmpint@1 <- sites@1), where the decoder
+    // names the call being resolved (... <- lambda$sort_by$1@11 <- ... <- op_cmp@101).
+    World w(jdk_param());
+    CodeLoad sort = nmethod(kCodeCacheLow + 0x10000, 5, 6);
+    add_scope(sort, 0x48, {mb(6, 11), mb(5, 0)});   // the call's return address
+    add_scope(sort, 0x60, {mb(7, 1), mb(5, 20)});
+    w.add_code(sort);
+    const uint64_t ret = sort.code_begin + 0x48;
+    CallTrace t = complete_trace({frame_at(FrameKind::kNative, -1, -1, kNativePc, "SharedRuntime::resolve_helper"),
+                frame_at(FrameKind::kStub, -1, -1, kCodeCacheLow + 0x40000, "resolve_opt_virtual_call"),
+                frame_at(FrameKind::kInlined, 6, 11, ret), frame_at(FrameKind::kCompiled, 5, 0, ret),
+                frame_at(FrameKind::kInterpreted, 2, 21, kInterpReturnPc)});
+    const Oracle asgct = oracle_of({mb(7, 1), mb(5, 20), mb(2, 21)});
+    CHECK(compare_with_oracle(t, asgct) == Agreement::kTopMethodDiffers);
+    CHECK(oracle_stub_call_scope(t, asgct, w.map));
+    CHECK_FALSE(oracle_leaf_call_scope(t, asgct, w.map));   // a stub lies between
+    CHECK_FALSE(oracle_exception_scope(t, asgct, w.map));
+
+    SECTION("a stub right above the compiled frame, not the exception blob, no Java frame above") {
+        CallTrace blob = t;
+        blob.frames[1].symbol = "ExceptionBlob";
+        CHECK_FALSE(oracle_stub_call_scope(blob, asgct, w.map));   // oracle_exception_scope's
+        CallTrace native_above = t;
+        native_above.frames.erase(native_above.frames.begin() + 1);
+        CHECK_FALSE(oracle_stub_call_scope(native_above, asgct, w.map));   // a leaf call: oracle_leaf_call_scope's
+        CallTrace java_above = t;
+        java_above.frames[0] = frame_at(FrameKind::kInterpreted, 8, 3, kInterpReturnPc);
+        CHECK_FALSE(oracle_stub_call_scope(java_above, asgct, w.map));
+    }
+    SECTION("ASGCT's frames must be those of the next PcDesc exactly") {
+        CHECK(oracle_stub_call_scope(t, oracle_of({mb(7, 4), mb(5, 20), mb(2, 21)}), w.map));   // a top bci may differ
+        CHECK_FALSE(oracle_stub_call_scope(t, oracle_of({mb(7, 1), mb(5, 21), mb(2, 21)}), w.map));
+        CHECK_FALSE(oracle_stub_call_scope(t, oracle_of({mb(7, 1), mb(5, 20), mb(3, 21)}), w.map));
+        CHECK_FALSE(oracle_stub_call_scope(t, oracle_of({mb(6, 11), mb(5, 0), mb(2, 21)}), w.map));   // identical
+    }
+}
+
 TEST_CASE("oracle: ASGCT gives only the carrier's frames from Continuation.enterSpecial on, while a virtual thread "
           "freezes above it",
           "[decoder][oracle]") {

@@ -73,6 +73,15 @@ bool oracle_exception_scope(const CallTrace& decoded, const Oracle& oracle, cons
 // oracle_leaf_call_scope.
 bool oracle_leaf_call_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map);
 
+// The same reading of a frame below a stub through which compiled code called the VM to resolve or
+// re-resolve a call (resolve_opt_virtual_call, resolve_virtual_call, wrong_method_stub, ...): the
+// decoder's first Java frame is compiled, right below that stub frame, with only native and stub
+// frames above, and ASGCT's frames are the decoder's with that frame's inline chain replaced by the
+// next PcDesc's. The stub sets the thread's frame anchor at its own frame, so AsyncGetCallTrace
+// reads the compiled frame below as stopped inside, not at the call being resolved. Not the
+// ExceptionBlob (oracle_exception_scope). Replay counts such a pair as oracle_stub_call_scope.
+bool oracle_stub_call_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map);
+
 // ASGCT's frames are exactly the decoder's outermost ones, fewer of them, and the decoder's top is a
 // leaf call from compiled code (only native frames above its first Java frame, which is compiled;
 // such a call sets no frame anchor): AsyncGetCallTrace starts from the thread's last Java frame
