@@ -78,7 +78,7 @@ void check_language(const Language& language, const std::string& jdk) {
     REQUIRE(run.exit_code == 0);
     const nlohmann::json j = sf::test::replay_json(rec, dir, replayed);
     INFO(j.dump(1));
-    sf::test::check_accuracy(j, 3000, 0.005, 1000, 0.98);
+    sf::test::check_accuracy(j, 2000, 0.005, 300, 0.98);
     CHECK(j["incomplete_pct"].get<double>() <= 1.0);
 
     // The deepest recursion through the language's dispatch, each level a frame: none lost to a
@@ -110,26 +110,9 @@ void check_language(const Language& language, const std::string& jdk) {
 
 }  // namespace
 
-TEST_CASE("Ruby on JRuby decodes completely and like ASGCT, JDK 17", "[accuracy][languages]") {
-    check_language(kRuby, sf::test::kJdk17);
-}
-
-TEST_CASE("Ruby on JRuby decodes completely and like ASGCT, JDK 25", "[accuracy][languages]") {
-    check_language(kRuby, sf::test::kJdk25);
-}
-
-TEST_CASE("Groovy decodes completely and like ASGCT, JDK 17", "[accuracy][languages]") {
-    check_language(kGroovy, sf::test::kJdk17);
-}
-
-TEST_CASE("Groovy decodes completely and like ASGCT, JDK 25", "[accuracy][languages]") {
-    check_language(kGroovy, sf::test::kJdk25);
-}
-
-TEST_CASE("Clojure decodes completely and like ASGCT, JDK 17", "[accuracy][languages]") {
-    check_language(kClojure, sf::test::kJdk17);
-}
-
-TEST_CASE("Clojure decodes completely and like ASGCT, JDK 25", "[accuracy][languages]") {
-    check_language(kClojure, sf::test::kJdk25);
+TEST_CASE("JVM languages decode completely and like ASGCT (JRuby, Groovy, Clojure; JDK 17 and 25)",
+          "[accuracy][languages]") {
+    const Language language = GENERATE(kRuby, kGroovy, kClojure);
+    const std::string jdk = GENERATE(std::string(sf::test::kJdk17), std::string(sf::test::kJdk25));
+    DYNAMIC_SECTION(language.name << " on " << jdk) { check_language(language, jdk); }
 }

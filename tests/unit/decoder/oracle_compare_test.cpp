@@ -94,6 +94,22 @@ Stub named_stub(uint64_t begin, const char* name) {
     return stub;
 }
 
+// A trace whose first Java frame is method 5's nmethod at a call's return address (+0x48, its
+// PcDesc `at_call`: method 6 inlined, then 5), the next PcDesc (+0x60) `after`, with `above` (what
+// the call led to) on top and an interpreted caller (method 2 at bci 21) below.
+CallTrace below_a_call(World& w, std::vector<Frame> above, MethodBci inlined, MethodBci compiled,
+                       std::vector<MethodBci> after) {
+    CodeLoad code = nmethod(kCodeCacheLow + 0x10000, 5, 6);
+    add_scope(code, 0x48, {inlined, compiled});
+    add_scope(code, 0x60, std::move(after));
+    w.add_code(code);
+    const uint64_t ret = code.code_begin + 0x48;
+    above.push_back(frame_at(FrameKind::kInlined, 6, inlined.bci, ret));
+    above.push_back(frame_at(FrameKind::kCompiled, 5, compiled.bci, ret));
+    above.push_back(frame_at(FrameKind::kInterpreted, 2, 21, kInterpReturnPc));
+    return complete_trace(std::move(above));
+}
+
 }  // namespace
 
 TEST_CASE("oracle: ASGCT's walk ends at a VM runtime stub or a deoptimized caller, where the decoder goes on",
@@ -241,15 +257,10 @@ TEST_CASE("oracle: ASGCT names a compiled frame below a leaf call into native co
     // PcDesc (systemNanoTime@0 <- read@0); ASGCT, reaching the frame from the native top, the next
     // PcDesc's scope (read@-1 ... here read@5). The same on h2 with ZGC: Object.clone's copy routine.
     World w(jdk_param());
-    CodeLoad read = nmethod(kCodeCacheLow + 0x10000, 5, 6);
-    add_scope(read, 0x48, {mb(6, 0), mb(5, 0)});   // the leaf call's return address
-    add_scope(read, 0x60, {mb(5, 5)});
-    w.add_code(read);
-    const uint64_t ret = read.code_begin + 0x48;
-    CallTrace t = complete_trace({frame_at(FrameKind::kNative, -1, -1, kNativePc, "__clock_gettime"),
-                frame_at(FrameKind::kNative, -1, -1, kNativePc + 0x100, "os::javaTimeNanos()"),
-                frame_at(FrameKind::kInlined, 6, 0, ret), frame_at(FrameKind::kCompiled, 5, 0, ret),
-                frame_at(FrameKind::kInterpreted, 2, 21, kInterpReturnPc)});
+    CallTrace t = below_a_call(w,
+                               {frame_at(FrameKind::kNative, -1, -1, kNativePc, "__clock_gettime"),
+                                frame_at(FrameKind::kNative, -1, -1, kNativePc + 0x100, "os::javaTimeNanos()")},
+                               mb(6, 0), mb(5, 0), {mb(5, 5)});
     const Oracle asgct = oracle_of({mb(5, 5), mb(2, 21)});
     CHECK(compare_with_oracle(t, asgct) == Agreement::kTopMethodDiffers);
     CHECK(oracle_leaf_call_scope(t, asgct, w.map));
@@ -280,15 +291,10 @@ TEST_CASE("oracle: ASGCT names a compiled frame below a call-resolving stub by t
     // names the next PcDesc's scope (lambda$sort_by$1@20 <- cmpint@1 <- sites@1), where the decoder
     // names the call being resolved (... <- lambda$sort_by$1@11 <- ... <- op_cmp@101).
     World w(jdk_param());
-    CodeLoad sort = nmethod(kCodeCacheLow + 0x10000, 5, 6);
-    add_scope(sort, 0x48, {mb(6, 11), mb(5, 0)});   // the call's return address
-    add_scope(sort, 0x60, {mb(7, 1), mb(5, 20)});
-    w.add_code(sort);
-    const uint64_t ret = sort.code_begin + 0x48;
-    CallTrace t = complete_trace({frame_at(FrameKind::kNative, -1, -1, kNativePc, "SharedRuntime::resolve_helper"),
-                frame_at(FrameKind::kStub, -1, -1, kCodeCacheLow + 0x40000, "resolve_opt_virtual_call"),
-                frame_at(FrameKind::kInlined, 6, 11, ret), frame_at(FrameKind::kCompiled, 5, 0, ret),
-                frame_at(FrameKind::kInterpreted, 2, 21, kInterpReturnPc)});
+    CallTrace t = below_a_call(w,
+                               {frame_at(FrameKind::kNative, -1, -1, kNativePc, "SharedRuntime::resolve_helper"),
+                                frame_at(FrameKind::kStub, -1, -1, kCodeCacheLow + 0x40000, "resolve_opt_virtual_call")},
+                               mb(6, 11), mb(5, 0), {mb(7, 1), mb(5, 20)});
     const Oracle asgct = oracle_of({mb(7, 1), mb(5, 20), mb(2, 21)});
     CHECK(compare_with_oracle(t, asgct) == Agreement::kTopMethodDiffers);
     CHECK(oracle_stub_call_scope(t, asgct, w.map));
