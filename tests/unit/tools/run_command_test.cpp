@@ -29,6 +29,10 @@ struct FakeJava {
         dir = tmpl;
         std::ofstream(dir + "/java") << "#!/bin/sh\nfor a in \"$@\"; do echo \"arg:$a\"; done\nexit ${FAKE_JAVA_EXIT:-0}\n";
         REQUIRE(::chmod((dir + "/java").c_str(), 0755) == 0);
+        // A launcher as jruby or groovy are: starts the JVM itself, here only shows what it got.
+        std::ofstream(dir + "/launcher") << "#!/bin/sh\necho \"tool:$JAVA_TOOL_OPTIONS\"\n"
+                                            "for a in \"$@\"; do echo \"arg:$a\"; done\n";
+        REQUIRE(::chmod((dir + "/launcher").c_str(), 0755) == 0);
         agent = dir + "/libstackfrag.so";
         std::ofstream(agent) << "not really a library";
     }
@@ -84,6 +88,32 @@ TEST_CASE("run inserts the agent after a wrapper, before the java options") {
     REQUIRE(args.size() == 2);
     CHECK(args[0] == "-agentpath:" + fake.agent);
     CHECK(args[1] == "-version");
+}
+
+TEST_CASE("run gives a launcher with no word named java the agent in JAVA_TOOL_OPTIONS") {
+    FakeJava fake;
+    const auto result = fake.run("-i 1ms -f cpu-%p.html -- " + fake.dir + "/launcher app.rb --fast");
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+    CHECK(args_of(result.output) == std::vector<std::string>{"app.rb", "--fast"});   // the command as given
+    CHECK(result.output.find("tool:-agentpath:" + fake.agent + "=interval=1ms,file=cpu-%p.html\n") != std::string::npos);
+    CHECK(result.output.find("the agent goes in JAVA_TOOL_OPTIONS") != std::string::npos);
+    CHECK(result.output.find("give -f a %p") == std::string::npos);   // it has one
+
+    SECTION("after what the variable held, quoted where the JVM would split it") {
+        const auto more = fake.run("--title 'my app' -f cpu.html -- " + fake.dir + "/launcher", "JAVA_TOOL_OPTIONS=-Xss2m");
+        INFO(more.output);
+        CHECK(more.output.find("tool:-Xss2m \"-agentpath:" + fake.agent + "=file=cpu.html,title=my app\"\n") !=
+              std::string::npos);
+        CHECK(more.output.find("give -f a %p") != std::string::npos);   // several JVMs would share cpu.html
+    }
+    SECTION("--dry-run shows the variable") {
+        const auto dry = fake.run("-n -i 10ms -- " + fake.dir + "/launcher app.rb");
+        CHECK(dry.exit_code == 0);
+        CHECK(dry.output.find("tool:") == std::string::npos);
+        CHECK(dry.output.find("JAVA_TOOL_OPTIONS=-agentpath:" + fake.agent + "=interval=10ms " + fake.dir + "/launcher app.rb") !=
+              std::string::npos);
+    }
 }
 
 TEST_CASE("run exits with the JVM's exit status") {
