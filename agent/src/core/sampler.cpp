@@ -39,17 +39,20 @@ constexpr uint64_t kTimerCadenceNs = 10'000'000;
 // A mostly idle service pays the cycles and gets nothing for them: on a JVM whose 8 threads wake
 // every 100 ms for a little work, the reader ran 193 cycles in 10 s at 1 ms (87 µs each, 16.7 ms,
 // half the agent's cost there). After a quiet cycle -- only per-CPU rings (mode=cpu), which wake
-// the reader at their watermark (three quarters), each found at most an eighth full, and few
-// events from the callbacks -- the cadence doubles, up to 8 times the usual and at most
-// kQuietCadenceMaxNs; a cycle that is not quiet goes back to the usual one. A ring that fills
-// meanwhile still wakes the reader at its watermark, and one found more than an eighth full ends
-// the stretch: it is drained long before it is full. What waits longer is the callbacks' events
-// (at most kQuietCadenceMaxNs), the live profile's latest samples and the watcher's look for new
-// native threads, which mostly idle code rarely makes. mode=thread keeps its cadence: a thread's
+// the reader at their watermark (three quarters), each filling at most a quarter of itself per
+// cadence, and few events from the callbacks -- the cadence doubles, up to 8 times the usual and
+// at most kQuietCadenceMaxNs, as far as the rings leave room for (quiet_room_shift: 2^s cadences'
+// worth of data at most half a ring); a cycle that is not quiet goes back to the usual one. A
+// ring that fills meanwhile still wakes the reader at its watermark. At 100/s a busy JVM's rings
+// fill by a sixth per 100 ms cadence (xalan: 10-20 samples a CPU of ~30 KB each from the kernel),
+// so its cycles can come every 200 ms; idle rings let them come every 400 ms. What waits longer
+// is the callbacks' events (at most kQuietCadenceMaxNs; more than kQuietEventsMax in a cycle, a
+// burst of new code, ends the stretch), the live profile's latest samples and the watcher's look
+// for new native threads, which mostly idle code rarely makes. mode=thread keeps its cadence: a thread's
 // ring is watched from the reader's next cycle on, and most rings there have no watermark.
 constexpr unsigned kMaxQuietShift = 3;
 constexpr uint64_t kQuietCadenceMaxNs = 400'000'000;
-constexpr size_t kQuietEventsMax = 64;
+constexpr size_t kQuietEventsMax = 1024;
 constexpr uint64_t kMinCadenceNs = 1'000'000;
 
 uint64_t ring_bytes(const kernel::SamplingConfig& config) {
@@ -109,6 +112,17 @@ constexpr size_t kMaxSpareStacks = 256;
 // is 512 (2 MB): on a JVM with 2,000 mostly idle threads, 8 GB of pinned, zeroed ring memory.
 constexpr uint64_t kSmallRingRecords = 3;
 }  // namespace
+
+unsigned quiet_room_shift(uint64_t drained, uint64_t ring_bytes, uint64_t elapsed_ns, uint64_t cadence_ns,
+                          unsigned max_shift) {
+    if (elapsed_ns == 0 || cadence_ns == 0) return 0;
+    // drained * cadence / elapsed is a cadence's worth; 2^s of them at most ring_bytes / 2. In
+    // long double: a ring's bytes times nanoseconds overflows 64 bits.
+    const long double per_cadence = static_cast<long double>(drained) * cadence_ns / elapsed_ns;
+    unsigned shift = 0;
+    while (shift < max_shift && per_cadence * static_cast<long double>(uint64_t{4} << shift) <= ring_bytes) ++shift;
+    return shift;
+}
 
 uint64_t reader_cadence_ns(const kernel::SamplingConfig& config, uint64_t limit_ns, bool realtime) {
     const uint64_t half = cadence_ns(config, limit_ns);
@@ -385,7 +399,7 @@ void Sampler::run() {
         const int timeout_ms = static_cast<int>((due - now + 999'999) / 1'000'000);
         if (!run_cycle(timeout_ms, due)) break;
         ++cycles_;
-        quiet_shift_ = cycle_quiet_ ? std::min(quiet_shift_ + 1, kMaxQuietShift) : 0;
+        quiet_shift_ = cycle_quiet_ ? std::min({quiet_shift_ + 1, kMaxQuietShift, room_shift_}) : 0;
         // The thread's CPU clock is a system call: read once per window (the verdict needs a whole one).
         if (const uint64_t at = monotonic_ns(); at - window_start >= 100'000'000) {
             const kernel::ReaderPriority priority = reader_priority_.load(std::memory_order_relaxed);
@@ -1135,7 +1149,7 @@ void Sampler::drain_ring(Ring& ring, uint64_t now_ns) {
     ring.event->ring().drain(*converter_);
 }
 
-void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
+void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready, uint64_t since_last_drains) {
     const uint64_t now = monotonic_ns();
     ring_looks_ += watched_.size();
     // Each ring's positions are a line the kernel wrote from another CPU, or one the JVM's work
@@ -1157,9 +1171,12 @@ void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
     if (!with_news_.empty()) ask_ahead(watched_[with_news_[0]]);
     // Quiet (see kMaxQuietShift): a poller to wake the reader, only per-CPU rings (mode=cpu), which
     // keep their watermark and see every thread from its start (a thread's own ring is watched from
-    // the reader's next cycle on, and most have no watermark), each drained of at most an eighth.
+    // the reader's next cycle on, and most have no watermark), each filling at most a quarter of
+    // itself per cadence; the wait then doubles as far as the fullest leaves room for.
     bool quiet = poller_.has_value() && !watched_.empty();
     for (size_t i = 0; quiet && i < watched_.size(); ++i) quiet = watched_[i].ring->tid == 0;
+    const uint64_t cadence = cadence_ns_.load(std::memory_order_relaxed);
+    unsigned room = kMaxQuietShift;   // rings with nothing new leave every doubling
     for (size_t i = 0; i < with_news_.size(); ++i) {
         if (i + 1 < with_news_.size()) ask_ahead(watched_[with_news_[i + 1]]);
         const Watched& watched = watched_[with_news_[i]];
@@ -1170,12 +1187,15 @@ void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready) {
         watched.reader->drain(*converter_);
         const uint64_t drained = stats.bytes - bytes_before;
         const bool lost = stats.lost_records != lost_before;
-        quiet = quiet && !lost && 8 * drained <= watched.reader->data_size();
+        room = std::min(room, quiet_room_shift(drained, watched.reader->data_size(), since_last_drains, cadence,
+                                               kMaxQuietShift));
+        quiet = quiet && !lost && room > 0;
         if (watched.ring->small_ring && (lost || 4 * drained >= 3 * watched.reader->data_size())) {
             to_grow_.push_back({watched.key, lost});
         }
     }
     cycle_quiet_ = quiet;
+    room_shift_ = room;
     // After the drains, which walk watched_ (a reopen replaces a ring's positions there); not in
     // the final drain, whose rings stay off.
     if (stop_requested_.load(std::memory_order_acquire)) to_grow_.clear();
@@ -1324,8 +1344,9 @@ bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
     // reader preempted or slowed (by a sanitizer) mid-drain for longer than the hold-back had
     // otherwise released a later ring's samples past an earlier ring's next ones.
     const uint64_t drains_began = monotonic_ns();
+    const uint64_t since_last_drains = drains_began - drains_began_ns_;
     drains_began_ns_ = drains_began;
-    drain_rings(ready);
+    drain_rings(ready, since_last_drains);
     // Only where perf clock events sample the application: not with events=switch alone, not
     // while no event could be opened (perf denied: the timer's samples are Java threads' alone).
     if (!clock_threads_.empty() && clock_events_ && threads_opened_.load(std::memory_order_relaxed) != 0) {
@@ -1372,7 +1393,7 @@ bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
 void Sampler::final_drain() {
     apply_requests();
     for (auto& [key, ring] : rings_) ring->disable();
-    drain_rings({});
+    drain_rings({}, monotonic_ns() - drains_began_ns_);
     std::vector<uint64_t> keys;
     for (auto& [key, ring] : rings_) keys.push_back(key);
     for (uint64_t key : keys) close_ring(key);

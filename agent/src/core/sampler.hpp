@@ -92,6 +92,13 @@ bool ring_can_wait(bool clock, bool takes_switches, uint64_t period_ns, uint64_t
 // (`realtime`) up to that fill time less kRealtimeSlackNs (see sampler.cpp).
 uint64_t reader_cadence_ns(const kernel::SamplingConfig& config, uint64_t limit_ns, bool realtime);
 
+// How many doublings of the cadence a per-CPU ring leaves room for (at most `max_shift`): the
+// largest s with 2^s cadences' worth of its data at most half the ring, judged from the `drained`
+// bytes it held after `elapsed_ns` (the time since its last drain) at `cadence_ns`. A ring it was
+// drained of is then at most half full, well below its watermark (three quarters) and its end.
+unsigned quiet_room_shift(uint64_t drained, uint64_t ring_bytes, uint64_t elapsed_ns, uint64_t cadence_ns,
+                          unsigned max_shift);
+
 // Work that rides on the reader's cycles instead of waking a thread of its own for a look that
 // mostly finds nothing: a wake-up costs the woken thread 50-200 us of CPU on the 2-CPU VM (cold
 // caches, the context switch), the reader is awake anyway.
@@ -261,7 +268,7 @@ private:
     kernel::SamplingConfig small_config(uint32_t bytes) const;
     void grow(Ring& ring, uint64_t key, bool lost);
     bool needs_data_wakeups(const Ring& ring) const;
-    void drain_rings(const std::vector<kernel::RingReady>& ready);
+    void drain_rings(const std::vector<kernel::RingReady>& ready, uint64_t since_last_drains);
     void drain_ring(Ring& ring, uint64_t now_ns);
     void check_code(uint64_t ip, uint64_t time_ns, uint64_t now_ns);
     void collect();
@@ -341,6 +348,7 @@ private:
     // cycles ran at a lengthened cadence.
     unsigned quiet_shift_ = 0;
     bool cycle_quiet_ = false;
+    unsigned room_shift_ = 0;   // the doublings the rings drained in this cycle leave room for
     uint64_t lengthened_cycles_ = 0;
     std::atomic<uint64_t> published_lengthened_cycles_{0};
     uint64_t ring_looks_ = 0;

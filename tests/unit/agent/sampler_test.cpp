@@ -467,6 +467,28 @@ TEST_CASE("a watermark wake-up waits for the cycle only from a clock ring at its
     CHECK_FALSE(sf::agent::ring_can_wait(false, true, 0, kPeriod, 0, kRing));               // switch event alone
 }
 
+TEST_CASE("a quiet stretch lengthens the cadence only as far as the rings have room: 2^s cadences at most half a ring") {
+    constexpr uint64_t kRing = 4 << 20;
+    constexpr uint64_t kCadence = 100'000'000;
+    using sf::agent::quiet_room_shift;
+    CHECK(quiet_room_shift(0, kRing, kCadence, kCadence, 3) == 3);                    // nothing came
+    CHECK(quiet_room_shift(kRing / 16, kRing, kCadence, kCadence, 3) == 3);           // 8 cadences: half
+    CHECK(quiet_room_shift(kRing / 16 + 1, kRing, kCadence, kCadence, 3) == 2);
+    CHECK(quiet_room_shift(kRing / 8, kRing, kCadence, kCadence, 3) == 2);
+    CHECK(quiet_room_shift(kRing / 6, kRing, kCadence, kCadence, 3) == 1);           // xalan at 100/s: 200 ms
+    CHECK(quiet_room_shift(kRing / 4, kRing, kCadence, kCadence, 3) == 1);
+    CHECK(quiet_room_shift(kRing / 4 + 1, kRing, kCadence, kCadence, 3) == 0);       // no longer wait
+    CHECK(quiet_room_shift(kRing / 16, kRing, kCadence, kCadence, 1) == 1);           // the cap
+    // Judged per cadence: what a lengthened wait gathered counts over its length, and what a cycle
+    // soon after the last one found (a watermark's wake-up) over its shorter one.
+    CHECK(quiet_room_shift(kRing / 2, kRing, 4 * kCadence, kCadence, 3) == 2);        // 4 cadences' eighth each
+    CHECK(quiet_room_shift(kRing / 8, kRing, kCadence / 4, kCadence, 3) == 0);        // half a ring a cadence
+    CHECK(quiet_room_shift(kRing / 16, kRing, kCadence / 4, kCadence, 3) == 1);       // a quarter
+    CHECK(quiet_room_shift(kRing, kRing, 0, kCadence, 3) == 0);                       // no time passed: no answer
+    // A ring of many GB over long waits: no overflow.
+    CHECK(quiet_room_shift(uint64_t{1} << 36, uint64_t{1} << 40, 400'000'000, kCadence, 3) == 3);
+}
+
 TEST_CASE("a real-time reader waits until its rings hold the slack's worth less than full, an ordinary one half") {
     sf::kernel::SamplingConfig config;   // 1 ms, 16 KB fragments, 128 pages
     const uint64_t records = 128 * static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) / sf::kernel::sample_record_bytes(16384);
