@@ -595,7 +595,7 @@ void add_replay(CLI::App& app, int& exit_code) {
                     "write the context-switch samples (events=switch: where threads blocked) as collapsed stacks "
                     "to FILE; --collapsed then holds only the on-CPU ones");
     cmd->add_option("--show-disagreements", options->show, "print up to this many oracle pairs per kind of disagreement (a decoder failure per reason; oracle_stale, oracle_exception_scope, oracle_leaf_call_scope, "
-                    "oracle_carrier_only, oracle_older_anchor, oracle_entry_codelet, oracle_stopped_early, oracle_failed_we_decoded)");
+                    "oracle_stub_call_scope, oracle_carrier_only, oracle_older_anchor, oracle_entry_codelet, oracle_stopped_early, oracle_failed_we_decoded)");
     cmd->add_option("--show-failures", options->show_failures,
                     "print up to this many failed samples per failure reason: their registers, fragment and the "
                     "frames found before the failing step, each with the code its pc lies in");

@@ -149,6 +149,19 @@ size_t first_java_frame(const CallTrace& decoded) {
     return i;
 }
 
+// The index of the decoder's first Java frame when frames lie above it and each of them is native
+// (or, with `stubs`, native or a stub): the thread was in the VM or native code called from Java.
+// 0 otherwise (never such an index).
+size_t first_java_below_vm(const CallTrace& decoded, bool stubs) {
+    const size_t i = first_java_frame(decoded);
+    if (i == 0 || i == decoded.frames.size()) return 0;
+    for (size_t k = 0; k < i; ++k) {
+        const FrameKind kind = decoded.frames[k].kind;
+        if (kind != FrameKind::kNative && !(stubs && kind == FrameKind::kStub)) return 0;
+    }
+    return i;
+}
+
 }  // namespace
 
 bool oracle_exception_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
@@ -165,23 +178,16 @@ bool oracle_leaf_call_scope(const CallTrace& decoded, const Oracle& oracle, cons
     if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed) return false;
     // Only native frames above the first Java frame: compiled code called into the VM or libc
     // directly, without a stub between.
-    const size_t i = first_java_frame(decoded);
-    if (i == 0 || i == decoded.frames.size()) return false;
-    for (size_t k = 0; k < i; ++k) {
-        if (decoded.frames[k].kind != FrameKind::kNative) return false;
-    }
-    return asgct_took_next_scope(decoded, oracle, map, i);
+    const size_t i = first_java_below_vm(decoded, false);
+    return i != 0 && asgct_took_next_scope(decoded, oracle, map, i);
 }
 
 bool oracle_stub_call_scope(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
     if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed) return false;
-    const size_t i = first_java_frame(decoded);
-    if (i == 0 || i == decoded.frames.size()) return false;
+    const size_t i = first_java_below_vm(decoded, true);
+    if (i == 0) return false;
     const Frame& above = decoded.frames[i - 1];
     if (above.kind != FrameKind::kStub || above.symbol == "ExceptionBlob") return false;
-    for (size_t k = 0; k + 1 < i; ++k) {
-        if (decoded.frames[k].kind != FrameKind::kNative && decoded.frames[k].kind != FrameKind::kStub) return false;
-    }
     return asgct_took_next_scope(decoded, oracle, map, i);
 }
 
@@ -199,11 +205,8 @@ bool oracle_is_outer_part(const std::vector<MethodBci>& ours, const std::vector<
 
 bool oracle_older_anchor(const CallTrace& decoded, const Oracle& oracle) {
     if (oracle.agct_status <= 0 || oracle.frames.empty() || decoded.status == TraceStatus::kFailed) return false;
-    const size_t i = first_java_frame(decoded);
-    if (i == 0 || i == decoded.frames.size()) return false;
-    for (size_t k = 0; k < i; ++k) {
-        if (decoded.frames[k].kind != FrameKind::kNative) return false;
-    }
+    const size_t i = first_java_below_vm(decoded, false);
+    if (i == 0) return false;
     const FrameKind first = decoded.frames[i].kind;
     if (first != FrameKind::kCompiled && first != FrameKind::kInlined) return false;
     return oracle_is_outer_part(java_frames_of(decoded), oracle.frames);

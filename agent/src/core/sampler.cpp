@@ -399,7 +399,7 @@ void Sampler::run() {
         const int timeout_ms = static_cast<int>((due - now + 999'999) / 1'000'000);
         if (!run_cycle(timeout_ms, due)) break;
         ++cycles_;
-        quiet_shift_ = cycle_quiet_ ? std::min({quiet_shift_ + 1, kMaxQuietShift, room_shift_}) : 0;
+        quiet_shift_ = std::min(quiet_shift_ + 1, quiet_room_);   // 0: the cycle was not quiet
         // The thread's CPU clock is a system call: read once per window (the verdict needs a whole one).
         if (const uint64_t at = monotonic_ns(); at - window_start >= 100'000'000) {
             const kernel::ReaderPriority priority = reader_priority_.load(std::memory_order_relaxed);
@@ -1194,8 +1194,7 @@ void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready, uint64_t 
             to_grow_.push_back({watched.key, lost});
         }
     }
-    cycle_quiet_ = quiet;
-    room_shift_ = room;
+    quiet_room_ = quiet ? room : 0;
     // After the drains, which walk watched_ (a reopen replaces a ring's positions there); not in
     // the final drain, whose rings stay off.
     if (stop_requested_.load(std::memory_order_acquire)) to_grow_.clear();
@@ -1244,7 +1243,7 @@ void Sampler::collect() {
     }
     in_flight_since_ = since;
     queue_.drain_owned(owned_scratch_);
-    if (owned_scratch_.size() + scratch_.size() > kQuietEventsMax) cycle_quiet_ = false;
+    if (owned_scratch_.size() + scratch_.size() > kQuietEventsMax) quiet_room_ = 0;
     for (Event& event : scratch_) reorder_.add(std::move(event), now);
     for (std::unique_ptr<Event>& event : owned_scratch_) reorder_.add_owned(std::move(event), now);
     scratch_.clear();

@@ -344,11 +344,10 @@ private:
     uint64_t early_cycles_ = 0;
     uint64_t quiet_wakes_ = 0;
     // A quiet stretch lengthens the cadence (see kMaxQuietShift in sampler.cpp): how many doublings
-    // are in force, whether the cycle just run was quiet (drain_rings and collect say), and how many
-    // cycles ran at a lengthened cadence.
+    // are in force, how many the cycle just run leaves room for (0: it was not quiet; drain_rings
+    // and collect say), and how many cycles ran at a lengthened cadence.
     unsigned quiet_shift_ = 0;
-    bool cycle_quiet_ = false;
-    unsigned room_shift_ = 0;   // the doublings the rings drained in this cycle leave room for
+    unsigned quiet_room_ = 0;
     uint64_t lengthened_cycles_ = 0;
     std::atomic<uint64_t> published_lengthened_cycles_{0};
     uint64_t ring_looks_ = 0;
