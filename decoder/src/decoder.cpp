@@ -1435,10 +1435,14 @@ Walk::Step Walk::step_native() {
     // code here: an rbp step there would be a guess that the live decode, which had the module,
     // never made.
     bool changed_module = false;
+    // The module's unwind row gave a caller, even one not taken below (a breadcrumb thunk's pc): a
+    // frame, so not a new thread's first.
+    bool row_gave_caller = false;
     if (known_module && d_.native_ && d_.options_.use_libunwind) {
         const auto outcome = d_.native_->step_dwarf(view_, pc_, sp_, fp_, top_, next);
         needs_more_stack = outcome == detail::NativeUnwinder::Outcome::kBeyondFragment;
         changed_module = outcome == detail::NativeUnwinder::Outcome::kModuleChanged;
+        row_gave_caller = outcome == detail::NativeUnwinder::Outcome::kStepped && next.sp > sp_;
         // The thread's first frame (clone3, _start): a thread that never ran Java code (GC,
         // compiler, VM threads), or a Java thread sampled before its first Java call.
         if (outcome == detail::NativeUnwinder::Outcome::kEnd && !after_java_) return complete();
@@ -1471,7 +1475,8 @@ Walk::Step Walk::step_native() {
                 next = {ret, sp_ + kWord, fp_};
                 stepped = true;
                 bump(kLeafTops);
-            } else if (ret == 0 && !after_java_ && known_module && d_.native_ && d_.native_->after_syscall(pc_)) {
+            } else if (ret == 0 && !after_java_ && !row_gave_caller && known_module && d_.native_ &&
+                       d_.native_->after_syscall(pc_)) {
                 return complete();
             }
         }

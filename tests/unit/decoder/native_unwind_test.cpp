@@ -3,6 +3,7 @@
 // walk the C++ frames with libunwind and name them from the ELF symbol tables.
 #include <catch2/catch.hpp>
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -425,4 +426,40 @@ TEST_CASE("a sample right after clone3's syscall: the parent returns to its call
     INFO(symbols_of(s) << fail_reason_name(s.failure));
     CHECK(ds.stats().native_leaf_tops == 0);
     CHECK(s.status != TraceStatus::kComplete);
+}
+
+TEST_CASE("a sample right after a syscall in a function with a frame is no new thread's first frame, whatever [sp] "
+          "holds",
+          "[decoder][native]") {
+    // glibc's write, when other threads exist, builds a 0x28-byte frame around its syscall and never
+    // writes its lowest word. A server's thread sampled there had a zero at [sp] and a return address
+    // (into a JNI function, whose own return goes to a breadcrumb thunk the stream names no module
+    // for) that the unwind row found at sp + 0x28: the walk took the zero for a new thread's empty
+    // stack and ended "complete" with one frame, where AsyncGetCallTrace had the Java stack.
+    test::World w;
+    const std::vector<ModuleMap> modules = test::self_modules();
+    for (const auto& m : modules) w.map.apply(Event{m});
+    static const uint8_t kFrame[] = {0x48, 0x83, 0xec, 0x28};                      // sub $0x28, %rsp
+    static const uint8_t kSyscall[] = {0xb8, 0x01, 0x00, 0x00, 0x00, 0x0f, 0x05};   // mov $1, %eax; syscall
+    const auto* entry = reinterpret_cast<const uint8_t*>(dlsym(RTLD_DEFAULT, "write"));
+    REQUIRE(entry != nullptr);
+    const uint8_t* frame = std::search(entry, entry + 0x40, std::begin(kFrame), std::end(kFrame));
+    const uint8_t* call = frame == entry + 0x40 ? nullptr
+                                                : std::search(frame, entry + 0x80, std::begin(kSyscall), std::end(kSyscall));
+    if (call == nullptr || call == entry + 0x80) {
+        WARN("this libc's write is not the one the test knows (glibc 2.36 on x86-64)");
+        return;
+    }
+    Sample s;
+    s.time_ns = 1000;
+    s.regs.ip = reinterpret_cast<uint64_t>(call) + sizeof kSyscall;
+    s.regs.sp = s.stack_sp = test::kStackBase;
+    s.regs.bp = 0;
+    s.stack.assign(4096, 0);
+    const uint64_t unnamed_caller = 0x700000001000;   // in no module the stream announced
+    std::memcpy(s.stack.data() + 0x28, &unnamed_caller, 8);
+    const CallTrace t = Decoder(w.map, DecoderOptions{}).decode(s);
+    INFO(symbols_of(t) << fail_reason_name(t.failure));
+    // Nothing but the unnamed caller and zeros: a failed walk (counted as such), not a complete one.
+    CHECK(t.status == TraceStatus::kFailed);
 }
