@@ -68,6 +68,9 @@ public class NettyServe {
             HttpUtil.setKeepAlive(resp, HttpUtil.isKeepAlive(req));
             ctx.writeAndFlush(resp);
         }
+        @Override public void exceptionCaught(ChannelHandlerContext ctx, Throwable cause) {
+            ctx.close();   // wrk resets its connections at the end
+        }
     }
 
     public static void main(String[] args) throws Exception {
@@ -82,8 +85,16 @@ public class NettyServe {
                         new HttpContentCompressor()).addLast(business, new Handler());
                 }
             });
-        Channel ch = b.bind(port).sync().channel();
-        System.out.println("listening " + port);
+        Channel ch;
+        try {
+            ch = b.bind(port).sync().channel();
+        } catch (Exception e) {   // the event loops' threads would keep the JVM up
+            e.printStackTrace();
+            System.exit(1);
+            return;
+        }
+        // Port 0: the kernel's choice, for run-server.sh to read.
+        System.out.println("listening " + ((java.net.InetSocketAddress) ch.localAddress()).getPort());
         ch.closeFuture().sync();
     }
 }

@@ -81,7 +81,8 @@ public class TomcatServe {
             ctx.addFilterMap(map);
         }
         tomcat.start();
-        System.out.println("listening");
+        // Port 0: the kernel's choice, for run-server.sh to read.
+        System.out.println("listening " + tomcat.getConnector().getLocalPort());
         tomcat.getServer().await();
     }
 }

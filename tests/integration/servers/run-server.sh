@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Starts one of the servers here (tomcat, netty) on JAVA_HOME's JVM with JAVA_OPTS, waits until it
-# answers, loads it with wrk for SECS seconds, stops it with SIGTERM (the agent writes its profile
-# at the JVM's exit) and exits with the JVM's status (143 after SIGTERM counts as 0).
-# Usage: JAVA_HOME=... [JAVA_OPTS=...] [SECS=6] run-server.sh tomcat|netty WORKDIR
+# answers, loads it with wrk (48 connections) for WARMUP seconds and then for SECS seconds, says on
+# stderr how many requests the second load got and the JVM's CPU time during it, stops the JVM with
+# SIGTERM (the agent writes its profile at the JVM's exit) and exits with the JVM's status (143
+# after SIGTERM counts as 0).
+# Usage: JAVA_HOME=... [JAVA_OPTS=...] [WARMUP=0] [SECS=6] run-server.sh tomcat|netty WORKDIR
 set -euo pipefail
 set -f   # JAVA_OPTS is word-split below, unglobbed
 SERVER="$1"; WORK="$2"; SECS="${SECS:-6}"
@@ -30,17 +32,32 @@ request = function()
   return wrk.format("GET", $LUA_PATH, {["Accept-Encoding"] = "gzip"})
 end
 LUA
-PORT=$((20000 + RANDOM % 20000))
+# Port 0: the server says which port the kernel gave it ("listening PORT" on its stdout).
 # shellcheck disable=SC2086
-"$JAVA_HOME/bin/java" ${JAVA_OPTS:-} -cp "$CP:$WORK/classes" "$MAIN" "$PORT" "$WORK/base" &
+"$JAVA_HOME/bin/java" ${JAVA_OPTS:-} -cp "$CP:$WORK/classes" "$MAIN" 0 "$WORK/base" > "$WORK/server.out" &
 JVM=$!
+PORT=""
 for _ in $(seq 600); do
-  curl -s -o /dev/null "http://127.0.0.1:$PORT$URL_PATH" && break
-  kill -0 "$JVM" 2>/dev/null || { wait "$JVM" || exit $?; exit 1; }
+  PORT="$(sed -n 's/^listening \([0-9]*\)$/\1/p' "$WORK/server.out")"
+  [ -n "$PORT" ] && curl -s -o /dev/null "http://127.0.0.1:$PORT$URL_PATH" && break
+  kill -0 "$JVM" 2>/dev/null || { wait "$JVM" || exit $?; echo "run-server.sh: $MAIN exited before it served" >&2; exit 1; }
   sleep 0.1
 done
-wrk -t2 -c48 -d"${SECS}s" -s "$WORK/load.lua" "http://127.0.0.1:$PORT/" > "$WORK/wrk.out"
-grep -E "Requests/sec|requests in" "$WORK/wrk.out" >&2 || true
+[ -n "$PORT" ] || { kill -KILL "$JVM"; echo "run-server.sh: $MAIN did not listen within 60 s" >&2; exit 1; }
+jvm_cpu_ms() {   # user + sys of the JVM so far (fields 14 and 15 of its stat)
+  local stat
+  read -r -a stat < <(sed 's/^.*) //' "/proc/$JVM/stat")
+  echo $(( (stat[11] + stat[12]) * 1000 / $(getconf CLK_TCK) ))
+}
+load() { wrk -t2 -c48 -d"$1s" -s "$WORK/load.lua" "http://127.0.0.1:$PORT/"; }
+[ "${WARMUP:-0}" = 0 ] || load "$WARMUP" > "$WORK/warmup.out"
+before="$(jvm_cpu_ms)"
+load "$SECS" > "$WORK/wrk.out"
+# For bench/servers.sh: the requests of the measured load and the JVM's CPU time during it, without
+# the warm-up's JIT compilation and the stop's work (a profiler writing its output).
+requests="$(sed -n 's/^ *\([0-9]*\) requests in.*/\1/p' "$WORK/wrk.out")"
+after="$(jvm_cpu_ms)"
+echo "run-server: $requests requests, JVM CPU $((after - before)) ms (whole run $after ms)" >&2
 kill -TERM "$JVM"
 status=0; wait "$JVM" || status=$?
 [ "$status" = 143 ] && status=0
