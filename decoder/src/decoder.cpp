@@ -1237,7 +1237,18 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     if (!push_frame(FrameKind::kStub, 0, -1, 0, pc_)) return fail(FailReason::kTooDeep);
     if (stub) last_frame().symbol = map_.stub_name(stub);
     const int32_t fs = stub ? stub->frame_size_words : -1;
-    if (fs >= 2 && fs <= hs::compiled::kMaxFrameWords) {
+    // A sample inside a stub that builds an rbp frame: its frame size holds only where it calls the
+    // VM. Inside C1's Runtime1 stubs, half-way through saving the registers (seen: monitorexit_nofpu
+    // 16 words into its 144), the slot that size names held a stale return address, which the walk
+    // took and failed two frames on. Past `enter` and before `leave` (a return address at [sp] says
+    // the latter) the frame is rbp's; at the stub's first bytes and at its `ret`, the scan from sp
+    // below meets the return address first.
+    constexpr uint64_t kEnterBytes = 4;
+    uint64_t top_word = 0;
+    const bool top_in_rbp_stub = top_ && builds_rbp_frame(map_, stub);
+    const bool top_in_rbp_frame = top_in_rbp_stub && pc_ >= stub->begin + kEnterBytes &&
+                                  !(view_.read(sp_, top_word) && is_return_target(top_word));
+    if (fs >= 2 && fs <= hs::compiled::kMaxFrameWords && !top_in_rbp_stub) {
         // Reached from native code, the stub's sp is where the native step left it, or for an
         // rbp-framed stub where its rbp says. A stub without a frame pointer (C2's runtime stubs,
         // e.g. _complete_monitor_locking_Java) leaves in rbp whatever compiled code kept there
@@ -1301,11 +1312,7 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // Not for Runtime1's frameless stubs of unknown size (slow_subtype_check only pushes): there
     // rbp is the caller's, and a plausible caller far up would skip the frames in between
     // (builds_rbp_frame says which).
-    constexpr uint64_t kEnterBytes = 4;
-    uint64_t top_word = 0;
-    const bool top_in_rbp_frame = top_ && builds_rbp_frame(map_, stub) && pc_ >= stub->begin + kEnterBytes &&
-                                  !(view_.read(sp_, top_word) && is_return_target(top_word));
-    if ((via_native_ || top_in_rbp_frame) && stub != nullptr && fs < 0 && fp_ > sp_ &&
+    if ((via_native_ || top_in_rbp_frame) && stub != nullptr && (fs < 0 || top_in_rbp_frame) && fp_ > sp_ &&
         fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words))) {
         uint64_t ret = 0, saved_fp = 0, chosen = 0;
         if (view_.read(fp_ + kWord, ret) && view_.read(fp_, saved_fp) && is_return_target(ret) &&

@@ -592,6 +592,49 @@ TEST_CASE("native code returning into a runtime blob: its caller is at sp, not w
     CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21), mb(7, 9)});
 }
 
+TEST_CASE("a sample inside a Runtime1 stub half-way through its register saves: the caller is at rbp, not at the "
+          "frame size's slot",
+          "[decoder][stub]") {
+    // C1's monitorexit_nofpu stub: `enter`, then it pushes the registers its 144-word frame holds.
+    // Sampled 16 words into that, the slot 143 words above sp is not yet the stub's: there it held
+    // a stale return address into other compiled code, which the walk took and failed two frames
+    // on (3 of 20,000 samples of a Tomcat server). Past `enter`, rbp is the stub's frame pointer.
+    World w;
+    FakeStack s;
+    CodeLoad a = nmethod(kCodeCacheLow + 0x20000, 5, 6);
+    add_scope(a, 0x30, {{method_id(5), 21}});
+    w.add_code(a);
+    CodeLoad b = nmethod(kCodeCacheLow + 0x30000, 7, 6);
+    add_scope(b, 0x40, {{method_id(7), 9}});
+    w.add_code(b);
+    const Stub stub{1, "monitorexit_nofpu Runtime1 stub", kCodeCacheLow + 0x50000, kCodeCacheLow + 0x50118, 144};
+    w.map.apply(Event{stub});
+    const uint64_t sp = s.at(0x100), fp_stub_frame = sp + 0x80, sp_a = fp_stub_frame + 16;
+    const uint64_t fp_entry = s.at(0x800);
+    s.put(fp_stub_frame, 0x5555);                       // A's rbp, saved by `enter`
+    s.put(fp_stub_frame + 8, a.code_begin + 0x30);      // the stub returns into A
+    s.put(sp_a + 40, kCallStubReturn);
+    s.put(sp_a + 32, fp_entry);
+    w.entry_frame(s, fp_entry);
+    s.put(sp + 143 * 8, b.code_begin + 0x40);           // stale: a return into B from an earlier call
+    s.put(sp + 142 * 8, 0x6666);
+    s.put(sp, 0x7777);                                  // a register the stub pushed
+    Decoder d(w.map, test_options());
+    CallTrace t = d.decode(sample_of(s, stub.begin + 0x10, sp, fp_stub_frame));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    REQUIRE_FALSE(t.frames.empty());
+    CHECK(t.frames[0].kind == FrameKind::kStub);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
+
+    // At its `ret`, after `leave`: [sp] is the return address and rbp is A's again.
+    s.put(sp, a.code_begin + 0x30);
+    CallTrace r = Decoder(w.map, test_options()).decode(sample_of(s, stub.begin + 0x117, sp, 0x5555));
+    INFO(fail_reason_name(r.failure));
+    REQUIRE(r.status == TraceStatus::kComplete);
+    CHECK(java_frames(r) == std::vector<MethodBci>{mb(5, 21)});
+}
+
 TEST_CASE("JNI upcall: an entry frame whose anchor continues below native code", "[decoder][entry]") {
     const auto jdk = jdk_param();
     World w(jdk);
