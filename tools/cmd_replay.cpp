@@ -2,6 +2,7 @@
 // the same CodeMap and Decoder the agent uses live, and reports how well the samples decode, how
 // fast, and (for validate recordings) how often the traces equal AsyncGetCallTrace's. --ids and --cct
 // give every sample its calling-context id in the tree written; --focus/--exclude filter that tree.
+#include <cstring>
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -38,6 +39,7 @@ struct ReplayOptions {
     std::string offcpu_collapsed;   // context-switch samples (events=switch), as collapsed stacks
     int show = 0;            // print this many disagreeing oracle pairs per kind
     int show_failures = 0;   // print this many failed profile samples per failure reason
+    int show_words = 0;      // and this many words of each one's fragment, from sp
     bool no_libunwind = false;
     bool no_stitch = false;        // leave incomplete walks incomplete (to compare with stitching)
     bool no_incremental = false;   // walk every frame of every sample (to compare with incremental decoding)
@@ -113,7 +115,7 @@ std::string frames_text(const CodeMap& map, const std::vector<MethodBci>& frames
 
 // A failed sample as --show-failures prints it: where the walk began, and the frames it found before
 // the step that failed, with the code each frame's pc lies in (the last one is where to look).
-void print_failure(const CodeMap& map, const Sample& sample, const CallTrace& trace) {
+void print_failure(const CodeMap& map, const Sample& sample, const CallTrace& trace, int words) {
     fmt::print("[failed {}] t={} tid={} ip=0x{:x} sp=0x{:x} bp=0x{:x} fragment {} bytes from 0x{:x}\n",
                fail_reason_name(trace.failure), sample.time_ns, sample.tid, sample.regs.ip, sample.regs.sp,
                sample.regs.bp, sample.stack.size(), sample.stack_sp);
@@ -127,6 +129,23 @@ void print_failure(const CodeMap& map, const Sample& sample, const CallTrace& tr
         }
         fmt::print("    {} pc=0x{:x} {}{}\n", frame_kind_name(f.kind), f.pc,
                    f.symbol.empty() ? method_text(map, {f.method_id, f.bci}) : f.symbol.str(), where);
+    }
+    // The fragment's first words, each with the code it points into: which of them a walk could
+    // take for a return address, and which one it should have.
+    const size_t n = std::min(static_cast<size_t>(std::max(words, 0)), sample.stack.size() / sizeof(uint64_t));
+    for (size_t i = 0; i < n; ++i) {
+        uint64_t v = 0;
+        std::memcpy(&v, sample.stack.data() + i * sizeof v, sizeof v);
+        const CodeLookup c = map.find_code(v, sample.time_ns);
+        std::string what;
+        if (c.compiled) {
+            what = fmt::format(" {} +0x{:x}", method_text(map, {c.compiled->load.method_id, -1}), v - c.compiled->load.code_begin);
+        } else if (c.stub) {
+            what = fmt::format(" {} +0x{:x}", map.stub_name(c.stub).str(), v - c.stub->begin);
+        } else if (const ModuleMap* m = map.module_at(v)) {
+            what = fmt::format(" {}", m->path);
+        }
+        fmt::print("      sp+0x{:<4x} 0x{:016x}{}\n", i * sizeof v, v, what);
     }
 }
 
@@ -460,7 +479,7 @@ int run_replay(const ReplayOptions& options) {
             const auto* sample = std::get_if<Sample>(&e);
             if (sample && trace.status == TraceStatus::kFailed && failures_shown[trace.failure] < options.show_failures) {
                 ++failures_shown[trace.failure];
-                print_failure(map, *sample, trace);
+                print_failure(map, *sample, trace, options.show_words);
             }
             if (!trace.frames.empty()) ++summary.top_kinds[frame_kind_name(trace.frames[0].kind)];
             if (!builds_cct) return;
@@ -599,6 +618,9 @@ void add_replay(CLI::App& app, int& exit_code) {
     cmd->add_option("--show-failures", options->show_failures,
                     "print up to this many failed samples per failure reason: their registers, fragment and the "
                     "frames found before the failing step, each with the code its pc lies in");
+    cmd->add_option("--show-words", options->show_words,
+                    "with --show-failures: also this many words of each failed sample's fragment from its sp, each "
+                    "with the compiled method, stub or module it points into");
     cmd->add_option("--defer-ms", options->defer_ms,
                     "decode each sample only once the stream is this many ms past it (lets late code "
                     "announcements arrive first; 0 decodes in stream order, as the agent does)");

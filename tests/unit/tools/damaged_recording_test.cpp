@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -218,4 +219,29 @@ TEST_CASE("replay --show-failures prints up to N failed samples per reason, with
     for (const auto& [reason, n] : per_reason) CHECK(n <= 2);
     const auto quiet = stackfrag("replay " + copy.path + " 2>/dev/null");
     CHECK(quiet.output.find("[failed ") == std::string::npos);
+}
+
+TEST_CASE("replay --show-words adds each failed sample's first words from sp, with what they point into") {
+    const std::map<uint64_t, uint64_t> chunks = samples_per_chunk(kRecording);
+    ScratchCopy copy;
+    flip(copy.path, {chunks.begin()->first + 44 + 100});   // as above: samples fail with lost_events
+    const auto shown = stackfrag("replay --show-failures 1 --show-words 4 " + copy.path + " 2>/dev/null");
+    INFO(shown.output);
+    std::istringstream lines(shown.output);
+    int failures = 0, words = 0;
+    std::string last_word;
+    for (std::string line; std::getline(lines, line);) {
+        if (line.starts_with("[failed ")) ++failures;
+        if (line.starts_with("      sp+0x")) {
+            ++words;
+            last_word = line;
+        }
+    }
+    REQUIRE(failures >= 1);
+    // Four words a failure, unless a fragment holds fewer: sp+0x0 .. sp+0x18, each a 16-digit value.
+    CHECK(words <= 4 * failures);
+    CHECK(words >= 1);
+    CHECK(std::regex_search(last_word, std::regex("^      sp\\+0x[0-9a-f]+ +0x[0-9a-f]{16}")));
+    const auto without = stackfrag("replay --show-failures 1 " + copy.path + " 2>/dev/null");
+    CHECK(without.output.find("      sp+0x") == std::string::npos);
 }
