@@ -1297,6 +1297,24 @@ Walk::Step Walk::step_stub(const Stub* stub) {
             return s;
         }
     }
+    // A stub of unknown size that the VM's C++ code called through StubRoutines' function pointers
+    // (Unsafe_CopyMemory0 into the arraycopy stubs), sampled past its `enter` with nothing pushed
+    // since, or little: its return address at [rbp + 8] leads into the VM, and a call ends there.
+    // The scan below looks for returns into Java code only, and meets a stale one first (seen on a
+    // Tomcat server on JDK 25: jlong_disjoint_arraycopy "called" by RequestFacade.setAttribute).
+    constexpr uint64_t kFewPushes = 8;
+    if (top_ && stub != nullptr && fs < 0 && fp_ >= sp_ && fp_ - sp_ <= words(kFewPushes) && d_.native_ &&
+        !map_.modules().empty()) {
+        uint64_t ret = 0, saved_fp = 0;
+        if (view_.read(fp_ + kWord, ret) && view_.read(fp_, saved_fp) &&
+            map_.find_code(ret, time_).region == CodeRegion::kUnknown && map_.module_at(ret) != nullptr &&
+            d_.native_->call_ends_at(ret)) {
+            bump(kStubRbpFrames);
+            Step s = go_to(ret, fp_ + 2 * kWord, saved_fp);
+            after_java_ = false;
+            return s;
+        }
+    }
     // An announced stub of unknown size that called native code (StubRoutines' arraycopy stubs call
     // G1's write_ref_array_post_entry): the native frame saved the stub's rbp, and a stub that built
     // an rbp frame (the arraycopy stubs do: enter ... leave) has its return address at [rbp+8]. That

@@ -91,10 +91,13 @@ public:
     // From the module files' code bytes, for a top pc without unwind info. `direct_call_into`: an
     // `e8 rel32` ends at `ret` and calls an address at most kLeafReach bytes at or below `pc` (the
     // call that entered the function holding `pc`, if that built no frame). `after_syscall`: a
-    // `syscall` instruction ends at `pc`.
+    // `syscall` instruction ends at `pc`. `call_ends_at`: some call instruction ends at `ret`
+    // (`e8 rel32`, or `ff /2` through a register or a pointer in memory: C++ code calling a stub
+    // through StubRoutines' function pointers).
     static constexpr uint64_t kLeafReach = 4096;
     bool direct_call_into(uint64_t ret, uint64_t pc);
     bool after_syscall(uint64_t pc);
+    bool call_ends_at(uint64_t ret);
     // The paths whose file here has another build id than the ModuleMap announced: not used to
     // unwind or name frames, in the order found.
     const std::vector<std::string>& changed_modules() const { return changed_; }

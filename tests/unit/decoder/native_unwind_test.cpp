@@ -463,3 +463,60 @@ TEST_CASE("a sample right after a syscall in a function with a frame is no new t
     // Nothing but the unnamed caller and zeros: a failed walk (counted as such), not a complete one.
     CHECK(t.status == TraceStatus::kFailed);
 }
+
+namespace {
+
+// A return address after a call through a function pointer in this binary, as libjvm's calls into
+// StubRoutines (`call *%rax` or `call *ptr(%rip)`).
+__attribute__((noinline)) uint64_t return_address_here() {
+    return reinterpret_cast<uint64_t>(__builtin_return_address(0));
+}
+uint64_t (*volatile g_through_pointer)() = &return_address_here;
+
+}  // namespace
+
+TEST_CASE("a stub the VM's C++ code called, sampled past its enter: its caller is the native return at rbp + 8",
+          "[decoder][native][stub]") {
+    // Unsafe_CopyMemory0 calls jlong_disjoint_arraycopy through StubRoutines' pointer; sampled in the
+    // stub (rbp == sp after `enter`), the scan for a return into Java code stepped over the VM's
+    // return address and took a stale one further up: "jlong_disjoint_arraycopy <-
+    // RequestFacade.setAttribute", then failed (8 of 25,000 samples of a Tomcat server, JDK 25).
+    test::World w;
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
+    CodeLoad a = test::nmethod(test::kCodeCacheLow + 0x20000, 5, 6);
+    test::add_scope(a, 0x30, {{test::method_id(5), 21}});
+    w.add_code(a);
+    const Stub stub{1, "jlong_disjoint_arraycopy", test::kCodeCacheLow + 0x50000, test::kCodeCacheLow + 0x50200, -1};
+    w.map.apply(Event{stub});
+    const uint64_t vm_return = g_through_pointer();
+    test::FakeStack s;
+    const uint64_t sp = s.at(0x100);
+    s.put(sp, s.at(0x400));                  // the VM function's rbp, saved by `enter`
+    s.put(sp + 8, vm_return);                // the stub returns into the VM
+    s.put(sp + 0x18, a.code_begin + 0x30);   // stale: a return into Java code from an earlier call,
+    s.put(sp + 0x10, s.at(0x200));           // whose frame still looks whole
+    const uint64_t sp_a = sp + 0x20, fp_entry = s.at(0x800);
+    s.put(sp_a + 40, test::kCallStubReturn);
+    s.put(sp_a + 32, fp_entry);
+    w.entry_frame(s, fp_entry);
+    Decoder d(w.map, DecoderOptions{});
+    const CallTrace t = d.decode(test::sample_of(s, stub.begin + 0x40, sp, sp));
+    INFO(symbols_of(t) << fail_reason_name(t.failure));
+    // The step went into the VM's code, not to A. (Beyond it this test's stack holds none of the
+    // VM's frames, and what the walk makes of that is not the point.)
+    CHECK(d.stats().stub_rbp_frames == 1);
+    CHECK(d.stats().stub_scans == 0);
+    REQUIRE(t.frames.size() >= 2);
+    CHECK(t.frames[0].kind == FrameKind::kStub);
+    CHECK(t.frames[1].kind == FrameKind::kNative);
+    CHECK(t.frames[1].pc == vm_return);
+
+    // rbp elsewhere (the stub has not built its frame, or it is C2 code's): no native return is
+    // taken from [rbp + 8], and the scan finds A, as it did for the sample above before.
+    Decoder d2(w.map, DecoderOptions{});
+    const CallTrace u = d2.decode(test::sample_of(s, stub.begin + 0x40, sp + 0x10, 0x1234));
+    INFO(symbols_of(u) << fail_reason_name(u.failure));
+    CHECK(d2.stats().stub_rbp_frames == 0);
+    CHECK(u.status == TraceStatus::kComplete);
+    CHECK(test::java_frames(u) == std::vector<MethodBci>{test::mb(5, 21)});
+}
