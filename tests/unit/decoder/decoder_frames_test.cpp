@@ -557,6 +557,22 @@ TEST_CASE("native code returning into a runtime stub that keeps no frame pointer
     }
 }
 
+namespace {
+
+// Two compiled methods for the stub tests, 6-word frames each: A (method 5) with a call site at +0x30
+// (bci 21), the caller; B (method 7) at +0x40 (bci 9), whose return address a stale word can hold.
+std::pair<CodeLoad, CodeLoad> callers_a_and_b(World& w) {
+    CodeLoad a = nmethod(kCodeCacheLow + 0x20000, 5, 6);
+    add_scope(a, 0x30, {{method_id(5), 21}});
+    w.add_code(a);
+    CodeLoad b = nmethod(kCodeCacheLow + 0x30000, 7, 6);
+    add_scope(b, 0x40, {{method_id(7), 9}});
+    w.add_code(b);
+    return {a, b};
+}
+
+}  // namespace
+
 TEST_CASE("native code returning into a runtime blob: its caller is at sp, not where a live rbp further up points",
           "[decoder][native][stub]") {
     // OptoRuntime::handle_exception_C called from ExceptionBlob (2 words, no frame pointer): rbp is
@@ -566,12 +582,7 @@ TEST_CASE("native code returning into a runtime blob: its caller is at sp, not w
     // deoptimized). A C1 Runtime1 stub builds an rbp frame, so for those rbp still comes first.
     World w;
     FakeStack s;
-    CodeLoad a = nmethod(kCodeCacheLow + 0x20000, 5, 6);
-    add_scope(a, 0x30, {{method_id(5), 21}});
-    w.add_code(a);
-    CodeLoad b = nmethod(kCodeCacheLow + 0x30000, 7, 6);
-    add_scope(b, 0x40, {{method_id(7), 9}});
-    w.add_code(b);
+    const auto [a, b] = callers_a_and_b(w);
     const Stub blob{1, "ExceptionBlob", kCodeCacheLow + 0x50000, kCodeCacheLow + 0x50100, 2};
     w.map.apply(Event{blob});
     const uint64_t fp_n = s.at(0x100);   // the native frame (rbp-framed)
@@ -601,12 +612,7 @@ TEST_CASE("a sample inside a Runtime1 stub half-way through its register saves: 
     // on (3 of 20,000 samples of a Tomcat server). Past `enter`, rbp is the stub's frame pointer.
     World w;
     FakeStack s;
-    CodeLoad a = nmethod(kCodeCacheLow + 0x20000, 5, 6);
-    add_scope(a, 0x30, {{method_id(5), 21}});
-    w.add_code(a);
-    CodeLoad b = nmethod(kCodeCacheLow + 0x30000, 7, 6);
-    add_scope(b, 0x40, {{method_id(7), 9}});
-    w.add_code(b);
+    const auto [a, b] = callers_a_and_b(w);
     const Stub stub{1, "monitorexit_nofpu Runtime1 stub", kCodeCacheLow + 0x50000, kCodeCacheLow + 0x50118, 144};
     w.map.apply(Event{stub});
     const uint64_t sp = s.at(0x100), fp_stub_frame = sp + 0x80, sp_a = fp_stub_frame + 16;

@@ -437,8 +437,7 @@ TEST_CASE("a sample right after a syscall in a function with a frame is no new t
     // for) that the unwind row found at sp + 0x28: the walk took the zero for a new thread's empty
     // stack and ended "complete" with one frame, where AsyncGetCallTrace had the Java stack.
     test::World w;
-    const std::vector<ModuleMap> modules = test::self_modules();
-    for (const auto& m : modules) w.map.apply(Event{m});
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
     static const uint8_t kFrame[] = {0x48, 0x83, 0xec, 0x28};                      // sub $0x28, %rsp
     static const uint8_t kSyscall[] = {0xb8, 0x01, 0x00, 0x00, 0x00, 0x0f, 0x05};   // mov $1, %eax; syscall
     const auto* entry = reinterpret_cast<const uint8_t*>(dlsym(RTLD_DEFAULT, "write"));
