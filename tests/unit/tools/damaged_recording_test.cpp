@@ -99,6 +99,13 @@ void flip(const std::string& path, const std::vector<uint64_t>& offsets) {
     ::close(fd);
 }
 
+// Damages the first chunk of `copy` (kRecording's): it holds the VM's description and the code
+// announced at start, so the samples after it fail with lost_events.
+void lose_first_chunk(const ScratchCopy& copy) {
+    const std::map<uint64_t, uint64_t> chunks = samples_per_chunk(kRecording);
+    flip(copy.path, {chunks.begin()->first + 44 + 100});
+}
+
 }  // namespace
 
 TEST_CASE("replay, dump and report of a recording with bytes flipped in the middle lose only the damaged chunks") {
@@ -186,10 +193,8 @@ TEST_CASE("replay, dump and report of a recording with bytes flipped in the midd
 }
 
 TEST_CASE("samples that needed the events of a lost first chunk fail with lost_events") {
-    const std::map<uint64_t, uint64_t> chunks = samples_per_chunk(kRecording);
     ScratchCopy copy;
-    // The first chunk holds the VM's description and the code announced at start.
-    flip(copy.path, {chunks.begin()->first + 44 + 100});
+    lose_first_chunk(copy);
     const auto damaged = stackfrag("replay --json " + copy.path + " 2>/dev/null");
     CHECK(damaged.exit_code == 1);
     const nlohmann::json replay = nlohmann::json::parse(damaged.output);
@@ -202,9 +207,8 @@ TEST_CASE("samples that needed the events of a lost first chunk fail with lost_e
 }
 
 TEST_CASE("replay --show-failures prints up to N failed samples per reason, with their registers") {
-    const std::map<uint64_t, uint64_t> chunks = samples_per_chunk(kRecording);
     ScratchCopy copy;
-    flip(copy.path, {chunks.begin()->first + 44 + 100});   // as above: samples fail with lost_events
+    lose_first_chunk(copy);   // samples fail with lost_events
     const auto shown = stackfrag("replay --show-failures 2 " + copy.path + " 2>/dev/null");
     INFO(shown.output);
     std::map<std::string, int> per_reason;
@@ -222,9 +226,8 @@ TEST_CASE("replay --show-failures prints up to N failed samples per reason, with
 }
 
 TEST_CASE("replay --show-words adds each failed sample's first words from sp, with what they point into") {
-    const std::map<uint64_t, uint64_t> chunks = samples_per_chunk(kRecording);
     ScratchCopy copy;
-    flip(copy.path, {chunks.begin()->first + 44 + 100});   // as above: samples fail with lost_events
+    lose_first_chunk(copy);   // samples fail with lost_events
     const auto shown = stackfrag("replay --show-failures 1 --show-words 4 " + copy.path + " 2>/dev/null");
     INFO(shown.output);
     std::istringstream lines(shown.output);
