@@ -22,15 +22,22 @@ namespace sf::cli {
 
 namespace {
 
+// How a recording's samples are grouped by thread (--group); other inputs keep their tree's.
+struct GroupOptions {
+    bool per_thread = false;
+    bool per_pool = false;
+};
+
 struct InputLoader {
     std::string_view ending;
     std::string_view description;
-    std::function<Result<profile::Cct>(const std::string& path)> load;
+    std::function<Result<profile::Cct>(const std::string& path, const GroupOptions& group)> load;
+    bool groups = false;   // whether `load` can group samples by thread (it decodes them)
 };
 
 // A recording decodes through the same StreamDecoder as `replay` and the agent's live profile, each
 // sample weighted by the period, so the profile equals the one the agent would have written.
-Result<profile::Cct> decode_recording(const std::string& path) {
+Result<profile::Cct> decode_recording(const std::string& path, const GroupOptions& group) {
     auto reader = RecordingReader::open(path);
     if (!reader.ok()) return reader.error();
     struct Names final : profile::MethodNames {
@@ -42,6 +49,8 @@ Result<profile::Cct> decode_recording(const std::string& path) {
     // Samples kept one by one (time, thread) for outputs that list them (JFR).
     profile::CctOptions cct_options;
     cct_options.keep_samples = true;
+    cct_options.per_thread = group.per_thread;
+    cct_options.per_pool = group.per_pool;
     profile::Cct cct(names.get(), cct_options);
     StreamDecoder* decoder = nullptr;
     StreamDecoder stream(StreamDecoderOptions{}, [&](const Event& e, const CallTrace& trace) {
@@ -85,11 +94,15 @@ const std::vector<InputLoader>& input_loaders() {
         std::vector<InputLoader> out;
         for (const profile::OutputFormat& format : profile::output_formats()) {
             if (format.read == nullptr) continue;
-            for (std::string_view ending : format.endings) out.push_back({ending, format.description, profile::read_profile});
+            for (std::string_view ending : format.endings) {
+                out.push_back({ending, format.description,
+                               [](const std::string& path, const GroupOptions&) { return profile::read_profile(path); }});
+            }
         }
-        out.push_back({".sfr", "a recording (agent record=FILE), decoded as replay does", decode_recording});
+        out.push_back({".sfr", "a recording (agent record=FILE), decoded as replay does",
+                       [](const std::string& path, const GroupOptions& group) { return decode_recording(path, group); }, true});
         out.push_back({".txt", "collapsed stacks, as async-profiler names them with -o collapsed",
-                       [](const std::string& path) -> Result<profile::Cct> {
+                       [](const std::string& path, const GroupOptions&) -> Result<profile::Cct> {
                            std::ifstream in(path, std::ios::binary);
                            if (!in) return sys_error(Errc::kIo, errno, fmt::format("cannot open {}", path));
                            return profile::read_collapsed(in);
@@ -105,9 +118,14 @@ std::string accepted_inputs() {
     return out;
 }
 
-Result<profile::Cct> load_input(const std::string& path) {
+Result<profile::Cct> load_input(const std::string& path, const GroupOptions& group) {
     for (const auto& loader : input_loaders()) {
-        if (path.size() >= loader.ending.size() && path.ends_with(loader.ending)) return loader.load(path);
+        if (path.size() < loader.ending.size() || !path.ends_with(loader.ending)) continue;
+        if (group.per_thread && !loader.groups) {
+            return make_error(Errc::kInvalidArgument, fmt::format("--group: {} is a profile, whose threads are as it was written", path),
+                              "--group applies to recordings (.sfr); the agent's group= option writes grouped profiles");
+        }
+        return loader.load(path, group);
     }
     return make_error(Errc::kInvalidArgument, fmt::format("{}: unknown input format", path),
                       fmt::format("report reads {}", accepted_inputs()));
@@ -119,6 +137,7 @@ struct ReportArgs {
     std::string title;
     bool weight = false;
     std::vector<std::string> focus, exclude;
+    std::string group = "none";
 };
 
 int run_report(const ReportArgs& args) {
@@ -127,7 +146,10 @@ int run_report(const ReportArgs& args) {
         fmt::print(stderr, "stackfrag report: {}\n", filter.error().describe());
         return 1;
     }
-    auto cct = load_input(args.input);
+    GroupOptions group;
+    group.per_thread = args.group != "none";
+    group.per_pool = args.group == "pool";
+    auto cct = load_input(args.input, group);
     if (!cct.ok()) {
         fmt::print(stderr, "stackfrag report: {}\n", cct.error().describe());
         return 1;
@@ -175,6 +197,10 @@ void add_report(CLI::App& app, int& exit_code) {
     cmd->add_option("--focus", args->focus,
                     "keep only samples with this method (pkg.Class.method) or class (pkg.Class) on the stack; repeatable")
         ->allow_extra_args(false);
+    cmd->add_option("--group", args->group,
+                    "a recording's samples: none (all threads merged, the default), thread (a subtree per thread, "
+                    "\"[name tid=N]\") or pool (per thread pool: \"[http-nio-8080-exec-*]\")")
+        ->check(CLI::IsMember({"none", "thread", "pool"}));
     cmd->add_option("--exclude", args->exclude, "drop samples with this method or class on the stack; repeatable")
         ->allow_extra_args(false);
     cmd->footer(

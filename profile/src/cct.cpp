@@ -226,7 +226,13 @@ std::vector<NodeId> Cct::find(std::span<const std::string_view> names) const {
     return level;
 }
 
-void Cct::set_thread_name(uint32_t tid, std::string name) { thread_names_[tid] = std::move(name); }
+void Cct::set_thread_name(uint32_t tid, std::string name) {
+    // A thread named after its first samples (or a new thread with an old one's tid): its later
+    // samples go under the name; the earlier ones stay where they are.
+    auto known = thread_names_.find(tid);
+    if (known == thread_names_.end() || known->second != name) thread_nodes_.erase(tid);
+    thread_names_[tid] = std::move(name);
+}
 
 const std::string* Cct::thread_name(uint32_t tid) const {
     auto found = thread_names_.find(tid);
@@ -440,15 +446,25 @@ FrameId Cct::symbol_frame(FrameType type, std::string_view symbol) {
     return id;
 }
 
+std::string thread_pool_name(std::string_view thread_name) {
+    size_t end = thread_name.size();
+    while (end > 0 && thread_name[end - 1] >= '0' && thread_name[end - 1] <= '9') --end;
+    if (end == thread_name.size()) return std::string(thread_name);
+    return std::string(thread_name.substr(0, end)) + "*";
+}
+
 NodeId Cct::thread_node(uint32_t tid) {
     auto known = thread_nodes_.find(tid);
     if (known != thread_nodes_.end()) return known->second;
     FrameDesc desc;
     desc.type = FrameType::kThread;
     auto name = thread_names_.find(tid);
-    desc.name = name != thread_names_.end() && !name->second.empty()
-                    ? fmt::format("[{} tid={}]", name->second, tid)
-                    : fmt::format("[tid={}]", tid);
+    const bool named = name != thread_names_.end() && !name->second.empty();
+    if (options_.per_pool) {
+        desc.name = named ? fmt::format("[{}]", thread_pool_name(name->second)) : std::string("[unnamed threads]");
+    } else {
+        desc.name = named ? fmt::format("[{} tid={}]", name->second, tid) : fmt::format("[tid={}]", tid);
+    }
     NodeId id = child_or_create(kRootNode, intern_frame(desc), -1, 0);
     thread_nodes_[tid] = id;
     return id;

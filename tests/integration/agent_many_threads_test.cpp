@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -101,9 +103,20 @@ TEST_CASE("a 120-thread pool with deep lambda chains decodes completely and like
     if (agrees) std::filesystem::remove_all(run.dir);
 }
 
-TEST_CASE("mode=cpu: the same pool in one ring per CPU, its deep stacks complete with stack=auto", "[manythreads]") {
+// Samples under each root frame of the collapsed profile.
+std::map<std::string, uint64_t> per_root(const std::vector<sf::test::Stack>& stacks) {
+    std::map<std::string, uint64_t> out;
+    for (const auto& s : stacks) {
+        if (!s.frames.empty()) out[s.frames.front()] += s.count;
+    }
+    return out;
+}
+
+TEST_CASE("mode=cpu: the same pool in one ring per CPU, its deep stacks complete with stack=auto; group=pool puts "
+          "its threads under one root",
+          "[manythreads]") {
     const std::string jdk = installed(sf::test::kJdk25) ? sf::test::kJdk25 : sf::test::kJdk17;
-    const Run run = run_pool(jdk, "interval=1ms,mode=cpu,file=DIR/live.collapsed");
+    const Run run = run_pool(jdk, "interval=1ms,mode=cpu,group=pool,record=DIR/run.sfr,file=DIR/live.collapsed");
     INFO(run.result.err);
     REQUIRE(run.result.exit_code == 0);
     CHECK(run.result.err.find("stack=65528") != std::string::npos);   // the loaded options
@@ -118,6 +131,32 @@ TEST_CASE("mode=cpu: the same pool in one ring per CPU, its deep stacks complete
     REQUIRE(samples > 1000);
     CHECK(std::stod(m[2]) / samples >= 0.99);
     CHECK(std::stod(m[3]) / samples <= 0.01);
+
+    // group=pool: the executor's 120 threads (pool-1-thread-1 ... -120) are one root, which holds
+    // the pool's work; the main thread and the JVM's own pools have theirs. `report --group pool`
+    // of the recording groups the same way.
+    const auto report = sf::test::run_process({STACKFRAG_BINARY_DIR "/bin/stackfrag", "report", run.dir + "/run.sfr",
+                                               "--group", "pool", "-o", run.dir + "/report.collapsed"},
+                                              {}, run.dir + "/report", 120);
+    INFO(report.err);
+    REQUIRE(report.exit_code == 0);
+    for (const std::string file : {"live.collapsed", "report.collapsed"}) {
+        INFO(file);
+        const auto stacks = sf::test::parse_collapsed(sf::test::read_text_file(run.dir + "/" + file));
+        const std::map<std::string, uint64_t> roots = per_root(stacks);
+        for (const auto& [root, n] : roots) UNSCOPED_INFO(root << " " << n);
+        const auto pool = roots.find("[pool-1-thread-*]");
+        REQUIRE(pool != roots.end());
+        CHECK(roots.count("[main]") == 1);
+        CHECK(std::none_of(roots.begin(), roots.end(), [](const auto& r) { return r.first.find(" tid=") != std::string::npos; }));
+        // ManyThreads.work runs on the pool's threads only.
+        std::vector<sf::test::Stack> in_pool;
+        for (const auto& st : stacks) {
+            if (!st.frames.empty() && st.frames.front() == "[pool-1-thread-*]") in_pool.push_back(st);
+        }
+        CHECK(with(in_pool, "ManyThreads.work") == with(stacks, "ManyThreads.work"));
+        CHECK(with(in_pool, "ManyThreads.work") > pool->second / 5);
+    }
     std::filesystem::remove_all(run.dir);
 }
 

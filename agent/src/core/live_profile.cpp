@@ -263,6 +263,8 @@ void LiveProfile::new_cct() {
     // sample, until the file is written).
     profile::CctOptions options;
     options.keep_samples = settings_.file.ends_with(".jfr");
+    options.per_thread = settings_.group != ThreadGrouping::kNone;
+    options.per_pool = settings_.group == ThreadGrouping::kPool;
     cct_ = std::make_unique<profile::Cct>(names_.get(), options);
     off_cpu_cct_ = std::make_unique<profile::Cct>(names_.get(), options);
     for (const auto& [tid, name] : thread_names_) {
@@ -967,6 +969,7 @@ std::optional<LiveSettings> live_settings_from(const AgentOptions& options, uint
     settings.file = options.file;
     settings.loop_ns = options.loop_ns;
     settings.title = options.title;
+    settings.group = options.group;
     settings.pid = pid;
     settings.off_cpu = options.sample_switch;
     // parse_options accepted both patterns already.

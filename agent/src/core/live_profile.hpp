@@ -57,6 +57,7 @@ struct LiveSettings {
     std::string file;          // output pattern (%p, %t); empty: nothing is written
     uint64_t loop_ns = 0;      // > 0: write and start a new profile every loop_ns
     std::string title;         // the html page's title; empty: the exporter's default
+    ThreadGrouping group = ThreadGrouping::kNone;   // group=
     uint32_t pid = 0;          // for %p
     size_t queue_slots = 16384;
     // Stack bytes of queued samples beyond which samples are dropped, bounding memory when the

@@ -160,6 +160,14 @@ bool apply_log_level(std::string_view value, AgentOptions& options) {
     return false;
 }
 
+bool apply_group(std::string_view value, AgentOptions& options) {
+    if (value == "none") options.group = ThreadGrouping::kNone;
+    else if (value == "thread") options.group = ThreadGrouping::kThread;
+    else if (value == "pool") options.group = ThreadGrouping::kPool;
+    else return false;
+    return true;
+}
+
 bool apply_breadcrumbs(std::string_view value, AgentOptions& options) {
     if (value == "on") options.breadcrumbs = true;
     else if (value == "off") options.breadcrumbs = false;
@@ -265,6 +273,7 @@ const OptionSpec kOptions[] = {
     {"focus", false, false, "a method (pkg.Class.method) or class (pkg.Class)", apply_focus},
     {"exclude", false, false, "a method (pkg.Class.method) or class (pkg.Class)", apply_exclude},
     {"title", false, false, "a text (no commas)", apply_title},
+    {"group", false, false, "none, thread (a subtree per thread) or pool (per thread pool)", apply_group},
     {"start", true, false, "no value, and no other action", apply_action<AgentAction::kStart>},
     {"stop", true, false, "no value, and no other action", apply_action<AgentAction::kStop>},
     {"dump", true, false, "no value, and no other action", apply_action<AgentAction::kDump>},
@@ -532,6 +541,8 @@ std::string describe(const AgentOptions& options) {
         if (!options.push_labels.empty()) out += ",push_labels=" + options.push_labels;
     }
     if (!options.title.empty()) out += ",title=" + options.title;
+    if (options.group == ThreadGrouping::kThread) out += ",group=thread";
+    if (options.group == ThreadGrouping::kPool) out += ",group=pool";
     return out;
 }
 

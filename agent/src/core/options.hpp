@@ -28,6 +28,10 @@ enum class SamplingBackend : uint8_t { kAuto, kPerf, kSignal };
 // (-agentpath) only kNone / kStart make sense. docs/usage.md, "Attach protocol".
 enum class AgentAction : uint8_t { kNone, kStart, kStop, kDump, kStatus };
 
+// group=: how the live profile keeps threads apart. kNone merges them; kThread puts each thread's
+// stacks under "[name tid=N]"; kPool under "[name]" with the name's trailing number as '*'.
+enum class ThreadGrouping : uint8_t { kNone, kThread, kPool };
+
 struct AgentOptions {
     uint64_t interval_ns = 1'000'000;
     bool interval_auto = false;   // interval=auto: each thread's period adapts (starts at interval_ns)
@@ -62,6 +66,7 @@ struct AgentOptions {
     std::string file;             // live profile output (%p pid, %t time); format by extension
     uint64_t loop_ns = 0;         // > 0: a new file every loop_ns (rotation)
     std::string title;            // html page title
+    ThreadGrouping group = ThreadGrouping::kNone;   // group=: one subtree per thread or thread pool
     std::string push_url;         // push=: a Pyroscope-compatible server (profile_push.hpp); needs loop
     std::string push_name;        // push_name=: the application name; empty: from the main class
     std::string push_labels;      // push_labels=: "{k=v,k=v}" (given as k=v;k=v), or empty

@@ -157,6 +157,33 @@ TEST_CASE("the live profile turns an ordered stream into the CCT replay builds f
     CHECK(summary.find("T.m1") != std::string::npos);
 }
 
+TEST_CASE("group=pool: the live profile keeps each thread pool's samples under its own root") {
+    World w;
+    std::vector<Event> stream = metadata(w);
+    for (uint32_t tid : {21u, 22u, 23u}) {
+        const std::string name = tid == 23 ? "Poller" : "exec-" + std::to_string(tid - 20);
+        stream.emplace_back(ThreadInfo{900 + tid, tid, false, name});
+    }
+    for (uint64_t t = 1000; t < 1006; ++t) {
+        Event e = chain_sample(w, t);
+        std::get<Sample>(e).tid = t < 1004 ? static_cast<uint32_t>(21 + t % 2) : 23;
+        stream.push_back(std::move(e));
+    }
+    FakeClock clock;
+    agent::LiveSettings settings = settings_for_tests();
+    settings.group = agent::ThreadGrouping::kPool;
+    LiveProfile live(settings, clock);
+    for (const Event& e : stream) live.observe(e);
+    drain(live);
+    CHECK(collapsed(live.cct()) == "[Poller];T.m2_[0];T.m1_[0] 2\n[exec-*];T.m2_[0];T.m1_[0] 4\n");
+    settings.group = agent::ThreadGrouping::kThread;
+    LiveProfile per_thread(settings, clock);
+    for (const Event& e : stream) per_thread.observe(e);
+    drain(per_thread);
+    CHECK(collapsed(per_thread.cct()) ==
+          "[Poller tid=23];T.m2_[0];T.m1_[0] 2\n[exec-1 tid=21];T.m2_[0];T.m1_[0] 2\n[exec-2 tid=22];T.m2_[0];T.m1_[0] 2\n");
+}
+
 TEST_CASE("a full queue drops samples, never code or method events") {
     World w;
     LiveSettings settings = settings_for_tests();

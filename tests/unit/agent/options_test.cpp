@@ -402,10 +402,10 @@ TEST_CASE("several options, in any order; the last of a repeated option wins") {
 
 TEST_CASE("an unknown option is named together with every accepted one") {
     CHECK(parse_error("intervall=1ms") ==
-          "unknown option 'intervall' (accepted: interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, start, stop, dump, status, reply)");
+          "unknown option 'intervall' (accepted: interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, group, start, stop, dump, status, reply)");
     CHECK(contains(parse_error("interval=1ms,bogus=1"), "unknown option 'bogus'"));
     CHECK(contains(parse_error("begin"), "unknown option 'begin'"));
-    CHECK(sf::agent::accepted_option_names() == "interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, start, stop, dump, status, reply");
+    CHECK(sf::agent::accepted_option_names() == "interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, group, start, stop, dump, status, reply");
 }
 
 TEST_CASE("an option that needs a value says so") {
@@ -430,6 +430,17 @@ TEST_CASE("breadcrumbs are on by default and can be turned off") {
     CHECK(parse_ok("breadcrumbs=off,breadcrumbs=on").breadcrumbs);
     CHECK(parse_error("breadcrumbs=yes") == "bad value 'yes' for breadcrumbs: expected on or off");
     CHECK(contains(sf::agent::describe(parse_ok("breadcrumbs=off")), "breadcrumbs=off"));
+}
+
+TEST_CASE("group= keeps threads apart in the live profile: none (the default), thread or pool") {
+    CHECK(parse_ok("").group == sf::agent::ThreadGrouping::kNone);
+    CHECK(parse_ok("group=thread").group == sf::agent::ThreadGrouping::kThread);
+    CHECK(parse_ok("group=pool").group == sf::agent::ThreadGrouping::kPool);
+    CHECK(parse_ok("group=pool,group=none").group == sf::agent::ThreadGrouping::kNone);
+    CHECK(parse_error("group=threads") ==
+          "bad value 'threads' for group: expected none, thread (a subtree per thread) or pool (per thread pool)");
+    CHECK(contains(sf::agent::describe(parse_ok("group=pool")), "group=pool"));
+    CHECK_FALSE(contains(sf::agent::describe(parse_ok("")), "group="));
 }
 
 TEST_CASE("reader= asks for a real-time reader (the default) or leaves it a normal thread") {

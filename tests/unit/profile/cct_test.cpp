@@ -102,6 +102,50 @@ TEST_CASE("per-thread trees put a thread frame under the root, merged trees do n
     CHECK(threads.frame_of(threads.node(t7[0]).parent).type == FrameType::kThread);
 }
 
+TEST_CASE("a thread pool's name is its threads' name with the trailing number as '*'") {
+    CHECK(thread_pool_name("http-nio-8080-exec-12") == "http-nio-8080-exec-*");
+    CHECK(thread_pool_name("GC Thread#3") == "GC Thread#*");
+    CHECK(thread_pool_name("nioEventLoopGroup-3-2") == "nioEventLoopGroup-3-*");
+    CHECK(thread_pool_name("C2 CompilerThread0") == "C2 CompilerThread*");
+    CHECK(thread_pool_name("main") == "main");
+    CHECK(thread_pool_name("http-nio-8080-Poller") == "http-nio-8080-Poller");
+    CHECK(thread_pool_name("42") == "*");
+    CHECK(thread_pool_name("") == "");
+}
+
+TEST_CASE("per pool, the threads of one pool share a subtree; a thread named late goes there from then on") {
+    MethodTable names = main_work_leaf();
+    Cct pools(&names, CctOptions{.per_thread = true, .per_pool = true});
+    pools.set_thread_name(11, "exec-1");
+    pools.set_thread_name(12, "exec-2");
+    pools.set_thread_name(13, "Poller");
+    (void)pools.add(trace({compiled(2, 0), compiled(1, 5)}, TraceStatus::kComplete, 11));
+    (void)pools.add(trace({compiled(2, 0), compiled(1, 5)}, TraceStatus::kComplete, 12));
+    (void)pools.add(trace({compiled(1, 5)}, TraceStatus::kComplete, 13));
+    (void)pools.add(trace({compiled(1, 5)}, TraceStatus::kComplete, 14));   // not named yet
+    pools.set_thread_name(14, "exec-3");
+    (void)pools.add(trace({compiled(1, 5)}, TraceStatus::kComplete, 14));
+    REQUIRE(pools.children(kRootNode).size() == 3);
+    const auto exec = pools.find({"[exec-*]", "app/Main.main"});
+    REQUIRE(exec.size() == 1);
+    CHECK(pools.node(exec[0]).total_samples == 3);
+    CHECK(pools.find({"[exec-*]", "app/Main.main", "app/Main.work"}).size() == 1);
+    const auto poller = pools.find({"[Poller]", "app/Main.main"});
+    REQUIRE(poller.size() == 1);
+    CHECK(pools.node(poller[0]).total_samples == 1);
+    const auto unnamed = pools.find({"[unnamed threads]", "app/Main.main"});
+    REQUIRE(unnamed.size() == 1);
+    CHECK(pools.node(unnamed[0]).total_samples == 1);
+
+    // Per thread, the same: a thread named after its first sample gets its own named subtree then.
+    Cct threads(&names, CctOptions{.per_thread = true});
+    (void)threads.add(trace({compiled(1, 5)}, TraceStatus::kComplete, 14));
+    threads.set_thread_name(14, "exec-3");
+    (void)threads.add(trace({compiled(1, 5)}, TraceStatus::kComplete, 14));
+    CHECK(threads.find({"[tid=14]", "app/Main.main"}).size() == 1);
+    CHECK(threads.find({"[exec-3 tid=14]", "app/Main.main"}).size() == 1);
+}
+
 TEST_CASE("method ids that name the same method merge; other signatures, kinds and unknown ids do not") {
     MethodTable names;
     names.add(method(100, "app/A", "run"));

@@ -92,11 +92,19 @@ struct CctOptions {
     // Keep every added sample's time, thread and innermost node (SampleRecord, 24 bytes each) for
     // outputs that list samples one by one (JFR). Off: only the counts are kept.
     bool keep_samples = false;
+    // With per_thread: one subtree per thread pool instead, "[name]" with the name's trailing
+    // number as '*' (thread_pool_name): a server's 200 request threads as one.
+    bool per_pool = false;
 };
 
 // One sample as added, with keep_samples: when and on which thread it was taken, the node of its
 // innermost frame, and that frame's bci and line (the tree keeps call sites only, not where the
 // innermost frame was).
+// A thread's name with its trailing digits as '*', the name its pool's threads share:
+// "http-nio-8080-exec-12" -> "http-nio-8080-exec-*", "GC Thread#3" -> "GC Thread#*"; a name that
+// ends in no digit stays as it is ("main").
+std::string thread_pool_name(std::string_view thread_name);
+
 struct SampleRecord {
     uint64_t time_ns = 0;    // CLOCK_MONOTONIC, as the trace's
     uint32_t tid = 0;
