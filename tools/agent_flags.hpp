@@ -25,6 +25,7 @@ struct AgentFlags {
     std::string record;
     std::string loop;
     std::string title;
+    std::string group;
     std::string log;
     std::string loglevel;
     std::vector<std::string> raw;   // -o key=value[,key=value...], passed through as written
@@ -39,6 +40,10 @@ inline void add_agent_flags(CLI::App* cmd, AgentFlags& flags) {
     cmd->add_option("--record", flags.record, "also record the raw event stream to this file (.sfr) for replay");
     cmd->add_option("--loop", flags.loop, "with --file: write a new profile every DURATION (e.g. 60s), then start over");
     cmd->add_option("--title", flags.title, "title of the html page");
+    cmd->add_option("--group", flags.group,
+                    "keep threads apart in the profile: thread (a root per thread) or pool (per thread pool, "
+                    "\"[http-nio-8080-exec-*]\"); default: merged")
+        ->check(CLI::IsMember({"none", "thread", "pool"}));
     cmd->add_option("--log", flags.log, "agent log: a file name or stderr (default)");
     cmd->add_option("--loglevel", flags.loglevel, "error, warn, info or debug");
     cmd->add_option("-o,--option", flags.raw,
@@ -77,7 +82,7 @@ inline Result<std::string> agent_option_text(const AgentFlags& flags, bool absol
     }
     for (const Status& s : {add("interval", flags.interval, false), add("file", flags.file, true),
                             add("record", flags.record, true), add("loop", flags.loop, false),
-                            add("title", flags.title, false), add("log", flags.log, true),
+                            add("title", flags.title, false), add("group", flags.group, false), add("log", flags.log, true),
                             add("loglevel", flags.loglevel, false)}) {
         if (!s.ok()) return s.error();
     }

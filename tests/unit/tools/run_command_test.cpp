@@ -129,6 +129,11 @@ TEST_CASE("run --dry-run prints the command line without running it") {
     CHECK(result.exit_code == 0);
     CHECK(result.output.find("arg:") == std::string::npos);
     CHECK(result.output.find("-agentpath:" + fake.agent + "=interval=10ms -jar 'my app.jar'") != std::string::npos);
+    const auto grouped = fake.run("-n --group pool -- " + fake.dir + "/java Main", "");
+    CHECK(grouped.output.find("=group=pool Main") != std::string::npos);
+    const auto wrong = fake.run("-n --group threads -- " + fake.dir + "/java Main", "");
+    CHECK(wrong.exit_code != 0);
+    CHECK(wrong.output.find("--group") != std::string::npos);
 }
 
 TEST_CASE("run rejects bad options with a message naming them") {
