@@ -22,22 +22,18 @@ namespace sf::cli {
 
 namespace {
 
-// How a recording's samples are grouped by thread (--group); other inputs keep their tree's.
-struct GroupOptions {
-    bool per_thread = false;
-    bool per_pool = false;
-};
-
+// A loader gets the tree's options for how a recording's samples are grouped by thread
+// (--group: per_thread, per_pool); other inputs keep their tree's.
 struct InputLoader {
     std::string_view ending;
     std::string_view description;
-    std::function<Result<profile::Cct>(const std::string& path, const GroupOptions& group)> load;
+    std::function<Result<profile::Cct>(const std::string& path, const profile::CctOptions& group)> load;
     bool groups = false;   // whether `load` can group samples by thread (it decodes them)
 };
 
 // A recording decodes through the same StreamDecoder as `replay` and the agent's live profile, each
 // sample weighted by the period, so the profile equals the one the agent would have written.
-Result<profile::Cct> decode_recording(const std::string& path, const GroupOptions& group) {
+Result<profile::Cct> decode_recording(const std::string& path, profile::CctOptions cct_options) {
     auto reader = RecordingReader::open(path);
     if (!reader.ok()) return reader.error();
     struct Names final : profile::MethodNames {
@@ -47,10 +43,7 @@ Result<profile::Cct> decode_recording(const std::string& path, const GroupOption
     // The names are only looked up inside add(), which ends with the decoding below.
     auto names = std::make_unique<Names>();
     // Samples kept one by one (time, thread) for outputs that list them (JFR).
-    profile::CctOptions cct_options;
     cct_options.keep_samples = true;
-    cct_options.per_thread = group.per_thread;
-    cct_options.per_pool = group.per_pool;
     profile::Cct cct(names.get(), cct_options);
     StreamDecoder* decoder = nullptr;
     StreamDecoder stream(StreamDecoderOptions{}, [&](const Event& e, const CallTrace& trace) {
@@ -96,13 +89,13 @@ const std::vector<InputLoader>& input_loaders() {
             if (format.read == nullptr) continue;
             for (std::string_view ending : format.endings) {
                 out.push_back({ending, format.description,
-                               [](const std::string& path, const GroupOptions&) { return profile::read_profile(path); }});
+                               [](const std::string& path, const profile::CctOptions&) { return profile::read_profile(path); }});
             }
         }
         out.push_back({".sfr", "a recording (agent record=FILE), decoded as replay does",
-                       [](const std::string& path, const GroupOptions& group) { return decode_recording(path, group); }, true});
+                       [](const std::string& path, const profile::CctOptions& group) { return decode_recording(path, group); }, true});
         out.push_back({".txt", "collapsed stacks, as async-profiler names them with -o collapsed",
-                       [](const std::string& path, const GroupOptions&) -> Result<profile::Cct> {
+                       [](const std::string& path, const profile::CctOptions&) -> Result<profile::Cct> {
                            std::ifstream in(path, std::ios::binary);
                            if (!in) return sys_error(Errc::kIo, errno, fmt::format("cannot open {}", path));
                            return profile::read_collapsed(in);
@@ -118,7 +111,7 @@ std::string accepted_inputs() {
     return out;
 }
 
-Result<profile::Cct> load_input(const std::string& path, const GroupOptions& group) {
+Result<profile::Cct> load_input(const std::string& path, const profile::CctOptions& group) {
     for (const auto& loader : input_loaders()) {
         if (path.size() < loader.ending.size() || !path.ends_with(loader.ending)) continue;
         if (group.per_thread && !loader.groups) {
@@ -146,7 +139,7 @@ int run_report(const ReportArgs& args) {
         fmt::print(stderr, "stackfrag report: {}\n", filter.error().describe());
         return 1;
     }
-    GroupOptions group;
+    profile::CctOptions group;
     group.per_thread = args.group != "none";
     group.per_pool = args.group == "pool";
     auto cct = load_input(args.input, group);

@@ -289,6 +289,7 @@ private:
     bool plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t& fp_out, const Stub* callee);
     Step step_native();
     bool plausible_native_pc(uint64_t pc) const;
+    bool in_module_code(uint64_t pc) const;   // in an announced module, outside the code cache
     bool returns_after_call(const detail::NativeStep& next);
     bool rescan_native_run();
     bool try_breadcrumb();
@@ -1290,27 +1291,8 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // look like native code is caught by the native step that follows (libunwind, then a rescan).
     if (top_ && (stub == nullptr || fs < 0)) {
         uint64_t ret = 0;
-        if (view_.read(sp_, ret) && map_.find_code(ret, time_).region == CodeRegion::kUnknown &&
-            !map_.modules().empty() && map_.module_at(ret) != nullptr) {
+        if (view_.read(sp_, ret) && in_module_code(ret)) {
             Step s = go_to(ret, sp_ + kWord, fp_);
-            after_java_ = false;
-            return s;
-        }
-    }
-    // A stub of unknown size that the VM's C++ code called through StubRoutines' function pointers
-    // (Unsafe_CopyMemory0 into the arraycopy stubs), sampled past its `enter` with nothing pushed
-    // since, or little: its return address at [rbp + 8] leads into the VM, and a call ends there.
-    // The scan below looks for returns into Java code only, and meets a stale one first (seen on a
-    // Tomcat server on JDK 25: jlong_disjoint_arraycopy "called" by RequestFacade.setAttribute).
-    constexpr uint64_t kFewPushes = 8;
-    if (top_ && stub != nullptr && fs < 0 && fp_ >= sp_ && fp_ - sp_ <= words(kFewPushes) && d_.native_ &&
-        !map_.modules().empty()) {
-        uint64_t ret = 0, saved_fp = 0;
-        if (view_.read(fp_ + kWord, ret) && view_.read(fp_, saved_fp) &&
-            map_.find_code(ret, time_).region == CodeRegion::kUnknown && map_.module_at(ret) != nullptr &&
-            d_.native_->call_ends_at(ret)) {
-            bump(kStubRbpFrames);
-            Step s = go_to(ret, fp_ + 2 * kWord, saved_fp);
             after_java_ = false;
             return s;
         }
@@ -1330,13 +1312,26 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // Not for Runtime1's frameless stubs of unknown size (slow_subtype_check only pushes): there
     // rbp is the caller's, and a plausible caller far up would skip the frames in between
     // (builds_rbp_frame says which).
-    if ((via_native_ || top_in_rbp_frame) && stub != nullptr && (fs < 0 || top_in_rbp_frame) && fp_ > sp_ &&
-        fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words))) {
-        uint64_t ret = 0, saved_fp = 0, chosen = 0;
-        if (view_.read(fp_ + kWord, ret) && view_.read(fp_, saved_fp) && is_return_target(ret) &&
-            plausible_caller(ret, fp_ + 2 * kWord, saved_fp, chosen, stub)) {
+    // And a stub of unknown size that the VM's C++ code called through StubRoutines' function
+    // pointers (Unsafe_CopyMemory0 into the arraycopy stubs), sampled past its `enter` with nothing
+    // pushed since, or little: [rbp+8] leads into the VM, and a call ends there. The scan below
+    // looks for returns into Java code only, and met a stale one first (seen on a Tomcat server on
+    // JDK 25: jlong_disjoint_arraycopy "called" by RequestFacade.setAttribute).
+    constexpr uint64_t kFewPushes = 8;
+    const bool rbp_frame_into_java = stub != nullptr && ((via_native_ && fs < 0) || top_in_rbp_frame) && fp_ > sp_ &&
+                                     fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words));
+    const bool rbp_frame_into_vm = top_ && stub != nullptr && fs < 0 && fp_ >= sp_ && fp_ - sp_ <= words(kFewPushes);
+    uint64_t ret = 0, saved_fp = 0;
+    if ((rbp_frame_into_java || rbp_frame_into_vm) && view_.read(fp_ + kWord, ret) && view_.read(fp_, saved_fp)) {
+        // A Java caller's fp is the one plausible_caller chose; the VM's is the saved rbp. (A return
+        // into Java code lies in the code cache, one into the VM outside it: at most one holds.)
+        uint64_t chosen = 0;
+        const bool java_caller = rbp_frame_into_java && is_return_target(ret) &&
+                                 plausible_caller(ret, fp_ + 2 * kWord, saved_fp, chosen, stub);
+        const bool vm_caller = rbp_frame_into_vm && in_module_code(ret) && d_.native_ && d_.native_->call_ends_at(ret);
+        if (java_caller || vm_caller) {
             bump(kStubRbpFrames);
-            Step s = go_to(ret, fp_ + 2 * kWord, chosen);
+            Step s = go_to(ret, fp_ + 2 * kWord, java_caller ? chosen : saved_fp);
             after_java_ = false;
             return s;
         }
@@ -1412,6 +1407,11 @@ bool Walk::returns_after_call(const detail::NativeStep& next) {
     if (any_call_ends_at(c->load, next.pc)) return true;
     bump(kRejectNoCall);
     return false;
+}
+
+bool Walk::in_module_code(uint64_t pc) const {
+    return map_.find_code(pc, time_).region == CodeRegion::kUnknown && !map_.modules().empty() &&
+           map_.module_at(pc) != nullptr;
 }
 
 bool Walk::plausible_native_pc(uint64_t pc) const {

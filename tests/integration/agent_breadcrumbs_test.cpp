@@ -6,7 +6,6 @@
 // that breadcrumbs=on changes nothing there. Figures are printed (WARN) for docs/decoding.md.
 #include <catch2/catch.hpp>
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,11 +29,6 @@ const std::string kSources = STACKFRAG_SOURCE_DIR "/tests/integration/breadcrumb
 const std::string kWorkloads = STACKFRAG_SHARED_DIR "/bench/workloads";
 using sf::test::kJdk17;
 using sf::test::kJdk25;
-
-bool exists(const std::string& path) {
-    struct stat info {};
-    return stat(path.c_str(), &info) == 0;
-}
 
 // Native-top samples: replay counts a trace's first frame kind whether or not it decoded, and a
 // walk that fails in native code fails with native_unwind_failed or unknown_pc (after the native
@@ -155,7 +149,7 @@ NativeTops run_driver(const std::string& jdk, const Built& b, const std::string&
 }
 
 void compare_driver(const std::string& jdk, const std::string& extra_jvm_flag) {
-    if (!exists(jdk + "/bin/java")) {
+    if (!sf::test::exists(jdk + "/bin/java")) {
         WARN(jdk << " is not installed: skipped");
         return;
     }
@@ -211,7 +205,7 @@ TEST_CASE("breadcrumbs: JNI natives with stack arguments, results and native-top
 
 TEST_CASE("breadcrumbs: a shared workload runs unchanged with breadcrumbs on", "[integration]") {
     const std::string run_sh = kWorkloads + "/groundtruth/run.sh";
-    if (!exists(run_sh)) {
+    if (!sf::test::exists(run_sh)) {
         WARN(run_sh << " is not there: skipped");
         return;
     }

@@ -16,7 +16,6 @@
 // bci, all of some 6,000 handler samples with exactly 24 interceptor frames.
 #include <catch2/catch.hpp>
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -34,11 +33,6 @@ namespace {
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kWorkloads = STACKFRAG_SHARED_DIR "/bench/workloads";
 
-bool exists(const std::string& path) {
-    struct stat info {};
-    return stat(path.c_str(), &info) == 0;
-}
-
 // Live decoding gives the same profile as the replay of the run's recording, unless the live
 // queue dropped samples on a loaded machine (the agent's stop summary says how many).
 void check_live_equals_replay(const std::string& agent_log, const std::string& live, const std::string& replayed) {
@@ -51,11 +45,11 @@ void check_live_equals_replay(const std::string& agent_log, const std::string& l
 }
 
 void check_httpserver(const std::string& jdk) {
-    if (!exists(jdk)) {
+    if (!sf::test::exists(jdk)) {
         WARN(jdk << " is not installed: skipped");
         return;
     }
-    if (!exists(kWorkloads + "/httpserver/run.sh")) {
+    if (!sf::test::exists(kWorkloads + "/httpserver/run.sh")) {
         WARN("no httpserver workload at " << kWorkloads << ": skipped");
         return;
     }
@@ -78,7 +72,7 @@ void check_httpserver(const std::string& jdk) {
 }
 
 void check_framework(const std::string& jdk) {
-    if (!exists(jdk)) {
+    if (!sf::test::exists(jdk)) {
         WARN(jdk << " is not installed: skipped");
         return;
     }

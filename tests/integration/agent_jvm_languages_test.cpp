@@ -10,8 +10,6 @@
 // and 79 (Clojure) frames deep as written.
 #include <catch2/catch.hpp>
 
-#include <sys/stat.h>
-
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -27,11 +25,6 @@ namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kPrograms = STACKFRAG_SOURCE_DIR "/tests/integration/languages";
-
-bool exists(const std::string& path) {
-    struct stat info {};
-    return stat(path.c_str(), &info) == 0;
-}
 
 struct Language {
     std::string name;
@@ -57,12 +50,12 @@ std::vector<std::string> command_of(const Language& language, const std::string&
 }
 
 void check_language(const Language& language, const std::string& jdk) {
-    if (!exists(jdk)) {
+    if (!sf::test::exists(jdk)) {
         WARN(jdk << " is not installed: skipped");
         return;
     }
     INFO(language.needs << " comes with scripts/setup.sh's packages (jruby, groovy, clojure)");
-    REQUIRE(exists(language.needs));
+    REQUIRE(sf::test::exists(language.needs));
     const std::string dir = sf::test::temp_dir("languages-it");
     const std::string rec = dir + "/run.sfr", live = dir + "/live.collapsed", replayed = dir + "/replay.collapsed";
     const std::string options = "interval=1ms,validate,record=" + rec + ",file=" + live;

@@ -10,8 +10,6 @@
 // ~20,000 ended "complete" in a syscall (`write <- [kernel]`) without their Java stack.
 #include <catch2/catch.hpp>
 
-#include <sys/stat.h>
-
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -26,11 +24,6 @@ namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kDriver = STACKFRAG_SOURCE_DIR "/tests/integration/servers/run-server.sh";
-
-bool exists(const std::string& path) {
-    struct stat info {};
-    return stat(path.c_str(), &info) == 0;
-}
 
 // How often a frame must appear on every stack that runs the server's handler.
 struct FrameCount {
@@ -65,12 +58,12 @@ bool rooted_at_a_first_frame(const std::string& root) {
 }
 
 void check_server(const Server& server, const std::string& jdk) {
-    if (!exists(jdk)) {
+    if (!sf::test::exists(jdk)) {
         WARN(jdk << " is not installed: skipped");
         return;
     }
     INFO(server.needs << " comes with scripts/setup.sh's packages; wrk with the shared workloads' install.sh");
-    REQUIRE(exists(server.needs));
+    REQUIRE(sf::test::exists(server.needs));
     sf::test::ScratchDir dir("servers-it");
     const std::string rec = dir.file("run.sfr"), live = dir.file("live.collapsed"), replayed = dir.file("replay.collapsed");
     const std::map<std::string, std::string> env{

@@ -1,5 +1,5 @@
 // What many tests share: the JDKs they run (STACKFRAG_JDK17 / STACKFRAG_JDK25 in tests/CMakeLists.txt),
-// a fresh directory under /tmp, and a substring check for messages and outputs.
+// a fresh directory under /tmp, a substring check for messages and outputs, and whether a path exists.
 #pragma once
 
 #include <stdlib.h>
@@ -49,5 +49,11 @@ private:
 };
 
 inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// Whether a file or directory is there (a JDK, a package's jar, a workload's script).
+inline bool exists(const std::string& path) {
+    std::error_code ignored;
+    return std::filesystem::exists(path, ignored);
+}
 
 }  // namespace sf::test
