@@ -97,14 +97,16 @@ bool no_java_returns_into(const Stub* stub) {
 
 // These, from the name once per stub announcement (the map's memo for it): a walk asks them of
 // each return address into a stub and each call target in a stub, a dozen string comparisons.
-constexpr uint8_t kMemoSet = 1, kMemoCallsIntoVm = 2, kMemoNoJavaReturns = 4, kMemoReturnBarrier = 8, kMemoRbpFrame = 16;
+constexpr uint8_t kMemoSet = 1, kMemoCallsIntoVm = 2, kMemoNoJavaReturns = 4, kMemoReturnBarrier = 8, kMemoRbpFrame = 16,
+                  kMemoUpcall = 32;
 uint8_t stub_facts(const CodeMap& map, const Stub* stub) {
     uint8_t& memo = map.stub_memo(stub);
     if (memo == 0) {
         memo = static_cast<uint8_t>(kMemoSet | (calls_into_vm(stub) ? kMemoCallsIntoVm : 0) |
                                     (no_java_returns_into(stub) ? kMemoNoJavaReturns : 0) |
                                     (detail::is_continuation_return_barrier(stub) ? kMemoReturnBarrier : 0) |
-                                    (detail::builds_rbp_frame(stub) ? kMemoRbpFrame : 0));
+                                    (detail::builds_rbp_frame(stub) ? kMemoRbpFrame : 0) |
+                                    (detail::is_upcall_stub(stub) ? kMemoUpcall : 0));
     }
     return memo;
 }
@@ -116,6 +118,7 @@ bool is_continuation_return_barrier(const CodeMap& map, const Stub* stub) {
     return stub && (stub_facts(map, stub) & kMemoReturnBarrier);
 }
 bool builds_rbp_frame(const CodeMap& map, const Stub* stub) { return stub && (stub_facts(map, stub) & kMemoRbpFrame); }
+bool is_upcall_stub(const CodeMap& map, const Stub* stub) { return stub && (stub_facts(map, stub) & kMemoUpcall); }
 
 // The DecodeStats counters a step can bump, each at most once per step (a journal keeps them as bits).
 enum Counter : uint8_t {
@@ -1317,10 +1320,18 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // pushed since, or little: [rbp+8] leads into the VM, and a call ends there. The scan below
     // looks for returns into Java code only, and met a stale one first (seen on a Tomcat server on
     // JDK 25: jlong_disjoint_arraycopy "called" by RequestFacade.setAttribute).
+    // An FFM upcall stub (`Linker.upcallStub`, JDK 22+) is called by native code and calls Java. It
+    // begins with `enter`, then reserves its frame data below rbp: its caller, the native function
+    // (seen: glibc's msort under qsort), returns at [rbp+8], reached from the Java callee's saved rbp.
+    // The scan below would skip those native frames and the downcall stub under them, and take the
+    // first return into Java further up.
+    const bool rbp_frame_into_native = is_upcall_stub(map_, stub) && (!top_ || pc_ >= stub->begin + kEnterBytes) &&
+                                       fp_ >= sp_ && fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words));
     constexpr uint64_t kFewPushes = 8;
     const bool rbp_frame_into_java = stub != nullptr && ((via_native_ && fs < 0) || top_in_rbp_frame) && fp_ > sp_ &&
                                      fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words));
-    const bool rbp_frame_into_vm = top_ && stub != nullptr && fs < 0 && fp_ >= sp_ && fp_ - sp_ <= words(kFewPushes);
+    const bool rbp_frame_into_vm = (top_ && stub != nullptr && fs < 0 && fp_ >= sp_ && fp_ - sp_ <= words(kFewPushes)) ||
+                                   rbp_frame_into_native;
     uint64_t ret = 0, saved_fp = 0;
     if ((rbp_frame_into_java || rbp_frame_into_vm) && view_.read(fp_ + kWord, ret) && view_.read(fp_, saved_fp)) {
         // A Java caller's fp is the one plausible_caller chose; the VM's is the saved rbp. (A return
@@ -1761,6 +1772,8 @@ bool builds_rbp_frame(const Stub* stub) {
                               (starts_with(n, "shenandoah_") && ends_with(n, "_slow"));
     return (runtime1 && stub->frame_size_words >= 2) || collector_c1;
 }
+
+bool is_upcall_stub(const Stub* stub) { return stub != nullptr && stub->name == "upcall_stub"; }
 
 bool is_continuation_return_barrier(const Stub* stub) {
     return stub != nullptr && (stub->name == "cont_returnBarrier" || stub->name == "cont_returnBarrierExc");

@@ -96,7 +96,10 @@ bool oracle_stopped_early(const CallTrace& decoded, const Oracle& oracle, const 
             const CompiledCode* code = map.find_compiled(f.pc, decoded.time_ns);
             return code != nullptr && code->load.deopt_handler != 0 && f.pc == code->load.deopt_handler;
         }
-        if (f.kind == FrameKind::kStub && detail::calls_into_vm(map.find_stub(f.pc))) return true;
+        if (f.kind == FrameKind::kStub) {
+            const Stub* stub = map.find_stub(f.pc);
+            if (detail::calls_into_vm(stub) || detail::is_upcall_stub(stub)) return true;
+        }
     }
     return false;
 }

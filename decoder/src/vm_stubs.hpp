@@ -16,6 +16,10 @@ bool calls_into_vm(const Stub* stub);
 // frame's return address). Their caller is Continuation.enterSpecial (VmInfo::continuation_return_pc).
 bool is_continuation_return_barrier(const Stub* stub);
 
+// The stubs the foreign function API makes for `Linker.upcallStub` (JDK 22+): native code calls them,
+// they call a Java method. Each begins with `enter` and is announced without a frame size.
+bool is_upcall_stub(const Stub* stub);
+
 // The stubs that begin with `enter` (push rbp; mov rbp, rsp): C1's Runtime1 stubs that have a frame
 // size (they save registers with an oop map; those without one, slow_subtype_check, only push), and
 // the collectors' C1 runtime stubs (G1's g1_*_barrier_slow, ZGC's load_barrier_on_*_runtime_stub and

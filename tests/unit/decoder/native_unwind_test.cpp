@@ -519,3 +519,69 @@ TEST_CASE("a stub the VM's C++ code called, sampled past its enter: its caller i
     CHECK(u.status == TraceStatus::kComplete);
     CHECK(test::java_frames(u) == std::vector<MethodBci>{test::mb(5, 21)});
 }
+
+TEST_CASE("an FFM upcall stub under a Java frame: its caller is the native function at rbp + 8, not a Java "
+          "return further up",
+          "[decoder][native][stub]") {
+    // Linker.upcallStub (JDK 25): glibc's qsort calls the upcall stub, which calls the Java
+    // comparator. The stub begins with `enter` and is announced without a frame size; the scan for a
+    // return into Java code passed over qsort's frames and the downcall stub under them and took the
+    // interpreted frame that had called qsort (every such sample of an FFM test program).
+    test::World w;
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
+    CodeLoad cmp = test::nmethod(test::kCodeCacheLow + 0x20000, 5, 4);   // the comparator
+    test::add_scope(cmp, 0x30, {{test::method_id(5), 40}});
+    w.add_code(cmp);
+    CodeLoad sorter = test::nmethod(test::kCodeCacheLow + 0x30000, 6, 6);   // called qsort, long ago
+    test::add_scope(sorter, 0x50, {{test::method_id(6), 77}});
+    w.add_code(sorter);
+    const uint64_t native_return = g_through_pointer();   // qsort's call into the stub returns here
+    test::FakeStack s;
+    const uint64_t sp = s.at(0x100);
+    const uint64_t stub_sp = sp + 4 * 8, stub_fp = stub_sp + 0x80;
+    s.put(sp + 2 * 8, stub_fp);                 // the comparator saved the stub's rbp
+    s.put(sp + 3 * 8, 0);                       // its return address, set per case below
+    // A stale return into Java code inside the stub's frame, whose frame still looks whole.
+    const uint64_t stale_slot = stub_sp + 0x20, sorter_sp = stale_slot + 8, fp_entry = s.at(0x800);
+    s.put(stale_slot, sorter.code_begin + 0x50);
+    s.put(sorter_sp + 4 * 8, fp_entry);
+    s.put(sorter_sp + 5 * 8, test::kCallStubReturn);
+    w.entry_frame(s, fp_entry);
+    s.put(stub_fp, s.at(0x400));                // the native caller's rbp
+    s.put(stub_fp + 8, native_return);
+    // The Java frame that called the native code (through a downcall stub, in the program): this
+    // test's stack holds none of the native frames between, so the walk finds it by rescanning.
+    const uint64_t caller_slot = stub_fp + 0x40, caller_sp = caller_slot + 8;
+    s.put(caller_slot, sorter.code_begin + 0x50);
+    s.put(caller_sp + 4 * 8, fp_entry);
+    s.put(caller_sp + 5 * 8, test::kCallStubReturn);
+
+    uint64_t stub_begin = test::kCodeCacheLow + 0x50000;
+    for (const char* name : {"upcall_stub", "some_other_stub"}) {
+        const Stub stub{1, name, stub_begin, stub_begin + 0x100, -1};
+        stub_begin += 0x1000;
+        w.map.apply(Event{stub});
+        s.put(sp + 3 * 8, stub.begin + 0x9b);
+        Decoder d(w.map, DecoderOptions{});
+        const CallTrace t = d.decode(test::sample_of(s, cmp.code_begin + 0x2c, sp, 0x1234));
+        INFO(name << "\n" << symbols_of(t) << fail_reason_name(t.failure));
+        CHECK(t.status == TraceStatus::kComplete);
+        CHECK(test::java_frames(t) == std::vector<MethodBci>{test::mb(5, 40), test::mb(6, 77)});
+        REQUIRE(t.frames.size() >= 3);
+        CHECK(t.frames[1].kind == FrameKind::kStub);
+        if (std::string(name) == "upcall_stub") {
+            // Into the native caller, and from there to the Java frame that called it.
+            CHECK(d.stats().stub_rbp_frames == 1);
+            CHECK(d.stats().stub_scans == 0);
+            CHECK(t.frames[2].kind == FrameKind::kNative);
+            CHECK(t.frames[2].pc == native_return);
+            CHECK(t.frames.back().pc == sorter.code_begin + 0x50);
+        } else {
+            // Any other stub of unknown size under Java code is scanned, as before: the stale return.
+            CHECK(d.stats().stub_scans == 1);
+            CHECK(t.frames[2].pc == sorter.code_begin + 0x50);
+            CHECK(t.frames[2].kind == FrameKind::kCompiled);
+            CHECK(t.frames.size() == 3);
+        }
+    }
+}

@@ -119,6 +119,7 @@ TEST_CASE("oracle: ASGCT's walk ends at a VM runtime stub or a deoptimized calle
     w.map.apply(named_stub(runtime1, "load_appendix_patching Runtime1 stub"));
     w.map.apply(named_stub(kCodeCacheLow + 0x60000, "C2 Runtime new_instance"));
     w.map.apply(named_stub(vtable, "vtable stub"));
+    w.map.apply(named_stub(kCodeCacheLow + 0x70000, "upcall_stub"));
     CodeLoad caller = nmethod(kCodeCacheLow + 0x10000, 5, 8);
     caller.deopt_handler = caller.code_begin + 0x3f0;
     w.add_code(caller);
@@ -139,6 +140,11 @@ TEST_CASE("oracle: ASGCT's walk ends at a VM runtime stub or a deoptimized calle
         CHECK(oracle_stopped_early(c2, asgct, w.map));
         CallTrace other = t;
         other.frames[2].pc = vtable + 0x10;
+        // (JDK 25) an FFM upcall stub: the decoder goes on through the native code that called it.
+        CallTrace upcall = t;
+        upcall.frames[2].pc = kCodeCacheLow + 0x70000 + 0x9b;
+        upcall.frames.insert(upcall.frames.begin() + 3, frame_at(FrameKind::kNative, -1, -1, 0x7f0000001234, "qsort_r"));
+        CHECK(oracle_stopped_early(upcall, asgct, w.map));
         CHECK_FALSE(oracle_stopped_early(other, asgct, w.map));
         CallTrace no_stub = t;
         no_stub.frames.erase(no_stub.frames.begin() + 2);

@@ -48,7 +48,9 @@ bool oracle_missed_entry_callee(const CallTrace& decoded, const Oracle& oracle, 
 // frame::safe_for_sender refuses to go on, which vframeStreamForte::forte_next takes for the end of
 // the stack: between ASGCT's last Java frame and the decoder's next one lies a stub that calls into
 // the VM (a RuntimeStub made frame_never_safe: C1's Runtime1 and C2's OptoRuntime stubs, which call
-// Java back through an entry frame, e.g. class loading from a patching stub), or the decoder's next
+// Java back through an entry frame, e.g. class loading from a patching stub), or an FFM upcall stub
+// (JDK 25: ASGCT's walk ends at every one; the decoder goes on through the native code that called
+// it and the downcall below), or the decoder's next
 // frame returns into its nmethod's deoptimization handler (the VM patched the return address of a
 // frame it deoptimizes; safe_for_sender rejects a sender pc at a deopt entry). Such a pair is not
 // a disagreement of the decoder; replay counts it as oracle_stopped_early.

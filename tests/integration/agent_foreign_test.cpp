@@ -1,0 +1,80 @@
+// The foreign function API on JDK 25 (ForeignCalls.java): a Java comparator called by glibc's qsort
+// through an upcall stub. Its samples must show the whole path, Java → downcall stub → qsort's
+// native frames → upcall stub → the comparator, rooted at main, where AsyncGetCallTrace's walk ends
+// at the upcall stub.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+
+#include "agent_process.hpp"
+#include "collapsed_stacks.hpp"
+#include "replay_json.hpp"
+#include "test_env.hpp"
+
+namespace {
+const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
+
+// The frames of `stack` in this order (each the first frame after the previous one that contains it).
+bool in_order(const sf::test::Stack& stack, const std::vector<std::string>& parts) {
+    size_t next = 0;
+    for (const std::string& f : stack.frames) {
+        if (next < parts.size() && f.find(parts[next]) != std::string::npos) ++next;
+    }
+    return next == parts.size();
+}
+}  // namespace
+
+TEST_CASE("foreign function upcalls (JDK 25): the comparator qsort calls is decoded under qsort's native frames",
+          "[foreign]") {
+    const std::string jdk = sf::test::kJdk25;
+    if (!sf::test::exists(jdk)) {
+        WARN(jdk << " is not installed: skipped");
+        return;
+    }
+    const std::string dir = sf::test::temp_dir("foreign-it");
+    const auto compiled = sf::test::compile_test_program(jdk, "ForeignCalls.java", dir);
+    INFO(compiled.err);
+    REQUIRE(compiled.exit_code == 0);
+    const std::string rec = dir + "/run.sfr", live = dir + "/live.collapsed", replayed = dir + "/replay.collapsed";
+    const auto run = sf::test::run_process({jdk + "/bin/java", "-agentpath:" + kAgent + "=interval=1ms,validate,record=" + rec + ",file=" + live,
+                                            "--enable-native-access=ALL-UNNAMED", "-cp", dir, "ForeignCalls", "5"},
+                                           {}, dir + "/jvm", 300);
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    const nlohmann::json j = sf::test::replay_json(rec, dir, replayed);
+    INFO(j.dump(1));
+    sf::test::check_accuracy(j, 2000, 0.005, 300, 0.98);
+    CHECK(j["incomplete_pct"].get<double>() == 0.0);
+
+    // Every comparator sample, from main through the downcall into qsort and up through the upcall
+    // stub. Before the decoder knew the upcall stub, none: it stepped from the stub straight to
+    // the Java frame under the downcall, leaving qsort out.
+    uint64_t comparing = 0, whole_path = 0, in_downcalls = 0;
+    for (const sf::test::Stack& stack : sf::test::parse_collapsed(sf::test::read_text_file(replayed))) {
+        if (in_order(stack, {"ForeignCalls.lengths", "nep_invoker_blob"})) in_downcalls += stack.count;
+        if (!in_order(stack, {"upcall_stub", "ForeignCalls.compare"})) continue;
+        comparing += stack.count;
+        if (stack.frames.front().find("ForeignCalls.main") == 0 &&
+            in_order(stack, {"ForeignCalls.sorts", "nep_invoker_blob", "qsort", "upcall_stub", "ForeignCalls.compare"})) {
+            whole_path += stack.count;
+        }
+    }
+    INFO("comparator samples " << comparing << ", with the whole path " << whole_path << "; downcall samples "
+                               << in_downcalls);
+    REQUIRE(comparing >= 200);
+    CHECK(whole_path >= comparing * 99 / 100);
+    CHECK(in_downcalls >= 200);
+    // ASGCT's walk ends at the upcall stub: counted apart, not as a disagreement.
+    CHECK(j["oracle_stopped_early"].get<uint64_t>() > 0);
+
+    std::smatch m;
+    if (std::regex_search(run.err, m, std::regex("(\\d+) \\(live queue full\\)")) && m[1] == "0") {
+        CHECK(sf::test::read_text_file(live) == sf::test::read_text_file(replayed));
+    } else {
+        WARN("the live queue dropped samples (or no stop summary); live and replay not compared");
+    }
+    std::filesystem::remove_all(dir);
+}
