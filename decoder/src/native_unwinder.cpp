@@ -501,14 +501,16 @@ bool NativeUnwinder::direct_call_into(uint64_t ret, uint64_t pc) {
 bool NativeUnwinder::call_ends_at(uint64_t ret) {
     if (const uint8_t* b = code_before(ret, 5); b != nullptr && b[0] == 0xe8) return true;
     // ff /2 (reg field 010) by its ModRM byte's length: mod 11 a register (2 bytes, 3 with REX.B),
-    // mod 01 [reg + disp8] (3, 4), mod 10 [reg + disp32] (6, 7), mod 00 rm 101 [rip + disp32] (6).
+    // mod 00 [reg] (2, 3; JavaCalls::call_helper calls the call stub by `call *(%rax)`), mod 01
+    // [reg + disp8] (3, 4), mod 10 [reg + disp32] (6, 7), mod 00 rm 101 [rip + disp32] (6).
     // No SIB forms: rm 100 is left out.
     const auto ff2 = [](const uint8_t* b, uint8_t mod) {
         return b[0] == 0xff && (b[1] & 0xc0) == mod && (b[1] & 0x38) == 0x10 && (b[1] & 0x07) != 0x04;
     };
     const auto with_rex_b = [](const uint8_t* b) { return b[0] == 0x41; };
-    if (const uint8_t* b = code_before(ret, 2); b != nullptr && ff2(b, 0xc0)) return true;
-    if (const uint8_t* b = code_before(ret, 3); b != nullptr && ((with_rex_b(b) && ff2(b + 1, 0xc0)) || ff2(b, 0x40))) {
+    const auto at_reg = [&](const uint8_t* b) { return ff2(b, 0xc0) || (ff2(b, 0x00) && (b[1] & 0x07) != 0x05); };
+    if (const uint8_t* b = code_before(ret, 2); b != nullptr && at_reg(b)) return true;
+    if (const uint8_t* b = code_before(ret, 3); b != nullptr && ((with_rex_b(b) && at_reg(b + 1)) || ff2(b, 0x40))) {
         return true;
     }
     if (const uint8_t* b = code_before(ret, 4); b != nullptr && with_rex_b(b) && ff2(b + 1, 0x40)) return true;

@@ -20,6 +20,10 @@ bool is_continuation_return_barrier(const Stub* stub);
 // they call a Java method. Each begins with `enter` and is announced without a frame size.
 bool is_upcall_stub(const Stub* stub);
 
+// StubRoutines::call_stub, through which the VM calls Java (JavaCalls::call_helper): it begins with
+// `enter`; its return address into Java code is VmInfo::call_stub_return.
+bool is_call_stub(const Stub* stub);
+
 // The stubs that begin with `enter` (push rbp; mov rbp, rsp): C1's Runtime1 stubs that have a frame
 // size (they save registers with an oop map; those without one, slow_subtype_check, only push), and
 // the collectors' C1 runtime stubs (G1's g1_*_barrier_slow, ZGC's load_barrier_on_*_runtime_stub and

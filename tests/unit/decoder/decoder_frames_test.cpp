@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "stackfrag/decoder/breadcrumb.hpp"
 #include "synthetic.hpp"
 
 using namespace sf;
@@ -667,6 +668,89 @@ TEST_CASE("JNI upcall: an entry frame whose anchor continues below native code",
     REQUIRE(t.status == TraceStatus::kComplete);
     CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 4), mb(9, -1), mb(5, 21)});
     CHECK(d.stats().entry_frames_crossed == 2);
+}
+
+namespace {
+__attribute__((noinline)) void jni_helper_like() { asm volatile("" ::: "memory"); }
+__attribute__((noinline)) void jni_function_like() { asm volatile("" ::: "memory"); }
+}  // namespace
+
+TEST_CASE("JNI upcall: the native frames between the call stub and the anchor's frame, where they lead there",
+          "[decoder][entry][native]") {
+    // JavaCalls::call_helper's frame, then the JNI function's, whose caller is the native wrapper at
+    // the anchor's sp: the trace shows them between the upcall's Java frames and the wrapper's, as
+    // samples inside the JNI function show them, instead of leaving them out.
+    World w(jdk_param());
+    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    CodeLoad wrapper = nmethod(kCodeCacheLow + 0x70000, 9, 10, CodeKind::kNativeWrapper);
+    w.add_code(wrapper);
+    CodeLoad dd = nmethod(kCodeCacheLow + 0x20000, 5, 6);
+    add_scope(dd, 0x30, {{method_id(5), 21}});
+    w.add_code(dd);
+    const uint64_t helper_ret = reinterpret_cast<uint64_t>(&jni_helper_like) + 1;
+    const uint64_t jni_ret = reinterpret_cast<uint64_t>(&jni_function_like) + 1;
+    const uint64_t thunk_pc = 0x10000;   // a breadcrumb thunk: anonymous memory, no module
+    enum class Shape { kWhole, kBroken, kThroughThunk };
+    const auto stack_of = [&](Shape shape) {
+        FakeStack s;
+        const uint64_t fp_a = s.at(0x100), fp_stub1 = s.at(0x300), fp_n1 = s.at(0x400), fp_n2 = s.at(0x600);
+        w.interp_frame(s, fp_a, 1, bcp(1, 4), fp_a + 16, kCallStubReturn, fp_stub1);
+        s.put(fp_stub1, fp_n1);
+        s.put(fp_stub1 + 8, helper_ret);
+        s.put(fp_n1, fp_n2);
+        s.put(fp_n1 + 8, shape == Shape::kBroken ? 0x1234 : jni_ret);
+        uint64_t sp_w = fp_n2 + 16;
+        s.put(fp_n2, 0x5555);
+        if (shape == Shape::kThroughThunk) {
+            // The thunk's frame, 8 words, with its record naming the wrapper's sp.
+            s.put(fp_n2 + 8, thunk_pc);
+            const uint64_t record = fp_n2 + 16 + 8;
+            sp_w = fp_n2 + 16 + 64;
+            s.put(record, breadcrumb::kMagic0);
+            s.put(record + 8, breadcrumb::kMagic1);
+            s.put(record + breadcrumb::kJavaSpOffset, sp_w);
+            s.put(record + breadcrumb::kJavaPcOffset, wrapper.code_begin + 0x90);
+        } else {
+            s.put(fp_n2 + 8, wrapper.code_begin + 0x90);
+        }
+        w.entry_frame(s, fp_stub1, sp_w, wrapper.code_begin + 0x90, 0);
+        const uint64_t sp_d = sp_w + 80, fp_stub2 = s.at(0xc00);
+        s.put(sp_w + 72, dd.code_begin + 0x30);
+        s.put(sp_w + 64, 0x4444);
+        s.put(sp_d + 40, kCallStubReturn);
+        s.put(sp_d + 32, fp_stub2);
+        w.entry_frame(s, fp_stub2);
+        return std::make_pair(s, fp_a);
+    };
+    const auto natives = [](const CallTrace& t) {
+        std::vector<uint64_t> pcs;
+        for (const Frame& f : t.frames) {
+            if (f.kind == FrameKind::kNative) pcs.push_back(f.pc);
+        }
+        return pcs;
+    };
+    for (const Shape shape : {Shape::kWhole, Shape::kBroken, Shape::kThroughThunk}) {
+        const auto [s, fp_a] = stack_of(shape);
+        Decoder d(w.map, test_options());
+        const CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), fp_a));
+        INFO("shape " << int(shape) << ": " << fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        // The Java frames never depend on it.
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 4), mb(9, -1), mb(5, 21)});
+        if (shape == Shape::kBroken) {
+            // An unwinding that does not get to the anchor's frame: its frames are left out.
+            CHECK(natives(t).empty());
+            CHECK(d.stats().entry_native_fallbacks == 1);
+            CHECK(d.stats().entry_native_runs == 0);
+        } else {
+            CHECK(natives(t) == std::vector<uint64_t>{helper_ret, jni_ret});
+            REQUIRE(t.frames.size() == 5);
+            CHECK(t.frames[1].pc == helper_ret);   // right below the upcall's Java frame
+            CHECK(t.frames[3].method_id == method_id(9));
+            CHECK(d.stats().entry_native_runs == 1);
+            CHECK(d.stats().entry_native_fallbacks == 0);
+        }
+    }
 }
 
 TEST_CASE("native code that cannot be unwound: rescan for a verified Java return address", "[decoder][native]") {

@@ -82,6 +82,11 @@ struct DecodeStats {
     // assembler routine such as libjvm's _Copy_conjoint_jlongs_atomic), a call into native code
     // ending there.
     uint64_t native_leaf_tops = 0;
+    // Entry frames of JNI upcalls and of the VM's calls into Java whose native frames (JavaCalls::
+    // call_helper down to the JNI or VM code that called it) were unwound to the Java frame the
+    // anchor names, and those where the unwinding did not get there, so the trace leaves them out.
+    uint64_t entry_native_runs = 0;
+    uint64_t entry_native_fallbacks = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;
@@ -121,6 +126,8 @@ inline constexpr DecodeStatField kDecodeStatFields[] = {
     {"stub_continuations", "stats", "stub-continuation", &DecodeStats::stub_continuations},
     {"signal_frames", "stats", "signal-frames", &DecodeStats::signal_frames},
     {"native_leaf_tops", "stats", "native-leaf-top", &DecodeStats::native_leaf_tops},
+    {"entry_native_runs", "stats", "entry-native", &DecodeStats::entry_native_runs},
+    {"entry_native_fallbacks", "stats", "entry-native-fallback", &DecodeStats::entry_native_fallbacks},
     {"samples", "incremental", "samples", &DecodeStats::incremental_samples},
     {"steps_reused", "incremental", "steps", &DecodeStats::steps_reused},
     {"frames_reused", "incremental", "frames", &DecodeStats::frames_reused},
