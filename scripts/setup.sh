@@ -21,6 +21,7 @@ PKGS=(
   chromium                        # headless check of the html flame graph (ctest -L browser)
   jruby groovy clojure            # JVM languages whose code no shared workload has (agent_jvm_languages_test.cpp)
   libtomcat10-embed-java libjakarta-annotation-api-java libnetty-java libguava-java   # server frameworks (agent_servers_test.cpp)
+  libc6-dbg                       # names of glibc's static functions (msort_with_tmp under qsort) in profiles; agent_foreign_test.cpp
   clang libclang-rt-14-dev        # libFuzzer (clang's -fsanitize=fuzzer runtime) for scripts/fuzz.sh; the gcc build does not use them
 )
 PKGS+=("${STACKFRAG_EXTRA_PKGS[@]:-}")

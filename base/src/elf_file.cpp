@@ -13,7 +13,7 @@
 
 namespace sf {
 
-ElfFile::ElfFile(const std::string& path) {
+ElfFile::ElfFile(const std::string& path, std::string debug_root) : debug_root_(std::move(debug_root)) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     struct stat st{};
@@ -51,6 +51,8 @@ ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
     strtab_ = std::exchange(other.strtab_, nullptr);
     strtab_size_ = other.strtab_size_;
     symbols_loaded_ = other.symbols_loaded_;
+    debug_root_ = std::move(other.debug_root_);
+    debug_file_ = std::move(other.debug_file_);
     return *this;
 }
 
@@ -136,59 +138,77 @@ std::optional<uint64_t> ElfFile::vaddr_at_offset(uint64_t file_offset) const {
     return std::nullopt;
 }
 
+bool ElfFile::load_table(const ElfFile& source, uint32_t type) {
+    Elf64_Ehdr eh;
+    if (!source.read(0, eh) || eh.e_shentsize != sizeof(Elf64_Shdr)) return false;
+    for (unsigned i = 0; i < eh.e_shnum && i < 65536; ++i) {
+        Elf64_Shdr sh;
+        if (!source.read(eh.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr), sh)) return false;
+        if (sh.sh_type != type || sh.sh_entsize != sizeof(Elf64_Sym)) continue;
+        Elf64_Shdr str;
+        if (!source.read(eh.e_shoff + uint64_t{sh.sh_link} * sizeof(Elf64_Shdr), str)) return false;
+        if (str.sh_type == SHT_NOBITS || str.sh_offset > source.size_ || source.size_ - str.sh_offset < str.sh_size) {
+            return false;
+        }
+        strtab_ = reinterpret_cast<const char*>(source.image_ + str.sh_offset);
+        strtab_size_ = str.sh_size;
+        // The entries that lie within the file, read in place (libjvm's .symtab has ~58 k: a
+        // bounds-checked copy and a growing vector per entry cost more than sorting them).
+        uint64_t n = sh.sh_size / sizeof(Elf64_Sym);
+        if (sh.sh_offset > source.size_) n = 0;
+        else n = std::min<uint64_t>(n, (source.size_ - sh.sh_offset) / sizeof(Elf64_Sym));
+        const uint8_t* const first = source.image_ + sh.sh_offset;
+        auto is_function = [&](const Elf64_Sym& sym) {
+            return ELF64_ST_TYPE(sym.st_info) == STT_FUNC && sym.st_value != 0 && sym.st_name < strtab_size_;
+        };
+        size_t functions = 0;
+        uint64_t lowest = ~uint64_t{0};
+        for (uint64_t k = 0; k < n; ++k) {
+            Elf64_Sym sym;
+            std::memcpy(&sym, first + k * sizeof(Elf64_Sym), sizeof sym);
+            if (is_function(sym)) {
+                ++functions;
+                lowest = std::min<uint64_t>(lowest, sym.st_value);
+            }
+        }
+        if (functions == 0 || n > UINT32_MAX) return false;
+        symbols_.reserve(functions);   // growing by doubling copied more than this count costs
+        symbols_base_ = lowest;
+        symtab_ = first;
+        for (uint64_t k = 0; k < n; ++k) {
+            Elf64_Sym sym;
+            std::memcpy(&sym, first + k * sizeof(Elf64_Sym), sizeof sym);
+            // A function more than 4 GB above the lowest one (no real library spans that) is left out.
+            if (is_function(sym) && sym.st_value - lowest <= UINT32_MAX) {
+                symbols_.push_back({static_cast<uint32_t>(sym.st_value - lowest), static_cast<uint32_t>(k)});
+            }
+        }
+        return !symbols_.empty();
+    }
+    return false;
+}
+
+std::unique_ptr<ElfFile> ElfFile::open_debug_file() const {
+    if (debug_root_.empty() || build_id_.size() < 4) return nullptr;
+    const std::string path =
+        debug_root_ + "/.build-id/" + build_id_.substr(0, 2) + "/" + build_id_.substr(2) + ".debug";
+    auto debug = std::make_unique<ElfFile>(path, "");
+    // Another build's file under the same name would name every function wrongly.
+    if (debug->image_ == nullptr || (!debug->build_id_.empty() && debug->build_id_ != build_id_)) return nullptr;
+    return debug;
+}
+
 void ElfFile::load_symbols() {
     symbols_loaded_ = true;
     if (!valid_) return;
-    Elf64_Ehdr eh;
-    if (!read(0, eh) || eh.e_shentsize != sizeof(Elf64_Shdr)) return;
-    auto load_table = [&](uint32_t type) {
-        for (unsigned i = 0; i < eh.e_shnum && i < 65536; ++i) {
-            Elf64_Shdr sh;
-            if (!read(eh.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr), sh)) return false;
-            if (sh.sh_type != type || sh.sh_entsize != sizeof(Elf64_Sym)) continue;
-            Elf64_Shdr str;
-            if (!read(eh.e_shoff + uint64_t{sh.sh_link} * sizeof(Elf64_Shdr), str)) return false;
-            if (str.sh_offset > size_ || size_ - str.sh_offset < str.sh_size) return false;
-            strtab_ = reinterpret_cast<const char*>(image_ + str.sh_offset);
-            strtab_size_ = str.sh_size;
-            // The entries that lie within the file, read in place (libjvm's .symtab has ~58 k: a
-            // bounds-checked copy and a growing vector per entry cost more than sorting them).
-            uint64_t n = sh.sh_size / sizeof(Elf64_Sym);
-            if (sh.sh_offset > size_) n = 0;
-            else n = std::min<uint64_t>(n, (size_ - sh.sh_offset) / sizeof(Elf64_Sym));
-            const uint8_t* const first = image_ + sh.sh_offset;
-            auto is_function = [&](const Elf64_Sym& sym) {
-                return ELF64_ST_TYPE(sym.st_info) == STT_FUNC && sym.st_value != 0 && sym.st_name < strtab_size_;
-            };
-            size_t functions = 0;
-            uint64_t lowest = ~uint64_t{0};
-            for (uint64_t k = 0; k < n; ++k) {
-                Elf64_Sym sym;
-                std::memcpy(&sym, first + k * sizeof(Elf64_Sym), sizeof sym);
-                if (is_function(sym)) {
-                    ++functions;
-                    lowest = std::min<uint64_t>(lowest, sym.st_value);
-                }
-            }
-            if (functions == 0 || n > UINT32_MAX) return false;
-            symbols_.reserve(functions);   // growing by doubling copied more than this count costs
-            symbols_base_ = lowest;
-            symtab_ = first;
-            for (uint64_t k = 0; k < n; ++k) {
-                Elf64_Sym sym;
-                std::memcpy(&sym, first + k * sizeof(Elf64_Sym), sizeof sym);
-                // A function more than 4 GB above the lowest one (no real library spans that) is left out.
-                if (is_function(sym) && sym.st_value - lowest <= UINT32_MAX) {
-                    symbols_.push_back({static_cast<uint32_t>(sym.st_value - lowest), static_cast<uint32_t>(k)});
-                }
-            }
-            return !symbols_.empty();
-        }
-        return false;
-    };
-    if (!load_table(SHT_SYMTAB)) {
+    if (!load_table(*this, SHT_SYMTAB)) {
         symbols_.clear();
-        load_table(SHT_DYNSYM);
+        debug_file_ = open_debug_file();
+        if (!debug_file_ || !load_table(*debug_file_, SHT_SYMTAB)) {
+            symbols_.clear();
+            debug_file_.reset();
+            load_table(*this, SHT_DYNSYM);
+        }
     }
     // Stable: of aliases (one address, several names) function_at answers the last in table order.
     radix_sort_by_key(symbols_, [](const Symbol& s) { return uint64_t{s.offset}; });

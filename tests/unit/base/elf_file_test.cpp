@@ -1,7 +1,10 @@
 // ElfFile's build id is the GNU note binutils shows: what tells two builds of a library with the
 // same path apart (a recording replayed after the library changed).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -144,4 +147,49 @@ TEST_CASE("libjvm's symbol table costs about a page per 512 functions, and answe
         else if (next != functions.end()) CHECK(elf.function_at(end)->vaddr == next->first);
     }
     CHECK(sized > 1000);
+}
+
+TEST_CASE("a stripped file takes its function symbols from the detached debug file of its build id") {
+    // As Debian ships glibc: libc.so.6 keeps .dynsym only, libc6-dbg puts the .symtab under
+    // /usr/lib/debug/.build-id/. Here: this test binary, split the same way with objcopy.
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    const std::string id = readelf_build_id(self);
+    REQUIRE(id.size() > 4);
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("sf-debugfile-" + std::to_string(getpid()));
+    const std::filesystem::path root = dir / "debug", stripped = dir / "stripped";
+    std::filesystem::create_directories(root / ".build-id" / id.substr(0, 2));
+    const std::string debug = (root / ".build-id" / id.substr(0, 2) / (id.substr(2) + ".debug")).string();
+    REQUIRE(std::system(("objcopy --only-keep-debug " + self + " " + debug).c_str()) == 0);
+    REQUIRE(std::system(("objcopy --strip-all " + self + " " + stripped.string()).c_str()) == 0);
+
+    sf::ElfFile full(self), with_debug(stripped.string(), root.string()), without(stripped.string(), "");
+    REQUIRE(with_debug.build_id() == id);
+    // Every address of the code the full file names gets the same name from the debug file; the
+    // stripped file alone names few (its .dynsym's).
+    size_t named = 0, named_without = 0, differing = 0;
+    for (const auto& segment : full.loads()) {
+        for (uint64_t vaddr = segment.vaddr; vaddr < segment.vaddr + segment.filesz; vaddr += 61) {
+            const auto f = full.function_at(vaddr);
+            if (!f) continue;
+            ++named;
+            const auto d = with_debug.function_at(vaddr);
+            differing += !d || d->name != f->name || d->vaddr != f->vaddr;
+            const auto w = without.function_at(vaddr);
+            named_without += w && w->name == f->name;
+        }
+    }
+    INFO("named " << named << ", differing " << differing << ", named without the debug file " << named_without);
+    REQUIRE(named > 1000);
+    CHECK(differing == 0);
+    CHECK(named_without < named / 10);
+    CHECK(with_debug.symbols_from_debug_file());
+    CHECK_FALSE(without.symbols_from_debug_file());
+    CHECK_FALSE(full.symbols_from_debug_file());
+
+    // A debug file of another build under this build id's name is not used.
+    REQUIRE(std::system(("objcopy --only-keep-debug /bin/true " + debug).c_str()) == 0);
+    sf::ElfFile other(stripped.string(), root.string());
+    (void)other.function_at(full.loads().front().vaddr);
+    CHECK_FALSE(other.symbols_from_debug_file());
+    std::filesystem::remove_all(dir);
 }

@@ -1,10 +1,12 @@
 // An ELF64 file mapped read-only, with what unwinding and symbolizing need from it: the PT_LOAD
-// segments, the .eh_frame_hdr, and the function symbols (.symtab, else .dynsym). Every read is
-// bounds-checked: the file may be truncated, replaced or not an ELF file at all.
+// segments, the .eh_frame_hdr, and the function symbols (.symtab, else its detached debug file's,
+// else .dynsym). Every read is bounds-checked: the file may be truncated, replaced or not an ELF
+// file at all.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,9 +18,15 @@ namespace sf {
 
 class ElfFile {
 public:
+    // Where Debian's -dbg packages (libc6-dbg) put detached debug files, by build id.
+    static constexpr const char* kDebugRoot = "/usr/lib/debug";
+
     ElfFile() = default;
-    // Maps `path`; valid() says whether it is an ELF64 file with loadable segments.
-    explicit ElfFile(const std::string& path);
+    // Maps `path`; valid() says whether it is an ELF64 file with loadable segments. A file without a
+    // .symtab (stripped: glibc's libc.so.6) takes its function symbols from the detached debug file
+    // `debug_root`/.build-id/xx/yyyy.debug of the same build id, when there is one: the names of its
+    // static functions (msort_with_tmp under qsort), which .dynsym leaves out. "" looks for none.
+    explicit ElfFile(const std::string& path, std::string debug_root = kDebugRoot);
     ~ElfFile();
     ElfFile(ElfFile&& other) noexcept;
     ElfFile& operator=(ElfFile&& other) noexcept;
@@ -63,11 +71,16 @@ public:
     // The function symbol covering `vaddr` (one of size 0 covers up to the next); the table is
     // read on the first call.
     std::optional<Function> function_at(uint64_t vaddr);
+    // Whether the symbols came from a detached debug file (known after the first function_at).
+    bool symbols_from_debug_file() const { return debug_file_ != nullptr; }
 
 private:
     void parse_headers();
     void read_build_id(uint64_t offset, uint64_t size);
     void load_symbols();
+    // The function symbols of `source`'s table of `type` (this file or its debug file).
+    bool load_table(const ElfFile& source, uint32_t type);
+    std::unique_ptr<ElfFile> open_debug_file() const;
 
     const uint8_t* image_ = nullptr;
     size_t size_ = 0;
@@ -90,6 +103,8 @@ private:
     const char* strtab_ = nullptr;
     size_t strtab_size_ = 0;
     bool symbols_loaded_ = false;
+    std::string debug_root_;
+    std::unique_ptr<ElfFile> debug_file_;   // owns the image symtab_ and strtab_ point into, when used
 };
 
 }  // namespace sf
