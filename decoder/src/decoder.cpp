@@ -127,7 +127,7 @@ enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
     kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kSpMoved,
     kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kReturnBarriers, kStubContinuations, kSignalFrames, kLeafTops, kEntryNativeRuns, kEntryNativeFallbacks,
-    kCounterCount
+    kThreadNativeRoots, kCounterCount
 };
 static_assert(kCounterCount <= 32, "a journal keeps the counters of a step in 32 bits");
 // The step counters are the first kCounterCount rows of kDecodeStatFields, in this enum's order.
@@ -145,7 +145,8 @@ static_assert(kCounterFields[kPrologueTops] == &DecodeStats::prologue_tops &&
                   kCounterFields[kStubContinuations] == &DecodeStats::stub_continuations &&
                   kCounterFields[kSignalFrames] == &DecodeStats::signal_frames &&
                   kCounterFields[kLeafTops] == &DecodeStats::native_leaf_tops &&
-                  kCounterFields[kEntryNativeFallbacks] == &DecodeStats::entry_native_fallbacks,
+                  kCounterFields[kEntryNativeFallbacks] == &DecodeStats::entry_native_fallbacks &&
+                  kCounterFields[kThreadNativeRoots] == &DecodeStats::thread_native_roots,
               "kDecodeStatFields starts with the step counters, in Counter's order");
 
 // WalkState::flags
@@ -280,6 +281,7 @@ private:
     Step step();
     Step step_entry();
     void native_frames_to_anchor(uint64_t last_sp);
+    void native_roots_of_attached_thread();
     bool breadcrumb_names(uint64_t from, uint64_t java_sp);
     Step step_interpreted();
     bool step_partial_interpreted(Step& result);
@@ -747,7 +749,10 @@ Walk::Step Walk::step_entry() {
     view_.read(anchor + e::kAnchorLastJavaPc, last_pc);
     view_.read(anchor + e::kAnchorLastJavaFp, last_fp);
     bump(kEntryFramesCrossed);
-    if (last_sp == 0) return complete();
+    if (last_sp == 0) {
+        native_roots_of_attached_thread();
+        return complete();
+    }
     if (last_sp <= fp_) return fail(FailReason::kBadEntryFrame);
     if (last_pc == 0) {
         const uint64_t pc_slot = last_sp + e::kPcBelowLastJavaSp;
@@ -808,6 +813,64 @@ void Walk::native_frames_to_anchor(uint64_t last_sp) {
     }
     count_ = step_first_frame_;
     bump(kEntryNativeFallbacks);
+}
+
+namespace {
+// The JDK a module belongs to, from libjvm's path: ".../lib/server/libjvm.so" -> ".../".
+std::string_view jdk_root_of(std::string_view libjvm_path) {
+    const size_t lib = libjvm_path.rfind("/lib/");
+    return lib == std::string_view::npos ? std::string_view{} : libjvm_path.substr(0, lib + 1);
+}
+// Code of neither the JDK (libjvm, the launcher's libjli) nor glibc's thread start.
+bool application_module(const ModuleMap& module, std::string_view jdk_root) {
+    const std::string_view path = module.path;
+    if (!jdk_root.empty() && path.substr(0, jdk_root.size()) == jdk_root) return false;
+    const std::string_view file = path.substr(path.rfind('/') + 1);
+    return file.substr(0, 7) != "libc.so" && file.substr(0, 8) != "ld-linux" && file.substr(0, 10) != "libpthread";
+}
+}  // namespace
+
+// The thread's first entry frame: below it, the native code that entered Java. For a thread the VM
+// started (a Thread's run(), the launcher's main) that is the JDK's own code and glibc's thread
+// start, the same for every thread, and the trace ends at the entry frame as before. A native
+// thread a library attached through JNI (AttachCurrentThread, then CallStaticVoidMethod: its
+// callback thread) is entered from the application's code, which is where that thread's Java time
+// comes from: those frames, from JavaCalls::call_helper down to the thread's first frame, are kept
+// when native unwinding gets there (the module's unwind row ends the stack) and one of them lies
+// in neither the JDK nor glibc.
+void Walk::native_roots_of_attached_thread() {
+    if (!d_.native_) return;
+    uint64_t pc = 0, fp = 0, sp = fp_ + 2 * kWord;
+    if (!view_.read(fp_ + kWord, pc) || !view_.read(fp_, fp)) return;
+    std::string_view jdk_root;
+    bool application = false;
+    for (size_t frames = 0; frames < d_.options_.max_native_frames; ++frames) {
+        if (getenv("SF_DBG") && !in_module_code(pc)) fprintf(stderr, "NOMOD pc=%lx region=%d mod=%p t=%lu\n", (unsigned long)pc, (int)map_.find_code(pc, time_).region, (const void*)map_.module_at(pc), (unsigned long)time_);
+        if (!in_module_code(pc)) break;
+        const ModuleMap& module = *map_.module_at(pc);
+        if (frames == 0) jdk_root = jdk_root_of(module.path);   // JavaCalls::call_helper's
+        application = application || application_module(module, jdk_root);
+        if (!push_frame(FrameKind::kNative, 0, -1, 0, pc)) break;
+        if (d_.options_.symbolize_native) last_frame().symbol = d_.native_->symbol(pc);
+        detail::NativeStep next;
+        const auto outcome = d_.options_.use_libunwind ? d_.native_->step_dwarf(view_, pc, sp, fp, false, next)
+                                                       : detail::NativeUnwinder::Outcome::kFailed;
+        if (getenv("SF_DBG")) fprintf(stderr, "ROOT f=%zu pc=%lx %s app=%d out=%d next=%lx sp=%lx\n", frames, (unsigned long)pc, last_frame().symbol.str().c_str(), (int)application, (int)outcome, (unsigned long)next.pc, (unsigned long)next.sp);
+        if (outcome == detail::NativeUnwinder::Outcome::kEnd) {
+            if (!application) break;
+            bump(kThreadNativeRoots);
+            return;
+        }
+        if (outcome != detail::NativeUnwinder::Outcome::kStepped || next.sp <= sp || next.interrupted ||
+            !plausible_native_pc(next.pc)) {
+            if (getenv("SF_DBG")) fprintf(stderr, "BRK next=%lx mods=%zu modat=%p region=%d t=%lu\n", (unsigned long)next.pc, map_.modules().size(), (const void*)map_.module_at(next.pc), (int)map_.find_code(next.pc, time_).region, (unsigned long)time_);
+            break;
+        }
+        pc = next.pc;
+        sp = next.sp;
+        fp = next.fp;
+    }
+    count_ = step_first_frame_;
 }
 
 // A breadcrumb record in [from, java_sp) whose Java sp is java_sp.

@@ -2,7 +2,8 @@
 // API's upcall stub (JDK 25, ForeignCalls.java) and through JNI (JDK 17 and 25, JniCallbacks.java
 // with tests/integration/native/jni_callbacks.c). The comparator's samples must show the whole path,
 // Java → the downcall or native method → qsort's native frames → the upcall → the comparator, rooted
-// at main, as the samples inside qsort show it: not the comparator beside qsort.
+// at main, as the samples inside qsort show it: not the comparator beside qsort. And a native
+// thread attached through JNI: its Java time under the native code that calls it.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -138,6 +139,23 @@ TEST_CASE("JNI upcalls (JDK 17, 25): the comparator qsort calls through CallIntM
         WARN("no detached debug file for libc.so.6 (libc6-dbg): its static functions are not named");
     }
     CHECK(j["stats"]["entry_native_runs"].get<uint64_t>() >= comparing * 95 / 100);
+
+    // The attached native thread's Java time, under the native code that calls it: from the
+    // thread's first frame through callback_loop into JavaCalls::call_helper. (The VM's own threads
+    // keep their Java roots: every comparator stack above starts at JniCallbacks.main.)
+    uint64_t ticking = 0, from_native_root = 0;
+    for (const sf::test::Stack& stack : sf::test::parse_collapsed(sf::test::read_text_file(replayed))) {
+        if (!in_order(stack, {"JniCallbacks.tick"})) continue;
+        ticking += stack.count;
+        if (stack.frames.front().find("clone") != std::string::npos &&
+            in_order(stack, {"start_thread", "callback_thread", "callback_loop", "jni_CallStaticVoidMethod",
+                             "JavaCalls::call_helper", "JniCallbacks.tick"})) {
+            from_native_root += stack.count;
+        }
+    }
+    INFO("tick samples " << ticking << ", from the native thread's root " << from_native_root);
+    REQUIRE(ticking >= 200);
+    CHECK(from_native_root >= ticking * 95 / 100);
 
     std::smatch m;
     if (std::regex_search(run.err, m, std::regex("(\\d+) \\(live queue full\\)")) && m[1] == "0") {

@@ -49,6 +49,12 @@ public:
         return (ip >= code_cache_.first && ip < code_cache_.second) || in_ranges(ranges, ip);
     }
 
+    // Whether `ip` lies in the CodeCache or in an executable mapping of the last scan.
+    bool covers(uint64_t ip) const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return known_code(executable_, ip);
+    }
+
     size_t announced() const {
         std::lock_guard<std::mutex> lock(mutex_);
         return announced_.size();

@@ -1091,8 +1091,20 @@ private:
     }
     static void JNICALL cb_native_method_bind(jvmtiEnv* jvmti, JNIEnv* jni, jthread thread, jmethodID method,
                                               void* address, void** new_address_ptr) {
-        CallbackCpu::Scope timed(the_agent()->callback_cpu_, CallbackCpu::kNativeBind);
+        Agent* const agent = the_agent();
+        CallbackCpu::Scope timed(agent->callback_cpu_, CallbackCpu::kNativeBind);
         native_bind::on_native_method_bind(jvmti, jni, thread, method, address, new_address_ptr);
+        agent->announce_library_of(reinterpret_cast<uint64_t>(address));
+    }
+    // A native method bound into a library mapped since the last scan of /proc/self/maps
+    // (System.load): the code poll would find it in 5-60 s, a sample whose top lies in it at once,
+    // and a library whose code only calls Java back (a comparator, a thread it attached) maybe
+    // never, so walks through its frames below Java code stopped short. Announced now; once per
+    // library, since the scan makes its range known.
+    void announce_library_of(uint64_t address) {
+        if (!live_.load(std::memory_order_acquire) || modules_.covers(address)) return;
+        EventQueue::InFlight in_flight(queue_);
+        modules_.refresh(monotonic_ns(), queue_);
     }
     // AsyncGetCallTrace answers only while ClassLoad events are enabled (it relies on the
     // jmethodIDs they cause); nothing to do with the event itself.

@@ -1,7 +1,10 @@
-// The native side of JniCallbacks.java: qsort_r with a comparator that calls the Java one.
+// The native side of JniCallbacks.java: qsort_r with a comparator that calls the Java one, and a
+// native thread, attached to the VM, that calls Java in a loop (a library's callback thread).
 #define _GNU_SOURCE
 #include <jni.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct Callback {
     JNIEnv* env;
@@ -27,4 +30,36 @@ JNIEXPORT jlong JNICALL Java_JniCallbacks_sortWith(JNIEnv* env, jclass cls, jint
     const jlong first = n > 0 ? copy[0] : 0;
     free(copy);
     return first;
+}
+
+static JavaVM* callback_vm;
+static jclass callback_class;
+static jint callback_seconds;
+
+__attribute__((noinline)) static void callback_loop(JNIEnv* env, jmethodID tick) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    jint round = 0;
+    do {
+        (*env)->CallStaticVoidMethod(env, callback_class, tick, round++);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (now.tv_sec - start.tv_sec < callback_seconds);
+}
+
+static void* callback_thread(void* arg) {
+    (void)arg;
+    JNIEnv* env = NULL;
+    JavaVMAttachArgs attach = {JNI_VERSION_1_8, "native-callbacks", NULL};
+    if ((*callback_vm)->AttachCurrentThread(callback_vm, (void**)&env, &attach) != JNI_OK) return NULL;
+    callback_loop(env, (*env)->GetStaticMethodID(env, callback_class, "tick", "(I)V"));
+    (*callback_vm)->DetachCurrentThread(callback_vm);
+    return NULL;
+}
+
+JNIEXPORT void JNICALL Java_JniCallbacks_startCallbackThread(JNIEnv* env, jclass cls, jint seconds) {
+    (*env)->GetJavaVM(env, &callback_vm);
+    callback_class = (*env)->NewGlobalRef(env, cls);
+    callback_seconds = seconds;
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, callback_thread, NULL) == 0) pthread_detach(thread);
 }

@@ -87,6 +87,9 @@ struct DecodeStats {
     // anchor names, and those where the unwinding did not get there, so the trace leaves them out.
     uint64_t entry_native_runs = 0;
     uint64_t entry_native_fallbacks = 0;
+    // Threads' first entry frames entered from application code (a native thread attached through
+    // JNI), whose native frames down to the thread's first were kept.
+    uint64_t thread_native_roots = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;
@@ -128,6 +131,7 @@ inline constexpr DecodeStatField kDecodeStatFields[] = {
     {"native_leaf_tops", "stats", "native-leaf-top", &DecodeStats::native_leaf_tops},
     {"entry_native_runs", "stats", "entry-native", &DecodeStats::entry_native_runs},
     {"entry_native_fallbacks", "stats", "entry-native-fallback", &DecodeStats::entry_native_fallbacks},
+    {"thread_native_roots", "stats", "thread-native-roots", &DecodeStats::thread_native_roots},
     {"samples", "incremental", "samples", &DecodeStats::incremental_samples},
     {"steps_reused", "incremental", "steps", &DecodeStats::steps_reused},
     {"frames_reused", "incremental", "frames", &DecodeStats::frames_reused},
