@@ -12,7 +12,6 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -89,13 +88,7 @@ void check_language(const Language& language, const std::string& jdk) {
     CHECK(deepest >= language.deepest / 2);
     CHECK(deepest <= language.deepest);
 
-    // Live decoding gives the replay's profile, unless the live queue dropped samples.
-    std::smatch m;
-    if (std::regex_search(run.err, m, std::regex("(\\d+) \\(live queue full\\)")) && m[1] == "0") {
-        CHECK(sf::test::read_text_file(live) == sf::test::read_text_file(replayed));
-    } else {
-        WARN("the live queue dropped samples (or no stop summary); live and replay not compared");
-    }
+    sf::test::check_live_matches_replay(run.err, live, replayed);
     std::filesystem::remove_all(dir);
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,18 @@ inline void check_accuracy(const nlohmann::json& replay, double min_samples, dou
     CHECK(static_cast<double>(failed_samples(replay)) / samples <= max_failed);
     REQUIRE(replay["oracle_both_ok"].get<double>() > min_pairs);
     CHECK(agreement_except_top_bci(replay) >= min_agreement);
+}
+
+// Live decoding gives the replay's profile: the agent's collapsed file `live` equals `replayed`
+// (replay --collapsed of the same run's recording), unless the live queue dropped samples, which
+// the agent's stop summary in `agent_log` says.
+inline void check_live_matches_replay(const std::string& agent_log, const std::string& live, const std::string& replayed) {
+    std::smatch m;
+    if (std::regex_search(agent_log, m, std::regex("(\\d+) \\(live queue full\\)")) && m[1] == "0") {
+        CHECK(read_text_file(live) == read_text_file(replayed));
+    } else {
+        WARN("the live queue dropped samples (or no stop summary); live and replay not compared");
+    }
 }
 
 }  // namespace sf::test
