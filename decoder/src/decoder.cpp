@@ -840,12 +840,14 @@ bool application_module(const ModuleMap& module, std::string_view jdk_root) {
 // in neither the JDK nor glibc.
 void Walk::native_roots_of_attached_thread() {
     if (!d_.native_) return;
+    // Known for this thread and entry frame: the same frames lie below it (the thread's start).
+    const auto known = d_.vm_started_entry_fp_.find(sample_.tid);
+    if (known != d_.vm_started_entry_fp_.end() && known->second == fp_) return;
     uint64_t pc = 0, fp = 0, sp = fp_ + 2 * kWord;
     if (!view_.read(fp_ + kWord, pc) || !view_.read(fp_, fp)) return;
     std::string_view jdk_root;
     bool application = false;
     for (size_t frames = 0; frames < d_.options_.max_native_frames; ++frames) {
-        if (getenv("SF_DBG") && !in_module_code(pc)) fprintf(stderr, "NOMOD pc=%lx region=%d mod=%p t=%lu\n", (unsigned long)pc, (int)map_.find_code(pc, time_).region, (const void*)map_.module_at(pc), (unsigned long)time_);
         if (!in_module_code(pc)) break;
         const ModuleMap& module = *map_.module_at(pc);
         if (frames == 0) jdk_root = jdk_root_of(module.path);   // JavaCalls::call_helper's
@@ -855,15 +857,18 @@ void Walk::native_roots_of_attached_thread() {
         detail::NativeStep next;
         const auto outcome = d_.options_.use_libunwind ? d_.native_->step_dwarf(view_, pc, sp, fp, false, next)
                                                        : detail::NativeUnwinder::Outcome::kFailed;
-        if (getenv("SF_DBG")) fprintf(stderr, "ROOT f=%zu pc=%lx %s app=%d out=%d next=%lx sp=%lx\n", frames, (unsigned long)pc, last_frame().symbol.str().c_str(), (int)application, (int)outcome, (unsigned long)next.pc, (unsigned long)next.sp);
         if (outcome == detail::NativeUnwinder::Outcome::kEnd) {
-            if (!application) break;
-            bump(kThreadNativeRoots);
-            return;
+            if (application) {
+                bump(kThreadNativeRoots);
+                return;
+            }
+            constexpr size_t kMaxThreads = 4096;   // bounded, whatever the thread ids
+            if (d_.vm_started_entry_fp_.size() >= kMaxThreads) d_.vm_started_entry_fp_.clear();
+            d_.vm_started_entry_fp_[sample_.tid] = fp_;
+            break;
         }
         if (outcome != detail::NativeUnwinder::Outcome::kStepped || next.sp <= sp || next.interrupted ||
             !plausible_native_pc(next.pc)) {
-            if (getenv("SF_DBG")) fprintf(stderr, "BRK next=%lx mods=%zu modat=%p region=%d t=%lu\n", (unsigned long)next.pc, map_.modules().size(), (const void*)map_.module_at(next.pc), (int)map_.find_code(next.pc, time_).region, (unsigned long)time_);
             break;
         }
         pc = next.pc;
