@@ -771,9 +771,10 @@ Walk::Step Walk::step_entry() {
 // stub's rbp frame. They are kept only where the unwinding comes out in code-cache code at most
 // kAnchorSlackWords below the anchor's sp, where the call the anchor was set for left it: a native
 // wrapper's call into JNI code exactly there, the interpreter's and the stubs' calls into the VM
-// after a return address of their own or a 16-byte alignment. Anything else (no unwind row, a
-// breadcrumb thunk, an unwinding that passes the anchor) leaves them out, and the walk goes on at
-// the anchor as before: the Java frames do not depend on it.
+// after a return address of their own or a 16-byte alignment; or at a breadcrumb thunk whose
+// record names the anchor's sp. Anything else (no unwind row, code in no module, an unwinding that
+// passes the anchor) leaves them out, and the walk goes on at the anchor as before: the Java frames
+// do not depend on it.
 void Walk::native_frames_to_anchor(uint64_t last_sp) {
     constexpr uint64_t kAnchorSlackWords = 4;
     if (!d_.native_) return;
@@ -823,10 +824,9 @@ std::string_view jdk_root_of(std::string_view libjvm_path) {
 }
 // Code of neither the JDK (libjvm, the launcher's libjli) nor glibc's thread start.
 bool application_module(const ModuleMap& module, std::string_view jdk_root) {
-    const std::string_view path = module.path;
-    if (!jdk_root.empty() && path.substr(0, jdk_root.size()) == jdk_root) return false;
-    const std::string_view file = path.substr(path.rfind('/') + 1);
-    return file.substr(0, 7) != "libc.so" && file.substr(0, 8) != "ld-linux" && file.substr(0, 10) != "libpthread";
+    if (!jdk_root.empty() && starts_with(module.path, jdk_root)) return false;
+    const std::string file = module.path.substr(module.path.rfind('/') + 1);
+    return !starts_with(file, "libc.so") && !starts_with(file, "ld-linux") && !starts_with(file, "libpthread");
 }
 }  // namespace
 
