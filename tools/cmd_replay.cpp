@@ -369,8 +369,8 @@ void print_summary_text(const ReplaySummary& r) {
     }
     fmt::print("{}\n", profile::coverage_text(r.coverage));
     if (!r.changed_modules.empty()) {
-        fmt::print("changed modules      {} file(s) here are another build than the recorded one; their native "
-                   "frames are walked by the rbp chain only and left unnamed:",
+        fmt::print("changed modules      {} file(s) here are another build than the recorded one; a walk that "
+                   "reaches one of their frames stops there (native_unwind_failed), unnamed:",
                    r.changed_modules.size());
         for (const std::string& path : r.changed_modules) fmt::print(" {}", path);
         fmt::print("\n");
