@@ -282,6 +282,8 @@ private:
     Step step_entry();
     void native_frames_to_anchor(uint64_t last_sp);
     void native_roots_of_attached_thread();
+    detail::NativeUnwinder::Outcome push_native_and_step(uint64_t pc, uint64_t sp, uint64_t fp, bool rbp_fallback,
+                                                         detail::NativeStep& next);
     bool breadcrumb_names(uint64_t from, uint64_t java_sp);
     Step step_interpreted();
     bool step_partial_interpreted(Step& result);
@@ -795,25 +797,37 @@ void Walk::native_frames_to_anchor(uint64_t last_sp) {
             }
             break;
         }
-        if (!push_frame(FrameKind::kNative, 0, -1, 0, pc)) break;
-        if (d_.options_.symbolize_native) last_frame().symbol = d_.native_->symbol(pc);
         detail::NativeStep next;
-        const bool dwarf = d_.options_.use_libunwind &&
-                           d_.native_->step_dwarf(view_, pc, sp, fp, false, next) ==
-                               detail::NativeUnwinder::Outcome::kStepped &&
-                           next.sp > sp && !next.interrupted;
-        if (!dwarf) {
-            uint64_t saved_fp = 0, ret = 0;
-            if (fp < sp || (fp & 7) != 0 || !view_.read(fp, saved_fp) || !view_.read(fp + kWord, ret)) break;
-            next = {ret, fp + 2 * kWord, saved_fp};
+        if (push_native_and_step(pc, sp, fp, true, next) != detail::NativeUnwinder::Outcome::kStepped ||
+            !returns_after_call(next)) {
+            break;
         }
-        if (next.sp <= sp || !returns_after_call(next)) break;
         pc = next.pc;
         sp = next.sp;
         fp = next.fp;
     }
     count_ = step_first_frame_;
     bump(kEntryNativeFallbacks);
+}
+
+// The short native walks inside an entry frame's step (native_frames_to_anchor,
+// native_roots_of_attached_thread): pushes the native frame at pc and unwinds it by its module's
+// unwind row, else, with `rbp_fallback`, by the rbp chain. kStepped leaves a caller above sp that
+// no signal interrupted in `next`; kEnd: the row ends the stack (never with rbp_fallback, which
+// tries the chain there too).
+detail::NativeUnwinder::Outcome Walk::push_native_and_step(uint64_t pc, uint64_t sp, uint64_t fp, bool rbp_fallback,
+                                                           detail::NativeStep& next) {
+    using Outcome = detail::NativeUnwinder::Outcome;
+    if (!push_frame(FrameKind::kNative, 0, -1, 0, pc)) return Outcome::kFailed;
+    if (d_.options_.symbolize_native) last_frame().symbol = d_.native_->symbol(pc);
+    const Outcome outcome = d_.options_.use_libunwind ? d_.native_->step_dwarf(view_, pc, sp, fp, false, next)
+                                                      : Outcome::kFailed;
+    if (outcome == Outcome::kStepped && next.sp > sp && !next.interrupted) return Outcome::kStepped;
+    if (!rbp_fallback) return outcome == Outcome::kEnd ? Outcome::kEnd : Outcome::kFailed;
+    uint64_t saved_fp = 0, ret = 0;
+    if (fp < sp || (fp & 7) != 0 || !view_.read(fp, saved_fp) || !view_.read(fp + kWord, ret)) return Outcome::kFailed;
+    next = {ret, fp + 2 * kWord, saved_fp};
+    return next.sp > sp ? Outcome::kStepped : Outcome::kFailed;
 }
 
 namespace {
@@ -824,9 +838,10 @@ std::string_view jdk_root_of(std::string_view libjvm_path) {
 }
 // Code of neither the JDK (libjvm, the launcher's libjli) nor glibc's thread start.
 bool application_module(const ModuleMap& module, std::string_view jdk_root) {
-    if (!jdk_root.empty() && starts_with(module.path, jdk_root)) return false;
-    const std::string file = module.path.substr(module.path.rfind('/') + 1);
-    return !starts_with(file, "libc.so") && !starts_with(file, "ld-linux") && !starts_with(file, "libpthread");
+    const std::string_view path = module.path;
+    if (!jdk_root.empty() && path.starts_with(jdk_root)) return false;
+    const std::string_view file = path.substr(path.rfind('/') + 1);
+    return !file.starts_with("libc.so") && !file.starts_with("ld-linux") && !file.starts_with("libpthread");
 }
 }  // namespace
 
@@ -852,11 +867,8 @@ void Walk::native_roots_of_attached_thread() {
         const ModuleMap& module = *map_.module_at(pc);
         if (frames == 0) jdk_root = jdk_root_of(module.path);   // JavaCalls::call_helper's
         application = application || application_module(module, jdk_root);
-        if (!push_frame(FrameKind::kNative, 0, -1, 0, pc)) break;
-        if (d_.options_.symbolize_native) last_frame().symbol = d_.native_->symbol(pc);
         detail::NativeStep next;
-        const auto outcome = d_.options_.use_libunwind ? d_.native_->step_dwarf(view_, pc, sp, fp, false, next)
-                                                       : detail::NativeUnwinder::Outcome::kFailed;
+        const auto outcome = push_native_and_step(pc, sp, fp, false, next);
         if (outcome == detail::NativeUnwinder::Outcome::kEnd) {
             if (application) {
                 bump(kThreadNativeRoots);
@@ -867,10 +879,7 @@ void Walk::native_roots_of_attached_thread() {
             d_.vm_started_entry_fp_[sample_.tid] = fp_;
             break;
         }
-        if (outcome != detail::NativeUnwinder::Outcome::kStepped || next.sp <= sp || next.interrupted ||
-            !plausible_native_pc(next.pc)) {
-            break;
-        }
+        if (outcome != detail::NativeUnwinder::Outcome::kStepped || !plausible_native_pc(next.pc)) break;
         pc = next.pc;
         sp = next.sp;
         fp = next.fp;
