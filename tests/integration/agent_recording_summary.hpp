@@ -22,6 +22,7 @@ struct ThreadSummary {
     uint64_t oracles = 0;
     uint64_t oracles_ok = 0;
     uint64_t lost = 0;
+    uint64_t without_stack = 0;   // perf samples whose fragment the kernel could not copy
     bool started = false;
     bool ended = false;
 };
@@ -107,10 +108,10 @@ inline RecordingSummary summarize_recording(const std::string& path) {
                 ++summary.threads[sample->tid].clock_samples;
             } else if (!sample->stack.empty()) {
                 ++summary.samples_with_stack;
-            } else if (sample->source == SampleSource::kPerfKernel) {
-                ++summary.kernel_samples_without_stack;
             } else {
-                ++summary.user_samples_without_stack;
+                ++(sample->source == SampleSource::kPerfKernel ? summary.kernel_samples_without_stack
+                                                                : summary.user_samples_without_stack);
+                ++summary.threads[sample->tid].without_stack;
             }
             ++summary.threads[sample->tid].samples;
             check_order(*sample, "sample");

@@ -124,8 +124,19 @@ void run_and_check(const std::string& name, const std::string& jdk, uint64_t int
         INFO("tid " << tid << " '" << thread.name << "': " << thread.clock_samples << " samples by its clock");
         CHECK(thread.name.rfind("stackfrag-", 0) == 0);
     }
-    // A run of ~900 samples (groundtruth at 1 kHz) may meet one such tick: one in a thousand, or two.
-    CHECK(without_stack <= std::max<uint64_t>(2, summary.samples / 1000));
+    // How many ticks find the page at sp not resident follows the machine, not the agent: a
+    // kernel-mode tick inside the fault that brings in a stack's next page (GC and worker threads,
+    // mid-run, user ip: 0-2 of ~7,000 samples here, 8 in one CI run), a thread's first instants.
+    // One in a hundred still fails a broken fragment size, where every sample comes without one.
+    std::string without_stack_threads;
+    for (const auto& [tid, thread] : summary.threads) {
+        if (thread.without_stack == 0) continue;
+        without_stack_threads += " '" + thread.name + "' " + std::to_string(thread.without_stack) + " of " +
+                                 std::to_string(thread.samples) + ";";
+    }
+    INFO("kernel-mode " << summary.kernel_samples_without_stack << ", user-mode "
+                        << summary.user_samples_without_stack << " without stack:" << without_stack_threads);
+    CHECK(without_stack <= std::max<uint64_t>(2, summary.samples / 100));
 
     const double per_ms = 1000.0 / static_cast<double>(interval_us);
     const std::map<uint32_t, double> cpu_ms = thread_cpu_from_log(log_text);
