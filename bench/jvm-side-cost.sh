@@ -89,11 +89,7 @@ run_once() {
     tail -20 "$SCRATCH/err" >&2
     exit 1
   fi
-  if grep -q '\[stackfrag\] error' "$SCRATCH/err"; then
-    echo "jvm-side-cost: the agent reported an error on $workload with '$opts':" >&2
-    grep '\[stackfrag\]' "$SCRATCH/err" >&2
-    exit 1
-  fi
+  need_no_agent_error "$SCRATCH/err" "on $workload with '$opts'"
   [ -s "$SCRATCH/stat" ] || { echo "jvm-side-cost: no perf stat output from $workload" >&2; exit 1; }
   if [ -n "${JVM_SIDE_LOGS:-}" ]; then
     mkdir -p "$JVM_SIDE_LOGS"

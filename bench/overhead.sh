@@ -116,11 +116,7 @@ run_once() {
     tail -20 "$SCRATCH/err" >&2
     exit 1
   fi
-  if grep -q '\[stackfrag\] error' "$SCRATCH/err"; then
-    echo "overhead: the agent reported an error on $workload with '$opts':" >&2
-    grep '\[stackfrag\]' "$SCRATCH/err" >&2
-    exit 1
-  fi
+  need_no_agent_error "$SCRATCH/err" "on $workload with '$opts'"
   if [ -n "$SF_OUT" ] && [[ "$opts" == *"$AGENT"*file=* ]] && [ ! -s "$out" ]; then
     echo "overhead: no profile written to $out on $workload" >&2
     exit 1

@@ -16,6 +16,13 @@ need_agent() {   # need_agent PATH
   [ -r "$1" ] || { echo "$BENCH: no agent at $1 (scripts/build.sh, or set STACKFRAG_AGENT)" >&2; exit 2; }
 }
 
+need_no_agent_error() {   # need_no_agent_error STDERR_FILE CONTEXT: a run the agent reported an error in ends the bench
+  grep -q '\[stackfrag\] error' "$1" || return 0
+  echo "$BENCH: the agent reported an error $2:" >&2
+  grep '\[stackfrag\]' "$1" >&2
+  exit 1
+}
+
 need_async_profiler_if_given() {   # need_async_profiler_if_given PATH_OR_EMPTY
   [ -z "$1" ] || [ -r "$1" ] || { echo "$BENCH: ASYNC_PROFILER=$1 is not a readable file" >&2; exit 2; }
 }
