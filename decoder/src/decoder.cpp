@@ -289,6 +289,10 @@ private:
     bool step_partial_interpreted(Step& result);
     Step emit_interpreted(const MethodInfo& method, int32_t bci);
     Step step_compiled(const CompiledCode& code);
+    // Pushes the Java frames of one PcDesc's scope, innermost first: kNone, or why not (a malformed
+    // record: kNoPcDesc; max_frames reached: kTooDeep).
+    FailReason push_scope(const CodeLoad& nm, const PcScope& scope, uint64_t pc);
+    void frames_at_pc_alone();
     enum class ReturnCheck : uint8_t { kOk, kNoCall, kBadTarget, kVmStub };
     ReturnCheck check_return(uint64_t ret) const;
     // CodeMap::scope_at for `pc` in `code`, remembered per call site (Decoder::CallSite).
@@ -402,6 +406,7 @@ void Walk::run() {
     if (!map_.has_vm()) {
         fail(FailReason::kNoCodeMap);
     } else if (sample_.stack.empty()) {
+        frames_at_pc_alone();
         fail(FailReason::kEmptyStack);
     } else {
         const uint32_t wanted = map_.vm().sample_stack_bytes;
@@ -1183,18 +1188,8 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
             if (!push_frame(FrameKind::kCompiled, nm.method_id, -1, nm.comp_level, pc_)) {
                 return fail(FailReason::kTooDeep);
             }
-        } else {
-            if (scope->count == 0 || scope->first > nm.frames.size() ||
-                nm.frames.size() - scope->first < scope->count) {
-                return fail(FailReason::kNoPcDesc);
-            }
-            for (uint32_t i = 0; i < scope->count; ++i) {
-                const MethodBci& mb = nm.frames[scope->first + i];
-                const FrameKind kind = i + 1 == scope->count ? FrameKind::kCompiled : FrameKind::kInlined;
-                if (!push_frame(kind, mb.method_id, mb.bci, nm.comp_level, pc_)) {
-                    return fail(FailReason::kTooDeep);
-                }
-            }
+        } else if (const FailReason why = push_scope(nm, *scope, pc_); why != FailReason::kNone) {
+            return fail(why);
         }
     }
     // A top frame in its epilogue has given its frame back (`add rsp`, `pop rbp`): its return address
@@ -1212,6 +1207,46 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
     Step s = go_to(caller_pc, ret_slot + kWord, caller_fp);
     after_java_ = true;
     return s;
+}
+
+FailReason Walk::push_scope(const CodeLoad& nm, const PcScope& scope, uint64_t pc) {
+    if (scope.count == 0 || scope.first > nm.frames.size() || nm.frames.size() - scope.first < scope.count) {
+        return FailReason::kNoPcDesc;
+    }
+    for (uint32_t i = 0; i < scope.count; ++i) {
+        const MethodBci& mb = nm.frames[scope.first + i];
+        const FrameKind kind = i + 1 == scope.count ? FrameKind::kCompiled : FrameKind::kInlined;
+        if (!push_frame(kind, mb.method_id, mb.bci, nm.comp_level, pc)) return FailReason::kTooDeep;
+    }
+    return FailReason::kNone;
+}
+
+// A sample without a fragment: the kernel could not copy the page at sp (a tick inside the fault
+// that brings that page in, as a thread's stack grows into it). Its registers still say which code
+// ran: compiled code names its method (and the methods inlined there, by the rule of any
+// interrupted pc) and native code its function, which the trace keeps under the empty_stack
+// marker instead of nothing. The interpreter's method is in its frame, which is not there.
+void Walk::frames_at_pc_alone() {
+    const uint64_t pc = sample_.regs.ip;
+    if (pc == 0) return;
+    const CodeLookup c = map_.find_code(pc, time_);
+    if (c.region == CodeRegion::kCompiled) {
+        const CodeLoad& nm = c.compiled->load;
+        if (nm.kind == CodeKind::kNativeWrapper || nm.kind == CodeKind::kMethodHandleIntrinsic) {
+            push_frame(FrameKind::kNativeWrapper, nm.method_id, -1, nm.comp_level, pc);
+        } else {
+            const PcScope* scope = CodeMap::scope_at_or_after(nm, static_cast<uint32_t>(pc - nm.code_begin) + 1);
+            if (!scope || push_scope(nm, *scope, pc) != FailReason::kNone) {
+                count_ = 0;
+                push_frame(FrameKind::kCompiled, nm.method_id, -1, nm.comp_level, pc);
+            }
+        }
+    } else if (c.region == CodeRegion::kUnknown && !map_.in_code_cache(pc) && d_.native_ &&
+               d_.options_.symbolize_native) {
+        push_frame(FrameKind::kNative, 0, -1, 0, pc);
+        last_frame().symbol = d_.native_->symbol(pc);
+    }
+    step_first_frame_ = count_;   // kept by the failure that follows
 }
 
 // Is `ret`, read from a Java frame's return slot, a call site a Java method can return to? In

@@ -217,6 +217,51 @@ TEST_CASE("compiled frames with inlining: near PcDesc at the top, exact at retur
     }
 }
 
+TEST_CASE("no fragment: the pc alone names the code it ran, under the empty_stack marker", "[decoder][compiled]") {
+    // The kernel gives no stack where the page at sp was not resident (a tick inside the fault
+    // that brings it in); the registers still say where the thread was.
+    CompiledWorld cw(jdk_param());
+    for (const auto& m : self_modules()) cw.w.map.apply(Event{m});
+    DecoderOptions options = test_options();
+    options.symbolize_native = true;
+    Decoder d(cw.w.map, options);
+    auto without_stack = [&](uint64_t ip) {
+        Sample smp = sample_of(cw.s, ip, cw.sp_c, 0x2222);
+        smp.stack.clear();
+        return d.decode(smp);
+    };
+    SECTION("compiled code: its method and the methods inlined there, by the interrupted pc's rule") {
+        CallTrace t = without_stack(cw.c_begin + 0x4f);
+        CHECK(t.status == TraceStatus::kFailed);
+        CHECK(t.failure == FailReason::kEmptyStack);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(6, 3), mb(4, 7)});
+        REQUIRE(t.frames.size() == 2);
+        CHECK(t.frames[0].kind == FrameKind::kInlined);
+        CHECK(t.frames[1].kind == FrameKind::kCompiled);
+    }
+    SECTION("compiled code after its last PcDesc: the method alone") {
+        CallTrace t = without_stack(cw.c_begin + 0x200);
+        CHECK(t.failure == FailReason::kEmptyStack);
+        REQUIRE(t.frames.size() == 1);
+        CHECK(t.frames[0].kind == FrameKind::kCompiled);
+        CHECK(t.frames[0].method_id == method_id(4));
+        CHECK(t.frames[0].bci == -1);
+    }
+    SECTION("native code: its function") {
+        const auto here = reinterpret_cast<uint64_t>(&fail_reason_name);
+        CallTrace t = without_stack(here);
+        CHECK(t.failure == FailReason::kEmptyStack);
+        REQUIRE(t.frames.size() == 1);
+        CHECK(t.frames[0].kind == FrameKind::kNative);
+        CHECK(t.frames[0].symbol.str().find("fail_reason_name") != std::string::npos);
+    }
+    SECTION("the interpreter: its method is in the frame that is not there, so nothing") {
+        CallTrace t = without_stack(kInterpBodyPc);
+        CHECK(t.failure == FailReason::kEmptyStack);
+        CHECK(t.frames.empty());
+    }
+}
+
 TEST_CASE("deoptimized frame: the original pc is in the frame", "[decoder][compiled]") {
     const auto jdk = jdk_param();
     CompiledWorld cw(jdk);
