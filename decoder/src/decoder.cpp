@@ -1849,7 +1849,11 @@ void Decoder::decode_top_only(const Sample& sample, CallTrace& out) {
     mark_kernel(sample, out);
 }
 
-void Decoder::forget_thread(uint32_t tid) { journals_.erase(tid); }
+void Decoder::forget_thread(uint32_t tid) {
+    journals_.erase(tid);
+    // A later thread with this tid (tids are reused) must be judged afresh, whatever its entry fp.
+    vm_started_entry_fp_.erase(tid);
+}
 
 uint64_t Decoder::needed_end(uint32_t tid) const {
     const auto it = journals_.find(tid);
