@@ -1241,8 +1241,7 @@ void Walk::frames_at_pc_alone() {
                 push_frame(FrameKind::kCompiled, nm.method_id, -1, nm.comp_level, pc);
             }
         }
-    } else if (c.region == CodeRegion::kUnknown && !map_.in_code_cache(pc) && d_.native_ &&
-               d_.options_.symbolize_native) {
+    } else if (d_.options_.symbolize_native && map_.module_at(pc) != nullptr) {   // as decode_top_only
         push_frame(FrameKind::kNative, 0, -1, 0, pc);
         last_frame().symbol = d_.native_->symbol(pc);
     }
