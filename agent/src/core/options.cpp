@@ -341,9 +341,9 @@ constexpr uint32_t kMaxAutoRingPages = 1024;
 // kRingSlackNs still fit the ring (the largest automatic one unless ring= is given). A per-CPU ring
 // takes every sample of its CPU, and perf reserves the whole requested size per record, so at
 // 100 us 65528 bytes overflowed it (xalan: 5.4 % of the samples lost in full rings).
-uint32_t cpu_mode_stack_bytes(uint64_t interval_ns, uint32_t ring_pages) {
+uint32_t cpu_mode_stack_bytes(uint64_t interval_ns, uint32_t ring_pages, uint32_t cpus) {
     const uint64_t samples = kRingSlackNs / std::max<uint64_t>(interval_ns, 1) + 1;
-    const uint64_t ring = static_cast<uint64_t>(ring_pages != 0 ? ring_pages : kMaxAutoRingPages) * 4096;
+    const uint64_t ring = static_cast<uint64_t>(ring_pages != 0 ? ring_pages : cpu_mode_auto_ring_pages(cpus)) * 4096;
     const uint64_t per_sample = ring / samples;
     const uint64_t overhead = kernel::sample_record_bytes(0);
     const uint64_t bytes = per_sample > overhead ? (per_sample - overhead) / 8 * 8 : 0;
@@ -357,7 +357,7 @@ uint32_t cpu_mode_stack_bytes(uint64_t interval_ns, uint32_t ring_pages) {
 // deep lambda chains: 26 KB on average, no incomplete trace where 16 KB left 2.2 %).
 void size_cpu_mode_stack(AgentOptions& options) {
     if (!options.stack_auto) return;
-    options.stack_bytes = cpu_mode_stack_bytes(options.interval_ns, options.ring_pages);
+    options.stack_bytes = cpu_mode_stack_bytes(options.interval_ns, options.ring_pages, options.cpus_allowed);
     options.stack_auto = false;
 }
 
@@ -377,6 +377,15 @@ const char* per_thread_reason(const AgentOptions& options, bool attach) {
     return nullptr;
 }
 }  // namespace
+
+uint32_t cpu_mode_auto_ring_pages(uint32_t cpus) {
+    // A host's every CPU gets a ring, pinned for the JVM's life; 64 CPUs at 4 MB would be 256 MB.
+    constexpr uint64_t kAllRingsPages = 16384;   // 64 MB
+    constexpr uint32_t kFloorPages = 256;        // 1 MB: 16 fragments of 64 KB, ~8 ms of a busy CPU at 1 kHz
+    uint32_t pages = kMaxAutoRingPages;
+    while (pages > kFloorPages && static_cast<uint64_t>(pages) * std::max<uint32_t>(cpus, 1) > kAllRingsPages) pages /= 2;
+    return pages;
+}
 
 void resolve_mode(AgentOptions& options, bool attach, const RingProbe& map_rings) {
     if (!options.mode_auto) {
@@ -398,6 +407,14 @@ void resolve_mode(AgentOptions& options, bool attach, const RingProbe& map_rings
     };
     AgentOptions cpu = as_cpu(0);
     std::string reason = "loaded at the JVM's start with perf events: one inheriting event and ring per CPU";
+    if (options.cpus_allowed != 0 && options.cpus_allowed < options.cpus_online) {
+        reason += " it may run on (" + std::to_string(options.cpus_allowed) + " of " +
+                  std::to_string(options.cpus_online) + " online: its affinity or cpuset)";
+    }
+    if (options.ring_pages == 0 && cpu.sampling_config().ring_pages < kMaxAutoRingPages) {
+        reason += "; ring " + std::to_string(cpu.sampling_config().ring_pages) + " pages per CPU, at most 64 MB for " +
+                  std::to_string(options.cpus_allowed) + " CPUs";
+    }
     Status mapped = map_rings ? map_rings(cpu.sampling_config()) : Status{};
     if (!mapped.ok() && mapped.error().code == Errc::kResourceLimit && options.ring_pages == 0) {
         // Automatic rings only: ring= is what the user asked for.
@@ -443,12 +460,13 @@ std::string mode_text(const AgentOptions& options) {
 uint32_t AgentOptions::auto_ring_pages() const {
     constexpr uint64_t kSlackNs = kRingSlackNs;
     constexpr uint32_t kMaxPages = kMaxAutoRingPages;
-    // mode=cpu: the largest automatic ring, which cpu_mode_stack_bytes sized the fragment for. One
-    // per CPU, so it costs little memory; sized for 10 ms of 64 KB samples instead (1 MB at 1 ms)
-    // it held 15 samples, and the reader, whose cadence is half a ring's fill time, cycled every
-    // 7.5 ms with ~1,500 watermark wake-ups per httpserver run: 12-17 us of reader time per sample
-    // against mode=thread's 9-11 (docs/benchmarks.md, 2026-11-28).
-    if (mode == SamplingMode::kCpu) return kMaxPages;
+    // mode=cpu: the largest automatic ring the CPUs allow (cpu_mode_auto_ring_pages), which
+    // cpu_mode_stack_bytes sized the fragment for. Sized for 10 ms of 64 KB samples instead (1 MB
+    // at 1 ms) it held 15 samples, and the reader, whose cadence is half a ring's fill time, cycled
+    // every 7.5 ms with ~1,500 watermark wake-ups per httpserver run: 12-17 us of reader time per
+    // sample against mode=thread's 9-11 (docs/benchmarks.md, 2026-11-28). Only a host of more than
+    // 16 CPUs pays that, for pinning 64 MB instead of 4 MB a CPU.
+    if (mode == SamplingMode::kCpu) return cpu_mode_auto_ring_pages(cpus_allowed);
     const uint64_t samples = kSlackNs / std::max<uint64_t>(interval_ns, 1) + 1;
     const uint64_t bytes = samples * kernel::sample_record_bytes(stack_bytes);
     uint32_t pages = kernel::SamplingConfig{}.ring_pages;

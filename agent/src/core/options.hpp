@@ -42,6 +42,10 @@ struct AgentOptions {
     bool stack_auto = true;
     kernel::ClockKind clock = kernel::ClockKind::kTask;
     uint32_t ring_pages = 0;      // 0: sized from interval and stack (auto_ring_pages)
+    // The CPUs per-CPU events are opened on: those the JVM may run on (kernel::cpus_allowed),
+    // and how many are online. 0: unknown (taken as one CPU, all of them allowed).
+    uint32_t cpus_allowed = 0;
+    uint32_t cpus_online = 0;
     // With mode_auto (mode=auto, the default) `mode` is kThread until resolve_mode picks one
     // (agent_load does, right after parsing); mode_reason then says why.
     SamplingMode mode = SamplingMode::kThread;
@@ -102,6 +106,10 @@ void resolve_mode(AgentOptions& options, bool attach, const RingProbe& map_rings
 // mode=auto's smallest per-CPU ring (pages) before it gives up mode=cpu: 512 KB, the per-thread
 // default, which still holds 10 ms of 16 KB samples at 1 kHz.
 inline constexpr uint32_t kMinCpuRingPages = 128;
+
+// mode=cpu's automatic ring per CPU for `cpus` CPUs (a power of two): 4 MB each up to 16 CPUs, then
+// smaller so that all of them pin at most 64 MB, but not below 1 MB (16 fragments of 64 KB).
+uint32_t cpu_mode_auto_ring_pages(uint32_t cpus);
 
 // mode=auto takes per-thread events below this interval (per-CPU rings overflow first at high rates).
 inline constexpr uint64_t kMinCpuModeIntervalNs = 1'000'000;

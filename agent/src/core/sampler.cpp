@@ -612,9 +612,19 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start
 
 Status Sampler::add_cpus(pid_t tid) {
     if (open_failed_.load(std::memory_order_acquire)) return *open_error();
-    Result<std::vector<int>> online = kernel::online_cpus();
-    if (!online.ok()) return record_open_failure(std::move(online).take_error());
-    const std::vector<int> cpus = std::move(online).value();
+    // The CPUs the JVM may run on, as its loading thread saw them (every later call, for another
+    // thread or at VMInit, opens on the same ones): a container limited to 4 of a host's 64 CPUs
+    // would otherwise pin 60 rings that no thread of it ever writes.
+    std::vector<int> cpus;
+    {
+        std::lock_guard<std::mutex> lock(cpus_mutex_);
+        if (cpus_.empty()) {
+            Result<std::vector<int>> allowed = kernel::cpus_allowed();
+            if (!allowed.ok()) return record_open_failure(std::move(allowed).take_error());
+            cpus_ = std::move(allowed).value();
+        }
+        cpus = cpus_;
+    }
     int opened = 0;
     std::optional<Error> last_error;
     for (int cpu : cpus) {

@@ -26,6 +26,7 @@
 
 #include "process_cpu.hpp"
 #include "callback_cpu.hpp"
+#include "cpu_affinity.hpp"
 #include "stackfrag/base/clock.hpp"
 #include "event_queue.hpp"
 #include "jvmti_sampler.hpp"
@@ -380,6 +381,22 @@ public:
 
     // Which backend samples: "perf", or "signal (why)".
     std::string backend_text() const { return backend_.text(); }
+
+    // mode=cpu's events sample a thread only on the CPUs the JVM could run on at its start. A
+    // thread that widened its affinity since (sched_setaffinity, or a cpuset that grew) runs
+    // unsampled elsewhere: say so, rather than leave it to the coverage line.
+    void warn_of_threads_beyond_cpus() const {
+        if (!sampler_ || options_.mode != SamplingMode::kCpu) return;
+        const std::vector<int> cpus = sampler_->cpus();
+        if (cpus.empty()) return;
+        const ThreadsBeyondCpus beyond = threads_beyond_cpus(cpus);
+        if (beyond.threads == 0) return;
+        SF_LOG_WARN("%zu threads (e.g. %s) may now run on CPUs %s, where no per-CPU event samples them (they were "
+                    "opened on CPUs %s, those the JVM could run on at its start): their time there is missing from "
+                    "the profile; mode=thread samples a thread wherever it runs",
+                    beyond.threads, beyond.example.c_str(), cpu_list_text(beyond.cpus).c_str(),
+                    cpu_list_text(cpus).c_str());
+    }
 
     // The rings' pinned memory, for the stop summary: with one ring per thread it grows with the
     // threads (and stack=auto's larger rings), which a service with hundreds of threads must know.
@@ -1055,6 +1072,7 @@ private:
             }
         }
         if (auto_stack_ && !live_profile_) SF_LOG_INFO("%s", stack_text().substr(3).c_str());
+        warn_of_threads_beyond_cpus();
         if (!kernel_unsampled_.empty()) {
             rusage usage{};
             getrusage(RUSAGE_SELF, &usage);
@@ -1235,13 +1253,13 @@ jint control(const AgentOptions& options) {
 }
 
 // mode=auto's question before it takes mode=cpu: can this user lock a ring of `config` on every
-// online CPU at once? The events are opened disabled and closed again (the reader opens its own).
-// A CPU that went offline meanwhile is no answer; the first other failure is.
+// CPU the JVM may run on at once? The events are opened disabled and closed again (the reader
+// opens its own). A CPU that went offline meanwhile is no answer; the first other failure is.
 Status map_cpu_rings(const kernel::SamplingConfig& config) {
-    Result<std::vector<int>> online = kernel::online_cpus();
-    if (!online.ok()) return std::move(online).take_error();
+    Result<std::vector<int>> cpus = kernel::cpus_allowed();
+    if (!cpus.ok()) return std::move(cpus).take_error();
     std::vector<kernel::PerfEvent> held;
-    for (int cpu : online.value()) {
+    for (int cpu : cpus.value()) {
         Result<kernel::PerfEvent> event = kernel::PerfEvent::open_cpu(current_tid(), cpu, config);
         if (event.ok()) {
             held.push_back(std::move(event).value());
@@ -1264,6 +1282,13 @@ jint agent_load(JavaVM* vm, const char* options_text, bool attach) {
         return JNI_ERR;
     }
     // mode=auto: per-CPU events at the start (if their rings can be locked), per-thread ones on attach.
+    // This thread's affinity is the process's: the JVM's threads inherit it (kernel::cpus_allowed).
+    if (Result<std::vector<int>> online = kernel::online_cpus(); online.ok()) {
+        options->cpus_online = static_cast<uint32_t>(online->size());
+    }
+    if (Result<std::vector<int>> allowed = kernel::cpus_allowed(); allowed.ok()) {
+        options->cpus_allowed = static_cast<uint32_t>(allowed->size());
+    }
     resolve_mode(*options, attach, map_cpu_rings);
     const bool command = options->action == AgentAction::kStop || options->action == AgentAction::kDump ||
                          options->action == AgentAction::kStatus;

@@ -293,6 +293,55 @@ TEST_CASE("mode=auto: per-CPU rings that cannot be locked are halved, down to 12
     }
 }
 
+TEST_CASE("mode=cpu's automatic ring: 4 MB per CPU up to 16 CPUs, then at most 64 MB in all, at least 1 MB each") {
+    using sf::agent::cpu_mode_auto_ring_pages;
+    for (uint32_t cpus : {0u, 1u, 2u, 8u, 16u}) CHECK(cpu_mode_auto_ring_pages(cpus) == 1024);
+    CHECK(cpu_mode_auto_ring_pages(17) == 512);
+    CHECK(cpu_mode_auto_ring_pages(32) == 512);
+    CHECK(cpu_mode_auto_ring_pages(33) == 256);
+    CHECK(cpu_mode_auto_ring_pages(64) == 256);
+    CHECK(cpu_mode_auto_ring_pages(256) == 256);   // the floor: 16 fragments of 64 KB
+    for (uint32_t cpus = 1; cpus <= 64; ++cpus) {
+        const uint32_t pages = cpu_mode_auto_ring_pages(cpus);
+        CHECK((pages & (pages - 1)) == 0);
+        CHECK(uint64_t{pages} * cpus <= 16384);
+    }
+
+    FakeRings rings{1024, sf::Errc::kResourceLimit, {}};
+    AgentOptions many = parse_ok("");
+    many.cpus_allowed = 64;
+    many.cpus_online = 64;
+    sf::agent::resolve_mode(many, false, rings.probe());
+    CHECK(many.mode == SamplingMode::kCpu);
+    CHECK(many.sampling_config().ring_pages == 256);
+    REQUIRE(rings.asked.size() == 1);
+    CHECK(rings.asked[0].ring_pages == 256);
+    // 1 MB still holds 10 ms of the largest fragments at 1 ms: stack=auto keeps them.
+    CHECK(many.stack_bytes == sf::kernel::kMaxStackBytes);
+    CHECK(contains(many.mode_reason, "ring 256 pages per CPU, at most 64 MB for 64 CPUs"));
+    CHECK_FALSE(contains(many.mode_reason, " of 64 online"));
+    // ring= is what the user asked for, whatever the CPUs.
+    AgentOptions given = parse_ok("mode=cpu,ring=1024");
+    given.cpus_allowed = 64;
+    sf::agent::resolve_mode(given, false);
+    CHECK(given.sampling_config().ring_pages == 1024);
+}
+
+TEST_CASE("mode=auto says when the JVM may run on fewer CPUs than are online (per-CPU events on those only)") {
+    AgentOptions options = parse_ok("");
+    options.cpus_allowed = 4;
+    options.cpus_online = 64;
+    sf::agent::resolve_mode(options, false);
+    CHECK(options.mode == SamplingMode::kCpu);
+    CHECK(contains(options.mode_reason, "ring per CPU it may run on (4 of 64 online: its affinity or cpuset)"));
+    CHECK(options.sampling_config().ring_pages == 1024);   // sized for the 4, not the 64
+    AgentOptions all = parse_ok("");
+    all.cpus_allowed = 2;
+    all.cpus_online = 2;
+    sf::agent::resolve_mode(all, false);
+    CHECK_FALSE(contains(all.mode_reason, "online"));
+}
+
 TEST_CASE("backend is auto by default, or perf or signal") {
     using sf::agent::SamplingBackend;
     CHECK(parse_ok("").backend == SamplingBackend::kAuto);

@@ -3,13 +3,17 @@
 
 #include <linux/perf_event.h>
 #include <grp.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "stackfrag/kernel/perf_events.hpp"
 #include "test_env.hpp"
@@ -223,4 +227,40 @@ TEST_CASE("a ring beyond the locked-memory allowance points at perf_event_mlock_
         return "";
     });
     CHECK(verdict == "");
+}
+
+TEST_CASE("CPU lists in the kernel's format parse, anything else is an error naming the text") {
+    using sf::kernel::parse_cpu_list;
+    CHECK(parse_cpu_list("0").value() == std::vector<int>{0});
+    CHECK(parse_cpu_list("0-3,5,7-8").value() == std::vector<int>{0, 1, 2, 3, 5, 7, 8});
+    CHECK(parse_cpu_list("").value().empty());
+    for (const char* bad : {"a", "3-1", "-1", "0-", "1,,x", "2 3", "0-3x"}) {
+        INFO(bad);
+        const auto parsed = parse_cpu_list(bad);
+        REQUIRE_FALSE(parsed.ok());
+        CHECK(parsed.error().code == Errc::kCorrupt);
+        CHECK(contains(parsed.error().describe(), std::string("'") + bad + "'"));
+    }
+}
+
+TEST_CASE("the CPUs a thread may run on follow its affinity, not the CPUs online") {
+    const auto online = sf::kernel::online_cpus();
+    REQUIRE(online.ok());
+    const auto all = sf::kernel::cpus_allowed();
+    REQUIRE(all.ok());
+    CHECK(!all->empty());
+    for (int cpu : *all) CHECK(std::find(online->begin(), online->end(), cpu) != online->end());
+    // One thread narrowed to one CPU, as `taskset -c N` or a container's cpuset would: it, and
+    // nothing else in the process, sees that CPU alone.
+    const int last = all->back();
+    std::vector<int> narrowed;
+    std::thread([&] {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(static_cast<size_t>(last), &one);
+        if (sched_setaffinity(0, sizeof one, &one) != 0) return;
+        narrowed = sf::kernel::cpus_allowed().value();
+    }).join();
+    CHECK(narrowed == std::vector<int>{last});
+    CHECK(sf::kernel::cpus_allowed().value() == *all);
 }

@@ -97,6 +97,13 @@ Error perf_open_error(int err, std::string what);
 Error perf_mmap_error(int err, std::string what, size_t ring_bytes);
 // The CPUs currently online (from /sys/devices/system/cpu/online), for per-CPU mode.
 Result<std::vector<int>> online_cpus();
+// The kernel's CPU list format ("0-3,5,7-8", as in sysfs and /proc/PID/status's
+// Cpus_allowed_list), in increasing order as written; empty text gives no CPU.
+Result<std::vector<int>> parse_cpu_list(std::string_view list);
+// The online CPUs the calling thread may run on (its affinity: taskset, numactl, a container's
+// cpuset), which threads it creates inherit. sysfs lists the host's CPUs even inside a container
+// limited to a few. Falls back to online_cpus() where the affinity cannot be read.
+Result<std::vector<int>> cpus_allowed();
 
 // Counts kept by a ring reader.
 struct RingStats {
