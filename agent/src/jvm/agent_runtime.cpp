@@ -651,7 +651,9 @@ private:
     // The timer sampler, for validate's oracle and/or the signal backend (one per process: both
     // uses share it). `for_samples`: sized for the backend's samples, not only the oracle's.
     bool create_oracle(bool for_samples) {
-        const uint64_t cpus = static_cast<uint64_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+        // As many threads take a tick at once as the JVM may have CPUs (its affinity, not the host's).
+        const uint64_t cpus = options_.cpus_allowed != 0 ? options_.cpus_allowed
+                                                         : static_cast<uint64_t>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
         OracleSettings settings = timer_settings(options_, cpus, for_samples);
         settings.vm = vm_;
         if (options_.validate) {
