@@ -315,7 +315,8 @@ private:
             sink_->threads[child_].sampled_by_own_event = true;
             return true;
         }
-        auto cpus = kernel::online_cpus();
+        // The child inherited this process's affinity: its threads run on these CPUs only.
+        auto cpus = kernel::cpus_allowed();
         if (!cpus) {
             fmt::print(stderr, "stackfrag capture: {}\n", cpus.error().describe());
             return false;
@@ -555,7 +556,7 @@ void add_capture(CLI::App& app, int& exit_code) {
         ->capture_default_str();
     cmd->add_option("--ring-pages", options->ring_pages, "data pages per ring, a power of two (default 128)");
     cmd->add_flag("--per-cpu", options->per_cpu,
-                  "one inherited event per CPU instead of one per thread (covers threads the program creates)");
+                  "one inherited event per CPU the program may run on (this process's affinity, which it inherits) instead of one per thread (covers threads the program creates)");
     cmd->add_option("-o,--output", options->output, "write the samples and thread names to this recording");
     cmd->add_option("command", options->command, "the program and its arguments (after --)")->required();
     cmd->callback([options, &exit_code] { exit_code = Capture(*options).run(); });
