@@ -19,11 +19,13 @@ std::string trimmed(const std::string& text) {
 }
 }  // namespace
 
-ThreadsBeyondCpus threads_beyond_cpus(const std::vector<int>& sampled, const std::string& task_dir) {
+ThreadsBeyondCpus threads_beyond_cpus(const std::vector<int>& sampled, const std::vector<int>& online,
+                                      const std::string& task_dir) {
     ThreadsBeyondCpus out;
     DIR* tasks = opendir(task_dir.c_str());
     if (tasks == nullptr) return out;
     const std::set<int> known(sampled.begin(), sampled.end());
+    const std::set<int> running(online.begin(), online.end());
     std::set<int> beyond;
     while (const dirent* entry = readdir(tasks)) {
         const long tid = std::strtol(entry->d_name, nullptr, 10);
@@ -38,7 +40,7 @@ ThreadsBeyondCpus threads_beyond_cpus(const std::vector<int>& sampled, const std
         if (allowed.empty() || !cpus.ok()) continue;
         bool outside = false;
         for (int cpu : *cpus) {
-            if (known.count(cpu) == 0) {
+            if (known.count(cpu) == 0 && running.count(cpu) != 0) {
                 beyond.insert(cpu);
                 outside = true;
             }

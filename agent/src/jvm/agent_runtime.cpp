@@ -389,7 +389,9 @@ public:
         if (!sampler_ || options_.mode != SamplingMode::kCpu) return;
         const std::vector<int> cpus = sampler_->cpus();
         if (cpus.empty()) return;
-        const ThreadsBeyondCpus beyond = threads_beyond_cpus(cpus);
+        const Result<std::vector<int>> online = kernel::online_cpus();
+        if (!online.ok()) return;
+        const ThreadsBeyondCpus beyond = threads_beyond_cpus(cpus, *online);
         if (beyond.threads == 0) return;
         SF_LOG_WARN("%zu threads (e.g. %s) may now run on CPUs %s, where no per-CPU event samples them (they were "
                     "opened on CPUs %s, those the JVM could run on at its start): their time there is missing from "
