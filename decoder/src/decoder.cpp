@@ -98,7 +98,7 @@ bool no_java_returns_into(const Stub* stub) {
 // These, from the name once per stub announcement (the map's memo for it): a walk asks them of
 // each return address into a stub and each call target in a stub, a dozen string comparisons.
 constexpr uint8_t kMemoSet = 1, kMemoCallsIntoVm = 2, kMemoNoJavaReturns = 4, kMemoReturnBarrier = 8, kMemoRbpFrame = 16,
-                  kMemoUpcall = 32, kMemoCallStub = 64;
+                  kMemoUpcall = 32, kMemoCallStub = 64, kMemoAdapters = 128;
 uint8_t stub_facts(const CodeMap& map, const Stub* stub) {
     uint8_t& memo = map.stub_memo(stub);
     if (memo == 0) {
@@ -107,7 +107,8 @@ uint8_t stub_facts(const CodeMap& map, const Stub* stub) {
                                     (detail::is_continuation_return_barrier(stub) ? kMemoReturnBarrier : 0) |
                                     (detail::builds_rbp_frame(stub) ? kMemoRbpFrame : 0) |
                                     (detail::is_upcall_stub(stub) ? kMemoUpcall : 0) |
-                                    (detail::is_call_stub(stub) ? kMemoCallStub : 0));
+                                    (detail::is_call_stub(stub) ? kMemoCallStub : 0) |
+                                    (detail::is_adapter_blob(stub) ? kMemoAdapters : 0));
     }
     return memo;
 }
@@ -121,13 +122,14 @@ bool is_continuation_return_barrier(const CodeMap& map, const Stub* stub) {
 bool builds_rbp_frame(const CodeMap& map, const Stub* stub) { return stub && (stub_facts(map, stub) & kMemoRbpFrame); }
 bool is_upcall_stub(const CodeMap& map, const Stub* stub) { return stub && (stub_facts(map, stub) & kMemoUpcall); }
 bool is_call_stub(const CodeMap& map, const Stub* stub) { return stub && (stub_facts(map, stub) & kMemoCallStub); }
+bool is_adapter_blob(const CodeMap& map, const Stub* stub) { return stub && (stub_facts(map, stub) & kMemoAdapters); }
 
 // The DecodeStats counters a step can bump, each at most once per step (a journal keeps them as bits).
 enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
     kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kSpMoved,
     kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kReturnBarriers, kStubContinuations, kSignalFrames, kLeafTops, kEntryNativeRuns, kEntryNativeFallbacks,
-    kThreadNativeRoots, kCounterCount
+    kThreadNativeRoots, kI2cPoppedTops, kCounterCount
 };
 static_assert(kCounterCount <= 32, "a journal keeps the counters of a step in 32 bits");
 // The step counters are the first kCounterCount rows of kDecodeStatFields, in this enum's order.
@@ -146,7 +148,8 @@ static_assert(kCounterFields[kPrologueTops] == &DecodeStats::prologue_tops &&
                   kCounterFields[kSignalFrames] == &DecodeStats::signal_frames &&
                   kCounterFields[kLeafTops] == &DecodeStats::native_leaf_tops &&
                   kCounterFields[kEntryNativeFallbacks] == &DecodeStats::entry_native_fallbacks &&
-                  kCounterFields[kThreadNativeRoots] == &DecodeStats::thread_native_roots,
+                  kCounterFields[kThreadNativeRoots] == &DecodeStats::thread_native_roots &&
+                  kCounterFields[kI2cPoppedTops] == &DecodeStats::i2c_popped_tops,
               "kDecodeStatFields starts with the step counters, in Counter's order");
 
 // WalkState::flags
@@ -256,6 +259,21 @@ private:
         if (sp <= sp_) return fail(FailReason::kSpNotIncreasing);
         pc_ = pc;
         sp_ = sp;
+        fp_ = fp;
+        top_ = false;
+        interrupted_ = false;
+        via_anchor_ = false;
+        via_native_ = false;
+        in_native_run_ = false;
+        return Step::kContinue;
+    }
+
+    // The one step that keeps sp: a top frame that has popped its return address (an i2c adapter
+    // past `pop rax`) takes no stack, and its caller's sp is the sample's. Only at the top, so the
+    // walk still moves up at every other step.
+    Step go_to_from_popped_top(uint64_t pc, uint64_t fp) {
+        if (!top_) return fail(FailReason::kSpNotIncreasing);
+        pc_ = pc;
         fp_ = fp;
         top_ = false;
         interrupted_ = false;
@@ -1471,6 +1489,26 @@ Walk::Step Walk::step_stub(const Stub* stub) {
         const uint64_t ret_slot = candidates[0] + words(fs - 1);
         if (!view_.contains(ret_slot) && beyond_end(ret_slot)) return off_fragment(ret_slot);
     }
+    // An i2c adapter sampled right after `pop rax` (hs::adapter): its return address is in rax,
+    // below sp, where the fragment does not reach, and whatever [sp] holds is the caller's data
+    // (seen: JNI comparator upcalls on JDK 25, 13 of 24,261 samples, each stub_unwind_failed; a
+    // scan there could only meet stale words). sp is the caller's, and the caller keeps its rbp.
+    // The call stub (JavaCalls, a JNI upcall) is recognised by its frame: it returns into the VM's
+    // code (JavaCalls::call_helper), where an interpreted caller's frame returns into Java code, and
+    // its JavaCallWrapper lies above rbp, as step_entry checks. An interpreted caller is left to the
+    // scan below, which finds its return address where it pushed it before the arguments.
+    if (top_ && is_adapter_blob(map_, stub) && pc_ == stub->begin + hs::adapter::kI2cReturnPoppedOffset &&
+        fp_ > sp_ && fp_ - sp_ < hs::kMaxStackSpanBytes) {
+        uint64_t wrapper = 0, stub_return = 0;
+        if (view_.read(fp_ + kWord, stub_return) && in_module_code(stub_return) &&
+            view_.read(fp_ + words(hs::entry::kCallWrapperSlot), wrapper) && wrapper > fp_ &&
+            wrapper - fp_ < hs::kMaxStackSpanBytes) {
+            bump(kI2cPoppedTops);
+            Step s = go_to_from_popped_top(map_.vm().call_stub_return, fp_);
+            after_java_ = false;
+            return s;
+        }
+    }
     // A leaf stub that the VM's own C++ code calls (ICache::invalidate_range's flush stub, SafeFetch)
     // builds no frame: at the sample's own pc [sp] is the return address into the VM's code. Java
     // code's calls return into the code cache, which this never takes; a stub's data that happens to
@@ -1968,6 +2006,8 @@ bool builds_rbp_frame(const Stub* stub) {
 bool is_upcall_stub(const Stub* stub) { return stub != nullptr && stub->name == "upcall_stub"; }
 
 bool is_call_stub(const Stub* stub) { return stub != nullptr && stub->name == "call_stub"; }
+
+bool is_adapter_blob(const Stub* stub) { return stub != nullptr && stub->name == "I2C/C2I adapters"; }
 
 bool is_continuation_return_barrier(const Stub* stub) {
     return stub != nullptr && (stub->name == "cont_returnBarrier" || stub->name == "cont_returnBarrierExc");

@@ -24,6 +24,10 @@ bool is_upcall_stub(const Stub* stub);
 // `enter`; its return address into Java code is VmInfo::call_stub_return.
 bool is_call_stub(const Stub* stub);
 
+// An AdapterBlob, which HotSpot announces as "I2C/C2I adapters" once per argument signature: it
+// begins with that signature's i2c adapter (interpreter or call stub -> compiled code).
+bool is_adapter_blob(const Stub* stub);
+
 // The stubs that begin with `enter` (push rbp; mov rbp, rsp): C1's Runtime1 stubs that have a frame
 // size (they save registers with an oop map; those without one, slow_subtype_check, only push), and
 // the collectors' C1 runtime stubs (G1's g1_*_barrier_slow, ZGC's load_barrier_on_*_runtime_stub and

@@ -720,6 +720,76 @@ __attribute__((noinline)) void jni_helper_like() { asm volatile("" ::: "memory")
 __attribute__((noinline)) void jni_function_like() { asm volatile("" ::: "memory"); }
 }  // namespace
 
+TEST_CASE("an i2c adapter right after it popped its return address: the call stub's frame through rbp",
+          "[decoder][entry][stub]") {
+    // JavaCalls' call stub called the adapter (a JNI upcall); at adapter + 4 the return address is
+    // in rax and below sp, where the fragment does not reach, and [sp] holds the call stub's words.
+    // The call stub's frame at rbp returns into the VM and holds its JavaCallWrapper above rbp.
+    World w(jdk_param());
+    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    CodeLoad wrapper = nmethod(kCodeCacheLow + 0x70000, 9, 10, CodeKind::kNativeWrapper);
+    w.add_code(wrapper);
+    CodeLoad dd = nmethod(kCodeCacheLow + 0x20000, 5, 6);
+    add_scope(dd, 0x30, {{method_id(5), 21}});
+    w.add_code(dd);
+    const Stub adapters{1, "I2C/C2I adapters", kCodeCacheLow + 0x60000, kCodeCacheLow + 0x60100, -1};
+    w.map.apply(Event{adapters});
+    const uint64_t helper_ret = reinterpret_cast<uint64_t>(&jni_helper_like) + 1;
+    enum class Caller { kCallStub, kInterpreted };
+    const auto stack_of = [&](Caller caller, uint64_t junk_at_sp) {
+        FakeStack s;
+        const uint64_t fp_caller = s.at(0x78);
+        s.put(s.at(0), junk_at_sp);
+        s.put(s.at(8), 0x7ffd'1234'5678);
+        if (caller == Caller::kCallStub) {
+            // call_helper's frame is the native one at 0x200, which returns into the wrapper's call.
+            const uint64_t fp_n = s.at(0x200), sp_w = fp_n + 16, fp_stub2 = s.at(0xc00);
+            s.put(fp_caller, fp_n);
+            s.put(fp_caller + 8, helper_ret);
+            s.put(fp_n, 0x5555);
+            s.put(fp_n + 8, wrapper.code_begin + 0x90);
+            w.entry_frame(s, fp_caller, sp_w, wrapper.code_begin + 0x90, 0);
+            const uint64_t sp_d = sp_w + 80;
+            s.put(sp_w + 72, dd.code_begin + 0x30);
+            s.put(sp_w + 64, 0x4444);
+            s.put(sp_d + 40, kCallStubReturn);
+            s.put(sp_d + 32, fp_stub2);
+            w.entry_frame(s, fp_stub2);
+        } else {
+            w.interp_frame(s, fp_caller, 1, bcp(1, 4), fp_caller + 16, kCallStubReturn, s.at(0x300));
+            w.entry_frame(s, s.at(0x300));
+        }
+        return std::make_pair(s, fp_caller);
+    };
+    for (const uint64_t junk : {uint64_t{0}, dd.code_begin + 0x30, kCallStubReturn}) {
+        INFO("word at sp 0x" << std::hex << junk);
+        const auto [s, fp] = stack_of(Caller::kCallStub, junk);
+        Decoder d(w.map, test_options());
+        const CallTrace t = d.decode(sample_of(s, adapters.begin + hotspot::adapter::kI2cReturnPoppedOffset, s.at(0), fp));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        REQUIRE(t.frames.size() == 4);
+        CHECK(t.frames[0].kind == FrameKind::kStub);
+        CHECK(t.frames[1].pc == helper_ret);   // JavaCalls::call_helper's stand-in
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(9, -1), mb(5, 21)});
+        CHECK(d.stats().i2c_popped_tops == 1);
+    }
+    // Elsewhere in the adapter, or with an interpreted caller (whose frame returns into Java code),
+    // the rule stays out of it.
+    {
+        const auto [s, fp] = stack_of(Caller::kInterpreted, 0);
+        Decoder d(w.map, test_options());
+        (void)d.decode(sample_of(s, adapters.begin + hotspot::adapter::kI2cReturnPoppedOffset, s.at(0), fp));
+        CHECK(d.stats().i2c_popped_tops == 0);
+    }
+    {
+        const auto [s, fp] = stack_of(Caller::kCallStub, 0);
+        Decoder d(w.map, test_options());
+        (void)d.decode(sample_of(s, adapters.begin + 13, s.at(0), fp));
+        CHECK(d.stats().i2c_popped_tops == 0);
+    }
+}
+
 TEST_CASE("JNI upcall: the native frames between the call stub and the anchor's frame, where they lead there",
           "[decoder][entry][native]") {
     // JavaCalls::call_helper's frame, then the JNI function's, whose caller is the native wrapper at

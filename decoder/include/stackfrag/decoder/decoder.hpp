@@ -90,6 +90,10 @@ struct DecodeStats {
     // Threads' first entry frames entered from application code (a native thread attached through
     // JNI), whose native frames down to the thread's first were kept.
     uint64_t thread_native_roots = 0;
+    // Tops inside an i2c adapter right after it popped its return address (into rax, below sp and
+    // outside the fragment), when the call stub called it (a JNI upcall, the VM calling Java): the
+    // walk went on at the call stub's frame, found through rbp.
+    uint64_t i2c_popped_tops = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;
@@ -132,6 +136,7 @@ inline constexpr DecodeStatField kDecodeStatFields[] = {
     {"entry_native_runs", "stats", "entry-native", &DecodeStats::entry_native_runs},
     {"entry_native_fallbacks", "stats", "entry-native-fallback", &DecodeStats::entry_native_fallbacks},
     {"thread_native_roots", "stats", "thread-native-roots", &DecodeStats::thread_native_roots},
+    {"i2c_popped_tops", "stats", "i2c-popped", &DecodeStats::i2c_popped_tops},
     {"samples", "incremental", "samples", &DecodeStats::incremental_samples},
     {"steps_reused", "incremental", "steps", &DecodeStats::steps_reused},
     {"frames_reused", "incremental", "frames", &DecodeStats::frames_reused},

@@ -71,6 +71,14 @@ inline constexpr int kAnchorBytes = 24;
 inline constexpr int kPcBelowLastJavaSp = -8;
 }  // namespace entry
 
+// --- The i2c adapter (SharedRuntime::gen_i2c_adapter, x86_64 product builds, JDK 17 and 25) ---
+// An AdapterBlob begins with its i2c entry: `mov r11, rsp` (3 bytes), `pop rax` (1), then
+// `sub rsp, N` (only with stack arguments), `and rsp, -16` and `push rax`. At entry + 4 the return
+// address is in rax and sp is the caller's; the caller (interpreter or call stub) keeps its rbp.
+namespace adapter {
+inline constexpr uint64_t kI2cReturnPoppedOffset = 4;
+}  // namespace adapter
+
 // An rbp further above sp than any thread stack is long (-Xss is a few MB; 256 MB is far beyond
 // anything set in practice) is not a frame pointer into this stack: C2 code uses rbp freely.
 inline constexpr uint64_t kMaxStackSpanBytes = uint64_t{256} << 20;
