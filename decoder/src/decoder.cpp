@@ -257,15 +257,7 @@ private:
     // Continue the walk at (pc, sp, fp) as a caller frame.
     Step go_to(uint64_t pc, uint64_t sp, uint64_t fp) {
         if (sp <= sp_) return fail(FailReason::kSpNotIncreasing);
-        pc_ = pc;
-        sp_ = sp;
-        fp_ = fp;
-        top_ = false;
-        interrupted_ = false;
-        via_anchor_ = false;
-        via_native_ = false;
-        in_native_run_ = false;
-        return Step::kContinue;
+        return move_to(pc, sp, fp);
     }
 
     // The one step that keeps sp: a top frame that has popped its return address (an i2c adapter
@@ -273,7 +265,12 @@ private:
     // walk still moves up at every other step.
     Step go_to_from_popped_top(uint64_t pc, uint64_t fp) {
         if (!top_) return fail(FailReason::kSpNotIncreasing);
+        return move_to(pc, sp_, fp);
+    }
+
+    Step move_to(uint64_t pc, uint64_t sp, uint64_t fp) {
         pc_ = pc;
+        sp_ = sp;
         fp_ = fp;
         top_ = false;
         interrupted_ = false;

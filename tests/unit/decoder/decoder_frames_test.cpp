@@ -718,6 +718,31 @@ TEST_CASE("JNI upcall: an entry frame whose anchor continues below native code",
 namespace {
 __attribute__((noinline)) void jni_helper_like() { asm volatile("" ::: "memory"); }
 __attribute__((noinline)) void jni_function_like() { asm volatile("" ::: "memory"); }
+
+// A JNI upcall's surroundings: this process's modules (native code to unwind), a native method's
+// wrapper (method 9) and its compiled caller (method 5 at bci 21), itself called from a first
+// entry frame.
+struct UpcallWorld {
+    World w;
+    CodeLoad wrapper = nmethod(kCodeCacheLow + 0x70000, 9, 10, CodeKind::kNativeWrapper);
+    CodeLoad dd = nmethod(kCodeCacheLow + 0x20000, 5, 6);
+    explicit UpcallWorld(hotspot::Family jdk) : w(jdk) {
+        for (const auto& m : self_modules()) w.map.apply(Event{m});
+        w.add_code(wrapper);
+        add_scope(dd, 0x30, {{method_id(5), 21}});
+        w.add_code(dd);
+    }
+    uint64_t wrapper_pc() const { return wrapper.code_begin + 0x90; }
+    // The wrapper's frame at sp_w and the frames below it, up to the first entry frame at fp_stub.
+    void java_below(FakeStack& s, uint64_t sp_w, uint64_t fp_stub) const {
+        const uint64_t sp_d = sp_w + 80;
+        s.put(sp_w + 72, dd.code_begin + 0x30);
+        s.put(sp_w + 64, 0x4444);
+        s.put(sp_d + 40, kCallStubReturn);
+        s.put(sp_d + 32, fp_stub);
+        w.entry_frame(s, fp_stub);
+    }
+};
 }  // namespace
 
 TEST_CASE("an i2c adapter right after it popped its return address: the call stub's frame through rbp",
@@ -725,13 +750,8 @@ TEST_CASE("an i2c adapter right after it popped its return address: the call stu
     // JavaCalls' call stub called the adapter (a JNI upcall); at adapter + 4 the return address is
     // in rax and below sp, where the fragment does not reach, and [sp] holds the call stub's words.
     // The call stub's frame at rbp returns into the VM and holds its JavaCallWrapper above rbp.
-    World w(jdk_param());
-    for (const auto& m : self_modules()) w.map.apply(Event{m});
-    CodeLoad wrapper = nmethod(kCodeCacheLow + 0x70000, 9, 10, CodeKind::kNativeWrapper);
-    w.add_code(wrapper);
-    CodeLoad dd = nmethod(kCodeCacheLow + 0x20000, 5, 6);
-    add_scope(dd, 0x30, {{method_id(5), 21}});
-    w.add_code(dd);
+    UpcallWorld u(jdk_param());
+    World& w = u.w;
     const Stub adapters{1, "I2C/C2I adapters", kCodeCacheLow + 0x60000, kCodeCacheLow + 0x60100, -1};
     w.map.apply(Event{adapters});
     const uint64_t helper_ret = reinterpret_cast<uint64_t>(&jni_helper_like) + 1;
@@ -743,25 +763,20 @@ TEST_CASE("an i2c adapter right after it popped its return address: the call stu
         s.put(s.at(8), 0x7ffd'1234'5678);
         if (caller == Caller::kCallStub) {
             // call_helper's frame is the native one at 0x200, which returns into the wrapper's call.
-            const uint64_t fp_n = s.at(0x200), sp_w = fp_n + 16, fp_stub2 = s.at(0xc00);
+            const uint64_t fp_n = s.at(0x200), sp_w = fp_n + 16;
             s.put(fp_caller, fp_n);
             s.put(fp_caller + 8, helper_ret);
             s.put(fp_n, 0x5555);
-            s.put(fp_n + 8, wrapper.code_begin + 0x90);
-            w.entry_frame(s, fp_caller, sp_w, wrapper.code_begin + 0x90, 0);
-            const uint64_t sp_d = sp_w + 80;
-            s.put(sp_w + 72, dd.code_begin + 0x30);
-            s.put(sp_w + 64, 0x4444);
-            s.put(sp_d + 40, kCallStubReturn);
-            s.put(sp_d + 32, fp_stub2);
-            w.entry_frame(s, fp_stub2);
+            s.put(fp_n + 8, u.wrapper_pc());
+            w.entry_frame(s, fp_caller, sp_w, u.wrapper_pc(), 0);
+            u.java_below(s, sp_w, s.at(0xc00));
         } else {
             w.interp_frame(s, fp_caller, 1, bcp(1, 4), fp_caller + 16, kCallStubReturn, s.at(0x300));
             w.entry_frame(s, s.at(0x300));
         }
         return std::make_pair(s, fp_caller);
     };
-    for (const uint64_t junk : {uint64_t{0}, dd.code_begin + 0x30, kCallStubReturn}) {
+    for (const uint64_t junk : {uint64_t{0}, u.dd.code_begin + 0x30, kCallStubReturn}) {
         INFO("word at sp 0x" << std::hex << junk);
         const auto [s, fp] = stack_of(Caller::kCallStub, junk);
         Decoder d(w.map, test_options());
@@ -795,13 +810,9 @@ TEST_CASE("JNI upcall: the native frames between the call stub and the anchor's 
     // JavaCalls::call_helper's frame, then the JNI function's, whose caller is the native wrapper at
     // the anchor's sp: the trace shows them between the upcall's Java frames and the wrapper's, as
     // samples inside the JNI function show them, instead of leaving them out.
-    World w(jdk_param());
-    for (const auto& m : self_modules()) w.map.apply(Event{m});
-    CodeLoad wrapper = nmethod(kCodeCacheLow + 0x70000, 9, 10, CodeKind::kNativeWrapper);
-    w.add_code(wrapper);
-    CodeLoad dd = nmethod(kCodeCacheLow + 0x20000, 5, 6);
-    add_scope(dd, 0x30, {{method_id(5), 21}});
-    w.add_code(dd);
+    UpcallWorld u(jdk_param());
+    World& w = u.w;
+    const CodeLoad& wrapper = u.wrapper;
     const uint64_t helper_ret = reinterpret_cast<uint64_t>(&jni_helper_like) + 1;
     const uint64_t jni_ret = reinterpret_cast<uint64_t>(&jni_function_like) + 1;
     const uint64_t thunk_pc = 0x10000;   // a breadcrumb thunk: anonymous memory, no module
@@ -829,12 +840,7 @@ TEST_CASE("JNI upcall: the native frames between the call stub and the anchor's 
             s.put(fp_n2 + 8, wrapper.code_begin + 0x90);
         }
         w.entry_frame(s, fp_stub1, sp_w, wrapper.code_begin + 0x90, 0);
-        const uint64_t sp_d = sp_w + 80, fp_stub2 = s.at(0xc00);
-        s.put(sp_w + 72, dd.code_begin + 0x30);
-        s.put(sp_w + 64, 0x4444);
-        s.put(sp_d + 40, kCallStubReturn);
-        s.put(sp_d + 32, fp_stub2);
-        w.entry_frame(s, fp_stub2);
+        u.java_below(s, sp_w, s.at(0xc00));
         return std::make_pair(s, fp_a);
     };
     const auto natives = [](const CallTrace& t) {
