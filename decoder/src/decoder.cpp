@@ -1492,8 +1492,8 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // scan there could only meet stale words). sp is the caller's, and the caller keeps its rbp.
     // The call stub (JavaCalls, a JNI upcall) is recognised by its frame: it returns into the VM's
     // code (JavaCalls::call_helper), where an interpreted caller's frame returns into Java code, and
-    // its JavaCallWrapper lies above rbp, as step_entry checks. An interpreted caller is left to the
-    // scan below, which finds its return address where it pushed it before the arguments.
+    // its JavaCallWrapper lies above rbp, as step_entry checks. An interpreted caller (whose pushed
+    // return address is the one popped) is left to the scan below, as before.
     if (top_ && is_adapter_blob(map_, stub) && pc_ == stub->begin + hs::adapter::kI2cReturnPoppedOffset &&
         fp_ > sp_ && fp_ - sp_ < hs::kMaxStackSpanBytes) {
         uint64_t wrapper = 0, stub_return = 0;
