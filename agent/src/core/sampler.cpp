@@ -105,6 +105,7 @@ uint32_t fixed_ring_pages(const kernel::SamplingConfig& configured, uint32_t sta
     return pages;
 }
 constexpr size_t kMaxSpareStacks = 256;
+std::vector<int> cpus_or_none(Result<std::vector<int>> cpus) { return cpus.ok() ? std::move(*cpus) : std::vector<int>{}; }
 // set_lazy_rings: a small ring holds this many samples at its fragment size, so that a thread
 // that runs now and then keeps its samples until the next cycle, and a thread that turns busy
 // fills it past the watermark (three quarters), which wakes the reader to grow it, within about
@@ -322,6 +323,8 @@ Sampler::Sampler(const kernel::SamplingConfig& config, EventQueue& queue, Stream
       writer_(writer),
       oracle_(oracle),
       requests_(64),
+      // Taken here, in the thread that loads the agent, whose affinity every JVM thread inherits.
+      cpus_(cpus_or_none(kernel::cpus_allowed())),
       converter_(std::make_unique<Converter>(*this)) {}
 
 Sampler::~Sampler() {
@@ -612,22 +615,16 @@ Status Sampler::add_thread(pid_t tid, uint32_t fixed_stack_bytes, uint32_t start
 
 Status Sampler::add_cpus(pid_t tid) {
     if (open_failed_.load(std::memory_order_acquire)) return *open_error();
-    // The CPUs the JVM may run on, as its loading thread saw them (every later call, for another
-    // thread or at VMInit, opens on the same ones): a container limited to 4 of a host's 64 CPUs
-    // would otherwise pin 60 rings that no thread of it ever writes.
-    std::vector<int> cpus;
-    {
-        std::lock_guard<std::mutex> lock(cpus_mutex_);
-        if (cpus_.empty()) {
-            Result<std::vector<int>> allowed = kernel::cpus_allowed();
-            if (!allowed.ok()) return record_open_failure(std::move(allowed).take_error());
-            cpus_ = std::move(allowed).value();
-        }
-        cpus = cpus_;
+    // Only the CPUs the JVM may run on (cpus_): a container limited to 4 of a host's 64 CPUs would
+    // otherwise pin 60 rings that no thread of it ever writes.
+    if (cpus_.empty()) {
+        Result<std::vector<int>> allowed = kernel::cpus_allowed();   // why they could not be read
+        return record_open_failure(allowed.ok() ? make_error(Errc::kInternal, "no CPU to sample on")
+                                                : std::move(allowed).take_error());
     }
     int opened = 0;
     std::optional<Error> last_error;
-    for (int cpu : cpus) {
+    for (int cpu : cpus_) {
         Result<kernel::PerfEvent> event = kernel::PerfEvent::open_cpu(tid, cpu, config_);
         if (!event.ok()) {
             last_error = std::move(event).take_error();

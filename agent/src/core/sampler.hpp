@@ -168,14 +168,11 @@ public:
     // lies above it; the kernel copies on into whatever follows): the recording and the live
     // decoder get the same shorter fragment.
     Status add_thread(pid_t tid, uint32_t fixed_stack_bytes = 0, uint32_t start_stack_bytes = 0, bool started_vm = false);
-    // mode=cpu: one inheriting event per CPU the JVM may run on (kernel::cpus_allowed, taken at
-    // the first call) for `tid` and the threads it creates later.
+    // mode=cpu: one inheriting event per CPU in cpus() for `tid` and the threads it creates later.
     Status add_cpus(pid_t tid);
-    // The CPUs add_cpus opens events on (empty before its first call).
-    std::vector<int> cpus() const {
-        std::lock_guard<std::mutex> lock(cpus_mutex_);
-        return cpus_;
-    }
+    // The CPUs add_cpus opens events on: those the constructing thread (the JVM's loading thread)
+    // may run on; empty if they could not be read (add_cpus then fails with the reason).
+    const std::vector<int>& cpus() const { return cpus_; }
     // Any thread, never waits: `tid`, one of the profiler's own threads, gets no perf event (a
     // sample would cost it as much as the application's threads pay, ~45 us here, and at 10 kHz
     // that was a third of the agent's CPU time); from the reader's next cycle on, each period of
@@ -379,8 +376,7 @@ private:
     std::vector<Event> scratch_;
     std::vector<std::unique_ptr<Event>> owned_scratch_;   // the callback queue's events, as allocated
     std::vector<std::vector<uint8_t>> spare_stacks_;
-    mutable std::mutex cpus_mutex_;
-    std::vector<int> cpus_;   // add_cpus: the CPUs the JVM could run on at its first call
+    const std::vector<int> cpus_;
     bool populate_fresh_buffers_ = true;   // reader: off once the kernel turned out not to know the call
     uint64_t in_flight_since_ = 0;   // reader: the oldest in-flight producer at the last collect()
     std::unique_ptr<Converter> converter_;
