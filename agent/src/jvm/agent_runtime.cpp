@@ -387,17 +387,20 @@ public:
     // unsampled elsewhere: say so, rather than leave it to the coverage line.
     void warn_of_threads_beyond_cpus() const {
         if (!sampler_ || options_.mode != SamplingMode::kCpu) return;
-        const std::vector<int> cpus = sampler_->cpus();
+        const std::vector<int>& cpus = sampler_->cpus();
         if (cpus.empty()) return;
-        const Result<std::vector<int>> online = kernel::online_cpus();
-        if (!online.ok()) return;
-        const ThreadsBeyondCpus beyond = threads_beyond_cpus(cpus, *online);
-        if (beyond.threads == 0) return;
-        SF_LOG_WARN("%zu threads (e.g. %s) may now run on CPUs %s, where no per-CPU event samples them (they were "
-                    "opened on CPUs %s, those the JVM could run on at its start): their time there is missing from "
-                    "the profile; mode=thread samples a thread wherever it runs",
-                    beyond.threads, beyond.example.c_str(), cpu_list_text(beyond.cpus).c_str(),
-                    cpu_list_text(cpus).c_str());
+        try {   // runs in VMDeath: a failed allocation costs the warning, not the JVM
+            const Result<std::vector<int>> online = kernel::online_cpus();
+            if (!online.ok()) return;
+            const ThreadsBeyondCpus beyond = threads_beyond_cpus(cpus, *online);
+            if (beyond.threads == 0) return;
+            SF_LOG_WARN("%zu threads (e.g. %s) may now run on CPUs %s, where no per-CPU event samples them (they "
+                        "were opened on CPUs %s, those the JVM could run on at its start): their time there is "
+                        "missing from the profile; mode=thread samples a thread wherever it runs",
+                        beyond.threads, beyond.example.c_str(), cpu_list_text(beyond.cpus).c_str(),
+                        cpu_list_text(cpus).c_str());
+        } catch (const std::exception&) {
+        }
     }
 
     // The rings' pinned memory, for the stop summary: with one ring per thread it grows with the
