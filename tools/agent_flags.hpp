@@ -60,6 +60,23 @@ inline std::string absolute_path(const std::string& path) {
     return std::string(cwd) + "/" + path;
 }
 
+// The first comma-separated item of a raw -o value that has no '=' and reads as a file name (a
+// '/' in it, or a profile's or recording's ending), or empty. Bare items are otherwise legitimate:
+// flags such as "validate", and more values of the option before them.
+inline std::string_view bare_path_item(std::string_view raw) {
+    while (!raw.empty()) {
+        const size_t comma = raw.find(',');
+        const std::string_view item = raw.substr(0, comma);
+        if (item.find('=') == std::string_view::npos &&
+            (item.find('/') != std::string_view::npos || profile::output_format_of(item) != nullptr || item.ends_with(".sfr"))) {
+            return item;
+        }
+        if (comma == std::string_view::npos) break;
+        raw.remove_prefix(comma + 1);
+    }
+    return {};
+}
+
 // The option text after "=" in -agentpath:LIB=OPTIONS, or why the flags cannot make one.
 inline Result<std::string> agent_option_text(const AgentFlags& flags, bool absolute_paths) {
     std::vector<std::string> items;
@@ -89,6 +106,16 @@ inline Result<std::string> agent_option_text(const AgentFlags& flags, bool absol
     for (const std::string& raw : flags.raw) {
         if (raw.empty() || raw.front() == '=' ) {
             return make_error(Errc::kInvalidArgument, fmt::format("bad -o '{}'", raw), "write -o key=value");
+        }
+        // `-o out.html` is how many tools (and `stackfrag report`) name their output. The agent would
+        // only reject it once the JVM starts, as an unknown option, without saying what was meant.
+        if (const std::string_view path = bare_path_item(raw); !path.empty()) {
+            const bool profile = profile::output_format_of(path) != nullptr;
+            return make_error(Errc::kInvalidArgument,
+                              fmt::format("-o '{}': -o takes agent options (key=value), and '{}' is a file name", raw, path),
+                              profile ? fmt::format("write the profile with -f {}", path)
+                              : path.ends_with(".sfr") ? fmt::format("record with --record {}", path)
+                                                       : std::string("a profile goes to -f FILE, a recording to --record FILE"));
         }
         items.push_back(raw);
     }

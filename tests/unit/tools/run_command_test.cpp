@@ -149,6 +149,20 @@ TEST_CASE("run rejects bad options with a message naming them") {
     CHECK(comma.exit_code == 2);
     CHECK(comma.output.find("contains a comma") != std::string::npos);
 
+    // -o names the output in many tools (and in `stackfrag report`); here it takes agent options.
+    auto output_in_o = fake.run("-o /tmp/out.html -- " + java);
+    CHECK(output_in_o.exit_code == 2);
+    CHECK(output_in_o.output.find("-o '/tmp/out.html': -o takes agent options") != std::string::npos);
+    CHECK(output_in_o.output.find("write the profile with -f /tmp/out.html") != std::string::npos);
+    CHECK(output_in_o.output.find("arg:") == std::string::npos);   // no JVM started
+    auto recording_in_o = fake.run("-o interval=1ms,app.sfr -- " + java);
+    CHECK(recording_in_o.exit_code == 2);
+    CHECK(recording_in_o.output.find("record with --record app.sfr") != std::string::npos);
+    // Bare items that are no file names stay the agent's to judge: flags, a list's further values.
+    auto flags = fake.run("-o validate,events=cpu,switch -- " + java);
+    CHECK(flags.exit_code == 0);
+    CHECK(flags.output.find("=validate,events=cpu,switch\n") != std::string::npos);
+
     auto no_agent = shell(STACKFRAG_BINARY_DIR "/bin/stackfrag run --agent /nonexistent/lib.so -- " + java + " 2>&1");
     CHECK(no_agent.exit_code == 2);
     CHECK(no_agent.output.find("no agent library at /nonexistent/lib.so") != std::string::npos);
