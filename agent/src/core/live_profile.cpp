@@ -200,18 +200,18 @@ bool LiveProfile::spare_stack(std::vector<uint8_t>& out, size_t min_capacity) {
         reader_stacks_.swap(returned_stacks_);
     }
     if (!take_spare(reader_stacks_, min_capacity, out)) return false;
-    held_stacks_.fetch_sub(1, std::memory_order_relaxed);
+    held_bytes_.fetch_sub(out.capacity(), std::memory_order_relaxed);
     out.clear();
     return true;
 }
 
 void LiveProfile::recycle(Event* event) {
-    // A sample's fragment buffer goes back to the reader on a path of its own, while fewer than
-    // kMaxSpareStacks are held there; the event, emptied, to the spare events.
+    // A sample's fragment buffer goes back to the reader on a path of its own, while the spares
+    // there stay within kMaxSpareBytes; the event, emptied, to the spare events.
     if (auto* sample = std::get_if<Sample>(event);
         sample != nullptr && sample->stack.capacity() != 0 &&
-        held_stacks_.load(std::memory_order_relaxed) < kMaxSpareStacks) {
-        held_stacks_.fetch_add(1, std::memory_order_relaxed);
+        held_bytes_.load(std::memory_order_relaxed) + sample->stack.capacity() <= kMaxSpareBytes) {
+        held_bytes_.fetch_add(sample->stack.capacity(), std::memory_order_relaxed);
         std::lock_guard<std::mutex> lock(returned_stacks_mutex_);
         returned_stacks_.push_back(std::move(sample->stack));
     }

@@ -195,11 +195,15 @@ public:
     size_t spare_events() const { return spare_events_.read_available(); }
     static constexpr size_t kSpareEvents = 1024;   // at most (about a batch's worth, kWakeBytes)
     // Decoded samples' fragment buffers go back to the reader (their bytes cleared), up to this many
-    // at a time: the reader fills them again instead of allocating a buffer per sample that the
-    // decoder thread then frees (malloc and free on two threads, and fresh pages to fault in after
-    // the reader's heap shrank). A reader cycle at 10 kHz brings a few hundred samples at once; 512
-    // buffers of 16 KB are 8 MB, an eighth of what the queue may hold (queue_bytes).
-    static constexpr size_t kMaxSpareStacks = 512;
+    // bytes of them at a time: the reader fills them again instead of allocating a buffer per sample
+    // that the decoder thread then frees (malloc and free on two threads, and fresh pages to fault
+    // in after the reader's heap shrank). Enough for a whole batch of the decoder's: fragments cut
+    // at their thread's stack top are a few KB, each in a buffer of 16 KB, and kWakeBytes of them
+    // are 600-1,000 buffers. With room for 512 only, the decoder freed the rest of each batch and the
+    // reader allocated and faulted in as many again (a 2-thread groundtruth or microbenchmark run:
+    // a quarter of all samples, 12 % of the reader's time). A quarter of what the queue may hold
+    // (queue_bytes): memory the batch had in flight anyway.
+    static constexpr size_t kMaxSpareBytes = 16u << 20;
     // After stop() (or from the thread calling poll_once): the whole run, over all rotations.
     // Safe from any thread once stop() returned; if the decoder thread did not finish in time, says
     // so (decoder_running) rather than read what it still writes.
@@ -269,7 +273,7 @@ private:
     std::mutex returned_stacks_mutex_;
     std::vector<std::vector<uint8_t>> returned_stacks_;
     std::vector<std::vector<uint8_t>> reader_stacks_;   // reader only
-    std::atomic<size_t> held_stacks_{0};                 // in both
+    std::atomic<size_t> held_bytes_{0};                  // in both: the spares' capacities
     std::atomic<size_t> queued_bytes_{0};
     std::deque<Event*> backlog_;   // producer side only
 

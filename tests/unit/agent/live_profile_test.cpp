@@ -239,26 +239,34 @@ TEST_CASE("events the decoder is done with are filled again by later samples, up
     CHECK(live.counts().decoded == 8 + 2 * LiveProfile::kSpareEvents);
 }
 
-TEST_CASE("the reader gets decoded samples' fragment buffers back to fill, a bounded number of them") {
+TEST_CASE("the reader gets decoded samples' fragment buffers back to fill, a bounded number of bytes of them") {
     World w;
     FakeClock clock;
     LiveProfile live(settings_for_tests(), clock);
     for (const Event& e : metadata(w)) live.observe(e);
-    const size_t samples = LiveProfile::kMaxSpareStacks + 50;
+    // Buffers as the reader makes them (16 KB at least), more than the spares may hold.
+    constexpr size_t kBuffer = 16384;
+    const size_t held_at_most = LiveProfile::kMaxSpareBytes / kBuffer;
+    const size_t samples = held_at_most + 50;
     size_t fragment = 0;
     for (uint64_t t = 1000; t < 1000 + samples; ++t) {
         Sample s = chain_sample(w, t);
         fragment = s.stack.size();
+        s.stack.reserve(kBuffer);
         live.observe(std::move(s));
     }
     drain(live);
-    size_t buffers = 0;
+    size_t buffers = 0, bytes = 0;
     for (std::vector<uint8_t> stack; live.spare_stack(stack, 0); stack = {}) {
         ++buffers;
+        bytes += stack.capacity();
         CHECK(stack.empty());
         CHECK(stack.capacity() >= fragment);
     }
-    CHECK(buffers == LiveProfile::kMaxSpareStacks);
+    // A batch's worth: far more than the 512 of the count the spares were once bounded by.
+    CHECK(buffers == held_at_most);
+    CHECK(buffers > 512);
+    CHECK(bytes <= LiveProfile::kMaxSpareBytes);
     // A sample filled into such a buffer decodes as any other (the spares emptied are reused too).
     std::vector<uint8_t> none;
     CHECK_FALSE(live.spare_stack(none, 0));
