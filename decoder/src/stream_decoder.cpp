@@ -178,12 +178,14 @@ void StreamDecoder::remember_image(Event& event) {
 }
 
 // What a later announcement can change: a failed walk (except for want of a VmInfo or of any
-// stack) and a walk through code nobody announced. A JVMTI trace is final.
+// stack, and one that reached max_frames through announced code: no announcement makes a stack
+// shallower, and deep recursion had every sample decoded twice) and a walk through code nobody
+// announced. A JVMTI trace is final.
 bool StreamDecoder::worth_retrying(const Event& event, uint64_t unannounced_before) const {
     if (options_.retry_ns == 0 || sample_of(event) == nullptr) return false;
     if (decoder_.stats().unannounced_code_steps != unannounced_before) return true;
     return trace_.status == TraceStatus::kFailed && trace_.failure != FailReason::kNoCodeMap &&
-           trace_.failure != FailReason::kEmptyStack;
+           trace_.failure != FailReason::kEmptyStack && trace_.failure != FailReason::kTooDeep;
 }
 
 bool StreamDecoder::needs_lost_events(const Event& event, uint64_t unannounced_before, uint64_t passed_before) const {

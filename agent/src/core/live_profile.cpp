@@ -912,6 +912,13 @@ std::string LiveProfile::summary_text(size_t top) const {
     if (!c.failed_by_reason.empty()) {
         out += "\n  failed by reason:";
         for (const auto& [reason, n] : c.failed_by_reason) out += " " + reason + "=" + std::to_string(n);
+        // Deep recursion is the one reason whose traces are right as far as they go: say so, lest
+        // a user take them for the decoder's breakdowns (async-profiler cuts such stacks silently).
+        if (const auto deep = c.failed_by_reason.find(fail_reason_name(FailReason::kTooDeep)); deep != c.failed_by_reason.end()) {
+            out += "\n  too_deep: " + std::to_string(deep->second) + " stacks had more than " +
+                   std::to_string(settings_.decoder.decoder.max_frames) +
+                   " frames (deep recursion); each keeps its innermost ones, under [failed: too_deep]";
+        }
     }
     if (c.retried.retried != 0) {
         out += "\n  decoded again once later code announcements were in (failed or through unannounced code): " +

@@ -197,6 +197,25 @@ TEST_CASE("by default a second decode waits long enough for an announcement 145 
     CHECK(java_methods(traces[0]) == std::vector<uint64_t>{test::method_id(4), test::method_id(5)});
 }
 
+TEST_CASE("a walk that reached max_frames through announced code is handed on at once, not decoded again") {
+    // No announcement makes a stack shallower: deep recursion had every sample decoded twice.
+    LateCode late;
+    StreamDecoderOptions options;
+    options.decoder = test::test_options();
+    options.decoder.max_frames = 1;
+    std::vector<CallTrace> traces;
+    StreamDecoder stream(options, [&](const Event&, const CallTrace& trace) { traces.push_back(trace); });
+    for (Event event : late.w.announced) stream.consume(std::move(event));
+    stream.consume(late.c_announced_at(500'000));
+    stream.consume(late.sample_in_c(1'000'000));
+    REQUIRE(traces.size() == 1);
+    CHECK(traces[0].status == TraceStatus::kFailed);
+    CHECK(traces[0].failure == FailReason::kTooDeep);
+    CHECK(traces[0].frames.size() == 1);   // the innermost frame, kept
+    CHECK(stream.deferred() == 0);
+    CHECK(stream.retry_stats().retried == 0);
+}
+
 TEST_CASE("samples waiting for a second decode are bounded, and flush decodes the rest") {
     LateCode late;
     StreamDecoderOptions options;
