@@ -140,24 +140,20 @@ TEST_CASE("run rejects bad options with a message naming them") {
     FakeJava fake;
     const std::string java = fake.dir + "/java Main";
 
-    auto bad_interval = fake.run("-i fast -- " + java);
-    CHECK(bad_interval.exit_code == 2);
-    CHECK(bad_interval.output.find("bad --interval 'fast'") != std::string::npos);
-    CHECK(bad_interval.output.find("arg:") == std::string::npos);
-
-    auto comma = fake.run("-f a,b.html -- " + java);
-    CHECK(comma.exit_code == 2);
-    CHECK(comma.output.find("contains a comma") != std::string::npos);
-
+    // Refused before any JVM starts, with a message that names what was wrong.
+    const auto refused = [&](const std::string& options, const std::string& message) {
+        const auto result = fake.run(options + " -- " + java);
+        INFO(result.output);
+        CHECK(result.exit_code == 2);
+        CHECK(result.output.find(message) != std::string::npos);
+        CHECK(result.output.find("arg:") == std::string::npos);
+    };
+    refused("-i fast", "bad --interval 'fast'");
+    refused("-f a,b.html", "contains a comma");
     // -o names the output in many tools (and in `stackfrag report`); here it takes agent options.
-    auto output_in_o = fake.run("-o /tmp/out.html -- " + java);
-    CHECK(output_in_o.exit_code == 2);
-    CHECK(output_in_o.output.find("-o '/tmp/out.html': -o takes agent options") != std::string::npos);
-    CHECK(output_in_o.output.find("write the profile with -f /tmp/out.html") != std::string::npos);
-    CHECK(output_in_o.output.find("arg:") == std::string::npos);   // no JVM started
-    auto recording_in_o = fake.run("-o interval=1ms,app.sfr -- " + java);
-    CHECK(recording_in_o.exit_code == 2);
-    CHECK(recording_in_o.output.find("record with --record app.sfr") != std::string::npos);
+    refused("-o /tmp/out.html", "-o '/tmp/out.html': -o takes agent options");
+    refused("-o /tmp/out.html", "write the profile with -f /tmp/out.html");
+    refused("-o interval=1ms,app.sfr", "record with --record app.sfr");
     // Bare items that are no file names stay the agent's to judge: flags, a list's further values.
     auto flags = fake.run("-o validate,events=cpu,switch -- " + java);
     CHECK(flags.exit_code == 0);
