@@ -207,10 +207,15 @@ bool LiveProfile::spare_stack(std::vector<uint8_t>& out, size_t min_capacity) {
 
 void LiveProfile::recycle(Event* event) {
     // A sample's fragment buffer goes back to the reader on a path of its own, while the spares
-    // there stay within kMaxSpareBytes; the event, emptied, to the spare events.
+    // there stay within their bound; the event, emptied, to the spare events.
+    if (auto* sample = std::get_if<Sample>(event); sample != nullptr) {
+        wakeup_buffer_bytes_ += sample->stack.capacity();
+        // A queue that never runs dry (high rates) counts as wake-ups of the largest size.
+        if (wakeup_buffer_bytes_ >= kMaxSpareBytes) end_wakeup();
+    }
     if (auto* sample = std::get_if<Sample>(event);
         sample != nullptr && sample->stack.capacity() != 0 &&
-        held_bytes_.load(std::memory_order_relaxed) + sample->stack.capacity() <= kMaxSpareBytes) {
+        held_bytes_.load(std::memory_order_relaxed) + sample->stack.capacity() <= spare_bound_bytes_) {
         held_bytes_.fetch_add(sample->stack.capacity(), std::memory_order_relaxed);
         std::lock_guard<std::mutex> lock(returned_stacks_mutex_);
         returned_stacks_.push_back(std::move(sample->stack));
@@ -483,8 +488,18 @@ bool LiveProfile::drain_batch() {
     return any;
 }
 
+void LiveProfile::end_wakeup() {
+    if (wakeup_buffer_bytes_ == 0) return;
+    recent_wakeup_bytes_[recent_wakeup_at_++ % kSpareWakeups] = wakeup_buffer_bytes_;
+    wakeup_buffer_bytes_ = 0;
+    size_t most = 0;
+    for (size_t bytes : recent_wakeup_bytes_) most = std::max(most, bytes);
+    spare_bound_bytes_ = std::clamp(most + most / 4, kMinSpareBytes, kMaxSpareBytes);
+}
+
 bool LiveProfile::poll_once() {
     const bool any = drain_batch();
+    if (!any) end_wakeup();   // the queue is empty: the wake-up's batch is over
     hand_over_wanted_names();
     serve_requests();
     if (settings_.loop_ns != 0 && clock_.monotonic_ns() >= next_rotation_ns_ && !hold_for_names()) rotate();

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -194,16 +195,22 @@ public:
     // Decoded events waiting to be filled again by observe() (tests).
     size_t spare_events() const { return spare_events_.read_available(); }
     static constexpr size_t kSpareEvents = 1024;   // at most (about a batch's worth, kWakeBytes)
-    // Decoded samples' fragment buffers go back to the reader (their bytes cleared), up to this many
-    // bytes of them at a time: the reader fills them again instead of allocating a buffer per sample
-    // that the decoder thread then frees (malloc and free on two threads, and fresh pages to fault
-    // in after the reader's heap shrank). Enough for a whole batch of the decoder's: fragments cut
-    // at their thread's stack top are a few KB, each in a buffer of 16 KB, and kWakeBytes of them
-    // are 600-1,000 buffers. With room for 512 only, the decoder freed the rest of each batch and the
-    // reader allocated and faulted in as many again (a 2-thread groundtruth or microbenchmark run:
-    // a quarter of all samples, 12 % of the reader's time). A quarter of what the queue may hold
-    // (queue_bytes): memory the batch had in flight anyway.
-    static constexpr size_t kMaxSpareBytes = 16u << 20;
+    // Decoded samples' fragment buffers go back to the reader (their bytes cleared), up to a bound
+    // in bytes: the reader fills them again instead of allocating a buffer per sample that the
+    // decoder thread then frees (malloc and free on two threads, and fresh pages to fault in after
+    // the reader's heap shrank). The bound follows the decoder's recent wake-ups: the most bytes of
+    // buffers one of the last kSpareWakeups handed back, and a quarter more, within
+    // [kMinSpareBytes, kMaxSpareBytes]. Fragments cut at their thread's stack top are a few KB,
+    // each in a buffer of 16 KB, and the kWakeBytes that wake the decoder are then 600-1,000
+    // buffers: with room for 512 only, the decoder freed the rest of each batch and the reader
+    // allocated and faulted in as many again (a 2-thread groundtruth or microbenchmark run: a
+    // quarter of all samples). A fixed 16 MB instead kept the start's backlog for good (groundtruth:
+    // 13 MiB more resident than 512 buffers).
+    static constexpr size_t kMinSpareBytes = 8u << 20;    // 512 buffers of 16 KB
+    static constexpr size_t kMaxSpareBytes = 16u << 20;   // a quarter of what the queue may hold
+    static constexpr size_t kSpareWakeups = 8;
+    // After poll_once() found nothing: the bound the last wake-ups' hand-backs give (decoder thread).
+    size_t spare_bound_bytes() const { return spare_bound_bytes_; }
     // After stop() (or from the thread calling poll_once): the whole run, over all rotations.
     // Safe from any thread once stop() returned; if the decoder thread did not finish in time, says
     // so (decoder_running) rather than read what it still writes.
@@ -274,6 +281,12 @@ private:
     std::vector<std::vector<uint8_t>> returned_stacks_;
     std::vector<std::vector<uint8_t>> reader_stacks_;   // reader only
     std::atomic<size_t> held_bytes_{0};                  // in both: the spares' capacities
+    // Decoder thread: buffer bytes handed back since the wake-up began, and by the last wake-ups.
+    size_t wakeup_buffer_bytes_ = 0;
+    std::array<size_t, kSpareWakeups> recent_wakeup_bytes_{};
+    size_t recent_wakeup_at_ = 0;
+    size_t spare_bound_bytes_ = kMinSpareBytes;
+    void end_wakeup();
     std::atomic<size_t> queued_bytes_{0};
     std::deque<Event*> backlog_;   // producer side only
 

@@ -239,41 +239,61 @@ TEST_CASE("events the decoder is done with are filled again by later samples, up
     CHECK(live.counts().decoded == 8 + 2 * LiveProfile::kSpareEvents);
 }
 
-TEST_CASE("the reader gets decoded samples' fragment buffers back to fill, a bounded number of bytes of them") {
+TEST_CASE("the reader gets decoded samples' fragment buffers back to fill, as many bytes as the decoder's recent batches") {
     World w;
     FakeClock clock;
     LiveProfile live(settings_for_tests(), clock);
     for (const Event& e : metadata(w)) live.observe(e);
-    // Buffers as the reader makes them (16 KB at least), more than the spares may hold.
+    // Buffers as the reader makes them (16 KB at least).
     constexpr size_t kBuffer = 16384;
-    const size_t held_at_most = LiveProfile::kMaxSpareBytes / kBuffer;
-    const size_t samples = held_at_most + 50;
     size_t fragment = 0;
-    for (uint64_t t = 1000; t < 1000 + samples; ++t) {
-        Sample s = chain_sample(w, t);
-        fragment = s.stack.size();
-        s.stack.reserve(kBuffer);
-        live.observe(std::move(s));
-    }
-    drain(live);
-    size_t buffers = 0, bytes = 0;
-    for (std::vector<uint8_t> stack; live.spare_stack(stack, 0); stack = {}) {
-        ++buffers;
-        bytes += stack.capacity();
-        CHECK(stack.empty());
-        CHECK(stack.capacity() >= fragment);
-    }
-    // A batch's worth: far more than the 512 of the count the spares were once bounded by.
-    CHECK(buffers == held_at_most);
-    CHECK(buffers > 512);
-    CHECK(bytes <= LiveProfile::kMaxSpareBytes);
+    uint64_t t = 1000;
+    const auto batch = [&](size_t samples) {
+        for (size_t i = 0; i < samples; ++i) {
+            Sample s = chain_sample(w, t++);
+            fragment = s.stack.size();
+            s.stack.reserve(kBuffer);
+            live.observe(std::move(s));
+        }
+        drain(live);   // ends with a poll that finds nothing: the wake-up is over
+    };
+    const auto take_spares = [&] {
+        size_t buffers = 0, bytes = 0;
+        for (std::vector<uint8_t> stack; live.spare_stack(stack, 0); stack = {}) {
+            ++buffers;
+            bytes += stack.capacity();
+            CHECK(stack.empty());
+            CHECK(stack.capacity() >= fragment);
+        }
+        return std::pair{buffers, bytes};
+    };
+    const size_t floor_buffers = LiveProfile::kMinSpareBytes / kBuffer;   // 512
+    // A first batch larger than the floor: the rest of it is freed, as before any batch was seen.
+    const size_t large = 700;   // 11.2 MB of buffers: small fragments, one decoder wake-up
+    batch(large);
+    CHECK(take_spares().first == floor_buffers);
+    // The bound now holds such a batch: the next one comes back whole.
+    CHECK(live.spare_bound_bytes() >= large * kBuffer);
+    CHECK(live.spare_bound_bytes() <= LiveProfile::kMaxSpareBytes);
+    batch(large);
+    const auto [buffers, bytes] = take_spares();
+    CHECK(buffers == large);
+    CHECK(bytes <= live.spare_bound_bytes());
+    // Once the large batches are kSpareWakeups wake-ups back, the bound is the floor again: a
+    // burst (the start's backlog) is not kept for good.
+    for (size_t i = 0; i < LiveProfile::kSpareWakeups; ++i) batch(10);
+    CHECK(live.spare_bound_bytes() == LiveProfile::kMinSpareBytes);
+    (void)take_spares();
+    batch(large);
+    CHECK(take_spares().first == floor_buffers);
     // A sample filled into such a buffer decodes as any other (the spares emptied are reused too).
     std::vector<uint8_t> none;
     CHECK_FALSE(live.spare_stack(none, 0));
-    for (uint64_t t = 5000; t < 5003; ++t) live.observe(chain_sample(w, t));
+    for (uint64_t at = 5000; at < 5003; ++at) live.observe(chain_sample(w, at));
     drain(live);
-    CHECK(live.counts().decoded == samples + 3);
-    CHECK(collapsed(live.cct()) == "T.m2_[0];T.m1_[0] " + std::to_string(samples + 3) + "\n");
+    const size_t samples = 3 * large + LiveProfile::kSpareWakeups * 10 + 3;
+    CHECK(live.counts().decoded == samples);
+    CHECK(collapsed(live.cct()) == "T.m2_[0];T.m1_[0] " + std::to_string(samples) + "\n");
 }
 
 TEST_CASE("loop rotation writes one file per interval, named by its start time") {
