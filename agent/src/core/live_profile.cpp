@@ -209,16 +209,15 @@ void LiveProfile::recycle(Event* event) {
     // A sample's fragment buffer goes back to the reader on a path of its own, while the spares
     // there stay within their bound; the event, emptied, to the spare events.
     if (auto* sample = std::get_if<Sample>(event); sample != nullptr) {
-        wakeup_buffer_bytes_ += sample->stack.capacity();
+        const size_t capacity = sample->stack.capacity();
+        wakeup_buffer_bytes_ += capacity;
         // A queue that never runs dry (high rates) counts as wake-ups of the largest size.
         if (wakeup_buffer_bytes_ >= kMaxSpareBytes) end_wakeup();
-    }
-    if (auto* sample = std::get_if<Sample>(event);
-        sample != nullptr && sample->stack.capacity() != 0 &&
-        held_bytes_.load(std::memory_order_relaxed) + sample->stack.capacity() <= spare_bound_bytes_) {
-        held_bytes_.fetch_add(sample->stack.capacity(), std::memory_order_relaxed);
-        std::lock_guard<std::mutex> lock(returned_stacks_mutex_);
-        returned_stacks_.push_back(std::move(sample->stack));
+        if (capacity != 0 && held_bytes_.load(std::memory_order_relaxed) + capacity <= spare_bound_bytes_) {
+            held_bytes_.fetch_add(capacity, std::memory_order_relaxed);
+            std::lock_guard<std::mutex> lock(returned_stacks_mutex_);
+            returned_stacks_.push_back(std::move(sample->stack));
+        }
     }
     *event = Event{};
     if (!spare_events_.push(event)) delete event;
@@ -932,7 +931,8 @@ std::string LiveProfile::summary_text(size_t top) const {
         if (const auto deep = c.failed_by_reason.find(fail_reason_name(FailReason::kTooDeep)); deep != c.failed_by_reason.end()) {
             out += "\n  too_deep: " + std::to_string(deep->second) + " stacks had more than " +
                    std::to_string(settings_.decoder.decoder.max_frames) +
-                   " frames (deep recursion); each keeps its innermost ones, under [failed: too_deep]";
+                   " frames (deep recursion); each keeps its innermost ones, under " +
+                   profile::failed_frame_name(FailReason::kTooDeep);
         }
     }
     if (c.retried.retried != 0) {
