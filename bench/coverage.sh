@@ -74,12 +74,18 @@ kinds() {
 # events opened (before_ms), how much the kernel ticked but could not store (lost_ms), the process's CPU time when it
 # stopped sampling (stop_ms) and, in mode=thread, three parts of the rest: the clock events' last partial periods
 # (partial_ms), the CPU time of threads still running at their event's close that it did not count (wakeup_ms: the
-# scheduler's work at each wake-up) and the threads' CPU time before their events opened (open_ms); "-" where not known.
+# scheduler's work at each wake-up) and the threads' CPU time before their events opened (open_ms); "-" where not known;
+# last, the hypervisor's steal during the run as a share of the machine's busy CPU time (steal_pct).
+# The machine's busy and stolen CPU ticks so far (/proc/stat: user..steal less idle and iowait; steal).
+host_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $9; exit }' /proc/stat; }
+
 run_once() {
   local workload="$1" opts="$2" tag="$3" profiler="$4"
   local out="$SCRATCH/$tag.collapsed"
   opts="${opts//OUTFILE/$out}"
   rm -f "$SCRATCH/time"
+  local busy0 steal0 busy1 steal1
+  read -r busy0 steal0 < <(host_ticks)
   # The JVM's own CPU time, not the workload's load generator (bench/common/java-cpu.sh).
   if ! env ITER="$ITER" JAVA_OPTS="$opts" JAVA="$ROOT/bench/common/java-cpu.sh" SF_REAL_JAVA="$REAL_JAVA" SF_JVM_TIMES="$SCRATCH/time" \
       "$WORKLOADS_DIR/$workload/run.sh" >"$SCRATCH/out" 2>"$SCRATCH/err"; then
@@ -87,6 +93,7 @@ run_once() {
     tail -20 "$SCRATCH/err" >&2
     exit 1
   fi
+  read -r busy1 steal1 < <(host_ticks)
   [ -s "$out" ] || { echo "coverage: no profile from $workload with '$opts'" >&2; tail -5 "$SCRATCH/err" >&2; exit 1; }
   local samples agent_pct before_ms=- lost_ms=- stop_ms=- partial_ms=- wakeup_ms=- open_ms=-
   if [ "$profiler" = stackfrag ]; then
@@ -108,7 +115,7 @@ run_once() {
   fi
   [ -s "$SCRATCH/time" ] || { echo "coverage: no CPU time of the JVM from $workload" >&2; exit 1; }
   read -r user sys <"$SCRATCH/time"
-  echo "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }') $user $sys ${samples:-0} $java $gc $compiler $vm $other $kernel ${agent_pct:--} $before_ms $lost_ms $stop_ms $partial_ms $wakeup_ms $open_ms"
+  echo "$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }') $user $sys ${samples:-0} $java $gc $compiler $vm $other $kernel ${agent_pct:--} $before_ms $lost_ms $stop_ms $partial_ms $wakeup_ms $open_ms $(awk -v b=$((busy1 - busy0)) -v s=$((steal1 - steal0)) 'BEGIN { printf "%.1f", (b > 0 ? 100 * s / b : 0) }')"
   rm -f "$out"
 }
 
@@ -133,11 +140,11 @@ for w in "${selected[@]}"; do
     [ -n "$AP" ] && configs+=("async-profiler event=cpu|ap|-agentpath:$AP=start,event=cpu,interval=$(ns_of "$interval"),threads,file=OUTFILE")
     for c in "${configs[@]}"; do
       IFS='|' read -r name profiler opts <<<"$c"
-      read -r cpu user sys samples java gc compiler vm other kernel agent before lost stop partial wakeup open < <(run_once "$w" "$opts" "$w-$interval" "$profiler")
+      read -r cpu user sys samples java gc compiler vm other kernel agent before lost stop partial wakeup open steal < <(run_once "$w" "$opts" "$w-$interval" "$profiler")
       period_ns="$(ns_of "$interval")"
       row="$(awk -v w="$w" -v i="$interval" -v n="$name" -v cpu="$cpu" -v u="$user" -v s="$sys" -v samples="$samples" \
         -v java="$java" -v gc="$gc" -v comp="$compiler" -v vm="$vm" -v other="$other" -v kernel="$kernel" -v p="$period_ns" -v a="$agent" \
-        -v before="$before" -v lost="$lost" -v stop="$stop" -v partial="$partial" -v wakeup="$wakeup" -v open="$open" '
+        -v before="$before" -v lost="$lost" -v stop="$stop" -v partial="$partial" -v wakeup="$wakeup" -v open="$open" -v steal="$steal" '
         function pct(x, t) { return t > 0 ? sprintf("%.1f", 100 * x / t) : "-" }
         BEGIN {
           decoded = java + gc + comp + vm + other
@@ -161,8 +168,8 @@ for w in "${selected[@]}"; do
               parts = sprintf("%.2f / %.2f / %.2f / %.2f", 100 * partial / total, 100 * wakeup / total,
                               100 * open / total, 100 * (rest - partial - wakeup - open) / total)
           }
-          printf "| %s | %s | %s | %.2f (%.0f %% sys) | %d | **%.1f %%** | %s | %s | %s | %s | %s / %s / %s / %s / %s | %s |\n",
-            w, i, n, cpu, 100 * s / (u + s), samples, cov, at_stop, gone, parts, excl,
+          printf "| %s | %s | %s | %.2f (%.0f %% sys) | %d | **%.1f %%** | %s | %s %% | %s | %s | %s | %s / %s / %s / %s / %s | %s |\n",
+            w, i, n, cpu, 100 * s / (u + s), samples, cov, at_stop, steal, gone, parts, excl,
             pct(java, decoded), pct(gc, decoded), pct(comp, decoded), pct(vm, decoded), pct(other, decoded), pct(kernel, decoded)
         }')"
       rows+=("$row")
@@ -179,12 +186,14 @@ java_version="$("$JAVA" -version 2>&1 | head -1)"
   echo
   echo "One run per cell. coverage = samples taken × interval ÷ the process's CPU time (user + sys, the java command alone, bench/common/java-cpu.sh, so JVM start and exit count and the load generator does not). \"at stop\": the same samples ÷ the process's CPU time when stackfrag stopped sampling (issue 13's definition, the stop summary's coverage line): it leaves out only the time after the stop (the profile written, the JVM's exit). \"agent threads\": stackfrag's own threads' share of that CPU time (its stop summary's \"agent threads CPU\"); they are sampled too, under \`[stackfrag-...]\` roots (in \"other\"). Kind shares are of the decoded samples in the collapsed profile (stackfrag: by the root frame its non-Java threads get; async-profiler: by the thread frame of its \`threads\` option); kernel: samples whose leaf is \`[kernel]\` (stackfrag) or a kernel frame (async-profiler \`_[k]\`)."
   echo
+  echo "host steal: the time the hypervisor gave other guests while the run's CPUs had work, as a share of the machine's busy CPU time during the run (/proc/stat). Both profilers' clock events count it as the running thread's and the process's CPU time does not, so coverage can exceed 100 % by about that much (stackfrag's coverage line says so)."
+  echo
   echo "Not sampled, % of the process's CPU time (stackfrag, from its stop summary): before its events opened (the JVM's start to VMInit) / ticked but lost in a full ring / after it stopped sampling (the rest of the stream decoded, the profile written, the JVM's exit and the freeing of its heap) / while sampling, unexplained (a thread's last partial period, a fragment-size reopen, a thread not yet found)."
   echo
   echo "Other, split (stackfrag mode=thread, % of the process's CPU time, from its stop summary): the clock events' last partial periods / CPU time of threads still running at their event's close that it did not count (the scheduler's work at each wake-up; Java threads' events close after the thread ended and are not in it) / the threads' CPU time before their events opened / the rest (mostly the Java threads' own wake-ups)."
   echo
-  echo "| workload | interval | profiler | process CPU s (sys) | samples | coverage | at stop | not sampled: before / lost / after / other % | other: partial periods / wake-ups / before open / rest % | agent threads | Java / GC / compiler / VM / other % | kernel % |"
-  echo "|---|---|---|---:|---:|---:|---:|---|---|---:|---|---:|"
+  echo "| workload | interval | profiler | process CPU s (sys) | samples | coverage | at stop | host steal | not sampled: before / lost / after / other % | other: partial periods / wake-ups / before open / rest % | agent threads | Java / GC / compiler / VM / other % | kernel % |"
+  echo "|---|---|---|---:|---:|---:|---:|---:|---|---|---:|---|---:|"
   printf '%s\n' "${rows[@]}"
 } >"$SCRATCH/table.md"
 

@@ -281,6 +281,8 @@ nlohmann::json summary_json(const ReplaySummary& r) {
     cov["process_sys_ns"] = c.process ? nlohmann::json(c.process->system_ns) : nlohmann::json(nullptr);
     // The process's CPU time before the sampling events opened (JVM start to VMInit, or to an attach).
     cov["process_cpu_before_sampling_ns"] = c.at_start ? nlohmann::json(c.before_start_ns()) : nlohmann::json(nullptr);
+    // The hypervisor's share of the machine's busy CPU time while sampling: the clock events count it.
+    cov["host_steal_share"] = c.host_steal_share() ? nlohmann::json(*c.host_steal_share()) : nlohmann::json(nullptr);
     cov["kernel_samples"] = c.kernel_samples;
     cov["lost_samples"] = c.lost_samples;   // taken by the kernel, not stored (a full ring)
     cov["lost_cpu_ns"] = c.lost_ns;

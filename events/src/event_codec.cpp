@@ -111,7 +111,8 @@ void fields(V& v, T& t) {
 
 template <class V, Is<ProcessCpu> T>
 void fields(V& v, T& p) {
-    v(p.time_ns), v(p.user_ns), v(p.system_ns), v(kLaterFields), v(p.at_start);
+    v(p.time_ns), v(p.user_ns), v(p.system_ns), v(kLaterFields), v(p.at_start), v(kLaterFields), v(p.host_busy_ns),
+        v(p.host_steal_ns);
 }
 
 template <class T>

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace sf::profile {
 
 std::optional<double> Coverage::ratio() const {
@@ -12,6 +14,16 @@ std::optional<double> Coverage::ratio() const {
 std::optional<double> Coverage::ratio_while_sampling() const {
     if (!at_start || process_ns() <= before_start_ns()) return std::nullopt;
     return double(sampled_ns) / double(process_ns() - before_start_ns());
+}
+
+std::optional<double> Coverage::host_steal_share() const {
+    if (!at_start || !process || at_start->host_busy_ns == 0 || process->host_busy_ns <= at_start->host_busy_ns ||
+        process->host_steal_ns < at_start->host_steal_ns) {
+        return std::nullopt;
+    }
+    const uint64_t busy = process->host_busy_ns - at_start->host_busy_ns;
+    const uint64_t steal = std::min(process->host_steal_ns - at_start->host_steal_ns, busy);
+    return double(steal) / double(busy);
 }
 
 double Coverage::share(ThreadKind kind) const {
@@ -77,6 +89,13 @@ std::string coverage_text(const Coverage& c) {
     if (c.lost_samples != 0) {
         before += fmt::format("; lost in full rings {} samples ({:.1f} ms, {:.1f}%)", c.lost_samples,
                               double(c.lost_ns) / 1e6, 100.0 * double(c.lost_ns) / double(c.process_ns()));
+    }
+    // Below a tenth of a per cent it changes no figure of the line.
+    if (const std::optional<double> steal = c.host_steal_share(); steal && *steal >= 0.001) {
+        before += fmt::format("; the hypervisor took {:.1f}% of the machine's busy CPU time while sampling (steal), "
+                              "which the clock events count as the running thread's and the process's CPU time does "
+                              "not: samples can exceed it by that much",
+                              100.0 * *steal);
     }
     return fmt::format("coverage {:.1f}% of the process's CPU time: samples {:.1f} ms of {:.1f} ms (user {:.1f} ms, "
                        "sys {:.1f} ms){}; threads: {}",

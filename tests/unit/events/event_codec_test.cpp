@@ -19,9 +19,9 @@ TEST_CASE("encoded bodies decode to equal events, and trailing bytes are ignored
         // A newer writer's appended field is skipped.
         REQUIRE(event_codec::decode_body(kind_of(event), body.data(), body.size(), decoded) == nullptr);
         CHECK(decoded == event);
-        // One byte short is an error: every field is needed (ThreadInfo's last byte is its kind,
-        // ProcessCpu's its at_start, added later: the body before it is the old layout, tested below).
-        if (kind_of(event) != EventKind::kThread && kind_of(event) != EventKind::kProcessCpu) {
+        // Four bytes short is an error: every field is needed (ThreadInfo's last byte is its kind,
+        // added later: the body before it is the old layout, tested below).
+        if (kind_of(event) != EventKind::kThread) {
             CHECK(event_codec::decode_body(kind_of(event), body.data(), body.size() - 4, decoded) != nullptr);
         }
     }
@@ -64,21 +64,30 @@ TEST_CASE("a ThreadInfo body from before the thread kind reads as a Java thread;
     CHECK(event_codec::decode_body(EventKind::kThread, body.data(), body.size() - 2, decoded) != nullptr);
 }
 
-TEST_CASE("a ProcessCpu body from before at_start reads as the one at stop; one cut inside its times is damage") {
-    const ProcessCpu start{0x0102030405060708ull, 61'000'000, 9'000'000, true};
+TEST_CASE("ProcessCpu bodies from before the host's times or at_start read with their defaults; cuts inside are damage") {
+    ProcessCpu start{0x0102030405060708ull, 61'000'000, 9'000'000, true};
+    start.host_busy_ns = 4'000'000'000;
+    start.host_steal_ns = 120'000'000;
     std::vector<uint8_t> body(event_codec::body_size(start));
     event_codec::encode_body(start, body.data());
-    // time_ns, user_ns, system_ns u64, then at_start bool.
-    REQUIRE(body.size() == 3 * 8 + 1);
-    CHECK(body.back() == 1);
+    // time_ns, user_ns, system_ns u64, at_start bool, then host_busy_ns, host_steal_ns u64.
+    REQUIRE(body.size() == 3 * 8 + 1 + 2 * 8);
+    CHECK(body[3 * 8] == 1);
     Event decoded;
     REQUIRE(event_codec::decode_body(EventKind::kProcessCpu, body.data(), body.size(), decoded) == nullptr);
     CHECK(std::get<ProcessCpu>(decoded) == start);
-    REQUIRE(event_codec::decode_body(EventKind::kProcessCpu, body.data(), body.size() - 1, decoded) == nullptr);
+    // The layout before the host's times.
+    REQUIRE(event_codec::decode_body(EventKind::kProcessCpu, body.data(), body.size() - 16, decoded) == nullptr);
     ProcessCpu old = start;
+    old.host_busy_ns = old.host_steal_ns = 0;
+    CHECK(std::get<ProcessCpu>(decoded) == old);
+    // The layout before at_start.
+    REQUIRE(event_codec::decode_body(EventKind::kProcessCpu, body.data(), body.size() - 17, decoded) == nullptr);
     old.at_start = false;
     CHECK(std::get<ProcessCpu>(decoded) == old);
-    CHECK(event_codec::decode_body(EventKind::kProcessCpu, body.data(), body.size() - 2, decoded) != nullptr);
+    CHECK(event_codec::decode_body(EventKind::kProcessCpu, body.data(), body.size() - 1, decoded) != nullptr);
+    CHECK(event_codec::decode_body(EventKind::kProcessCpu, body.data(), body.size() - 9, decoded) != nullptr);
+    CHECK(event_codec::decode_body(EventKind::kProcessCpu, body.data(), body.size() - 18, decoded) != nullptr);
 }
 
 TEST_CASE("mutated and random bodies never crash the decoder nor make it read past the body") {
@@ -102,10 +111,11 @@ TEST_CASE("mutated and random bodies never crash the decoder nor make it read pa
             if (failure != nullptr) {
                 ++rejected;
             } else {
-                // A ThreadInfo cut right before its kind, a ModuleMap right before its build id, is
-                // the old layout: re-encoded, it has the kind's byte, the empty string's length.
+                // A ThreadInfo cut right before its kind, a ModuleMap right before its build id, a
+                // ProcessCpu before at_start or its host times, is an old layout: re-encoded, it has
+                // the kind's byte, the empty string's length, at_start's byte and the two times.
                 const size_t later = kind_of(event) == EventKind::kThread       ? 1
-                                     : kind_of(event) == EventKind::kProcessCpu ? 1
+                                     : kind_of(event) == EventKind::kProcessCpu ? 17
                                      : kind_of(event) == EventKind::kModule     ? 4
                                                                                 : 0;
                 CHECK(event_codec::body_size(decoded) <= mutated.size() + later);

@@ -165,7 +165,9 @@ public:
             out.push_back(ModuleMap{u64(), u64(), u64(), u64(), text(80), text(40)});
             out.push_back(JvmtiTrace{u64(), u32(), (random_() & 1) != 0, frames(64)});
             ProcessCpu cpu{u64(), u64(), u64()};
-            cpu.at_start = (cpu.user_ns & 1) != 0;   // no draw of its own: the sequence stays as it was
+            cpu.at_start = (cpu.user_ns & 1) != 0;   // no draws of their own: the sequence stays as it was
+            cpu.host_busy_ns = cpu.time_ns ^ cpu.user_ns;
+            cpu.host_steal_ns = cpu.system_ns >> 3;
             out.push_back(cpu);
             MethodBatch batch{u64(), {}};
             batch.methods.resize(random_() % 20);

@@ -109,3 +109,38 @@ TEST_CASE("coverage: a stream without the start figure says nothing of it", "[co
     CHECK(coverage_text(c).find("before sampling") == std::string::npos);
     CHECK(coverage_text(c).find("lost") == std::string::npos);
 }
+
+TEST_CASE("coverage: the hypervisor's steal while sampling explains samples above the process's CPU time",
+          "[coverage]") {
+    CoverageTally tally;
+    VmInfo vm;
+    vm.sample_period_ns = 1'000'000;
+    tally.observe(vm);
+    ProcessCpu start{1, 10'000'000, 0, true};
+    start.host_busy_ns = 50'000'000'000;
+    start.host_steal_ns = 1'000'000'000;
+    tally.observe(start);
+    for (int i = 0; i < 1040; ++i) tally.observe(on_cpu(10));
+    ProcessCpu stop{2, 1'000'000'000, 10'000'000};
+    stop.host_busy_ns = 52'000'000'000;   // 2 s of busy CPUs while sampling, 80 ms of them stolen
+    stop.host_steal_ns = 1'080'000'000;
+    tally.observe(stop);
+    Coverage c = tally.coverage();
+    REQUIRE(c.host_steal_share());
+    CHECK(*c.host_steal_share() == Approx(0.04));
+    std::string text = coverage_text(c);
+    INFO(text);
+    CHECK(text.starts_with("coverage 103.0% of the process's CPU time"));
+    CHECK(text.find("; the hypervisor took 4.0% of the machine's busy CPU time while sampling (steal), which the "
+                    "clock events count as the running thread's") != std::string::npos);
+
+    // No steal, or a start figure without the host's times (an older agent): nothing to say.
+    stop.host_steal_ns = start.host_steal_ns;
+    tally.observe(stop);
+    REQUIRE(tally.coverage().host_steal_share());
+    CHECK(*tally.coverage().host_steal_share() == 0.0);
+    CHECK(coverage_text(tally.coverage()).find("hypervisor") == std::string::npos);
+    start.host_busy_ns = start.host_steal_ns = 0;
+    tally.observe(start);
+    CHECK(!tally.coverage().host_steal_share());
+}

@@ -276,11 +276,16 @@ struct JvmtiTrace {
 // time is compared with (coverage). A recording may hold several; the last one counts. One with
 // `at_start` is emitted right before the sampling events open instead: the CPU time no sample could
 // see (the JVM's start up to VMInit, or up to an attach), which coverage reports apart.
+// host_busy_ns / host_steal_ns: the whole machine's CPU time so far (/proc/stat, all CPUs) that was
+// not idle, and the part of it the hypervisor gave to other guests (steal); 0 when not known. The
+// clock events count stolen time as the running thread's, getrusage does not.
 struct ProcessCpu {
     uint64_t time_ns = 0;
     uint64_t user_ns = 0;
     uint64_t system_ns = 0;
     bool at_start = false;
+    uint64_t host_busy_ns = 0;
+    uint64_t host_steal_ns = 0;
     bool operator==(const ProcessCpu&) const = default;
 };
 

@@ -37,6 +37,11 @@ struct Coverage {
     uint64_t before_start_ns() const { return at_start ? at_start->user_ns + at_start->system_ns : 0; }
     // sampled_ns / (process_ns - before_start_ns): what the samples explain of the time they could see.
     std::optional<double> ratio_while_sampling() const;
+    // The share of the machine's busy CPU time the hypervisor gave to other guests (steal) between
+    // the start and stop figures; nullopt when either lacks the host's times. The clock events count
+    // stolen time as the running thread's and the process's CPU time does not, so on a machine with
+    // steal the samples can explain more than 100 % of the process's CPU time.
+    std::optional<double> host_steal_share() const;
     // The kind's share of the sampled CPU time (0 when nothing was sampled).
     double share(ThreadKind kind) const;
 };
@@ -58,7 +63,8 @@ private:
 
 // "coverage 93.2% of the process's CPU time: samples 1234.5 ms of 1324.6 ms (user 1200.1 ms,
 // sys 124.5 ms); before sampling began 61.0 ms (4.6%), samples 97.7% of the rest; lost in full
-// rings 12 samples (12.0 ms, 0.9%); threads: java 90.1%, gc 5.2%, compiler 4.0%, vm 0.2%, other 0.5%; in the kernel 9.4%"
+// rings 12 samples (12.0 ms, 0.9%); the hypervisor took 4.1% of the machine's busy CPU time
+// (steal), ...; threads: java 90.1%, gc 5.2%, compiler 4.0%, vm 0.2%, other 0.5%; in the kernel 9.4%"
 // — or, without a
 // ProcessCpu event, the samples' time and why there is no ratio.
 std::string coverage_text(const Coverage& coverage);
