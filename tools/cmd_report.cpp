@@ -1,7 +1,10 @@
 // `stackfrag report IN -o OUT`: turns a profile into another profile format (flame graph, pprof,
 // collapsed stacks, CCT json), reading IN with the loader its file name ending selects;
-// --focus/--exclude keep only the samples with (without) a method on their stacks.
+// --focus/--exclude keep only the samples with (without) a method on their stacks; --from/--to
+// only a recording's samples taken in that time window.
+#include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -22,20 +25,37 @@ namespace sf::cli {
 
 namespace {
 
+// Seconds from a recording's start (its header's monotonic time, which the samples' times share).
+struct TimeWindow {
+    std::optional<double> from_s, to_s;
+    bool set() const { return from_s || to_s; }
+    bool contains(double at_s) const { return (!from_s || at_s >= *from_s) && (!to_s || at_s < *to_s); }
+    std::string text() const {
+        return fmt::format("the window from {} to {}", from_s ? fmt::format("{:.3f} s", *from_s) : std::string("the start"),
+                           to_s ? fmt::format("{:.3f} s", *to_s) : std::string("the end"));
+    }
+};
+
 // A loader gets the tree's options for how a recording's samples are grouped by thread
-// (--group: per_thread, per_pool); other inputs keep their tree's.
+// (--group: per_thread, per_pool) and the time window to keep; other inputs keep their tree's
+// and have no sample times.
+struct LoadOptions {
+    profile::CctOptions group;
+    TimeWindow window;
+};
 struct InputLoader {
     std::string_view ending;
     std::string_view description;
-    std::function<Result<profile::Cct>(const std::string& path, const profile::CctOptions& group)> load;
-    bool groups = false;   // whether `load` can group samples by thread (it decodes them)
+    std::function<Result<profile::Cct>(const std::string& path, const LoadOptions& options)> load;
+    bool decodes = false;   // a recording: `load` can group samples by thread and knows their times
 };
 
 // A recording decodes through the same StreamDecoder as `replay` and the agent's live profile, each
 // sample weighted by the period, so the profile equals the one the agent would have written.
-Result<profile::Cct> decode_recording(const std::string& path, profile::CctOptions cct_options) {
+Result<profile::Cct> decode_recording(const std::string& path, const LoadOptions& load) {
     auto reader = RecordingReader::open(path);
     if (!reader.ok()) return reader.error();
+    profile::CctOptions cct_options = load.group;
     struct Names final : profile::MethodNames {
         const CodeMap* map = nullptr;
         const MethodInfo* find(uint64_t id) const override { return map->method_by_id(id); }
@@ -46,8 +66,20 @@ Result<profile::Cct> decode_recording(const std::string& path, profile::CctOptio
     cct_options.keep_samples = true;
     profile::Cct cct(names.get(), cct_options);
     StreamDecoder* decoder = nullptr;
+    const uint64_t start_ns = (*reader)->header().created_monotonic_ns;
+    uint64_t taken = 0;
+    std::optional<double> first_s, last_s;   // the samples' span, for the window's report
     StreamDecoder stream(StreamDecoderOptions{}, [&](const Event& e, const CallTrace& trace) {
-        if (is_profile_sample(e)) (void)cct.add(trace, decoder->period_ns());
+        if (!is_profile_sample(e)) return;
+        if (load.window.set()) {
+            const uint64_t at_ns = time_of(e);
+            const double at_s = at_ns > start_ns ? double(at_ns - start_ns) / 1e9 : 0.0;
+            ++taken;
+            first_s = std::min(first_s.value_or(at_s), at_s);
+            last_s = std::max(last_s.value_or(at_s), at_s);
+            if (!load.window.contains(at_s)) return;
+        }
+        (void)cct.add(trace, decoder->period_ns());
     });
     decoder = &stream;
     names->map = &stream.code_map();
@@ -71,6 +103,17 @@ Result<profile::Cct> decode_recording(const std::string& path, profile::CctOptio
                                       static_cast<int64_t>((*reader)->header().created_monotonic_ns);
     cct.info().lost_samples = lost;
     fmt::print(stderr, "stackfrag report: {}: {}\n", path, profile::coverage_text(coverage.coverage()));
+    if (load.window.set()) {
+        const std::string span =
+            first_s ? fmt::format("the recording's samples were taken from {:.3f} s to {:.3f} s after its start", *first_s, *last_s)
+                    : std::string("the recording has no samples");
+        if (cct.total_samples() == 0) {
+            return make_error(Errc::kInvalidArgument, fmt::format("--from/--to: no sample of {} lies in {}", path, load.window.text()),
+                              span);
+        }
+        fmt::print(stderr, "stackfrag report: {}: {} of {} samples lie in {} ({}); the coverage above is the whole recording's\n",
+                   path, cct.total_samples(), taken, load.window.text(), span);
+    }
     for (const std::string& module : stream.decoder().changed_modules()) {
         fmt::print(stderr,
                    "stackfrag report: {} here is another build than the one recorded: its native frames are walked by "
@@ -89,13 +132,13 @@ const std::vector<InputLoader>& input_loaders() {
             if (format.read == nullptr) continue;
             for (std::string_view ending : format.endings) {
                 out.push_back({ending, format.description,
-                               [](const std::string& path, const profile::CctOptions&) { return profile::read_profile(path); }});
+                               [](const std::string& path, const LoadOptions&) { return profile::read_profile(path); }});
             }
         }
         out.push_back({".sfr", "a recording (agent record=FILE), decoded as replay does",
-                       [](const std::string& path, const profile::CctOptions& group) { return decode_recording(path, group); }, true});
+                       [](const std::string& path, const LoadOptions& options) { return decode_recording(path, options); }, true});
         out.push_back({".txt", "collapsed stacks, as async-profiler names them with -o collapsed",
-                       [](const std::string& path, const profile::CctOptions&) -> Result<profile::Cct> {
+                       [](const std::string& path, const LoadOptions&) -> Result<profile::Cct> {
                            std::ifstream in(path, std::ios::binary);
                            if (!in) return sys_error(Errc::kIo, errno, fmt::format("cannot open {}", path));
                            return profile::read_collapsed(in);
@@ -111,14 +154,18 @@ std::string accepted_inputs() {
     return out;
 }
 
-Result<profile::Cct> load_input(const std::string& path, const profile::CctOptions& group) {
+Result<profile::Cct> load_input(const std::string& path, const LoadOptions& options) {
     for (const auto& loader : input_loaders()) {
         if (path.size() < loader.ending.size() || !path.ends_with(loader.ending)) continue;
-        if (group.per_thread && !loader.groups) {
+        if (options.group.per_thread && !loader.decodes) {
             return make_error(Errc::kInvalidArgument, fmt::format("--group: {} is a profile, whose threads are as it was written", path),
                               "--group applies to recordings (.sfr); the agent's group= option writes grouped profiles");
         }
-        return loader.load(path, group);
+        if (options.window.set() && !loader.decodes) {
+            return make_error(Errc::kInvalidArgument, fmt::format("--from/--to: {} is a profile, whose samples carry no times", path),
+                              "--from/--to apply to recordings (.sfr): record with the agent's record=FILE");
+        }
+        return loader.load(path, options);
     }
     return make_error(Errc::kInvalidArgument, fmt::format("{}: unknown input format", path),
                       fmt::format("report reads {}", accepted_inputs()));
@@ -131,6 +178,8 @@ struct ReportArgs {
     bool weight = false;
     std::vector<std::string> focus, exclude;
     std::string group = "none";
+    double from_s = kNotGiven, to_s = kNotGiven;
+    static constexpr double kNotGiven = -1e300;
 };
 
 int run_report(const ReportArgs& args) {
@@ -139,10 +188,22 @@ int run_report(const ReportArgs& args) {
         fmt::print(stderr, "stackfrag report: {}\n", filter.error().describe());
         return 1;
     }
-    profile::CctOptions group;
-    group.per_thread = args.group != "none";
-    group.per_pool = args.group == "pool";
-    auto cct = load_input(args.input, group);
+    for (const auto& [name, value] : {std::pair{"--from", args.from_s}, std::pair{"--to", args.to_s}}) {
+        if (value != ReportArgs::kNotGiven && !(value >= 0)) {
+            fmt::print(stderr, "stackfrag report: {} {}: seconds after the recording's start, 0 or more\n", name, value);
+            return 1;
+        }
+    }
+    if (args.from_s >= 0 && args.to_s >= 0 && args.to_s <= args.from_s) {
+        fmt::print(stderr, "stackfrag report: --to {} must come after --from {}\n", args.to_s, args.from_s);
+        return 1;
+    }
+    LoadOptions load;
+    load.group.per_thread = args.group != "none";
+    load.group.per_pool = args.group == "pool";
+    if (args.from_s >= 0) load.window.from_s = args.from_s;
+    if (args.to_s >= 0) load.window.to_s = args.to_s;
+    auto cct = load_input(args.input, load);
     if (!cct.ok()) {
         fmt::print(stderr, "stackfrag report: {}\n", cct.error().describe());
         return 1;
@@ -196,6 +257,9 @@ void add_report(CLI::App& app, int& exit_code) {
         ->check(CLI::IsMember({"none", "thread", "pool"}));
     cmd->add_option("--exclude", args->exclude, "drop samples with this method or class on the stack; repeatable")
         ->allow_extra_args(false);
+    cmd->add_option("--from", args->from_s,
+                    "a recording's samples: keep those taken this many seconds after its start or later");
+    cmd->add_option("--to", args->to_s, "a recording's samples: keep those taken before this many seconds after its start");
     cmd->footer(
         "Examples:\n"
         "  stackfrag report cpu.json -o cpu.html          interactive flame graph (one self-contained file)\n"
@@ -204,6 +268,8 @@ void add_report(CLI::App& app, int& exit_code) {
         "  stackfrag report async.collapsed -o async.json read another profiler's collapsed stacks\n"
         "  stackfrag report app.sfr -o q.html --focus org.h2.command.Command.executeQuery\n"
         "                                                 only the samples inside that method\n"
+        "  stackfrag report app.sfr -o spike.html --from 30 --to 45\n"
+        "                                                 only the samples of seconds 30 to 45 of the recording\n"
         "Outputs are written to a temporary file and renamed, so a reader never sees half a profile.\n");
     cmd->callback([args, &exit_code] { exit_code = run_report(*args); });
 }
