@@ -59,7 +59,7 @@ StreamDecoder::StreamDecoder(StreamDecoderOptions options, OnTrace on_trace)
 
 bool StreamDecoder::decode(Event& event, bool first_attempt) {
     using Clock = std::chrono::steady_clock;
-    const auto begin = Clock::now();
+    const auto begin = options_.time_decodes ? Clock::now() : Clock::time_point{};
     const uint64_t unannounced_before = decoder_.stats().unannounced_code_steps;
     const uint64_t passed_before = decoder_.stats().unknown_methods_passed;
     stitched_ = false;
@@ -82,8 +82,9 @@ bool StreamDecoder::decode(Event& event, bool first_attempt) {
     }
     if (is_native) trace_.root = native->second.root;
     else trace_.root.clear();
-    last_decode_ns_ = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - begin).count());
+    last_decode_ns_ = options_.time_decodes ? static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                  Clock::now() - begin).count())
+                                            : 0;
     if (first_attempt && worth_retrying(event, unannounced_before)) return false;
     if (!first_attempt) {
         ++retry_stats_.retried;

@@ -149,7 +149,9 @@ struct LiveProfile::DumpRequest {
 LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
     : settings_(std::move(settings)), clock_(clock), queue_(std::max<size_t>(settings_.queue_slots, 2)),
       spare_events_(kSpareEvents), filter_(settings_.filter) {
-    stream_ = std::make_unique<StreamDecoder>(settings_.decoder, [this](const Event& event, const CallTrace& trace) {
+    StreamDecoderOptions stream_options = settings_.decoder;
+    stream_options.time_decodes = static_cast<bool>(settings_.on_trace);   // interval=auto's decode times
+    stream_ = std::make_unique<StreamDecoder>(stream_options, [this](const Event& event, const CallTrace& trace) {
         if (settings_.stack_tops != nullptr) learn_cut(event, trace);
         if (settings_.on_trace) settings_.on_trace(event, trace, stream_->last_decode_ns());
         if (settings_.watch_trace) settings_.watch_trace(event, trace);

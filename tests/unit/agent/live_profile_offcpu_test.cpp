@@ -78,8 +78,11 @@ TEST_CASE("switch samples go to the off-CPU tree and file, counted apart from th
     settings.decoder.decoder = test_options();
     settings.file = dir + "/p.collapsed";
     settings.off_cpu = true;
-    uint64_t hooked = 0;
-    settings.on_trace = [&hooked](const Event&, const CallTrace&, uint64_t) { ++hooked; };
+    uint64_t hooked = 0, decode_ns = 0;
+    settings.on_trace = [&hooked, &decode_ns](const Event&, const CallTrace&, uint64_t ns) {
+        ++hooked;
+        decode_ns += ns;
+    };
     LiveProfile live(std::move(settings));
     for (const Event& e : stream_of(w, 3, 2)) live.observe(e);
     while (live.poll_once()) {
@@ -88,6 +91,7 @@ TEST_CASE("switch samples go to the off-CPU tree and file, counted apart from th
     CHECK(collapsed(live.off_cpu_cct()) == "T.m2_[0];T.m1_[0] 2\n");
     CHECK(live.off_cpu_cct().total_weight() == 0);   // counts, not time
     CHECK(hooked == 5);
+    CHECK(decode_ns > 0);   // interval=auto's hook gets each decode's time (the stream times them for it)
     const agent::LiveCounts counts = live.counts();
     CHECK(counts.samples == 3);
     CHECK(counts.decoded == 3);

@@ -341,3 +341,22 @@ TEST_CASE("a profiler thread's samples decode as their top frame alone, under it
     CHECK(traces[2].status != TraceStatus::kComplete);
     CHECK(traces[3].status != TraceStatus::kComplete);
 }
+
+TEST_CASE("decodes are timed only when asked: the live profile reads no clock per sample without interval=auto") {
+    for (const bool timed : {true, false}) {
+        StreamDecoderOptions options;
+        options.time_decodes = timed;
+        uint64_t traces = 0, timed_ns = 0;
+        StreamDecoder* self = nullptr;
+        StreamDecoder stream(options, [&](const Event&, const CallTrace&) {
+            ++traces;
+            timed_ns += self->last_decode_ns();
+        });
+        self = &stream;
+        for (uint64_t i = 1; i <= 200; ++i) stream.consume(sample_at(i * 1'000'000));
+        stream.flush();
+        INFO("timed " << timed);
+        CHECK(traces == 200);
+        CHECK((timed_ns > 0) == timed);
+    }
+}

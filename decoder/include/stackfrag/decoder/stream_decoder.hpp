@@ -47,6 +47,9 @@ struct StreamDecoderOptions {
     // `stitch_evidence_bytes`, up to the fragment's end. One snapshot per thread, for at most 256.
     bool stitch = true;
     size_t stitch_evidence_bytes = 256;
+    // Time each decode (last_decode_ns): two clock reads a sample, which only speed reports and
+    // interval=auto use; the live profile turns it off otherwise.
+    bool time_decodes = true;
 };
 
 // What became of the incomplete walks (before stitching; the profile's samples and the validator's).
@@ -97,8 +100,9 @@ public:
     // Samples of the profiler's own threads (ThreadKind::kProfiler), decoded as their top frame
     // alone (Decoder::decode_top_only).
     uint64_t top_only_traces() const { return top_only_traces_; }
-    // How long the decode behind the current on_trace call took (for speed reports), and the kind
-    // of thread its sample came from (its ThreadInfo's; kJava for a thread none announced).
+    // How long the decode behind the current on_trace call took (for speed reports; 0 without
+    // time_decodes), and the kind of thread its sample came from (its ThreadInfo's; kJava for a
+    // thread none announced).
     uint64_t last_decode_ns() const { return last_decode_ns_; }
     ThreadKind last_thread_kind() const { return last_thread_kind_; }
 
