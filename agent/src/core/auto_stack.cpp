@@ -25,11 +25,13 @@ void AutoStack::forget(uint32_t tid, uint64_t ended_ns) {
 
 void AutoStack::on_thread_end(uint32_t tid) { forget(tid, UINT64_MAX); }
 
-void AutoStack::apply(uint32_t tid, TraceStatus status, size_t fragment_bytes, uint64_t sample_ns, bool first_only) {
+void AutoStack::apply(uint32_t tid, TraceStatus status, size_t fragment_bytes, uint64_t sample_ns, bool first_only,
+                      uint32_t* bytes_before) {
     std::optional<StackChange> change;
     std::vector<StackChange> family;
     {
         std::lock_guard<std::mutex> lock(controller_mutex_);
+        if (bytes_before != nullptr) *bytes_before = controller_.bytes_of(tid);
         if (first_only && controller_.tracks(tid)) return;
         change = controller_.on_sample(tid, status, fragment_bytes);
         family = controller_.take_family_changes();
@@ -81,30 +83,30 @@ void AutoStack::on_trace(const Event& event, const CallTrace& trace) {
     const auto* sample = std::get_if<Sample>(&event);
     // (A thread clock's sample has no fragment to judge.)
     if (sample == nullptr || sample->source == SampleSource::kSignal || sample->source == SampleSource::kThreadClock) return;
-    if (const uint64_t top = top_of(sample->tid); top != 0 && trace.status != TraceStatus::kFailed) {
-        const bool decoder = trace.status == TraceStatus::kIncomplete || trace.status == TraceStatus::kStitched;
+    // How the decoder's verdict and the decode-free check agree (the stop summary's), counted
+    // without a lock; the gaps over full fragments need the thread's size before this sample
+    // changes it, which apply() reads under the lock it takes anyway.
+    const uint64_t top = decoder_top_of(sample->tid);
+    const bool judged = top != 0 && trace.status != TraceStatus::kFailed;
+    const bool decoder = trace.status == TraceStatus::kIncomplete || trace.status == TraceStatus::kStitched;
+    const uint64_t end = sample->stack_sp + sample->stack.size();
+    if (judged) {
         const bool check = fragment_short_of_outermost(sample->stack_sp, sample->stack.size(), top,
                                                        controller_.settings().entry_margin_bytes);
-        const uint64_t end = sample->stack_sp + sample->stack.size();
+        (decoder ? (check ? both_ran_off_ : only_decoder_ran_off_) : (check ? only_check_ran_off_ : both_reached_))
+            .fetch_add(1, std::memory_order_relaxed);
+    }
+    const bool gap_wanted = judged && end <= top;
+    uint32_t bytes = 0;
+    apply(sample->tid, trace.status, sample->stack.size(), sample->time_ns, false, gap_wanted ? &bytes : nullptr);
+    if (gap_wanted && sample->stack.size() >= std::min(bytes, controller_.settings().largest_fragment)) {
         std::lock_guard<std::mutex> lock(agreement_mutex_);
-        (decoder ? (check ? agreement_.both_ran_off : agreement_.only_decoder_ran_off)
-                 : (check ? agreement_.only_check_ran_off : agreement_.both_reached))++;
-        const StackControllerSettings& settings = controller_.settings();
-        const bool full = sample->stack.size() >= std::min(bytes_of(sample->tid), settings.largest_fragment);
-        if (end <= top && full) {
-            if (decoder) {
-                agreement_.min_gap_ran_off = std::min(agreement_.min_gap_ran_off, top - end);
-            } else {
-                agreement_.max_gap_reached = std::max(agreement_.max_gap_reached, top - end);
-            }
+        if (decoder) {
+            agreement_.min_gap_ran_off = std::min(agreement_.min_gap_ran_off, top - end);
+        } else {
+            agreement_.max_gap_reached = std::max(agreement_.max_gap_reached, top - end);
         }
     }
-    apply(sample->tid, trace.status, sample->stack.size(), sample->time_ns, false);
-}
-
-uint32_t AutoStack::bytes_of(uint32_t tid) const {
-    std::lock_guard<std::mutex> lock(controller_mutex_);
-    return controller_.bytes_of(tid);
 }
 
 std::optional<uint64_t> AutoStack::cached_top(uint32_t tid, SampleWatchCache& cache) const {
@@ -177,8 +179,16 @@ void AutoStack::observe(Event&& event) {
 }
 
 AutoStack::Agreement AutoStack::agreement() const {
-    std::lock_guard<std::mutex> lock(agreement_mutex_);
-    return agreement_;
+    Agreement out;
+    {
+        std::lock_guard<std::mutex> lock(agreement_mutex_);
+        out = agreement_;
+    }
+    out.both_ran_off = both_ran_off_.load(std::memory_order_relaxed);
+    out.both_reached = both_reached_.load(std::memory_order_relaxed);
+    out.only_decoder_ran_off = only_decoder_ran_off_.load(std::memory_order_relaxed);
+    out.only_check_ran_off = only_check_ran_off_.load(std::memory_order_relaxed);
+    return out;
 }
 
 }  // namespace sf::agent

@@ -91,12 +91,18 @@ public:
     Agreement agreement() const;
 
 private:
-    uint64_t top_of(uint32_t tid) const { return tops_.lookup(tid).value_or(0); }   // 0: unknown
+    // The decoder thread's view of the tops (on_trace): refreshed when their generation moved, so
+    // that a sample takes no lock for it.
+    uint64_t decoder_top_of(uint32_t tid) {
+        decoder_tops_.refresh(tops_);
+        return decoder_tops_.top_of(tid);   // 0: unknown
+    }
     // Forgets the thread; its top only if it was set before `ended_ns` (StackTops::forget).
     void forget(uint32_t tid, uint64_t ended_ns);
-    // `first_only`: only if the controller has not changed the thread's size yet.
-    void apply(uint32_t tid, TraceStatus status, size_t fragment_bytes, uint64_t sample_ns, bool first_only);
-    uint32_t bytes_of(uint32_t tid) const;
+    // `first_only`: only if the controller has not changed the thread's size yet. `bytes_before`:
+    // where to put the thread's size before this sample (under the same lock).
+    void apply(uint32_t tid, TraceStatus status, size_t fragment_bytes, uint64_t sample_ns, bool first_only,
+               uint32_t* bytes_before = nullptr);
     // The thread's top and controller size, from `cache` while their generations say unchanged.
     std::optional<uint64_t> cached_top(uint32_t tid, SampleWatchCache& cache) const;
     uint32_t cached_bytes(uint32_t tid, SampleWatchCache& cache) const;
@@ -119,8 +125,12 @@ private:
     // of the tops: a SampleWatchCache read at the current generations is still right. From 1 on (0
     // is an empty cache's).
     std::atomic<uint64_t> bytes_generation_{1};
+    StackTops::Copy decoder_tops_;   // the decoder thread's alone
+    // Written by the decoder thread alone, read at the stop: counters each sample bumps without a
+    // lock, the gaps (set only on full fragments, rare once fragments are cut) under one.
+    std::atomic<uint64_t> both_ran_off_{0}, both_reached_{0}, only_decoder_ran_off_{0}, only_check_ran_off_{0};
     mutable std::mutex agreement_mutex_;
-    Agreement agreement_;
+    Agreement agreement_;   // its gaps
 };
 
 }  // namespace sf::agent

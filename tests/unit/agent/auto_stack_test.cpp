@@ -320,3 +320,40 @@ TEST_CASE("stack=auto tells the size a starting thread's events open with: large
     autostack.thread_started(8, "worker-2", false, settings.max_bytes);
     CHECK(autostack.grown() == 2);
 }
+
+TEST_CASE("stack=auto counts how the decoder's verdicts and the decode-free check agree, with tops learnt meanwhile",
+          "[agent][stack]") {
+    Fixture f;
+    AutoStack autostack(with_margin(), f.sampler, f.tops);
+    CallTrace complete;
+    complete.status = TraceStatus::kComplete;
+    CallTrace incomplete;
+    incomplete.status = TraceStatus::kIncomplete;
+    CallTrace failed;
+    failed.status = TraceStatus::kFailed;
+
+    // No top known yet for thread 7: nothing to agree on (the decoder's verdict grows it to 65528).
+    autostack.on_trace(Event{sample_at(7, 100'000, 16384)}, incomplete);
+    CHECK(autostack.agreement().both_ran_off == 0);
+    // Its top becomes known between two samples: the next one is judged against it.
+    f.tops.remember(7, kTop, 100);
+    autostack.on_trace(Event{sample_at(7, 100'000, 16384)}, incomplete);   // ends 83.6 KB below: both ran off
+    autostack.on_trace(Event{sample_at(7, 20'000, 16384)}, complete);      // ends 3.6 KB below: both reached
+    autostack.on_trace(Event{sample_at(7, 30'000, 16384)}, complete);      // the check alone ran off
+    autostack.on_trace(Event{sample_at(7, 20'000, 16384)}, incomplete);    // the decoder alone
+    autostack.on_trace(Event{sample_at(7, 30'000, 16384)}, failed);        // a failed walk says nothing
+    // Full fragments (the thread's size, 65528 bytes, before the sample) give the gaps.
+    autostack.on_trace(Event{sample_at(7, 70'000, 65528)}, complete);      // reached, 4472 bytes short of the top
+    autostack.on_trace(Event{sample_at(7, 80'000, 65528)}, incomplete);    // ran off, 14472 bytes short
+    AutoStack::Agreement a = autostack.agreement();
+    CHECK(a.both_ran_off == 2);
+    CHECK(a.both_reached == 2);
+    CHECK(a.only_check_ran_off == 1);
+    CHECK(a.only_decoder_ran_off == 1);
+    CHECK(a.max_gap_reached == 70'000 - 65528);
+    CHECK(a.min_gap_ran_off == 80'000 - 65528);
+    // Forgotten, the top no longer applies.
+    f.tops.forget(7, 200);
+    autostack.on_trace(Event{sample_at(7, 100'000, 16384)}, incomplete);
+    CHECK(autostack.agreement().both_ran_off == 2);
+}
