@@ -217,12 +217,21 @@ void LiveProfile::recycle(Event* event) {
         if (wakeup_buffer_bytes_ >= kMaxSpareBytes) end_wakeup();
         if (capacity != 0 && held_bytes_.load(std::memory_order_relaxed) + capacity <= spare_bound_bytes_) {
             held_bytes_.fetch_add(capacity, std::memory_order_relaxed);
-            std::lock_guard<std::mutex> lock(returned_stacks_mutex_);
-            returned_stacks_.push_back(std::move(sample->stack));
+            returning_.push_back(std::move(sample->stack));
+            if (returning_.size() >= kHandBackStacks) hand_back_stacks();
         }
     }
     *event = Event{};
     if (!spare_events_.push(event)) delete event;
+}
+
+void LiveProfile::hand_back_stacks() {
+    if (returning_.empty()) return;
+    {
+        std::lock_guard<std::mutex> lock(returned_stacks_mutex_);
+        for (std::vector<uint8_t>& stack : returning_) returned_stacks_.push_back(std::move(stack));
+    }
+    returning_.clear();
 }
 
 void LiveProfile::learn_cut(const Event& event, const CallTrace& trace) {
@@ -486,6 +495,7 @@ bool LiveProfile::drain_batch() {
         queued_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
         any = true;
     }
+    hand_back_stacks();
     return any;
 }
 
