@@ -258,8 +258,10 @@ void add_report(CLI::App& app, int& exit_code) {
     cmd->add_option("--exclude", args->exclude, "drop samples with this method or class on the stack; repeatable")
         ->allow_extra_args(false);
     cmd->add_option("--from", args->from_s,
-                    "a recording's samples: keep those taken this many seconds after its start or later");
-    cmd->add_option("--to", args->to_s, "a recording's samples: keep those taken before this many seconds after its start");
+                    "a recording's samples: keep those taken this many seconds after its start or later")
+        ->type_name("SECONDS");
+    cmd->add_option("--to", args->to_s, "a recording's samples: keep those taken before this many seconds after its start")
+        ->type_name("SECONDS");
     cmd->footer(
         "Examples:\n"
         "  stackfrag report cpu.json -o cpu.html          interactive flame graph (one self-contained file)\n"
