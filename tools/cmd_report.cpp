@@ -4,10 +4,10 @@
 // only a recording's samples taken in that time window.
 #include <algorithm>
 #include <cerrno>
-#include <optional>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -178,8 +178,7 @@ struct ReportArgs {
     bool weight = false;
     std::vector<std::string> focus, exclude;
     std::string group = "none";
-    double from_s = kNotGiven, to_s = kNotGiven;
-    static constexpr double kNotGiven = -1e300;
+    TimeWindow window;
 };
 
 int run_report(const ReportArgs& args) {
@@ -188,21 +187,20 @@ int run_report(const ReportArgs& args) {
         fmt::print(stderr, "stackfrag report: {}\n", filter.error().describe());
         return 1;
     }
-    for (const auto& [name, value] : {std::pair{"--from", args.from_s}, std::pair{"--to", args.to_s}}) {
-        if (value != ReportArgs::kNotGiven && !(value >= 0)) {
-            fmt::print(stderr, "stackfrag report: {} {}: seconds after the recording's start, 0 or more\n", name, value);
+    for (const auto& [name, value] : {std::pair{"--from", args.window.from_s}, std::pair{"--to", args.window.to_s}}) {
+        if (value && !(*value >= 0)) {
+            fmt::print(stderr, "stackfrag report: {} {}: seconds after the recording's start, 0 or more\n", name, *value);
             return 1;
         }
     }
-    if (args.from_s >= 0 && args.to_s >= 0 && args.to_s <= args.from_s) {
-        fmt::print(stderr, "stackfrag report: --to {} must come after --from {}\n", args.to_s, args.from_s);
+    if (args.window.from_s && args.window.to_s && *args.window.to_s <= *args.window.from_s) {
+        fmt::print(stderr, "stackfrag report: --to {} must come after --from {}\n", *args.window.to_s, *args.window.from_s);
         return 1;
     }
     LoadOptions load;
     load.group.per_thread = args.group != "none";
     load.group.per_pool = args.group == "pool";
-    if (args.from_s >= 0) load.window.from_s = args.from_s;
-    if (args.to_s >= 0) load.window.to_s = args.to_s;
+    load.window = args.window;
     auto cct = load_input(args.input, load);
     if (!cct.ok()) {
         fmt::print(stderr, "stackfrag report: {}\n", cct.error().describe());
@@ -257,10 +255,13 @@ void add_report(CLI::App& app, int& exit_code) {
         ->check(CLI::IsMember({"none", "thread", "pool"}));
     cmd->add_option("--exclude", args->exclude, "drop samples with this method or class on the stack; repeatable")
         ->allow_extra_args(false);
-    cmd->add_option("--from", args->from_s,
-                    "a recording's samples: keep those taken this many seconds after its start or later")
+    cmd->add_option_function<double>(
+           "--from", [args](double seconds) { args->window.from_s = seconds; },
+           "a recording's samples: keep those taken this many seconds after its start or later")
         ->type_name("SECONDS");
-    cmd->add_option("--to", args->to_s, "a recording's samples: keep those taken before this many seconds after its start")
+    cmd->add_option_function<double>(
+           "--to", [args](double seconds) { args->window.to_s = seconds; },
+           "a recording's samples: keep those taken before this many seconds after its start")
         ->type_name("SECONDS");
     cmd->footer(
         "Examples:\n"

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <new>
 #include <thread>
 #include <unordered_set>
@@ -229,7 +230,8 @@ void LiveProfile::hand_back_stacks() {
     if (returning_.empty()) return;
     {
         std::lock_guard<std::mutex> lock(returned_stacks_mutex_);
-        for (std::vector<uint8_t>& stack : returning_) returned_stacks_.push_back(std::move(stack));
+        returned_stacks_.insert(returned_stacks_.end(), std::make_move_iterator(returning_.begin()),
+                                std::make_move_iterator(returning_.end()));
     }
     returning_.clear();
 }
