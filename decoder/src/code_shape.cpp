@@ -697,6 +697,28 @@ SpRanges analyze_sp_ranges(const CodeLoad& code) {
         }
         out.ranges.push_back(r);
     };
+    // Call stubs no captured call reaches: the VM points a call site at its stub only when it
+    // resolves the call to an interpreted callee, after the code was announced, so the captured
+    // bytes still call the resolve stub (seen with -XX:-TieredCompilation, where C2 code calls
+    // methods not compiled yet: HashMap.putVal's top in its stub, the return address at [sp]).
+    // They lie in the stubs section, which no flow from the frame-complete offset reaches: the
+    // shape at an offset the pass left alone. The walk takes one only with a verified call site.
+    auto reached = [&](size_t off) {
+        const size_t at = off * sizeof(Slot);
+        return scratch.slot_pages.prepared(at) && scratch.slot_pages.prepared(at + sizeof(Slot) - 1) &&
+               slots[off].generation == generation;
+    };
+    {
+        constexpr size_t kStubBytes = 15;   // mov rbx, imm64 (10); jmp rel32 (5)
+        const uint8_t* const bytes = code.code.data();
+        for (size_t from = 1; size >= kStubBytes && from + kStubBytes - 1 <= size;) {
+            const void* hit = std::memchr(bytes + from, 0xbb, size - (kStubBytes - 1) - from + 1);
+            if (hit == nullptr) break;
+            const size_t off = static_cast<size_t>(static_cast<const uint8_t*>(hit) - bytes) - 1;
+            if (bytes[off] == 0x48 && bytes[off + 10] == 0xe9 && !reached(off)) pending.push_back(static_cast<uint32_t>(off));
+            from = off + 2;
+        }
+    }
     // Call stubs: `mov rbx, Method*; jmp` reached by a call from this code (the code's own flow may
     // run into them too where nothing but padding separates them from the code before).
     std::sort(pending.begin(), pending.end());

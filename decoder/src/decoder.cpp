@@ -1102,8 +1102,11 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
         if (range && range->call_pending && top_) {
             // A call stub of this code (`mov rbx, Method*; jmp`): the call's return address is at
             // [sp] and the frame is this code's own, at that call site.
+            // The return address is a call site of this code: a call ends there and a PcDesc names it
+            // (stubs found by their shape alone, not by a captured call, need no more than that).
             uint64_t ret = 0;
-            if (view_.read(sp, ret) && compiled.contains(ret)) {
+            if (view_.read(sp, ret) && compiled.contains(ret) && check_return(ret) == ReturnCheck::kOk &&
+                scope_at_pc(compiled, ret) != nullptr) {
                 bump(kSpMoved);
                 Step s = go_to(ret, sp + kWord, fp_);
                 after_java_ = true;

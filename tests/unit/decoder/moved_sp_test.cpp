@@ -222,6 +222,59 @@ TEST_CASE("a call stub of the caller's code: mov rbx, Method*; jmp", "[decoder][
     }
 }
 
+TEST_CASE("a call stub no captured call reaches: the VM pointed the call at it after the announcement",
+          "[decoder][moved_sp]") {
+    // C2 code calls a method not compiled yet: the captured call at 0x40 still targets the resolve
+    // stub; the VM later points it at the code's own call stub at 0x300, in the stubs section after
+    // the body's last instruction (a ret), which no flow of the body reaches.
+    MovedWorld mw(jdk_param());
+    const Stub resolve = stub_at(kCodeCacheLow + 0x40000, "resolve_opt_virtual_call", -1);
+    mw.w.map.apply(resolve);
+    put_call(mw.c, 0x40, resolve.begin);
+    add_scope(mw.c, 0x45, {{method_id(4), 30}});
+    put_bytes(mw.c, 0x2f0, {0xc3});
+    std::fill(mw.c.code.begin() + 0x2f1, mw.c.code.begin() + 0x300, uint8_t{0xf4});
+    put_bytes(mw.c, 0x300, {0x48, 0xbb, 1, 2, 3, 4, 5, 6, 7, 8, 0xe9, 0, 0, 0, 0});
+    mw.announce();
+    Decoder d(mw.w.map, test_options());
+    const uint64_t rsp = mw.sp_c - 8;
+    mw.stale_at(rsp + 3 * 8);
+    SECTION("the return address at [sp] is the call site") {
+        mw.s.put(rsp, mw.c_begin + 0x45);
+        for (uint32_t pc : {0x300u, 0x30au}) {
+            CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + pc, rsp, 0x2222));
+            INFO("pc offset " << pc << " " << fail_reason_name(t.failure));
+            REQUIRE(t.status == TraceStatus::kComplete);
+            CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 30), mb(5, 21)});
+        }
+    }
+    SECTION("a word at [sp] that is no call site of this code is not taken for one") {
+        mw.s.put(rsp, mw.c_begin + 0x60);   // in the code, but no call ends there and no PcDesc
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x300, rsp, 0x2222));
+        CHECK(java_frames(t) != std::vector<MethodBci>{mb(4, 30), mb(5, 21)});
+        CHECK(t.status != TraceStatus::kComplete);
+    }
+}
+
+TEST_CASE("the stub's shape inside the body's own flow is no call stub", "[decoder][moved_sp]") {
+    // `mov rbx, imm64; jmp` that the body runs through (a constant, then a jump back): a sample there
+    // is in the frame, whose return address is where the frame keeps it.
+    MovedWorld mw(jdk_param());
+    const Stub resolve = stub_at(kCodeCacheLow + 0x40000, "resolve_opt_virtual_call", -1);
+    mw.w.map.apply(resolve);
+    put_call(mw.c, 0x40, resolve.begin);
+    add_scope(mw.c, 0x45, {{method_id(4), 30}});
+    add_scope(mw.c, 0x110, {{method_id(4), 12}});
+    put_bytes(mw.c, 0x100, {0x48, 0xbb, 1, 2, 3, 4, 5, 6, 7, 8, 0xe9, 0, 0, 0, 0});
+    mw.announce();
+    Decoder d(mw.w.map, test_options());
+    mw.s.put(mw.sp_c, mw.c_begin + 0x45);   // a call site's return address left at [sp]
+    CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x100, mw.sp_c, 0x2222));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 12), mb(5, 21)});
+}
+
 TEST_CASE("return addresses: a call must end there and call something a Java method is called through",
           "[decoder][return_address]") {
     MovedWorld mw(jdk_param());
