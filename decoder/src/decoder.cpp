@@ -129,7 +129,7 @@ enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
     kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kSpMoved,
     kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kReturnBarriers, kStubContinuations, kSignalFrames, kLeafTops, kEntryNativeRuns, kEntryNativeFallbacks,
-    kThreadNativeRoots, kI2cPoppedTops, kCounterCount
+    kThreadNativeRoots, kI2cPoppedTops, kInterpreterReturnTops, kCounterCount
 };
 static_assert(kCounterCount <= 32, "a journal keeps the counters of a step in 32 bits");
 // The step counters are the first kCounterCount rows of kDecodeStatFields, in this enum's order.
@@ -149,7 +149,8 @@ static_assert(kCounterFields[kPrologueTops] == &DecodeStats::prologue_tops &&
                   kCounterFields[kLeafTops] == &DecodeStats::native_leaf_tops &&
                   kCounterFields[kEntryNativeFallbacks] == &DecodeStats::entry_native_fallbacks &&
                   kCounterFields[kThreadNativeRoots] == &DecodeStats::thread_native_roots &&
-                  kCounterFields[kI2cPoppedTops] == &DecodeStats::i2c_popped_tops,
+                  kCounterFields[kI2cPoppedTops] == &DecodeStats::i2c_popped_tops &&
+                  kCounterFields[kInterpreterReturnTops] == &DecodeStats::interpreter_return_tops,
               "kDecodeStatFields starts with the step counters, in Counter's order");
 
 // WalkState::flags
@@ -261,7 +262,8 @@ private:
     }
 
     // The one step that keeps sp: a top frame that has popped its return address (an i2c adapter
-    // past `pop rax`) takes no stack, and its caller's sp is the sample's. Only at the top, so the
+    // past `pop rax`, an interpreter frame past `mov rsp, rbx`) takes no stack, and its caller's sp
+    // is the sample's. Only at the top, so the
     // walk still moves up at every other step.
     Step go_to_from_popped_top(uint64_t pc, uint64_t fp) {
         if (!top_) return fail(FailReason::kSpNotIncreasing);
@@ -302,6 +304,7 @@ private:
     bool breadcrumb_names(uint64_t from, uint64_t java_sp);
     Step step_interpreted();
     bool step_partial_interpreted(Step& result);
+    bool step_interpreter_return(Step& result);
     Step emit_interpreted(const MethodInfo& method, int32_t bci);
     Step step_compiled(const CompiledCode& code);
     // Pushes the Java frames of one PcDesc's scope, innermost first: kNone, or why not (a malformed
@@ -987,6 +990,44 @@ bool Walk::step_partial_interpreted(Step& result) {
     return true;
 }
 
+// §a.5: the top pc is in a return template past `leave` (remove_activation: `mov rbx, [rbp-8]`
+// (the sender sp); `leave`; `pop r13` (the return address); `mov rsp, rbx`; `jmp r13`). The frame
+// is gone: its Method* lay below sp, out of the fragment, so the method that returns is unknown; rbp
+// is the caller's again. An interpreted caller's rbp makes a frame, which step_interpreted decodes
+// as the top (the callee has all but returned); a compiled caller's does not (C2 code keeps data in
+// rbp), and the walk goes on at the return address, at [sp] before the `pop` and in r13 after it,
+// with the sender sp in rbx as the caller's sp (the c2i adapter saved the compiled caller's sp
+// there). Before the `pop` r13 still holds the callee's bcp, which no return target equals; after
+// `mov rsp, rbx` [sp] is the caller's data, so it is looked at only while sp is below rbx. Seen with
+// -XX:-TieredCompilation, where C2 code calls methods the interpreter still runs: areturn's last
+// instructions, 2-5 samples in 10,000 on JDK 25, each bad_interpreter_frame before.
+bool Walk::step_interpreter_return(Step& result) {
+    const Registers& regs = sample_.regs;
+    const uint64_t caller_sp = regs.bx;
+    if (caller_sp < sp_ || (caller_sp & 7) != 0 || caller_sp - sp_ > hs::kMaxStackSpanBytes) return false;
+    uint64_t candidates[2] = {regs.r13, 0};
+    size_t count = 1;
+    if (sp_ < caller_sp && view_.read(sp_, candidates[1])) count = 2;
+    for (size_t i = 0; i < count; ++i) {
+        const uint64_t ret = candidates[i];
+        if (!is_return_target(ret)) continue;
+        const CompiledCode* caller = map_.find_compiled(ret, time_);
+        if (caller == nullptr || check_return(ret) != ReturnCheck::kOk || scope_at_pc(*caller, ret) == nullptr) continue;
+        bump(kInterpreterReturnTops);
+        if (!push_frame(FrameKind::kStub, 0, -1, 0, pc_)) {
+            result = fail(FailReason::kTooDeep);
+            return true;
+        }
+        static const InternedName kInterpreterName("Interpreter");
+        last_frame().symbol = kInterpreterName;
+        // Past `mov rsp, rbx` the sample's sp is the caller's: the frame that returns took none.
+        result = caller_sp == sp_ ? go_to_from_popped_top(ret, fp_) : go_to(ret, caller_sp, fp_);
+        after_java_ = true;
+        return true;
+    }
+    return false;
+}
+
 Walk::Step Walk::step_interpreted() {
     namespace in = hs::interp;
     const hs::JdkFacts& jdk = map_.jdk();
@@ -996,9 +1037,10 @@ Walk::Step Walk::step_interpreted() {
         if (step_partial_interpreted(result)) return result;
     }
     const uint64_t fp = fp_;
-    if (fp < sp_ || (fp & 7) != 0) return fail(FailReason::kBadInterpreterFrame);
-    if (top_ && fp - sp_ < static_cast<uint64_t>(in::kFixedFrameBytes)) {
-        return fail(FailReason::kBadInterpreterFrame);   // slots below sp are stale
+    if (fp < sp_ || (fp & 7) != 0 || (top_ && fp - sp_ < static_cast<uint64_t>(in::kFixedFrameBytes))) {
+        Step result = Step::kStop;
+        if (own_registers() && step_interpreter_return(result)) return result;
+        return fail(FailReason::kBadInterpreterFrame);   // fp makes no frame, or slots below sp are stale
     }
     const uint64_t lowest = fp + words(in::kLowestFixedSlot);
     const uint64_t span = words(in::kReturnAddress - in::kLowestFixedSlot + 1);

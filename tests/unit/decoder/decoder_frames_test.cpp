@@ -262,6 +262,89 @@ TEST_CASE("no fragment: the pc alone names the code it ran, under the empty_stac
     }
 }
 
+TEST_CASE("an interpreted method returning to compiled code, sampled past `leave`", "[decoder][interpreter]") {
+    // C (compiled, method 4) called an interpreted method through the c2i adapter at its call site
+    // 0x80; that method's return template has torn its frame down (remove_activation): rbp is C's
+    // again (C2 keeps data there), rbx the sender sp (C's sp), and the return address is at [sp]
+    // until `pop r13`, in r13 after it.
+    struct ReturningWorld {
+        World w;
+        FakeStack s;
+        uint64_t c_begin = kCodeCacheLow + 0x10000, d_begin = kCodeCacheLow + 0x20000;
+        uint64_t sp_c = 0;
+        explicit ReturningWorld(hotspot::Family jdk) : w(jdk) {
+            CodeLoad c = nmethod(c_begin, 4, 4);
+            add_scope(c, 0x80, {{method_id(4), 9}});
+            w.add_code(c);
+            CodeLoad dd = nmethod(d_begin, 5, 6);
+            add_scope(dd, 0x30, {{method_id(5), 21}});
+            w.add_code(dd);
+            sp_c = s.at(0x100);
+            const uint64_t sp_d = sp_c + 4 * 8, fp_stub = s.at(0x500);
+            s.put(sp_c + 3 * 8, d_begin + 0x30);
+            s.put(sp_c + 2 * 8, 0x1111);
+            s.put(sp_d + 5 * 8, kCallStubReturn);
+            s.put(sp_d + 4 * 8, fp_stub);
+            w.entry_frame(s, fp_stub);
+        }
+    } cw(jdk_param());
+    Decoder d(cw.w.map, test_options());
+    const uint64_t ret = cw.c_begin + 0x80;
+    const std::vector<MethodBci> callers{mb(4, 9), mb(5, 21)};
+    auto check_returning = [&](const Sample& smp) {
+        CallTrace t = d.decode(smp);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        REQUIRE(!t.frames.empty());
+        CHECK(t.frames[0].kind == FrameKind::kStub);
+        CHECK(t.frames[0].symbol == "Interpreter");
+        CHECK(java_frames(t) == callers);
+    };
+    SECTION("after leave: the return address at [sp], r13 still the callee's bcp") {
+        const uint64_t sp = cw.sp_c - 16;   // the callee's one parameter above its return address
+        cw.s.put(sp, ret);
+        Sample smp = sample_of(cw.s, kInterpBodyPc, sp, 0x4'1234'5678);
+        smp.regs.bx = cw.sp_c;
+        smp.regs.r13 = bcp(1, 3);
+        check_returning(smp);
+        CHECK(d.stats().interpreter_return_tops == 1);
+    }
+    SECTION("after pop r13: [sp] is the parameter, the return address in r13") {
+        const uint64_t sp = cw.sp_c - 8;
+        cw.s.put(sp, 0x4242);
+        Sample smp = sample_of(cw.s, kInterpBodyPc, sp, 0x4'1234'5678);
+        smp.regs.bx = cw.sp_c;
+        smp.regs.r13 = ret;
+        check_returning(smp);
+    }
+    SECTION("after mov rsp, rbx: the sample's sp is the caller's") {
+        Sample smp = sample_of(cw.s, kInterpBodyPc, cw.sp_c, 0x4'1234'5678);
+        smp.regs.bx = cw.sp_c;
+        smp.regs.r13 = ret;
+        check_returning(smp);
+    }
+    SECTION("a return address that is no call site of the caller fails as before") {
+        const uint64_t sp = cw.sp_c - 16;
+        cw.s.put(sp, cw.c_begin + 0x70);   // no PcDesc there
+        Sample smp = sample_of(cw.s, kInterpBodyPc, sp, 0x4'1234'5678);
+        smp.regs.bx = cw.sp_c;
+        smp.regs.r13 = bcp(1, 3);
+        CallTrace t = d.decode(smp);
+        CHECK(t.status == TraceStatus::kFailed);
+        CHECK(t.failure == FailReason::kBadInterpreterFrame);
+        CHECK(d.stats().interpreter_return_tops == 0);
+    }
+    SECTION("a sender sp below sp is no sender sp") {
+        const uint64_t sp = cw.sp_c - 16;
+        cw.s.put(sp, ret);
+        Sample smp = sample_of(cw.s, kInterpBodyPc, sp, 0x4'1234'5678);
+        smp.regs.bx = sp - 8;
+        smp.regs.r13 = bcp(1, 3);
+        CallTrace t = d.decode(smp);
+        CHECK(t.failure == FailReason::kBadInterpreterFrame);
+    }
+}
+
 TEST_CASE("deoptimized frame: the original pc is in the frame", "[decoder][compiled]") {
     const auto jdk = jdk_param();
     CompiledWorld cw(jdk);

@@ -94,6 +94,10 @@ struct DecodeStats {
     // outside the fragment), when the call stub called it (a JNI upcall, the VM calling Java): the
     // walk went on at the call stub's frame, found through rbp.
     uint64_t i2c_popped_tops = 0;
+    // Tops in an interpreter's return template past `leave`, returning to compiled code: the frame
+    // of the method that returns is gone (a stub frame named Interpreter stands for it), and the
+    // walk went on at the compiled caller's call site.
+    uint64_t interpreter_return_tops = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;
@@ -137,6 +141,7 @@ inline constexpr DecodeStatField kDecodeStatFields[] = {
     {"entry_native_fallbacks", "stats", "entry-native-fallback", &DecodeStats::entry_native_fallbacks},
     {"thread_native_roots", "stats", "thread-native-roots", &DecodeStats::thread_native_roots},
     {"i2c_popped_tops", "stats", "i2c-popped", &DecodeStats::i2c_popped_tops},
+    {"interpreter_return_tops", "stats", "interp-return", &DecodeStats::interpreter_return_tops},
     {"samples", "incremental", "samples", &DecodeStats::incremental_samples},
     {"steps_reused", "incremental", "steps", &DecodeStats::steps_reused},
     {"frames_reused", "incremental", "frames", &DecodeStats::frames_reused},
