@@ -166,7 +166,8 @@ struct CompiledWorld {
     uint64_t c_begin = kCodeCacheLow + 0x10000;
     uint64_t d_begin = kCodeCacheLow + 0x20000;
     uint64_t sp_c, sp_d, fp_stub;
-    explicit CompiledWorld(hotspot::Family jdk = hotspot::Family::kJdk17) : w(jdk) {
+    // `room`: bytes of the fragment below C's frame (for frames a test puts under it).
+    explicit CompiledWorld(hotspot::Family jdk = hotspot::Family::kJdk17, int64_t room = 0) : w(jdk) {
         CodeLoad c = nmethod(c_begin, 4, 4);
         add_scope(c, 0x50, {{method_id(6), 3}, {method_id(4), 7}});   // method 6 inlined into 4
         add_scope(c, 0x80, {{method_id(4), 9}});
@@ -174,9 +175,9 @@ struct CompiledWorld {
         CodeLoad dd = nmethod(d_begin, 5, 6);
         add_scope(dd, 0x30, {{method_id(5), 21}});
         w.add_code(dd);
-        sp_c = s.at(0);
+        sp_c = s.at(room);
         sp_d = sp_c + 4 * 8;
-        fp_stub = s.at(0x400);
+        fp_stub = s.at(0x400 + room);
         s.put(sp_c + 3 * 8, d_begin + 0x30);     // C's return address into D (a call site)
         s.put(sp_c + 2 * 8, 0x1111);             // C's saved rbp (C2 uses rbp freely)
         s.put(sp_d + 5 * 8, kCallStubReturn);    // D's return address
@@ -267,27 +268,7 @@ TEST_CASE("an interpreted method returning to compiled code, sampled past `leave
     // 0x80; that method's return template has torn its frame down (remove_activation): rbp is C's
     // again (C2 keeps data there), rbx the sender sp (C's sp), and the return address is at [sp]
     // until `pop r13`, in r13 after it.
-    struct ReturningWorld {
-        World w;
-        FakeStack s;
-        uint64_t c_begin = kCodeCacheLow + 0x10000, d_begin = kCodeCacheLow + 0x20000;
-        uint64_t sp_c = 0;
-        explicit ReturningWorld(hotspot::Family jdk) : w(jdk) {
-            CodeLoad c = nmethod(c_begin, 4, 4);
-            add_scope(c, 0x80, {{method_id(4), 9}});
-            w.add_code(c);
-            CodeLoad dd = nmethod(d_begin, 5, 6);
-            add_scope(dd, 0x30, {{method_id(5), 21}});
-            w.add_code(dd);
-            sp_c = s.at(0x100);
-            const uint64_t sp_d = sp_c + 4 * 8, fp_stub = s.at(0x500);
-            s.put(sp_c + 3 * 8, d_begin + 0x30);
-            s.put(sp_c + 2 * 8, 0x1111);
-            s.put(sp_d + 5 * 8, kCallStubReturn);
-            s.put(sp_d + 4 * 8, fp_stub);
-            w.entry_frame(s, fp_stub);
-        }
-    } cw(jdk_param());
+    CompiledWorld cw(jdk_param(), 0x100);
     Decoder d(cw.w.map, test_options());
     const uint64_t ret = cw.c_begin + 0x80;
     const std::vector<MethodBci> callers{mb(4, 9), mb(5, 21)};
