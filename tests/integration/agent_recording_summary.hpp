@@ -54,6 +54,7 @@ struct RecordingSummary {
     bool vm_info_first = false;                   // VmInfo precedes every sample and oracle
     bool time_ordered = true;                     // samples/oracles non-decreasing in time
     std::string first_disorder;                   // the first sample older than its predecessor
+    uint64_t disorders = 0;                       // samples older than their predecessor
     uint64_t modules_before_first_sample = 0;     // ModuleMap events ahead of every sample
     std::set<std::string> compiled_classes;       // classes of CodeLoad methods (via MethodInfo)
     std::unordered_map<uint64_t, std::string> method_class;   // method_id -> class name
@@ -86,6 +87,7 @@ inline RecordingSummary summarize_recording(const std::string& path) {
     bool sample_seen = false;
     // Says where the order broke, so a failure under load can be explained from the test's output.
     auto check_order = [&](const Sample& sample, const char* kind) {
+        if (sample.time_ns < last_time) ++summary.disorders;
         if (sample.time_ns < last_time && summary.time_ordered) {
             summary.time_ordered = false;
             summary.first_disorder = std::string(kind) + " of tid " + std::to_string(sample.tid) + " at " +

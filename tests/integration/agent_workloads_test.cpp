@@ -112,7 +112,16 @@ void run_and_check(const std::string& name, const std::string& jdk, uint64_t int
     CHECK(summary.vm_infos == 1);
     CHECK(summary.vm_info_first);
     INFO("order: " << summary.first_disorder);
-    CHECK(summary.time_ordered);
+    // In time order, but for samples the reader got after newer events had gone out (their CPU
+    // held up between the tick and the ring write), which the agent counts and logs: each can
+    // break the order once.
+    std::smatch late;
+    const uint64_t late_samples =
+        std::regex_search(log_text, late, std::regex("reader: (\\d+) samples were read after newer events"))
+            ? std::stoull(late[1].str())
+            : 0;
+    INFO("late samples the agent logged: " << late_samples << ", samples out of order: " << summary.disorders);
+    CHECK(summary.disorders <= late_samples);
     // Every sample carries its fragment but where the kernel could not copy the page at sp from
     // interrupt context (not resident): a kernel-mode tick (seen: 1-2 of 60,000 samples, VM and
     // compiler threads) or a thread's first instants (1 of 88,527), never more than rarely.

@@ -19,9 +19,6 @@
 namespace sf::agent {
 
 namespace {
-// How long events are held for time-ordering: generous against a callback that stamped its
-// event and was descheduled before emitting it, small against memory (the held samples).
-constexpr uint64_t kHoldbackNs = 20'000'000;
 constexpr uint64_t kMaxInFlightHoldNs = 1'000'000'000;
 // One wake-up policy for every ring: the reader runs on its own cadence and drains all rings with
 // news in one batch, whatever their number; a ring's watermark (three quarters of it) is only the
@@ -293,6 +290,7 @@ public:
             __builtin_prefetch(sample.stack.data() + at, 1);
         }
         sample.stack.assign(view.stack, view.stack + bytes);
+        if (sampler_.hold_back_.late(view.time_ns, sampler_.released_until_, now_ns_)) sampler_.note_late_sample();
         if (sampler_.sample_watch_) {
             sampler_.sample_watch_(sample, static_cast<pid_t>(sample.tid) == ring_tid_ ? watch_cache_ : nullptr);
         }
@@ -1373,7 +1371,7 @@ bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
     // always in this cycle's queue drain or an earlier one.
     collect();
     const uint64_t now = monotonic_ns();
-    uint64_t horizon = drains_began - kHoldbackNs;
+    uint64_t horizon = drains_began - hold_back_.ns();
     // A producer still in flight holds the rest back, but not for ever: a thread stopped inside a
     // callback or the handler (a debugger, SIGSTOP) must not make the reader hold every event.
     if (in_flight_since_ != 0 && now - in_flight_since_ < kMaxInFlightHoldNs) {
@@ -1435,6 +1433,12 @@ bool Sampler::stop(int timeout_ms) {
     return true;
 }
 
+void Sampler::note_late_sample() {
+    late_samples_.store(hold_back_.late_samples(), std::memory_order_relaxed);
+    late_max_delay_ns_.store(hold_back_.max_delay_ns(), std::memory_order_relaxed);
+    holdback_ns_.store(hold_back_.ns(), std::memory_order_relaxed);
+}
+
 SamplerStats Sampler::stats() const {
     SamplerStats stats;
     stats.threads_opened = threads_opened_.load(std::memory_order_relaxed);
@@ -1445,6 +1449,9 @@ SamplerStats Sampler::stats() const {
     stats.late_opens = late_opens_.load(std::memory_order_relaxed);
     stats.waiting_at_stop = waiting_at_stop_.load(std::memory_order_relaxed);
     stats.stack_reopens = stack_reopens_.load(std::memory_order_relaxed);
+    stats.late_samples = late_samples_.load(std::memory_order_relaxed);
+    stats.late_max_delay_ns = late_max_delay_ns_.load(std::memory_order_relaxed);
+    stats.holdback_ns = holdback_ns_.load(std::memory_order_relaxed);
     stats.small_rings = small_rings_.load(std::memory_order_relaxed);
     stats.rings_grown = rings_grown_.load(std::memory_order_relaxed);
     stats.reader_cpu_ns = reader_cpu_ns_.load(std::memory_order_relaxed);

@@ -19,6 +19,7 @@
 #include <boost/lockfree/queue.hpp>
 
 #include "event_queue.hpp"
+#include "hold_back.hpp"
 #include "module_tracker.hpp"
 #include "oracle.hpp"
 #include "reorder_buffer.hpp"
@@ -40,6 +41,11 @@ struct SamplerStats {
     uint64_t late_opens = 0;
     uint64_t waiting_at_stop = 0;
     uint64_t stack_reopens = 0;     // stack=auto: events reopened with another fragment size
+    // Samples read after events newer than they had been written (HoldBack::late), the longest
+    // time between such a sample's stamp and its read, and the hold-back at the end.
+    uint64_t late_samples = 0;
+    uint64_t late_max_delay_ns = 0;
+    uint64_t holdback_ns = 0;
     uint64_t small_rings = 0;       // set_lazy_rings: thread rings opened small
     uint64_t rings_grown = 0;       // and of those, reopened at the full size once their thread filled one
     uint64_t reader_cpu_ns = 0;     // the reader thread's CPU time, once it has stopped
@@ -204,6 +210,8 @@ public:
     bool stop(int timeout_ms);
 
     SamplerStats stats() const;
+    // The reader's hold-back for time-ordering at the start (late samples grow it: SamplerStats).
+    static constexpr uint64_t kInitialHoldbackNs = 20'000'000;
     // The reader thread's CPU time now (while it runs, read from its thread clock), else at its end.
     uint64_t reader_cpu_now() const;
     // The first open failure, if any.
@@ -393,6 +401,16 @@ private:
     uint64_t rescan_gap_ns_ = 0;
     uint64_t drains_began_ns_ = 0;  // when the last cycle began reading the rings (the cadence counts from it)
     uint64_t released_until_ = 0;   // the horizon of the last release: events up to it are written
+    // How long events are held for time-ordering: generous against a callback that stamped its
+    // event and was descheduled before emitting it, small against memory (the held samples). A
+    // sample published later than that (its CPU held up between the tick and the ring write: seen
+    // once, 975 us behind the last event written, on the 2-vCPU guest under load) grows it.
+    static constexpr uint64_t kMaxHoldbackNs = 80'000'000;
+    HoldBack hold_back_{kInitialHoldbackNs, kMaxHoldbackNs};   // the reader's; mirrored below for stats()
+    void note_late_sample();
+    std::atomic<uint64_t> late_samples_{0};
+    std::atomic<uint64_t> late_max_delay_ns_{0};
+    std::atomic<uint64_t> holdback_ns_{kInitialHoldbackNs};
     std::atomic<kernel::ReaderPriority> reader_priority_{kernel::ReaderPriority::kUnchanged};
     bool busy_lowered_ = false;   // the reader's: real time was given up for a busy window, not refused
     std::atomic<uint64_t> realtime_given_up_{0};

@@ -1071,6 +1071,15 @@ private:
                     static_cast<unsigned long long>(counts.lost_samples), oracle_text.c_str(),
                     static_cast<unsigned long long>(stats.threads_opened), static_cast<double>(stats.reader_cpu_ns) / 1e6,
                     stack_bytes_text.c_str(), static_cast<unsigned long long>(queue_.dropped()), counts.describe().c_str());
+        if (stats.late_samples != 0) {
+            SF_LOG_INFO("reader: %llu samples were read after newer events had been written (up to %.1f ms after their "
+                        "tick: their CPU was held up between the tick and the ring write, e.g. by the hypervisor) and "
+                        "went out of time order; the hold-back grew from %.0f to %.0f ms",
+                        static_cast<unsigned long long>(stats.late_samples),
+                        static_cast<double>(stats.late_max_delay_ns) / 1e6,
+                        static_cast<double>(Sampler::kInitialHoldbackNs) / 1e6,
+                        static_cast<double>(stats.holdback_ns) / 1e6);
+        }
         if (!live_profile_) {
             SF_LOG_INFO("mode: %s", mode_text(options_).c_str());
             if (const std::string memory = ring_memory_text(); !memory.empty()) SF_LOG_INFO("%s", memory.substr(3).c_str());
