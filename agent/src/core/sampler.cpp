@@ -678,12 +678,13 @@ void Sampler::sample_clocks(uint64_t now_ns) {
     const auto pid = static_cast<uint32_t>(getpid());
     for (size_t i = 0; i < clock_threads_.size();) {
         ClockThread& t = clock_threads_[i];
-        const uint64_t cpu = thread_cpu_ns_of(t.tid);
-        if (cpu == 0) {   // ended (its last partial period goes unseen, as a perf event's would)
+        const std::optional<uint64_t> alive = thread_cpu_ns_if_alive(t.tid);
+        if (!alive) {   // ended (its last partial period goes unseen, as a perf event's would)
             clock_threads_[i] = clock_threads_.back();
             clock_threads_.pop_back();
             continue;
         }
+        const uint64_t cpu = *alive;
         const uint64_t periods = cpu > t.counted_ns ? (cpu - t.counted_ns) / period : 0;
         if (periods != 0) {
             // Spread over the time since the last look, as the thread's own event would have spread them.
@@ -846,12 +847,14 @@ void Sampler::apply_requests() {
             waiting_.insert_or_assign(request->tid, thread_cpu_ns_of(request->tid));
         } else if (request->kind == Request::Kind::kClock) {
             // Counted from now: what the thread ran before, no event of its own saw either.
-            // (Once: a thread the spawner announced is found again by the thread watcher.)
-            const uint64_t cpu = thread_cpu_ns_of(request->tid);
+            // (Once: a thread the spawner announced is found again by the thread watcher.) A thread
+            // the spawner has just created may not have run yet (0 ns, seen under load: the live
+            // decoder's whole CPU time then went uncounted): alive all the same.
+            const std::optional<uint64_t> cpu = thread_cpu_ns_if_alive(request->tid);
             const bool known = std::any_of(clock_threads_.begin(), clock_threads_.end(),
                                            [&](const ClockThread& t) { return t.tid == request->tid; });
-            if (cpu != 0 && !known) {
-                clock_threads_.push_back(ClockThread{request->tid, cpu, monotonic_ns()});
+            if (cpu && !known) {
+                clock_threads_.push_back(ClockThread{request->tid, *cpu, monotonic_ns()});
                 clock_threads_added_.fetch_add(1, std::memory_order_relaxed);
             }
         } else {

@@ -23,15 +23,6 @@ bool is_runnable(jint state) {
     return (state & JVMTI_THREAD_STATE_RUNNABLE) != 0 && (state & JVMTI_THREAD_STATE_SUSPENDED) == 0;
 }
 
-// The CPU clock of any thread of this process by its OS id: Linux's clock id encoding for a
-// thread's scheduler clock (what pthread_getcpuclockid builds), so no pthread_t is needed.
-std::optional<uint64_t> thread_cpu_ns_of(uint32_t tid) {
-    const clockid_t clock = static_cast<clockid_t>((~static_cast<clockid_t>(tid) << 3) | 6);
-    timespec cpu{};
-    if (clock_gettime(clock, &cpu) != 0) return std::nullopt;
-    return timespec_ns(cpu);
-}
-
 }  // namespace
 
 JvmtiSampler::JvmtiSampler(jvmtiEnv* jvmti, EventSink& sink, VmCapture& capture, uint64_t interval_ns)
@@ -146,7 +137,7 @@ void JvmtiSampler::take_round(JNIEnv* jni) {
 }
 
 bool JvmtiSampler::used_cpu_since_last_round(uint32_t tid) {
-    const std::optional<uint64_t> now = thread_cpu_ns_of(tid);
+    const std::optional<uint64_t> now = thread_cpu_ns_if_alive(static_cast<pid_t>(tid));
     if (!now) return true;   // not measurable: trust the VM's word
     cpu_this_round_[tid] = *now;
     const auto last = cpu_at_last_round_.find(tid);

@@ -1,4 +1,8 @@
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -21,4 +25,17 @@ TEST_CASE("thread_page_faults counts the calling thread's first touches of fresh
     munmap(memory, kPages * kPage);
     CHECK(after_first - before >= kPages);
     CHECK(after_second - after_first < kPages / 4);
+}
+
+TEST_CASE("thread_cpu_ns_if_alive tells a thread that ended from one that is alive", "[base][clock]") {
+    const auto own = thread_cpu_ns_if_alive(static_cast<pid_t>(gettid()));
+    REQUIRE(own.has_value());
+    CHECK(*own > 0);
+    std::atomic<pid_t> tid{0};
+    std::thread ended([&] { tid = static_cast<pid_t>(gettid()); });
+    ended.join();
+    REQUIRE(tid.load() != 0);
+    // The thread is gone: no reading, where thread_cpu_ns_of says 0 as for a thread not run yet.
+    CHECK_FALSE(thread_cpu_ns_if_alive(tid.load()).has_value());
+    CHECK(thread_cpu_ns_of(tid.load()) == 0);
 }

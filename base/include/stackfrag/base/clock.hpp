@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include <cstdint>
+#include <optional>
 
 namespace sf {
 
@@ -32,10 +33,15 @@ inline uint64_t realtime_ns() { return clock_ns(CLOCK_REALTIME); }
 inline uint64_t thread_cpu_ns() { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 inline uint64_t process_cpu_ns() { return clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
 // The CPU time of thread `tid` of this process (the kernel's MAKE_THREAD_CPUCLOCK(tid,
-// CPUCLOCK_SCHED) clock id); 0 when it has ended.
-inline uint64_t thread_cpu_ns_of(pid_t tid) {
-    return clock_ns(static_cast<clockid_t>((~static_cast<unsigned>(tid)) << 3) | 6);
+// CPUCLOCK_SCHED) clock id, what pthread_getcpuclockid builds, so no pthread_t is needed); nullopt
+// when it has ended. A thread created but not yet run reads 0: alive, which 0 alone cannot say.
+inline std::optional<uint64_t> thread_cpu_ns_if_alive(pid_t tid) {
+    timespec ts{};
+    if (clock_gettime(static_cast<clockid_t>((~static_cast<unsigned>(tid)) << 3) | 6, &ts) != 0) return std::nullopt;
+    return timespec_ns(ts);
 }
+// The same, 0 when it has ended (or has not run yet).
+inline uint64_t thread_cpu_ns_of(pid_t tid) { return thread_cpu_ns_if_alive(tid).value_or(0); }
 
 // The calling thread's page faults so far (minor + major): where a thread's time goes into fresh
 // pages (a buffer the allocator had given back), CPU time alone does not say. 0 when unknown.
