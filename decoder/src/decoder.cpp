@@ -263,8 +263,7 @@ private:
 
     // The one step that keeps sp: a top frame that has popped its return address (an i2c adapter
     // past `pop rax`, an interpreter frame past `mov rsp, rbx`) takes no stack, and its caller's sp
-    // is the sample's. Only at the top, so the
-    // walk still moves up at every other step.
+    // is the sample's. Only at the top, so the walk still moves up at every other step.
     Step go_to_from_popped_top(uint64_t pc, uint64_t fp) {
         if (!top_) return fail(FailReason::kSpNotIncreasing);
         return move_to(pc, sp_, fp);
