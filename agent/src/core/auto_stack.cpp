@@ -102,9 +102,9 @@ void AutoStack::on_trace(const Event& event, const CallTrace& trace) {
     if (gap_wanted && sample->stack.size() >= std::min(bytes, controller_.settings().largest_fragment)) {
         std::lock_guard<std::mutex> lock(agreement_mutex_);
         if (decoder) {
-            agreement_.min_gap_ran_off = std::min(agreement_.min_gap_ran_off, top - end);
+            min_gap_ran_off_ = std::min(min_gap_ran_off_, top - end);
         } else {
-            agreement_.max_gap_reached = std::max(agreement_.max_gap_reached, top - end);
+            max_gap_reached_ = std::max(max_gap_reached_, top - end);
         }
     }
 }
@@ -182,7 +182,8 @@ AutoStack::Agreement AutoStack::agreement() const {
     Agreement out;
     {
         std::lock_guard<std::mutex> lock(agreement_mutex_);
-        out = agreement_;
+        out.max_gap_reached = max_gap_reached_;
+        out.min_gap_ran_off = min_gap_ran_off_;
     }
     out.both_ran_off = both_ran_off_.load(std::memory_order_relaxed);
     out.both_reached = both_reached_.load(std::memory_order_relaxed);

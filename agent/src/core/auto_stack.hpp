@@ -130,7 +130,8 @@ private:
     // lock, the gaps (set only on full fragments, rare once fragments are cut) under one.
     std::atomic<uint64_t> both_ran_off_{0}, both_reached_{0}, only_decoder_ran_off_{0}, only_check_ran_off_{0};
     mutable std::mutex agreement_mutex_;
-    Agreement agreement_;   // its gaps
+    uint64_t max_gap_reached_ = 0;            // under agreement_mutex_ (Agreement's fields)
+    uint64_t min_gap_ran_off_ = UINT64_MAX;
 };
 
 }  // namespace sf::agent

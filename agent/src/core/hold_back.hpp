@@ -22,6 +22,7 @@ public:
     // hold-back grows to what it would have needed: at most how long ago it was stamped, plus
     // half the base again as a margin, up to the maximum. It is still written, out of order: a
     // sample is never dropped for it, and the decoder looks code up at the sample's own time.
+    // Returns whether it was late.
     bool late(uint64_t time_ns, uint64_t released_until_ns, uint64_t now_ns) {
         if (released_until_ns == 0 || time_ns == 0 || time_ns > released_until_ns) return false;
         ++late_samples_;

@@ -290,7 +290,7 @@ public:
             __builtin_prefetch(sample.stack.data() + at, 1);
         }
         sample.stack.assign(view.stack, view.stack + bytes);
-        if (sampler_.hold_back_.late(view.time_ns, sampler_.released_until_, now_ns_)) sampler_.note_late_sample();
+        sampler_.hold_back_.late(view.time_ns, sampler_.released_until_, now_ns_);
         if (sampler_.sample_watch_) {
             sampler_.sample_watch_(sample, static_cast<pid_t>(sample.tid) == ring_tid_ ? watch_cache_ : nullptr);
         }
@@ -422,6 +422,9 @@ void Sampler::run() {
     published_ring_drains_.store(ring_drains_, std::memory_order_relaxed);
     published_stack_bytes_written_.store(stack_bytes_written_, std::memory_order_relaxed);
     published_stack_bytes_kept_.store(stack_bytes_kept_, std::memory_order_relaxed);
+    published_late_samples_.store(hold_back_.late_samples(), std::memory_order_relaxed);
+    published_late_max_delay_ns_.store(hold_back_.max_delay_ns(), std::memory_order_relaxed);
+    published_holdback_ns_.store(hold_back_.ns(), std::memory_order_relaxed);
     waiting_at_stop_.store(waiting_.size(), std::memory_order_relaxed);
     reader_cpu_ns_.store(thread_cpu_ns());
     reader_tid_.store(0, std::memory_order_release);
@@ -1436,12 +1439,6 @@ bool Sampler::stop(int timeout_ms) {
     return true;
 }
 
-void Sampler::note_late_sample() {
-    late_samples_.store(hold_back_.late_samples(), std::memory_order_relaxed);
-    late_max_delay_ns_.store(hold_back_.max_delay_ns(), std::memory_order_relaxed);
-    holdback_ns_.store(hold_back_.ns(), std::memory_order_relaxed);
-}
-
 SamplerStats Sampler::stats() const {
     SamplerStats stats;
     stats.threads_opened = threads_opened_.load(std::memory_order_relaxed);
@@ -1452,9 +1449,9 @@ SamplerStats Sampler::stats() const {
     stats.late_opens = late_opens_.load(std::memory_order_relaxed);
     stats.waiting_at_stop = waiting_at_stop_.load(std::memory_order_relaxed);
     stats.stack_reopens = stack_reopens_.load(std::memory_order_relaxed);
-    stats.late_samples = late_samples_.load(std::memory_order_relaxed);
-    stats.late_max_delay_ns = late_max_delay_ns_.load(std::memory_order_relaxed);
-    stats.holdback_ns = holdback_ns_.load(std::memory_order_relaxed);
+    stats.late_samples = published_late_samples_.load(std::memory_order_relaxed);
+    stats.late_max_delay_ns = published_late_max_delay_ns_.load(std::memory_order_relaxed);
+    stats.holdback_ns = published_holdback_ns_.load(std::memory_order_relaxed);
     stats.small_rings = small_rings_.load(std::memory_order_relaxed);
     stats.rings_grown = rings_grown_.load(std::memory_order_relaxed);
     stats.reader_cpu_ns = reader_cpu_ns_.load(std::memory_order_relaxed);

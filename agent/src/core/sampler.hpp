@@ -42,7 +42,8 @@ struct SamplerStats {
     uint64_t waiting_at_stop = 0;
     uint64_t stack_reopens = 0;     // stack=auto: events reopened with another fragment size
     // Samples read after events newer than they had been written (HoldBack::late), the longest
-    // time between such a sample's stamp and its read, and the hold-back at the end.
+    // time between such a sample's stamp and its read, and the hold-back at the end; once the
+    // reader has stopped.
     uint64_t late_samples = 0;
     uint64_t late_max_delay_ns = 0;
     uint64_t holdback_ns = 0;
@@ -406,11 +407,10 @@ private:
     // sample published later than that (its CPU held up between the tick and the ring write: seen
     // once, 975 us behind the last event written, on the 2-vCPU guest under load) grows it.
     static constexpr uint64_t kMaxHoldbackNs = 80'000'000;
-    HoldBack hold_back_{kInitialHoldbackNs, kMaxHoldbackNs};   // the reader's; mirrored below for stats()
-    void note_late_sample();
-    std::atomic<uint64_t> late_samples_{0};
-    std::atomic<uint64_t> late_max_delay_ns_{0};
-    std::atomic<uint64_t> holdback_ns_{kInitialHoldbackNs};
+    HoldBack hold_back_{kInitialHoldbackNs, kMaxHoldbackNs};   // the reader's; published when it stops
+    std::atomic<uint64_t> published_late_samples_{0};
+    std::atomic<uint64_t> published_late_max_delay_ns_{0};
+    std::atomic<uint64_t> published_holdback_ns_{kInitialHoldbackNs};
     std::atomic<kernel::ReaderPriority> reader_priority_{kernel::ReaderPriority::kUnchanged};
     bool busy_lowered_ = false;   // the reader's: real time was given up for a busy window, not refused
     std::atomic<uint64_t> realtime_given_up_{0};
