@@ -1009,8 +1009,7 @@ bool Walk::step_interpreter_return(Step& result) {
     if (sp_ < caller_sp && view_.read(sp_, candidates[1])) count = 2;
     for (size_t i = 0; i < count; ++i) {
         const uint64_t ret = candidates[i];
-        if (!is_return_target(ret)) continue;
-        const CompiledCode* caller = map_.find_compiled(ret, time_);
+        const CompiledCode* caller = map_.find_code(ret, time_).compiled;   // r13's bcp: none
         if (caller == nullptr || check_return(ret) != ReturnCheck::kOk || scope_at_pc(*caller, ret) == nullptr) continue;
         bump(kInterpreterReturnTops);
         if (!push_frame(FrameKind::kStub, 0, -1, 0, pc_)) {
