@@ -181,7 +181,7 @@ void CodeMap::rebuild_history_reach(size_t from) {
     }
 }
 
-const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns, bool valid_only) const {
+const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns) const {
     const auto after = std::upper_bound(history_ranges_.begin(), history_ranges_.end(), pc,
                                         [](uint64_t p, const HistoryRange& r) { return p < r.begin; });
     const CompiledCode* next_loaded = nullptr;
@@ -191,7 +191,7 @@ const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns, bool
         const CompiledCode& c = *history_[i];
         if (!c.contains(pc)) continue;
         if (c.valid_from <= time_ns && time_ns < c.valid_until) return &c;
-        if (!valid_only && c.valid_from > time_ns &&
+        if (c.valid_from > time_ns &&
             (!next_loaded || c.valid_from < next_loaded->valid_from)) {
             next_loaded = &c;
         }
@@ -219,9 +219,10 @@ const CompiledCode* CodeMap::find_compiled_unlogged(uint64_t pc, uint64_t time_n
     const CompiledCode* live = find_live(pc);
     if (live && live->valid_from <= time_ns) return live;
     if (history_.empty()) return live;
-    if (const CompiledCode* old = find_in_history(pc, time_ns, /*valid_only=*/true)) return old;
-    // Nothing valid at the sample's time: the code announced next after it (its load event lagged).
-    const CompiledCode* next = find_in_history(pc, time_ns, /*valid_only=*/false);
+    // One pass finds the code valid at the sample's time, else the code announced next after it
+    // (its load event lagged).
+    const CompiledCode* next = find_in_history(pc, time_ns);
+    if (next && next->valid_from <= time_ns && time_ns < next->valid_until) return next;
     if (live && (!next || live->valid_from < next->valid_from)) return live;
     return next;
 }

@@ -376,6 +376,9 @@ private:
     size_t step_peak_ = 0;
     detail::Splice splice_;
     bool splice_valid_ = false;
+    // check_return's last lookup: a caller frame's step asks find_code about the same pc again.
+    mutable uint64_t checked_pc_ = 0;
+    mutable CodeLookup checked_code_;
 };
 
 namespace {
@@ -728,7 +731,13 @@ void Walk::end_step(Step s) {
 Walk::Step Walk::step() {
     if (count_ >= d_.options_.max_frames) return fail(FailReason::kTooDeep);
     if (!view_.before_end(sp_)) return off_fragment(sp_);
-    CodeLookup code = map_.find_code(pc_, time_);
+    CodeLookup code;
+    if (pc_ == checked_pc_ && pc_ != 0) {   // the walk and the map are as they were when it was checked
+        map_.note_code_lookup(pc_);
+        code = checked_code_;
+    } else {
+        code = map_.find_code(pc_, time_);
+    }
     switch (code.region) {
         case CodeRegion::kCallStubReturn: return step_entry();
         case CodeRegion::kInterpreter: return step_interpreted();
@@ -1313,23 +1322,36 @@ void Walk::frames_at_pc_alone() {
 // so "calls this method" cannot be asked.
 Walk::ReturnCheck Walk::check_return(uint64_t ret) const {
     const CodeLookup c = map_.find_code(ret, time_);
+    checked_pc_ = ret;   // most often the next step's pc
+    checked_code_ = c;
     if (c.region == CodeRegion::kStub) return no_java_returns_into(map_, c.stub) ? ReturnCheck::kVmStub : ReturnCheck::kOk;
     if (c.region != CodeRegion::kCompiled) return ReturnCheck::kOk;   // the step there judges it
     const CodeLoad& nm = c.compiled->load;
     if (ret == nm.deopt_handler || ret - nm.code_begin > nm.code.size()) return ReturnCheck::kOk;   // no bytes to check
     Decoder::CallSite& site = d_.call_site(*c.compiled, ret);
     if (!site.call_known) {   // e8 rel32: how HotSpot calls Java code from compiled code
-        site.has_call = call_target(nm, ret, site.call_target);
+        uint64_t target = 0;
+        site.has_call = call_target(nm, ret, target);
+        site.call_displacement = static_cast<int32_t>(static_cast<int64_t>(target - ret));   // a rel32's, so it fits
         site.call_known = true;
     }
     if (!site.has_call) return ReturnCheck::kNoCall;
-    const CodeLookup t = map_.find_code(site.call_target, time_);
+    if (site.target_generation == map_.code_generation() && map_.same_answers_at(site.target_time, time_)) {
+        map_.note_code_lookup(site.call_target());
+        return static_cast<ReturnCheck>(site.target_verdict);
+    }
+    const CodeLookup t = map_.find_code(site.call_target(), time_);
+    ReturnCheck verdict = ReturnCheck::kBadTarget;
     switch (t.region) {
         case CodeRegion::kCompiled:
-        case CodeRegion::kUnknownCodeCache: return ReturnCheck::kOk;
-        case CodeRegion::kStub: return calls_into_vm(map_, t.stub) ? ReturnCheck::kBadTarget : ReturnCheck::kOk;
-        default: return ReturnCheck::kBadTarget;
+        case CodeRegion::kUnknownCodeCache: verdict = ReturnCheck::kOk; break;
+        case CodeRegion::kStub: verdict = calls_into_vm(map_, t.stub) ? ReturnCheck::kBadTarget : ReturnCheck::kOk; break;
+        default: break;
     }
+    site.target_generation = map_.code_generation();
+    site.target_time = time_;
+    site.target_verdict = static_cast<uint8_t>(verdict);
+    return verdict;
 }
 
 const PcScope* Walk::scope_at_pc(const CompiledCode& code, uint64_t pc) const {

@@ -141,6 +141,16 @@ public:
     static uint64_t page_key(uint64_t pc) { return pc >> 12; }
     static uint64_t method_key(uint64_t method_ptr) { return method_ptr | (uint64_t{1} << 63); }
     void set_lookup_log(LookupKeys* log) const { lookup_log_ = log; }
+    // Logs `pc` as find_code(pc, ...) would have: for a caller that reuses an answer find_code gave
+    // earlier in the same walk, so that the step asking again still names the page it depends on.
+    void note_code_lookup(uint64_t pc) const {
+        if (lookup_log_ && has_vm_ && !(pc == vm_.call_stub_return && pc != 0) && !in_interpreter(pc)) {
+            lookup_log_->add(page_key(pc));
+        }
+    }
+    // Changes whenever find_code's answers may have: code, stubs or the VM announced anew. Answers
+    // derived from find_code hold while it stays and for times same_answers_at calls alike.
+    uint64_t code_generation() const { return code_generation_; }
     // The keys whose answers the changes applied after `epoch` may have changed, as inclusive ranges
     // (a code range's pages, a Method*): every other key gets the answer it got then (at a time the
     // map of then answered alike, see time_horizon). False when that is not known: a VmInfo or
@@ -205,7 +215,8 @@ private:
     void apply_module(const ModuleMap& module);
     void retire(std::shared_ptr<CompiledCode> code, uint64_t until);
     void rebuild_stub_segments() const;
-    const CompiledCode* find_in_history(uint64_t pc, uint64_t time_ns, bool valid_only) const;
+    // Unloaded code at pc valid at time_ns; else the one loaded soonest after it; else null.
+    const CompiledCode* find_in_history(uint64_t pc, uint64_t time_ns) const;
 
     bool has_vm_ = false;
     VmInfo vm_;

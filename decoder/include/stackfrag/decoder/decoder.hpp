@@ -229,9 +229,16 @@ private:
     struct CallSite {
         uint64_t pc = 0;
         uint64_t serial = 0;                   // CompiledCode::serial; 0: empty
-        uint64_t call_target = 0;              // with has_call
         const PcScope* scope = nullptr;        // with scope_known: CodeMap::scope_at there
+        // What the call's target said of the return address (the walk's ReturnCheck), for lookups
+        // at CodeMap::code_generation() == target_generation and a time answered alike with
+        // target_time: the target is found again only when code or stubs changed.
+        uint64_t target_generation = 0;        // 0: not known
+        uint64_t target_time = 0;
+        int32_t call_displacement = 0;         // with has_call: the call's target is pc + this (e8 rel32)
+        uint8_t target_verdict = 0;
         bool call_known = false, has_call = false, scope_known = false;
+        uint64_t call_target() const { return pc + static_cast<uint64_t>(int64_t{call_displacement}); }
     };
     static constexpr size_t kCallSites = 4096;
     std::vector<CallSite> call_sites_ = std::vector<CallSite>(kCallSites);
