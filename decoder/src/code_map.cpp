@@ -307,15 +307,7 @@ const Stub* CodeMap::find_stub(uint64_t pc) const {
 
 CodeLookup CodeMap::find_code(uint64_t pc, uint64_t time_ns) const {
     CodeLookup r;
-    if (!has_vm_) return r;
-    if (pc == vm_.call_stub_return && pc != 0) {
-        r.region = CodeRegion::kCallStubReturn;
-        return r;
-    }
-    if (in_interpreter(pc)) {
-        r.region = CodeRegion::kInterpreter;
-        return r;
-    }
+    if (fixed_answer(pc, r)) return r;
     if (lookup_log_) lookup_log_->add(page_key(pc));
     CodeCacheEntry& cached = code_cache_[((pc >> 2) ^ (pc >> 13)) & (kCodeCacheSize - 1)];
     if (cached.pc == pc && cached.generation == code_generation_ && same_answers_at(cached.time_ns, time_ns)) {

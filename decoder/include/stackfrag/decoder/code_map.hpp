@@ -144,9 +144,8 @@ public:
     // Logs `pc` as find_code(pc, ...) would have: for a caller that reuses an answer find_code gave
     // earlier in the same walk, so that the step asking again still names the page it depends on.
     void note_code_lookup(uint64_t pc) const {
-        if (lookup_log_ && has_vm_ && !(pc == vm_.call_stub_return && pc != 0) && !in_interpreter(pc)) {
-            lookup_log_->add(page_key(pc));
-        }
+        CodeLookup fixed;
+        if (lookup_log_ && !fixed_answer(pc, fixed)) lookup_log_->add(page_key(pc));
     }
     // Changes whenever find_code's answers may have: code, stubs or the VM announced anew. Answers
     // derived from find_code hold while it stays and for times same_answers_at calls alike.
@@ -215,6 +214,20 @@ private:
     void apply_module(const ModuleMap& module);
     void retire(std::shared_ptr<CompiledCode> code, uint64_t until);
     void rebuild_stub_segments() const;
+    // find_code's answers that depend on no code announced (no VM yet, the call stub's return, the
+    // interpreter): true with `r` set; such lookups are not logged.
+    bool fixed_answer(uint64_t pc, CodeLookup& r) const {
+        if (!has_vm_) return true;
+        if (pc == vm_.call_stub_return && pc != 0) {
+            r.region = CodeRegion::kCallStubReturn;
+            return true;
+        }
+        if (in_interpreter(pc)) {
+            r.region = CodeRegion::kInterpreter;
+            return true;
+        }
+        return false;
+    }
     // Unloaded code at pc valid at time_ns; else the one loaded soonest after it; else null.
     const CompiledCode* find_in_history(uint64_t pc, uint64_t time_ns) const;
 
@@ -230,10 +243,9 @@ private:
     // most lookups ask for a pc new to every cache (a sample's top pc). The tree stays what
     // apply_load and apply_unload edit and what lookups fall back on where the index is off.
     std::unique_ptr<detail::LiveCodeIndex<CompiledCode>> live_index_;
-    // find_code's answers by pc (a walk asks about each return address twice, once to check it
-    // and once to step there, and about the same call targets sample after sample), valid while no
-    // code, stub or VM event was applied since (code_generation_) and for a time the map answers
-    // alike (same_answers_at): method announcements leave them be.
+    // find_code's answers by pc (the same return addresses and call targets come back sample after
+    // sample), valid while no code, stub or VM event was applied since (code_generation_) and for a
+    // time the map answers alike (same_answers_at): method announcements leave them be.
     struct CodeCacheEntry {
         uint64_t pc = 0;
         uint64_t time_ns = 0;
