@@ -181,7 +181,7 @@ void CodeMap::rebuild_history_reach(size_t from) {
     }
 }
 
-const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns) const {
+const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns, TimeSpan* span) const {
     const auto after = std::upper_bound(history_ranges_.begin(), history_ranges_.end(), pc,
                                         [](uint64_t p, const HistoryRange& r) { return p < r.begin; });
     const CompiledCode* next_loaded = nullptr;
@@ -190,6 +190,10 @@ const CompiledCode* CodeMap::find_in_history(uint64_t pc, uint64_t time_ns) cons
         if (pc >= history_ranges_[i].end) continue;
         const CompiledCode& c = *history_[i];
         if (!c.contains(pc)) continue;
+        if (span) {   // every code at pc bounds it, the one answered or not: it decides another time
+            span->narrow(c.valid_from, time_ns);
+            span->narrow(c.valid_until, time_ns);
+        }
         if (c.valid_from <= time_ns && time_ns < c.valid_until) return &c;
         if (c.valid_from > time_ns &&
             (!next_loaded || c.valid_from < next_loaded->valid_from)) {
@@ -212,16 +216,17 @@ const CompiledCode* CodeMap::find_compiled(uint64_t pc, uint64_t time_ns) const 
     return find_compiled_unlogged(pc, time_ns);
 }
 
-const CompiledCode* CodeMap::find_compiled_unlogged(uint64_t pc, uint64_t time_ns) const {
+const CompiledCode* CodeMap::find_compiled_unlogged(uint64_t pc, uint64_t time_ns, TimeSpan* span) const {
     // A native pc (most of a JVM thread's frames, and every one its native steps ask about) lies
     // outside every range code was ever loaded at: no lookup needed.
     if (pc < loaded_lo_ || pc >= loaded_hi_) return nullptr;
     const CompiledCode* live = find_live(pc);
+    if (live && span) span->narrow(live->valid_from, time_ns);
     if (live && live->valid_from <= time_ns) return live;
     if (history_.empty()) return live;
     // One pass finds the code valid at the sample's time, else the code announced next after it
     // (its load event lagged).
-    const CompiledCode* next = find_in_history(pc, time_ns);
+    const CompiledCode* next = find_in_history(pc, time_ns, span);
     if (next && next->valid_from <= time_ns && time_ns < next->valid_until) return next;
     if (live && (!next || live->valid_from < next->valid_from)) return live;
     return next;
@@ -310,10 +315,11 @@ CodeLookup CodeMap::find_code(uint64_t pc, uint64_t time_ns) const {
     if (fixed_answer(pc, r)) return r;
     if (lookup_log_) lookup_log_->add(page_key(pc));
     CodeCacheEntry& cached = code_cache_[((pc >> 2) ^ (pc >> 13)) & (kCodeCacheSize - 1)];
-    if (cached.pc == pc && cached.generation == code_generation_ && same_answers_at(cached.time_ns, time_ns)) {
+    if (cached.pc == pc && cached.generation == code_generation_ && cached.span.contains(time_ns)) {
         return cached.result;
     }
-    if (const CompiledCode* c = find_compiled_unlogged(pc, time_ns)) {
+    TimeSpan span;
+    if (const CompiledCode* c = find_compiled_unlogged(pc, time_ns, &span)) {
         r.region = CodeRegion::kCompiled;
         r.compiled = c;
     } else if (const Stub* s = find_stub(pc)) {
@@ -322,7 +328,7 @@ CodeLookup CodeMap::find_code(uint64_t pc, uint64_t time_ns) const {
     } else if (in_code_cache(pc)) {
         r.region = CodeRegion::kUnknownCodeCache;
     }
-    cached = CodeCacheEntry{pc, time_ns, code_generation_, r};
+    cached = CodeCacheEntry{pc, code_generation_, span, r};
     return r;
 }
 

@@ -2,6 +2,7 @@
 // span code was ever loaded at) must answer as a map asked for the first time does.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <optional>
 #include <random>
 #include <vector>
@@ -162,6 +163,82 @@ TEST_CASE("the code map's cached answers hold at every sample time and for every
     CHECK(code_checks > 100000);
     CHECK(method_checks > 20000);
     CHECK(versions_seen > method_checks / 2);
+}
+
+TEST_CASE("a cached code answer is reused only for the sample times its loads and unloads bound", "[decoder]") {
+    // Decoding a recording against its whole map (bench_decode, replay with a deferral) asks for
+    // the same pcs at times all over the history, in no order: a cached answer must serve exactly
+    // the times between the load and unload times around it. Code loaded over, into and after
+    // other code at the same pcs, announced late, unloaded; every (pc, time) asked in a shuffled
+    // order of a warm map, against a fresh map for each time that is asked each pc once.
+    std::mt19937_64 random(23);
+    constexpr uint64_t kBase = test::kCodeCacheLow + 0x20000;
+    constexpr uint64_t kSpan = 0x1000;
+    std::vector<Event> events;
+    std::vector<std::pair<uint64_t, uint64_t>> loaded;   // begin, method id
+    for (uint64_t t = 1000; t < 1000 + 40 * 200; t += 40) {
+        if (loaded.empty() || random() % 4 != 0) {
+            CodeLoad load;
+            load.time_ns = t - random() % 120;   // announced late, sometimes after later events
+            load.method_id = test::method_id(static_cast<int>(random() % 16));
+            load.code_begin = kBase + (random() % (kSpan / 16)) * 16;
+            load.code_end = load.code_begin + 16 + (random() % 24) * 16;
+            load.entry = load.verified_entry = load.code_begin;
+            load.frame_size_words = 4;
+            loaded.emplace_back(load.code_begin, load.method_id);
+            events.push_back(Event{load});
+        } else {
+            const size_t i = random() % loaded.size();
+            events.push_back(Event{CodeUnload{t, loaded[i].second, loaded[i].first}});
+            loaded.erase(loaded.begin() + static_cast<long>(i));
+        }
+    }
+    std::vector<uint64_t> times;
+    for (uint64_t t = 900; t < 1000 + 40 * 200 + 200; t += 37) times.push_back(t);
+    std::vector<uint64_t> pcs;
+    for (uint64_t pc = kBase - 16; pc < kBase + kSpan + 400; pc += 8) pcs.push_back(pc);
+    test::World warm;
+    for (const Event& e : events) warm.map.apply(Event{e});
+    struct Answer {
+        CodeRegion region;
+        uint64_t begin, valid_from;
+    };
+    const auto answer = [](const CodeLookup& c) {
+        return Answer{c.region, c.compiled ? c.compiled->load.code_begin : 0, c.compiled ? c.compiled->valid_from : 0};
+    };
+    std::vector<std::vector<Answer>> expected(times.size());
+    for (size_t ti = 0; ti < times.size(); ++ti) {
+        test::World fresh;
+        for (const Event& e : events) fresh.map.apply(Event{e});
+        for (uint64_t pc : pcs) expected[ti].push_back(answer(fresh.map.find_code(pc, times[ti])));
+    }
+    std::vector<std::pair<size_t, size_t>> order;
+    for (size_t ti = 0; ti < times.size(); ++ti) {
+        for (size_t pi = 0; pi < pcs.size(); ++pi) order.emplace_back(ti, pi);
+    }
+    size_t compiled_answers = 0, answers_that_change = 0;
+    for (size_t pi = 0; pi < pcs.size(); ++pi) {
+        for (size_t ti = 1; ti < times.size(); ++ti) {
+            if (expected[ti][pi].begin != expected[ti - 1][pi].begin ||
+                expected[ti][pi].valid_from != expected[ti - 1][pi].valid_from) {
+                ++answers_that_change;
+            }
+        }
+    }
+    for (int round = 0; round < 3; ++round) {
+        std::shuffle(order.begin(), order.end(), random);
+        for (const auto& [ti, pi] : order) {
+            const Answer got = answer(warm.map.find_code(pcs[pi], times[ti]));
+            const Answer& want = expected[ti][pi];
+            INFO("pc " << pcs[pi] << " at " << times[ti]);
+            REQUIRE(got.region == want.region);
+            REQUIRE(got.begin == want.begin);
+            REQUIRE(got.valid_from == want.valid_from);
+            if (got.begin != 0) ++compiled_answers;
+        }
+    }
+    CHECK(compiled_answers > order.size());       // most of three rounds' answers are code
+    CHECK(answers_that_change > pcs.size() * 4);  // and they change over time at most pcs
 }
 
 TEST_CASE("a stub's memo belongs to that stub and is cleared when its range is announced anew", "[decoder]") {

@@ -14,6 +14,7 @@
 //    overlapping range replaces the earlier one (for stubs the smaller range wins).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -200,7 +201,19 @@ private:
     void apply_vm(const VmInfo& vm);
     void apply_load(CodeLoad&& load);
     const CompiledCode* find_live(uint64_t pc) const;
-    const CompiledCode* find_compiled_unlogged(uint64_t pc, uint64_t time_ns) const;
+    // The sample times [from, until) over which find_compiled_unlogged's answer for a pc stays the
+    // one it gave (at this code generation): between the nearest load or unload times of the code
+    // ever at that pc.
+    struct TimeSpan {
+        uint64_t from = 0;
+        uint64_t until = ~uint64_t{0};
+        void narrow(uint64_t boundary, uint64_t time_ns) {
+            if (boundary <= time_ns) from = std::max(from, boundary);
+            else until = std::min(until, boundary);
+        }
+        bool contains(uint64_t time_ns) const { return from <= time_ns && time_ns < until; }
+    };
+    const CompiledCode* find_compiled_unlogged(uint64_t pc, uint64_t time_ns, TimeSpan* span = nullptr) const;
     void apply_unload(const CodeUnload& unload);
     void apply_stub(const Stub& stub);
     void apply_method(MethodInfo&& method);
@@ -229,7 +242,7 @@ private:
         return false;
     }
     // Unloaded code at pc valid at time_ns; else the one loaded soonest after it; else null.
-    const CompiledCode* find_in_history(uint64_t pc, uint64_t time_ns) const;
+    const CompiledCode* find_in_history(uint64_t pc, uint64_t time_ns, TimeSpan* span = nullptr) const;
 
     bool has_vm_ = false;
     VmInfo vm_;
@@ -244,12 +257,14 @@ private:
     // apply_load and apply_unload edit and what lookups fall back on where the index is off.
     std::unique_ptr<detail::LiveCodeIndex<CompiledCode>> live_index_;
     // find_code's answers by pc (the same return addresses and call targets come back sample after
-    // sample), valid while no code, stub or VM event was applied since (code_generation_) and for a
-    // time the map answers alike (same_answers_at): method announcements leave them be.
+    // sample), valid while no code, stub or VM event was applied since (code_generation_) and for
+    // the sample times between the load and unload times around the time it was asked for (a
+    // sample's time alone would make every lookup of a recording decoded against its whole map a
+    // miss): method announcements leave them be.
     struct CodeCacheEntry {
         uint64_t pc = 0;
-        uint64_t time_ns = 0;
         uint64_t generation = 0;   // 0: empty
+        TimeSpan span;
         CodeLookup result;
     };
     static constexpr size_t kCodeCacheSize = 1024;
