@@ -11,6 +11,21 @@
 
 using namespace sf;
 
+namespace {
+// Code of one of 16 methods at a 16-byte boundary of [base, base + span), 16 bytes and up to
+// `extra_blocks` - 1 blocks of 16 more long, announced at `time_ns`.
+CodeLoad random_load(std::mt19937_64& random, uint64_t time_ns, uint64_t base, uint64_t span, uint64_t extra_blocks) {
+    CodeLoad load;
+    load.time_ns = time_ns;
+    load.method_id = test::method_id(static_cast<int>(random() % 16));
+    load.code_begin = base + (random() % (span / 16)) * 16;
+    load.code_end = load.code_begin + 16 + (random() % extra_blocks) * 16;
+    load.entry = load.verified_entry = load.code_begin;
+    load.frame_size_words = 4;
+    return load;
+}
+}  // namespace
+
 TEST_CASE("the code map's cached answers follow every load and unload, as a map that never cached", "[decoder]") {
     // Blocks of code loaded over and into each other (a new blob overlapping older ones retires
     // them, as a reused CodeCache range does) and unloaded, with lookups all over the range between
@@ -28,13 +43,7 @@ TEST_CASE("the code map's cached answers follow every load and unload, as a map 
     size_t checked = 0, compiled_answers = 0;
     for (uint64_t t = 10; t < 10 + 300; ++t) {
         if (loaded.empty() || random() % 3 != 0) {
-            CodeLoad load;
-            load.time_ns = t;
-            load.method_id = test::method_id(static_cast<int>(random() % 16));
-            load.code_begin = kBase + (random() % (kSpan / 16)) * 16;
-            load.code_end = load.code_begin + 16 + (random() % 64) * 16;
-            load.entry = load.verified_entry = load.code_begin;
-            load.frame_size_words = 4;
+            const CodeLoad load = random_load(random, t, kBase, kSpan, 64);
             loaded.push_back({load.code_begin, load.method_id});
             events.push_back(Event{load});
         } else {
@@ -96,13 +105,8 @@ TEST_CASE("the code map's cached answers hold at every sample time and for every
         const uint64_t kind = random() % 8;
         Step step;
         if (kind < 3) {
-            CodeLoad load;
-            load.time_ns = t - random() % 60;   // announced late, sometimes after later events
-            load.method_id = test::method_id(static_cast<int>(random() % 16));
-            load.code_begin = kBase + (random() % (kSpan / 16)) * 16;
-            load.code_end = load.code_begin + 16 + (random() % 32) * 16;
-            load.entry = load.verified_entry = load.code_begin;
-            load.frame_size_words = 4;
+            // Announced late, sometimes after later events.
+            const CodeLoad load = random_load(random, t - random() % 60, kBase, kSpan, 32);
             loaded.emplace_back(load.code_begin, load.method_id);
             step.event = Event{load};
         } else if (kind == 3 && !loaded.empty()) {
@@ -178,13 +182,8 @@ TEST_CASE("a cached code answer is reused only for the sample times its loads an
     std::vector<std::pair<uint64_t, uint64_t>> loaded;   // begin, method id
     for (uint64_t t = 1000; t < 1000 + 40 * 200; t += 40) {
         if (loaded.empty() || random() % 4 != 0) {
-            CodeLoad load;
-            load.time_ns = t - random() % 120;   // announced late, sometimes after later events
-            load.method_id = test::method_id(static_cast<int>(random() % 16));
-            load.code_begin = kBase + (random() % (kSpan / 16)) * 16;
-            load.code_end = load.code_begin + 16 + (random() % 24) * 16;
-            load.entry = load.verified_entry = load.code_begin;
-            load.frame_size_words = 4;
+            // Announced late, sometimes after later events.
+            const CodeLoad load = random_load(random, t - random() % 120, kBase, kSpan, 24);
             loaded.emplace_back(load.code_begin, load.method_id);
             events.push_back(Event{load});
         } else {
