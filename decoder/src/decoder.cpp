@@ -1336,11 +1336,12 @@ Walk::ReturnCheck Walk::check_return(uint64_t ret) const {
         site.call_known = true;
     }
     if (!site.has_call) return ReturnCheck::kNoCall;
-    if (site.target_generation == map_.code_generation() && map_.same_answers_at(site.target_time, time_)) {
+    if (site.target_generation == map_.code_generation() && site.target_span.contains(time_)) {
         map_.note_code_lookup(site.call_target());
         return static_cast<ReturnCheck>(site.target_verdict);
     }
-    const CodeLookup t = map_.find_code(site.call_target(), time_);
+    CodeMap::TimeSpan target_span;
+    const CodeLookup t = map_.find_code(site.call_target(), time_, &target_span);
     ReturnCheck verdict = ReturnCheck::kBadTarget;
     switch (t.region) {
         case CodeRegion::kCompiled:
@@ -1349,7 +1350,7 @@ Walk::ReturnCheck Walk::check_return(uint64_t ret) const {
         default: break;
     }
     site.target_generation = map_.code_generation();
-    site.target_time = time_;
+    site.target_span = target_span;
     site.target_verdict = static_cast<uint8_t>(verdict);
     return verdict;
 }

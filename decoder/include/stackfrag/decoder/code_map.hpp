@@ -86,8 +86,20 @@ public:
     // The per-JDK facts of the VM (hotspot::recorded_jdk_facts of its VmInfo).
     const hotspot::JdkFacts& jdk() const { return *jdk_; }
 
-    // What code contains `pc` at time `time_ns`.
-    CodeLookup find_code(uint64_t pc, uint64_t time_ns) const;
+    // The sample times [from, until) over which a lookup's answer for a pc stays the one it gave
+    // (at this code generation): between the nearest load or unload times of the code ever at that pc.
+    struct TimeSpan {
+        uint64_t from = 0;
+        uint64_t until = ~uint64_t{0};
+        void narrow(uint64_t boundary, uint64_t time_ns) {
+            if (boundary <= time_ns) from = std::max(from, boundary);
+            else until = std::min(until, boundary);
+        }
+        bool contains(uint64_t time_ns) const { return from <= time_ns && time_ns < until; }
+    };
+    // What code contains `pc` at time `time_ns`; `span`, when given, gets the times the same answer
+    // holds for while code_generation() stays.
+    CodeLookup find_code(uint64_t pc, uint64_t time_ns, TimeSpan* span = nullptr) const;
     const CompiledCode* find_compiled(uint64_t pc, uint64_t time_ns) const;
     const Stub* find_stub(uint64_t pc) const;
     // A byte the decoder keeps with `stub` (one of this map's) for what it worked out from the
@@ -149,7 +161,7 @@ public:
         if (lookup_log_ && !fixed_answer(pc, fixed)) lookup_log_->add(page_key(pc));
     }
     // Changes whenever find_code's answers may have: code, stubs or the VM announced anew. Answers
-    // derived from find_code hold while it stays and for times same_answers_at calls alike.
+    // derived from find_code hold while it stays and for the times of its span.
     uint64_t code_generation() const { return code_generation_; }
     // The keys whose answers the changes applied after `epoch` may have changed, as inclusive ranges
     // (a code range's pages, a Method*): every other key gets the answer it got then (at a time the
@@ -162,10 +174,6 @@ public:
     // The latest time any time-dependent lookup (find_code, find_compiled, method_by_ptr) compares a
     // sample's time with: every time after it gets the same answers as every other such time.
     uint64_t time_horizon() const { return time_horizon_; }
-    // Whether lookups at `a` and at `b` (at this epoch) give the same answers.
-    bool same_answers_at(uint64_t a, uint64_t b) const {
-        return a == b || (a > time_horizon_ && b > time_horizon_);
-    }
 
     // Drops what no sample at or after `time_ns` can need: unloaded code that ended by then and
     // Method* mappings superseded by then.
@@ -201,18 +209,6 @@ private:
     void apply_vm(const VmInfo& vm);
     void apply_load(CodeLoad&& load);
     const CompiledCode* find_live(uint64_t pc) const;
-    // The sample times [from, until) over which find_compiled_unlogged's answer for a pc stays the
-    // one it gave (at this code generation): between the nearest load or unload times of the code
-    // ever at that pc.
-    struct TimeSpan {
-        uint64_t from = 0;
-        uint64_t until = ~uint64_t{0};
-        void narrow(uint64_t boundary, uint64_t time_ns) {
-            if (boundary <= time_ns) from = std::max(from, boundary);
-            else until = std::min(until, boundary);
-        }
-        bool contains(uint64_t time_ns) const { return from <= time_ns && time_ns < until; }
-    };
     const CompiledCode* find_compiled_unlogged(uint64_t pc, uint64_t time_ns, TimeSpan* span = nullptr) const;
     void apply_unload(const CodeUnload& unload);
     void apply_stub(const Stub& stub);

@@ -231,10 +231,10 @@ private:
         uint64_t serial = 0;                   // CompiledCode::serial; 0: empty
         const PcScope* scope = nullptr;        // with scope_known: CodeMap::scope_at there
         // What the call's target said of the return address (the walk's ReturnCheck), for lookups
-        // at CodeMap::code_generation() == target_generation and a time answered alike with
-        // target_time: the target is found again only when code or stubs changed.
+        // at CodeMap::code_generation() == target_generation and a time in target_span (the span of
+        // the target's find_code answer): found again only when code or stubs changed.
         uint64_t target_generation = 0;        // 0: not known
-        uint64_t target_time = 0;
+        CodeMap::TimeSpan target_span;
         int32_t call_displacement = 0;         // with has_call: the call's target is pc + this (e8 rel32)
         uint8_t target_verdict = 0;
         bool call_known = false, has_call = false, scope_known = false;
@@ -244,7 +244,11 @@ private:
     std::vector<CallSite> call_sites_ = std::vector<CallSite>(kCallSites);
     CallSite& call_site(const CompiledCode& code, uint64_t pc) {
         CallSite& site = call_sites_[(pc ^ (pc >> 12)) & (kCallSites - 1)];
-        if (site.pc != pc || site.serial != code.serial) site = CallSite{pc, code.serial};
+        if (site.pc != pc || site.serial != code.serial) {
+            site = CallSite{};
+            site.pc = pc;
+            site.serial = code.serial;
+        }
         return site;
     }
 };
