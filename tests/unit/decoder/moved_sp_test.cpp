@@ -354,6 +354,47 @@ TEST_CASE("a call site's verdict on its target is judged again once a stub is an
     CHECK(d.stats().returns_rejected_bad_target == 1);
 }
 
+TEST_CASE("a call site's verdict on its target holds only for the times the target's code was there",
+          "[decoder][return_address]") {
+    // The call's target is a stub that calls into the VM, over which an nmethod was loaded at 100
+    // and unloaded at 2000 (a reused code-cache range). A sample at 1000 finds the nmethod there and
+    // accepts the return address; one at 3000, with no event in between, finds the stub: the memo
+    // of the first verdict must not serve a time outside the span its lookup held for.
+    World w(jdk_param());
+    FakeStack s;
+    const uint64_t c_begin = kCodeCacheLow + 0x10000, d_begin = kCodeCacheLow + 0x20000;
+    const uint64_t target = kCodeCacheLow + 0x40000;
+    w.map.apply(stub_at(target, "counter_overflow Runtime1 stub", 2));
+    CodeLoad c = nmethod(c_begin, 4, 4);
+    c.code.assign(0x400, 0x90);
+    add_scope(c, 0x50, {{method_id(4), 1}});
+    w.add_code(c);
+    CodeLoad dd = nmethod(d_begin, 5, 6);
+    dd.code.assign(0x400, 0x90);
+    put_call(dd, 0x30 - 5, target);
+    add_scope(dd, 0x30, {{method_id(5), 21}});
+    w.add_code(dd);
+    CodeLoad e = nmethod(target, 7, 2);
+    e.time_ns = 100;
+    w.add_code(e);
+    w.map.apply(Event{CodeUnload{2000, method_id(7), target}});
+    const uint64_t sp_c = s.at(0x200), sp_d = sp_c + 4 * 8, fp_stub = s.at(0x800);
+    s.put(sp_c + 3 * 8, d_begin + 0x30);
+    s.put(sp_c + 2 * 8, 0x1111);
+    s.put(sp_d + 5 * 8, kCallStubReturn);
+    s.put(sp_d + 4 * 8, fp_stub);
+    w.entry_frame(s, fp_stub);
+    Decoder d(w.map, test_options());
+    for (int i = 0; i < 2; ++i) {   // the second time from the memo
+        CallTrace t = d.decode(sample_of(s, c_begin + 0x40, sp_c, 0x2222, 1000));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+    }
+    CallTrace t = d.decode(sample_of(s, c_begin + 0x40, sp_c, 0x2222, 3000));
+    CHECK(t.failure == FailReason::kBadReturnAddress);
+    CHECK(d.stats().returns_rejected_bad_target == 1);
+}
+
 TEST_CASE("C1's G1 post-barrier call from an out-of-line stub: no PcDesc, the method is where it jumps back",
           "[decoder][moved_sp]") {
     MovedWorld mw(jdk_param());
