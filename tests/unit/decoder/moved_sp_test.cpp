@@ -43,12 +43,13 @@ struct MovedWorld {
     uint64_t d_begin = kCodeCacheLow + 0x20000;
     uint64_t sp_c, sp_d, fp_stub;
     CodeLoad c;
-    explicit MovedWorld(hotspot::Family jdk) : w(jdk) {
+    // D calls C directly unless told the call goes through another address.
+    explicit MovedWorld(hotspot::Family jdk, uint64_t d_calls = 0) : w(jdk) {
         c = nmethod(c_begin, 4, 4);
         c.code.assign(0x400, 0x90);
         CodeLoad dd = nmethod(d_begin, 5, 6);
         dd.code.assign(0x400, 0x90);
-        put_call(dd, 0x30 - 5, c_begin);
+        put_call(dd, 0x30 - 5, d_calls != 0 ? d_calls : c_begin);
         add_scope(dd, 0x30, {{method_id(5), 21}});
         w.add_code(dd);
         sp_c = s.at(0x200);
@@ -322,27 +323,13 @@ TEST_CASE("a call site's verdict on its target is judged again once a stub is an
     // still aimed at code not yet seen): accepted. Once a stub that calls into the VM is announced
     // at that address, the same return address, in the same code, is rejected: the decoder's
     // memo of what the call's target said must not outlive the map's change.
-    World w(jdk_param());
-    FakeStack s;
-    const uint64_t c_begin = kCodeCacheLow + 0x10000, d_begin = kCodeCacheLow + 0x20000;
     const uint64_t target = kCodeCacheLow + 0x40000;
-    CodeLoad c = nmethod(c_begin, 4, 4);
-    c.code.assign(0x400, 0x90);
-    add_scope(c, 0x50, {{method_id(4), 1}});
-    w.add_code(c);
-    CodeLoad dd = nmethod(d_begin, 5, 6);
-    dd.code.assign(0x400, 0x90);
-    put_call(dd, 0x30 - 5, target);
-    add_scope(dd, 0x30, {{method_id(5), 21}});
-    w.add_code(dd);
-    const uint64_t sp_c = s.at(0x200), sp_d = sp_c + 4 * 8, fp_stub = s.at(0x800);
-    s.put(sp_c + 3 * 8, d_begin + 0x30);
-    s.put(sp_c + 2 * 8, 0x1111);
-    s.put(sp_d + 5 * 8, kCallStubReturn);
-    s.put(sp_d + 4 * 8, fp_stub);
-    w.entry_frame(s, fp_stub);
+    MovedWorld mw(jdk_param(), target);
+    add_scope(mw.c, 0x50, {{method_id(4), 1}});
+    mw.announce();
+    World& w = mw.w;
     Decoder d(w.map, test_options());
-    const Sample sample = sample_of(s, c_begin + 0x40, sp_c, 0x2222);
+    const Sample sample = sample_of(mw.s, mw.c_begin + 0x40, mw.sp_c, 0x2222);
     for (int i = 0; i < 2; ++i) {   // the second time from the memo
         CallTrace t = d.decode(sample);
         INFO(fail_reason_name(t.failure));
@@ -360,37 +347,23 @@ TEST_CASE("a call site's verdict on its target holds only for the times the targ
     // and unloaded at 2000 (a reused code-cache range). A sample at 1000 finds the nmethod there and
     // accepts the return address; one at 3000, with no event in between, finds the stub: the memo
     // of the first verdict must not serve a time outside the span its lookup held for.
-    World w(jdk_param());
-    FakeStack s;
-    const uint64_t c_begin = kCodeCacheLow + 0x10000, d_begin = kCodeCacheLow + 0x20000;
     const uint64_t target = kCodeCacheLow + 0x40000;
+    MovedWorld mw(jdk_param(), target);
+    World& w = mw.w;
     w.map.apply(stub_at(target, "counter_overflow Runtime1 stub", 2));
-    CodeLoad c = nmethod(c_begin, 4, 4);
-    c.code.assign(0x400, 0x90);
-    add_scope(c, 0x50, {{method_id(4), 1}});
-    w.add_code(c);
-    CodeLoad dd = nmethod(d_begin, 5, 6);
-    dd.code.assign(0x400, 0x90);
-    put_call(dd, 0x30 - 5, target);
-    add_scope(dd, 0x30, {{method_id(5), 21}});
-    w.add_code(dd);
+    add_scope(mw.c, 0x50, {{method_id(4), 1}});
+    mw.announce();
     CodeLoad e = nmethod(target, 7, 2);
     e.time_ns = 100;
     w.add_code(e);
     w.map.apply(Event{CodeUnload{2000, method_id(7), target}});
-    const uint64_t sp_c = s.at(0x200), sp_d = sp_c + 4 * 8, fp_stub = s.at(0x800);
-    s.put(sp_c + 3 * 8, d_begin + 0x30);
-    s.put(sp_c + 2 * 8, 0x1111);
-    s.put(sp_d + 5 * 8, kCallStubReturn);
-    s.put(sp_d + 4 * 8, fp_stub);
-    w.entry_frame(s, fp_stub);
     Decoder d(w.map, test_options());
     for (int i = 0; i < 2; ++i) {   // the second time from the memo
-        CallTrace t = d.decode(sample_of(s, c_begin + 0x40, sp_c, 0x2222, 1000));
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x40, mw.sp_c, 0x2222, 1000));
         INFO(fail_reason_name(t.failure));
         REQUIRE(t.status == TraceStatus::kComplete);
     }
-    CallTrace t = d.decode(sample_of(s, c_begin + 0x40, sp_c, 0x2222, 3000));
+    CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x40, mw.sp_c, 0x2222, 3000));
     CHECK(t.failure == FailReason::kBadReturnAddress);
     CHECK(d.stats().returns_rejected_bad_target == 1);
 }
