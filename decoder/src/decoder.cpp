@@ -1051,12 +1051,15 @@ Walk::Step Walk::step_interpreted() {
     }
     const uint64_t lowest = fp + words(in::kLowestFixedSlot);
     const uint64_t span = words(in::kReturnAddress - in::kLowestFixedSlot + 1);
-    if (!view_.contains(lowest, span)) {
+    // The fixed slots are read as one range: every slot this step reads lies in it, and its two
+    // ends (initial sp, return address) are read in any case.
+    const uint8_t* fixed = view_.read_span(lowest, span);
+    if (fixed == nullptr) {
         return lowest < view_.begin() ? fail(FailReason::kBadInterpreterFrame) : off_fragment(fp);
     }
     auto slot = [&](int word) {
         uint64_t v = 0;
-        view_.read(fp + words(word), v);
+        std::memcpy(&v, fixed + words(word - in::kLowestFixedSlot), sizeof v);
         return v;
     };
     const MethodInfo* method = map_.method_by_ptr(slot(in::kMethod), time_);
