@@ -310,18 +310,8 @@ const Stub* CodeMap::find_stub(uint64_t pc) const {
     return &stubs_[it->stub_index];
 }
 
-CodeLookup CodeMap::find_code(uint64_t pc, uint64_t time_ns, TimeSpan* span_out) const {
+CodeLookup CodeMap::find_code_uncached(uint64_t pc, uint64_t time_ns, TimeSpan* span_out) const {
     CodeLookup r;
-    if (fixed_answer(pc, r)) {
-        if (span_out) *span_out = TimeSpan{};
-        return r;
-    }
-    if (lookup_log_) lookup_log_->add(page_key(pc));
-    CodeCacheEntry& cached = code_cache_[((pc >> 2) ^ (pc >> 13)) & (kCodeCacheSize - 1)];
-    if (cached.pc == pc && cached.generation == code_generation_ && cached.span.contains(time_ns)) {
-        if (span_out) *span_out = cached.span;
-        return cached.result;
-    }
     TimeSpan span;
     if (const CompiledCode* c = find_compiled_unlogged(pc, time_ns, &span)) {
         r.region = CodeRegion::kCompiled;
@@ -332,7 +322,7 @@ CodeLookup CodeMap::find_code(uint64_t pc, uint64_t time_ns, TimeSpan* span_out)
     } else if (in_code_cache(pc)) {
         r.region = CodeRegion::kUnknownCodeCache;
     }
-    cached = CodeCacheEntry{pc, code_generation_, span, r};
+    code_cache_[code_cache_slot(pc)] = CodeCacheEntry{pc, code_generation_, span, r};
     if (span_out) *span_out = span;
     return r;
 }

@@ -99,7 +99,21 @@ public:
     };
     // What code contains `pc` at time `time_ns`; `span`, when given, gets the times the same answer
     // holds for while code_generation() stays.
-    CodeLookup find_code(uint64_t pc, uint64_t time_ns, TimeSpan* span = nullptr) const;
+    // Inline for the answer cached from the last time (nearly every lookup a walk makes).
+    CodeLookup find_code(uint64_t pc, uint64_t time_ns, TimeSpan* span = nullptr) const {
+        CodeLookup r;
+        if (fixed_answer(pc, r)) {
+            if (span) *span = TimeSpan{};
+            return r;
+        }
+        if (lookup_log_) lookup_log_->add(page_key(pc));
+        const CodeCacheEntry& cached = code_cache_[code_cache_slot(pc)];
+        if (cached.pc == pc && cached.generation == code_generation_ && cached.span.contains(time_ns)) {
+            if (span) *span = cached.span;
+            return cached.result;
+        }
+        return find_code_uncached(pc, time_ns, span);
+    }
     const CompiledCode* find_compiled(uint64_t pc, uint64_t time_ns) const;
     const Stub* find_stub(uint64_t pc) const;
     // A byte the decoder keeps with `stub` (one of this map's) for what it worked out from the
@@ -264,6 +278,9 @@ private:
         CodeLookup result;
     };
     static constexpr size_t kCodeCacheSize = 1024;
+    static size_t code_cache_slot(uint64_t pc) { return ((pc >> 2) ^ (pc >> 13)) & (kCodeCacheSize - 1); }
+    // find_code past its cache: searches, and caches the answer.
+    CodeLookup find_code_uncached(uint64_t pc, uint64_t time_ns, TimeSpan* span_out) const;
     mutable std::vector<CodeCacheEntry> code_cache_ = std::vector<CodeCacheEntry>(kCodeCacheSize);
     uint64_t code_generation_ = 1;
     uint64_t load_serial_ = 0;   // the last CompiledCode::serial given out
