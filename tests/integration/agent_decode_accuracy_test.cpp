@@ -62,6 +62,36 @@ void check_httpserver(const std::string& jdk) {
     std::filesystem::remove_all(dir);
 }
 
+// A program of tests/integration/java run with the agent (1 ms, validate, a recording and the live
+// profile), its recording replayed.
+struct ValidatedProgram {
+    sf::test::ProcessResult run;
+    nlohmann::json replay;
+    std::string dir, live, replayed;
+};
+
+ValidatedProgram run_validated_program(const std::string& jdk, const std::string& program,
+                                       const std::vector<std::string>& jvm_flags, const std::vector<std::string>& args) {
+    ValidatedProgram p;
+    p.dir = sf::test::temp_dir(program + "-it");
+    const auto compiled = sf::test::compile_test_program(jdk, program + ".java", p.dir);
+    INFO(compiled.err);
+    REQUIRE(compiled.exit_code == 0);
+    const std::string rec = p.dir + "/run.sfr";
+    p.live = p.dir + "/live.collapsed";
+    p.replayed = p.dir + "/replay.collapsed";
+    std::vector<std::string> command{jdk + "/bin/java"};
+    command.insert(command.end(), jvm_flags.begin(), jvm_flags.end());
+    command.push_back("-agentpath:" + kAgent + "=interval=1ms,validate,record=" + rec + ",file=" + p.live);
+    command.insert(command.end(), {"-cp", p.dir, program});
+    command.insert(command.end(), args.begin(), args.end());
+    p.run = sf::test::run_process(command, {}, p.dir + "/run", 300);
+    INFO(p.run.out << p.run.err);
+    REQUIRE(p.run.exit_code == 0);
+    p.replay = sf::test::replay_json(rec, p.dir, p.replayed);
+    return p;
+}
+
 // `jit_flags`: how the JVM compiles (none: tiered C1 and C2, as by default).
 void check_framework(const std::string& jdk, const std::vector<std::string>& jit_flags = {},
                      const std::string& millis = "5000") {
@@ -69,28 +99,16 @@ void check_framework(const std::string& jdk, const std::vector<std::string>& jit
         WARN(jdk << " is not installed: skipped");
         return;
     }
-    const std::string dir = sf::test::temp_dir("framework-it");
-    const auto compiled = sf::test::compile_test_program(jdk, "FrameworkStacks.java", dir);
-    INFO(compiled.err);
-    REQUIRE(compiled.exit_code == 0);
-    const std::string rec = dir + "/run.sfr", live = dir + "/live.collapsed", replayed = dir + "/replay.collapsed";
-    std::vector<std::string> command{jdk + "/bin/java"};
-    command.insert(command.end(), jit_flags.begin(), jit_flags.end());
-    for (const std::string& arg : {"-agentpath:" + kAgent + "=interval=1ms,validate,record=" + rec + ",file=" + live,
-                                   std::string("-cp"), dir, std::string("FrameworkStacks"), std::string("4"), millis}) {
-        command.push_back(arg);
-    }
-    const auto run = sf::test::run_process(command, {}, dir + "/run", 300);
-    INFO(run.out << run.err);
-    REQUIRE(run.exit_code == 0);
-    const nlohmann::json j = sf::test::replay_json(rec, dir, replayed);
+    const ValidatedProgram p = run_validated_program(jdk, "FrameworkStacks", jit_flags, {"4", millis});
+    INFO(p.run.out << p.run.err);
+    const nlohmann::json& j = p.replay;
     INFO(j.dump(1));
     sf::test::check_accuracy(j, 2000, 0.01, 300, 0.96);
     CHECK(j["incomplete_pct"].get<double>() <= 1.0);
 
     // Inside the handler, the whole chain: no interceptor frame lost to a stale return address or a
     // cut fragment, none added.
-    const std::vector<sf::test::Stack> stacks = sf::test::parse_collapsed(sf::test::read_text_file(replayed));
+    const std::vector<sf::test::Stack> stacks = sf::test::parse_collapsed(sf::test::read_text_file(p.replayed));
     uint64_t in_handler = 0, whole_chain = 0;
     for (const sf::test::Stack& stack : stacks) {
         size_t interceptors = 0;
@@ -111,8 +129,8 @@ void check_framework(const std::string& jdk, const std::vector<std::string>& jit
     CHECK(sf::test::containing(stacks, "java/util/regex/Matcher.find") > 0);
     CHECK(sf::test::containing(stacks, "FrameworkStacks.upper") > 0);
 
-    sf::test::check_live_matches_replay(run.err, live, replayed);
-    std::filesystem::remove_all(dir);
+    sf::test::check_live_matches_replay(p.run.err, p.live, p.replayed);
+    std::filesystem::remove_all(p.dir);
 }
 
 // Which kernel of IntrinsicStubs.java calls a stub or runtime routine, by the routine's name on JDK
@@ -143,18 +161,9 @@ void check_intrinsic_stubs(const std::string& jdk) {
         WARN(jdk << " is not installed: skipped");
         return;
     }
-    const std::string dir = sf::test::temp_dir("intrinsics-it");
-    const auto compiled = sf::test::compile_test_program(jdk, "IntrinsicStubs.java", dir);
-    INFO(compiled.err);
-    REQUIRE(compiled.exit_code == 0);
-    const std::string rec = dir + "/run.sfr", live = dir + "/live.collapsed", replayed = dir + "/replay.collapsed";
-    const auto run = sf::test::run_process(
-        {jdk + "/bin/java", "-agentpath:" + kAgent + "=interval=1ms,validate,record=" + rec + ",file=" + live, "-cp", dir,
-         "IntrinsicStubs", "4", "4000"},
-        {}, dir + "/run", 300);
-    INFO(run.out << run.err);
-    REQUIRE(run.exit_code == 0);
-    const nlohmann::json j = sf::test::replay_json(rec, dir, replayed);
+    const ValidatedProgram p = run_validated_program(jdk, "IntrinsicStubs", {}, {"4", "4000"});
+    INFO(p.run.out << p.run.err);
+    const nlohmann::json& j = p.replay;
     INFO(j.dump(1));
     sf::test::check_accuracy(j, 2000, 0.01, 300, 0.98);
     CHECK(j["incomplete_pct"].get<double>() <= 0.5);
@@ -164,7 +173,7 @@ void check_intrinsic_stubs(const std::string& jdk) {
     // stale caller.
     uint64_t in_routines = 0, under_their_kernel = 0;
     const std::string prefix = "IntrinsicStubs.";
-    for (const sf::test::Stack& stack : sf::test::parse_collapsed(sf::test::read_text_file(replayed))) {
+    for (const sf::test::Stack& stack : sf::test::parse_collapsed(sf::test::read_text_file(p.replayed))) {
         const std::string kernel = kernel_calling(stack.frames.back());
         if (kernel.empty()) continue;
         in_routines += stack.count;
@@ -181,8 +190,8 @@ void check_intrinsic_stubs(const std::string& jdk) {
     REQUIRE(in_routines > 200);
     CHECK(static_cast<double>(under_their_kernel) >= 0.99 * static_cast<double>(in_routines));
 
-    sf::test::check_live_matches_replay(run.err, live, replayed);
-    std::filesystem::remove_all(dir);
+    sf::test::check_live_matches_replay(p.run.err, p.live, p.replayed);
+    std::filesystem::remove_all(p.dir);
 }
 
 }  // namespace
