@@ -1113,6 +1113,28 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
     const bool frameless = nm.kind == CodeKind::kMethodHandleIntrinsic || (wrapper && fs == 0);
     if (fs < 0 || fs > co::kMaxFrameWords || (!frameless && fs < 2)) return fail(FailReason::kBadFrameSize);
 
+    // The most common frame: compiled Java code a Java callee returns to. Its sp is the walk's, the
+    // PcDesc at the return address names it, and its code moved no rsp for the call: the general
+    // path below with every branch that cannot apply left out (the same reads, lookups and flags).
+    if (!top_ && after_java_ && !via_anchor_ && !wrapper && !frameless &&
+        (nm.deopt_handler == 0 || pc_ != nm.deopt_handler)) {
+        const PcScope* scope = scope_at_pc(compiled, pc_);
+        if (!scope) {
+            step_consults_flags_ = true;
+            return fail(FailReason::kNoPcDesc);
+        }
+        if (const FailReason why = push_scope(nm, *scope, pc_); why != FailReason::kNone) return fail(why);
+        const uint64_t ret_slot = sp_ + words(fs - co::kReturnAddressFromTop);
+        const uint64_t fp_slot = sp_ + words(fs - co::kSavedFpFromTop);
+        uint64_t caller_pc = 0, caller_fp = fp_;
+        if (!view_.read(ret_slot, caller_pc)) return off_fragment(ret_slot);
+        if (!view_.read(fp_slot, caller_fp)) return off_fragment(fp_slot);
+        if (!accept_return(caller_pc)) return fail(FailReason::kBadReturnAddress);
+        Step s = go_to(caller_pc, ret_slot + kWord, caller_fp);
+        after_java_ = true;
+        return s;
+    }
+
     uint64_t sp = sp_;
     // Reached from native code through the rbp chain: a wrapper's rbp fixes its sp (§d.3).
     if (via_native_ && wrapper && fs >= 2 && fp_ > sp_) {
