@@ -306,6 +306,7 @@ private:
     bool step_interpreter_return(Step& result);
     Step emit_interpreted(const MethodInfo& method, int32_t bci);
     Step step_compiled(const CompiledCode& code);
+    [[gnu::always_inline]] Step return_to_caller(uint64_t ret_slot, bool fp_saved, uint64_t fp_slot);
     // Pushes the Java frames of one PcDesc's scope, innermost first: kNone, or why not (a malformed
     // record: kNoPcDesc; max_frames reached: kTooDeep).
     FailReason push_scope(const CodeLoad& nm, const PcScope& scope, uint64_t pc);
@@ -1105,6 +1106,18 @@ Walk::Step Walk::step_interpreted() {
 
 // --- Compiled frames (§b, §c, §f) ----------------------------------------------------------------
 
+// A compiled frame's caller: its return address (which must be a call site) and, where the frame
+// saved it, the caller's rbp.
+inline Walk::Step Walk::return_to_caller(uint64_t ret_slot, bool fp_saved, uint64_t fp_slot) {
+    uint64_t caller_pc = 0, caller_fp = fp_;
+    if (!view_.read(ret_slot, caller_pc)) return off_fragment(ret_slot);
+    if (fp_saved && !view_.read(fp_slot, caller_fp)) return off_fragment(fp_slot);
+    if (!accept_return(caller_pc)) return fail(FailReason::kBadReturnAddress);
+    Step s = go_to(caller_pc, ret_slot + kWord, caller_fp);
+    after_java_ = true;
+    return s;
+}
+
 Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
     namespace co = hs::compiled;
     const CodeLoad& nm = compiled.load;
@@ -1124,15 +1137,8 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
             return fail(FailReason::kNoPcDesc);
         }
         if (const FailReason why = push_scope(nm, *scope, pc_); why != FailReason::kNone) return fail(why);
-        const uint64_t ret_slot = sp_ + words(fs - co::kReturnAddressFromTop);
-        const uint64_t fp_slot = sp_ + words(fs - co::kSavedFpFromTop);
-        uint64_t caller_pc = 0, caller_fp = fp_;
-        if (!view_.read(ret_slot, caller_pc)) return off_fragment(ret_slot);
-        if (!view_.read(fp_slot, caller_fp)) return off_fragment(fp_slot);
-        if (!accept_return(caller_pc)) return fail(FailReason::kBadReturnAddress);
-        Step s = go_to(caller_pc, ret_slot + kWord, caller_fp);
-        after_java_ = true;
-        return s;
+        return return_to_caller(sp_ + words(fs - co::kReturnAddressFromTop), true,
+                                sp_ + words(fs - co::kSavedFpFromTop));
     }
 
     uint64_t sp = sp_;
@@ -1292,13 +1298,7 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
                                 shape.in_epilogue && ret_slot != sp + words(fs - co::kReturnAddressFromTop);
     if (sp_moved || epilogue_moved) last_frame().sp_moved = true;
 
-    uint64_t caller_pc = 0, caller_fp = fp_;
-    if (!view_.read(ret_slot, caller_pc)) return off_fragment(ret_slot);
-    if (fp_saved && !view_.read(fp_slot, caller_fp)) return off_fragment(fp_slot);
-    if (!accept_return(caller_pc)) return fail(FailReason::kBadReturnAddress);
-    Step s = go_to(caller_pc, ret_slot + kWord, caller_fp);
-    after_java_ = true;
-    return s;
+    return return_to_caller(ret_slot, fp_saved, fp_slot);
 }
 
 FailReason Walk::push_scope(const CodeLoad& nm, const PcScope& scope, uint64_t pc) {

@@ -51,13 +51,12 @@ public:
     // One word: the walk's most frequent question (~80 a sample), kept small enough to be inlined
     // where read_bytes' general copy is not.
     [[gnu::always_inline]] bool read(uint64_t addr, uint64_t& value) const {
-        const uint64_t offset = addr - base_;
-        if (addr < base_ || offset > size_ || size_ - offset < 8) {
+        if (!inside_view(addr, 8)) {
             if (access_) note(addr, 8, false);
             return false;
         }
         if (access_) note_read(addr, 8);
-        std::memcpy(&value, data_ + offset, 8);
+        std::memcpy(&value, data_ + (addr - base_), 8);
         return true;
     }
     bool read_bytes(uint64_t addr, void* out, uint64_t len) const {
