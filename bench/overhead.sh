@@ -6,7 +6,8 @@
 # Configurations alternate run by run within each round, so drift in machine load hits all of them
 # alike; each ratio is taken within a round (a configuration's run against the same round's
 # no-profiler run) and the table shows the median ratio with its min–max over the rounds, and the
-# share of the process's CPU that stackfrag's own threads used (exact: the agent measures it). The
+# share of the process's CPU that stackfrag's own threads used (exact: the agent measures it); with
+# async-profiler, a second table gives stackfrag's added CPU as a share of async-profiler's. The
 # table goes into the section "Overhead (bench/overhead.sh)" of docs/benchmarks.md.
 #
 # Usage: bench/overhead.sh [-i ITER] [-r ROUNDS] [-w "WORKLOADS"] [-c "CONFIGS"] [-e EXT] [-n]
@@ -170,6 +171,15 @@ for w in "${selected[@]}"; do
 done
 uptime_after="$(uptime | sed 's/.*load average: //')"
 
+# The index in CONFIGS of the configuration keyed exactly $1, or nothing.
+config_index() {
+  local i key _rest
+  for i in "${!CONFIGS[@]}"; do
+    IFS='|' read -r key _rest <<<"${CONFIGS[$i]}"
+    if [ "$key" = "$1" ]; then echo "$i"; fi
+  done
+  return 0
+}
 # Whether a configuration whose key starts with $1 is in the table.
 has_config() { printf '%s\n' "${CONFIGS[@]}" | grep -q "^$1"; }
 cpu_model="$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
@@ -201,6 +211,40 @@ java_version="$("$JAVA" -version 2>&1 | head -1)"
     done
     echo "$row"
   done
+  # Issue 15's comparison, spelled out: what stackfrag adds as a share of what async-profiler adds
+  # at the same interval, from the two median ratios. Where async-profiler adds under 2 % (10 ms)
+  # the quotient is noise over noise, so it is not printed.
+  share_cols=()
+  for pair in "sf10ms ap10ms 10 ms" "sf1ms ap1ms 1 ms" "sf100us ap100us 100 µs"; do
+    read -r sf_key ap_key label <<<"$pair"
+    sf_i="$(config_index "$sf_key")"
+    ap_i="$(config_index "$ap_key")"
+    if [ -n "$sf_i" ] && [ -n "$ap_i" ]; then share_cols+=("$sf_i $ap_i $label"); fi
+  done
+  if [ "${#share_cols[@]}" -gt 0 ]; then
+    echo
+    echo "stackfrag's added CPU as a share of async-profiler's at the same interval: (stackfrag's median ratio − 1) ÷ (async-profiler's − 1), from the table above; \"–\" where async-profiler added under 2 %."
+    echo
+    header="| workload |"
+    rule="|---|"
+    for col in "${share_cols[@]}"; do
+      read -r _ _ label <<<"$col"
+      header+=" $label |"
+      rule+="---:|"
+    done
+    echo "$header"
+    echo "$rule"
+    for w in "${selected[@]}"; do
+      row="| $w |"
+      for col in "${share_cols[@]}"; do
+        read -r sf_i ap_i _ <<<"$col"
+        sf_ratio="$(median "$(ratios "${cpu["$w|$sf_i"]}" "${cpu["$w|0"]}")")"
+        ap_ratio="$(median "$(ratios "${cpu["$w|$ap_i"]}" "${cpu["$w|0"]}")")"
+        row+=" $(awk -v s="$sf_ratio" -v a="$ap_ratio" 'BEGIN { if (a - 1 < 0.02) print "–"; else printf "%.2f", (s - 1) / (a - 1) }') |"
+      done
+      echo "$row"
+    done
+  fi
 } >"$SCRATCH/table.md"
 
 cat "$SCRATCH/table.md"
