@@ -806,6 +806,7 @@ void Sampler::close_ring(uint64_t key) {
     ring.disable();
     drain_ring(ring, monotonic_ns());
     account_clock(ring);
+    throttles_.fetch_add(ring.event->ring().stats().throttle, std::memory_order_relaxed);
     for (size_t i = 0; i < watched_.size(); ++i) {
         if (watched_[i].key != key) continue;
         watched_[i] = watched_.back();
@@ -1447,6 +1448,7 @@ SamplerStats Sampler::stats() const {
     stats.ring_limit_failures = ring_limit_failures_.load(std::memory_order_relaxed);
     stats.rings_taken = rings_taken_.load(std::memory_order_relaxed);
     stats.late_opens = late_opens_.load(std::memory_order_relaxed);
+    stats.throttles = throttles_.load(std::memory_order_relaxed);
     stats.waiting_at_stop = waiting_at_stop_.load(std::memory_order_relaxed);
     stats.stack_reopens = stack_reopens_.load(std::memory_order_relaxed);
     stats.late_samples = published_late_samples_.load(std::memory_order_relaxed);

@@ -41,6 +41,10 @@ struct SamplerStats {
     uint64_t late_opens = 0;
     uint64_t waiting_at_stop = 0;
     uint64_t stack_reopens = 0;     // stack=auto: events reopened with another fragment size
+    // PERF_RECORD_THROTTLE records of the closed rings (all of them once the reader has stopped):
+    // each is the kernel stopping an event for the rest of a tick (perf_event_max_sample_rate),
+    // whose samples are then missing without a LOST record.
+    uint64_t throttles = 0;
     // Samples read after events newer than they had been written (HoldBack::late), the longest
     // time between such a sample's stamp and its read, and the hold-back at the end; once the
     // reader has stopped.
@@ -321,6 +325,7 @@ private:
     std::atomic<uint64_t> late_opens_{0};
     std::atomic<uint64_t> waiting_at_stop_{0};
     std::atomic<uint64_t> stack_reopens_{0};
+    std::atomic<uint64_t> throttles_{0};
     std::atomic<bool> stack_growth_failed_{false};   // a larger ring was refused
     bool lazy_rings_ = false;
     std::atomic<uint64_t> small_rings_{0};

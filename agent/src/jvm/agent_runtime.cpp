@@ -1071,6 +1071,13 @@ private:
                     static_cast<unsigned long long>(counts.lost_samples), oracle_text.c_str(),
                     static_cast<unsigned long long>(stats.threads_opened), static_cast<double>(stats.reader_cpu_ns) / 1e6,
                     stack_bytes_text.c_str(), static_cast<unsigned long long>(queue_.dropped()), counts.describe().c_str());
+        if (stats.throttles != 0) {
+            SF_LOG_WARN("the kernel throttled the sampling events %llu times (too many samples per tick for "
+                        "kernel.perf_event_max_sample_rate, which the kernel lowers when its sampling interrupts "
+                        "take longer than kernel.perf_cpu_time_max_percent allows): the samples of those stretches "
+                        "are missing, and the profile covers that much less of the process's CPU time",
+                        static_cast<unsigned long long>(stats.throttles));
+        }
         if (stats.late_samples != 0) {
             SF_LOG_INFO("reader: %llu samples were read after newer events had been written (up to %.1f ms after their "
                         "tick: their CPU was held up between the tick and the ring write, e.g. by the hypervisor) and "
