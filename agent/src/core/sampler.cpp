@@ -188,6 +188,7 @@ struct Sampler::Ring {
     bool fixed_stack = false;   // opened with its own fragment size, which stack=auto leaves alone
     bool small_ring = false;    // set_lazy_rings: not grown to the full size yet
     uint64_t period_ns = 0;     // 0: the configured period (interval=auto changes it)
+    bool period_changed = false;   // this event's period was changed (its ticks mix two periods)
     uint64_t cpu_at_open_ns = 0;   // the thread's CPU time as its clock event opened
     uint64_t stack_top = 0;        // the thread's stack top (0: unknown), see Converter::on_sample
     // Ring memory running out (schedule_rings): when the ring opened, the thread's CPU time at the
@@ -778,17 +779,32 @@ void Sampler::open_ring(Request& request) {
     SF_LOG_DEBUG("sampling %s %d", tid != 0 ? "thread" : "cpu ring", tid != 0 ? tid : static_cast<int>(key));
 }
 
-// A thread's clock event is done with (its end, a reopen, the stop): what it counted of the
-// thread's CPU time against what came of it as samples, stored or lost. The difference is time
-// that was counted but never reached a tick: the last partial period (and timer overruns).
+// A clock event is done with (its thread's end, a reopen, the stop): what it counted of the
+// threads' CPU time against what came of it as samples, stored or lost. The difference is time
+// that was counted but never reached a tick: the last partial period of each thread the event
+// followed, and periods the kernel's timer skipped (its interrupt came more than a period late,
+// and the kernel moves the timer on to the next period from now: one sample for several periods).
+// A per-CPU event's count takes in the threads it inherited, live (read(2) sums them) or ended.
 void Sampler::account_clock(const Ring& ring) {
-    if (!ring.clock || ring.tid == 0) return;   // per-CPU counts leave out the live inherited threads
+    if (!ring.clock) return;
     Result<uint64_t> counted = ring.event->count();
     if (!counted.ok()) return;
     const kernel::RingStats& ring_stats = ring.event->ring().stats();
     const uint64_t period = ring.period_ns != 0 ? ring.period_ns : config_.period_ns;
+    const uint64_t ticked = (ring_stats.samples + ring_stats.lost_samples) * period;
     clock_counted_ns_.fetch_add(*counted, std::memory_order_relaxed);
-    clock_ticked_ns_.fetch_add((ring_stats.samples + ring_stats.lost_samples) * period, std::memory_order_relaxed);
+    clock_ticked_ns_.fetch_add(ticked, std::memory_order_relaxed);
+    if (ring.tid == 0) {
+        clock_cpu_events_.fetch_add(1, std::memory_order_relaxed);
+        clock_cpu_counted_ns_.fetch_add(*counted, std::memory_order_relaxed);
+        clock_cpu_ticked_ns_.fetch_add(ticked, std::memory_order_relaxed);
+        return;
+    }
+    // One thread's event: all but its last partial period had a tick, unless the timer skipped some.
+    if (!ring.period_changed && !ring.takes_switches && *counted > ticked + period) {
+        clock_skipped_ns_.fetch_add(*counted - ticked - period, std::memory_order_relaxed);
+        clock_skipped_threads_.fetch_add(1, std::memory_order_relaxed);
+    }
     // A thread still running (most have ended by the time their ring closes) also says how much of
     // its CPU time since the open the event did not count: the kernel's scheduling work at each of
     // its wake-ups (perf sees the thread only from the end of the context switch).
@@ -884,6 +900,7 @@ void Sampler::set_period(pid_t tid, uint64_t period_ns) {
         return;
     }
     ring.period_ns = period_ns;
+    ring.period_changed = true;
     if (poller_) (void)poller_->set_on_data(ring.event->fd(), needs_data_wakeups(ring));
 }
 
@@ -988,6 +1005,7 @@ Status Sampler::reopen(Ring& ring, uint64_t key, kernel::SamplingConfig config) 
     converter_->begin(ring, monotonic_ns());
     ring.event->ring().drain(*converter_);
     account_clock(ring);
+    ring.period_changed = false;   // the new event counts and ticks at one period
     ring.cpu_at_open_ns = thread_cpu_ns_of(tid);
     if (poller_) (void)poller_->remove(ring.event->fd());
     ring.switches.reset();   // before the ring it writes into
@@ -1440,6 +1458,30 @@ bool Sampler::stop(int timeout_ms) {
     return true;
 }
 
+uint64_t clock_time_skipped_ns(const SamplerStats& stats, uint64_t threads, uint64_t period_ns) {
+    const uint64_t partial_periods = stats.clock_cpu_events * threads * period_ns;
+    const uint64_t per_cpu_short = stats.clock_cpu_counted_ns > stats.clock_cpu_ticked_ns
+                                       ? stats.clock_cpu_counted_ns - stats.clock_cpu_ticked_ns
+                                       : 0;
+    return stats.clock_skipped_ns + (per_cpu_short > partial_periods ? per_cpu_short - partial_periods : 0);
+}
+
+TimerSkips timer_skips(const SamplerStats& stats, uint64_t threads, uint64_t period_ns, const ProcessCpu& start,
+                       const ProcessCpu& stop) {
+    TimerSkips skips;
+    skips.skipped_ns = clock_time_skipped_ns(stats, threads, period_ns);
+    if (stop.host_busy_ns > start.host_busy_ns && stop.host_steal_ns >= start.host_steal_ns) {
+        const double steal_share = std::min(1.0, static_cast<double>(stop.host_steal_ns - start.host_steal_ns) /
+                                                     static_cast<double>(stop.host_busy_ns - start.host_busy_ns));
+        skips.by_steal_ns = std::min(skips.skipped_ns,
+                                     static_cast<uint64_t>(steal_share * static_cast<double>(stats.clock_counted_ns)));
+    }
+    const uint64_t rest = skips.skipped_ns - skips.by_steal_ns;
+    const uint64_t process_ns = stop.user_ns + stop.system_ns;
+    if (rest * 100 > process_ns) skips.unexplained_ns = rest;
+    return skips;
+}
+
 SamplerStats Sampler::stats() const {
     SamplerStats stats;
     stats.threads_opened = threads_opened_.load(std::memory_order_relaxed);
@@ -1478,6 +1520,11 @@ SamplerStats Sampler::stats() const {
     stats.clock_ticked_ns = clock_ticked_ns_.load(std::memory_order_relaxed);
     stats.clock_uncounted_ns = clock_uncounted_ns_.load(std::memory_order_relaxed);
     stats.clock_uncounted_threads = clock_uncounted_threads_.load(std::memory_order_relaxed);
+    stats.clock_cpu_events = clock_cpu_events_.load(std::memory_order_relaxed);
+    stats.clock_cpu_counted_ns = clock_cpu_counted_ns_.load(std::memory_order_relaxed);
+    stats.clock_cpu_ticked_ns = clock_cpu_ticked_ns_.load(std::memory_order_relaxed);
+    stats.clock_skipped_ns = clock_skipped_ns_.load(std::memory_order_relaxed);
+    stats.clock_skipped_threads = clock_skipped_threads_.load(std::memory_order_relaxed);
     return stats;
 }
 

@@ -76,10 +76,20 @@ struct SamplerStats {
     // account_by_clock: the threads counted so, and the samples their clocks gave (kThreadClock).
     uint64_t clock_threads = 0;
     uint64_t clock_samples = 0;
-    // mode=thread clock events that were closed: the threads' CPU time they counted, and the time
-    // their samples (stored and lost) stand for at the period then in force.
+    // Clock events that were closed (per thread and per CPU): the threads' CPU time they counted,
+    // and the time their samples (stored and lost) stand for at the period then in force.
     uint64_t clock_counted_ns = 0;
     uint64_t clock_ticked_ns = 0;
+    // Of those, the per-CPU events, and what they counted and ticked (each counts the threads it
+    // inherited; the last partial period of each of them had no tick).
+    uint64_t clock_cpu_events = 0;
+    uint64_t clock_cpu_counted_ns = 0;
+    uint64_t clock_cpu_ticked_ns = 0;
+    // Of the per-thread events whose period never changed: counted time beyond their ticks and
+    // their last partial period, which only periods the kernel's timer skipped explain (exact),
+    // and how many events had such.
+    uint64_t clock_skipped_ns = 0;
+    uint64_t clock_skipped_threads = 0;
     // Of the closed clock events whose thread still ran at the close: the thread's CPU time since
     // the open that the event did not count, and how many such closes.
     uint64_t clock_uncounted_ns = 0;
@@ -91,6 +101,25 @@ struct SamplerStats {
     uint64_t realtime_given_up = 0;
     uint64_t realtime_regained = 0;
 };
+
+// The counted CPU time of the closed clock events that no tick stands for beyond what the threads'
+// last partial periods explain: periods the kernel's timer skipped. Exact for per-thread events
+// (clock_skipped_ns); for per-CPU events a lower bound, since each may leave a partial period of
+// every thread it followed: `threads` (every thread the process had) x `period_ns` per event.
+uint64_t clock_time_skipped_ns(const SamplerStats& stats, uint64_t threads, uint64_t period_ns);
+
+// Skipped periods are mostly steal: a guest's timer cannot fire while the hypervisor runs another
+// guest, and the clock counts that time, which the process's CPU time (getrusage) leaves out. What
+// the machine's steal share between `start` and `stop` (ProcessCpu's host figures) explains of the
+// skipped time, and the rest when it exceeds 1 % of the process's CPU time at `stop` (else 0):
+// periods of the process's own CPU time that no sample stands for.
+struct TimerSkips {
+    uint64_t skipped_ns = 0;
+    uint64_t by_steal_ns = 0;
+    uint64_t unexplained_ns = 0;
+};
+TimerSkips timer_skips(const SamplerStats& stats, uint64_t threads, uint64_t period_ns, const ProcessCpu& start,
+                       const ProcessCpu& stop);
 
 // Whether a ring that woke the reader early (its watermark) can wait for the reader's next cycle:
 // it is written by a clock event alone (no switch event), at no shorter a period than the
@@ -425,6 +454,11 @@ private:
     std::atomic<uint64_t> clock_ticked_ns_{0};
     std::atomic<uint64_t> clock_uncounted_ns_{0};
     std::atomic<uint64_t> clock_uncounted_threads_{0};
+    std::atomic<uint64_t> clock_cpu_events_{0};
+    std::atomic<uint64_t> clock_cpu_counted_ns_{0};
+    std::atomic<uint64_t> clock_cpu_ticked_ns_{0};
+    std::atomic<uint64_t> clock_skipped_ns_{0};
+    std::atomic<uint64_t> clock_skipped_threads_{0};
     std::atomic<uint64_t> module_rescans_{0};
     std::atomic<uint64_t> modules_found_{0};
     // Reader-thread state of account_by_clock: per thread, the CPU time its samples stand for so far.

@@ -200,7 +200,8 @@ public:
                 return;
             }
         }
-        queue_.emit(process_cpu_now(true));
+        cpu_at_start_ = process_cpu_now(true);
+        queue_.emit(cpu_at_start_);
         if (Status started = sampler_->start(); !started.ok()) {
             SF_LOG_ERROR("cannot start the reader thread, sampling is off: %s", started.error().describe().c_str());
             early_hold_.reset();
@@ -260,7 +261,8 @@ public:
                 // What the process ran before its events were open (the JVM's start up to VMInit, or
                 // until the attach): the stream's first ProcessCpu, which coverage reports apart.
                 if (options_.mode == SamplingMode::kThread) open_lag_.snapshot_existing();
-                queue_.emit(process_cpu_now(true));
+                cpu_at_start_ = process_cpu_now(true);
+                queue_.emit(cpu_at_start_);
                 Status started = sampler_->start();
                 if (!started.ok()) {
                     SF_LOG_ERROR("cannot start the reader thread, sampling is off: %s", started.error().describe().c_str());
@@ -355,6 +357,7 @@ public:
         stop_jvmti_sampler();
         if (OracleSampler* timer_sampler = timer()) timer_sampler->stop();
         const ProcessCpu at_stop = process_cpu_now();
+        cpu_at_stop_ = at_stop;
         const uint64_t own_at_stop = own_threads_cpu_now();
         queue_.emit(at_stop);   // coverage's denominator, through the stream like every fact
         const bool stopped = sampler_->stop(kShutdownTimeoutMs);
@@ -434,6 +437,17 @@ public:
 
     // The stop summary's line on threads too short-lived to be sampled, when they used at least
     // 0.1 % of the process's CPU time.
+    // Every thread the process had while sampling, at most: those alive now and the Java threads
+    // that ended (the VM's own rarely end). Bounds the partial periods per-CPU events leave.
+    uint64_t threads_seen() const {
+        uint64_t alive = 0;
+        if (DIR* tasks = opendir("/proc/self/task")) {
+            while (const dirent* entry = readdir(tasks)) alive += entry->d_name[0] != '.';
+            closedir(tasks);
+        }
+        return alive + threads_ended_.load(std::memory_order_relaxed);
+    }
+
     std::string short_threads_text() const {
         const uint64_t short_ns = short_threads_cpu_ns_.load(std::memory_order_relaxed);
         const uint64_t process_ns = process_cpu_ns();
@@ -984,14 +998,19 @@ private:
         }
         const SamplerStats stats = sampler_->stats();
         if (stats.clock_counted_ns != 0) {
-            // Exact per thread: the kernel's count of each clock event against its ticks.
+            // The kernel's count of each clock event against its ticks (per-CPU events: with every
+            // thread they inherited).
             const uint64_t between = stats.clock_counted_ns > stats.clock_ticked_ns ? stats.clock_counted_ns - stats.clock_ticked_ns : 0;
-            SF_LOG_INFO("clock events: the threads' CPU time they counted %.1f ms, ticks (samples and lost) %.1f ms; "
-                        "%.1f ms (%.2f%% of the process's CPU time) counted after a thread's last tick (its last partial "
-                        "period at its end, a reopen or the stop), which no sample sees",
-                        static_cast<double>(stats.clock_counted_ns) / 1e6, static_cast<double>(stats.clock_ticked_ns) / 1e6,
-                        static_cast<double>(between) / 1e6,
-                        process_ms > 0 ? 100.0 * static_cast<double>(between) / 1e6 / process_ms : 0.0);
+            SF_LOG_INFO("clock events: the threads' CPU time they counted %.1f ms (%.1f%% of the process's), ticks "
+                        "(samples and lost) %.1f ms; %.1f ms (%.2f%% of the process's CPU time) counted after a "
+                        "thread's last tick (its last partial period at its end, a reopen or the stop) or in periods "
+                        "the timer skipped (%.1f ms at least: mostly time the hypervisor gave to other guests, which "
+                        "the clocks count and the process's CPU time does not)",
+                        static_cast<double>(stats.clock_counted_ns) / 1e6,
+                        process_ms > 0 ? 100.0 * static_cast<double>(stats.clock_counted_ns) / 1e6 / process_ms : 0.0,
+                        static_cast<double>(stats.clock_ticked_ns) / 1e6, static_cast<double>(between) / 1e6,
+                        process_ms > 0 ? 100.0 * static_cast<double>(between) / 1e6 / process_ms : 0.0,
+                        static_cast<double>(clock_time_skipped_ns(stats, threads_seen(), options_.interval_ns)) / 1e6);
             // Measured only where the thread still ran when its event closed (the JVM's and the
             // agent's threads, the main thread, a stack=auto reopen): a Java thread's ring closes
             // after it ended. Per-thread events see a thread from the end of each context switch
@@ -1077,6 +1096,18 @@ private:
                         "take longer than kernel.perf_cpu_time_max_percent allows): the samples of those stretches "
                         "are missing, and the profile covers that much less of the process's CPU time",
                         static_cast<unsigned long long>(stats.throttles));
+        }
+        const TimerSkips skips = timer_skips(stats, threads_seen(), options_.interval_ns, cpu_at_start_, cpu_at_stop_);
+        if (skips.unexplained_ns != 0) {
+            SF_LOG_WARN("the kernel's sampling timer skipped %.1f ms of periods (%.1f%% of the process's CPU time) "
+                        "beyond what the hypervisor's steal explains (%.1f ms): its interrupt came more than a period "
+                        "late and it took one sample for the periods it missed, so the profile covers that much less "
+                        "of the process's CPU time (the coverage line); its shares are unbiased only if the delays "
+                        "were; a longer interval= loses less",
+                        static_cast<double>(skips.unexplained_ns) / 1e6,
+                        100.0 * static_cast<double>(skips.unexplained_ns) /
+                            static_cast<double>(std::max<uint64_t>(cpu_at_stop_.user_ns + cpu_at_stop_.system_ns, 1)),
+                        static_cast<double>(skips.by_steal_ns) / 1e6);
         }
         if (stats.late_samples != 0) {
             SF_LOG_INFO("reader: %llu samples were read after newer events had been written (up to %.1f ms after their "
@@ -1226,6 +1257,9 @@ private:
     std::atomic<bool> capture_ready_{false};
     std::atomic<bool> live_{false};
     std::atomic<bool> shut_down_{false};
+    // The process's and the machine's CPU times as sampling began and ended (the ProcessCpu events).
+    ProcessCpu cpu_at_start_;
+    ProcessCpu cpu_at_stop_;
     std::atomic<uint64_t> threads_ended_{0};          // Java threads' ThreadEnd
     std::atomic<uint64_t> short_threads_{0};          // of those, threads that ran less than one period
     std::atomic<uint64_t> short_threads_cpu_ns_{0};   // and their CPU time

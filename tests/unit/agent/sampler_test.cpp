@@ -545,6 +545,46 @@ TEST_CASE("a clock event closed while its thread still runs says how much of the
     std::remove(path.c_str());
 }
 
+TEST_CASE("timer skips: exact for a thread's event, beyond a period per thread and CPU for per-CPU events, and "
+          "what steal does not explain") {
+    SamplerStats stats;
+    stats.clock_skipped_ns = 3'000'000;   // per-thread events: already net of their last partial periods
+    stats.clock_cpu_events = 2;
+    stats.clock_cpu_counted_ns = 1'000'000'000;
+    stats.clock_cpu_ticked_ns = 950'000'000;   // 50 ms short
+    stats.clock_counted_ns = 1'100'000'000;
+    // 2 events x 10 threads x 1 ms of partial periods: 20 ms of the 50 ms are explained so.
+    CHECK(clock_time_skipped_ns(stats, 10, 1'000'000) == 3'000'000 + 30'000'000);
+    CHECK(clock_time_skipped_ns(stats, 25, 1'000'000) == 3'000'000);   // 50 ms of partial periods
+    stats.clock_cpu_ticked_ns = stats.clock_cpu_counted_ns + 1;   // more ticks than counted: nothing skipped
+    CHECK(clock_time_skipped_ns(stats, 0, 1'000'000) == 3'000'000);
+    stats.clock_cpu_ticked_ns = 950'000'000;
+
+    ProcessCpu start, stop;
+    stop.user_ns = 1'000'000'000;   // the process ran 1 s
+    // No host figures: nothing is put down to steal; 33 ms are over 1 % of the process's time.
+    TimerSkips skips = timer_skips(stats, 10, 1'000'000, start, stop);
+    CHECK(skips.skipped_ns == 33'000'000);
+    CHECK(skips.by_steal_ns == 0);
+    CHECK(skips.unexplained_ns == 33'000'000);
+    // The hypervisor took 2 % of the machine's busy time: 2 % of the 1.1 s counted, 22 ms, is steal;
+    // the other 11 ms are still over 1 %.
+    start.host_busy_ns = 10'000'000'000;
+    stop.host_busy_ns = 20'000'000'000;
+    stop.host_steal_ns = 200'000'000;
+    skips = timer_skips(stats, 10, 1'000'000, start, stop);
+    CHECK(skips.by_steal_ns == 22'000'000);
+    CHECK(skips.unexplained_ns == 11'000'000);
+    // 3 % steal explains it all.
+    stop.host_steal_ns = 300'000'000;
+    skips = timer_skips(stats, 10, 1'000'000, start, stop);
+    CHECK(skips.by_steal_ns == 33'000'000);
+    CHECK(skips.unexplained_ns == 0);
+    // Under 1 % of the process's time unexplained: not reported.
+    stop.host_steal_ns = 250'000'000;   // 27.5 ms steal, 5.5 ms left
+    CHECK(timer_skips(stats, 10, 1'000'000, start, stop).unexplained_ns == 0);
+}
+
 TEST_CASE("lazy rings: idle threads keep a small ring, a busy thread's grows to the full size within a few samples") {
     EventQueue queue;
     StreamWriter writer(nullptr);
