@@ -370,6 +370,10 @@ void Sampler::run() {
     if (stack_tops_ != nullptr) {
         stack_tops_->remember(reader_tid, kernel::current_thread_stack_top(), monotonic_ns(), /*exact=*/true);
     }
+    // Events opened before the start wait for the reader to enable them (enable_on_open): now, not
+    // after the first cycle's wait (a whole cadence, 50-100 ms), which the threads ran unsampled:
+    // at OnLoad that was the busiest part of the JVM's start, counted as time while sampling.
+    apply_requests();
     uint64_t window_start = monotonic_ns(), window_cpu = thread_cpu_ns();
     const uint64_t with_timer = cadence_ns(config_, kTimerCadenceNs);
     const uint64_t rings_only = cadence_ns(config_, kCadenceNs);

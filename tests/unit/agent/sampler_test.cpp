@@ -545,6 +545,39 @@ TEST_CASE("a clock event closed while its thread still runs says how much of the
     std::remove(path.c_str());
 }
 
+TEST_CASE("per-CPU clock events count the CPU time of the threads they inherited, ended or still running") {
+    SamplerAt1ms s;
+    // Opened before the start, as at the agent's load: enabled as the reader starts, not a cycle
+    // later (the first 50-100 ms of the threads' time went unsampled and uncounted so).
+    REQUIRE(s.sampler.add_cpus(static_cast<pid_t>(syscall(SYS_gettid))).ok());
+    REQUIRE(s.sampler.start().ok());
+    uint64_t ended_cpu = 0;
+    {
+        test::SpinningThread ended;
+        ended.wait_for_cpu_ms(150);
+        ended_cpu = ended.stop();   // its count goes to the event it was inherited from
+    }
+    test::SpinningThread running;
+    running.wait_for_cpu_ms(150);
+    const uint64_t running_before_stop = running.cpu_so_far();
+    REQUIRE(s.sampler.stop(3000));   // reads the counts while `running` still runs
+    const uint64_t running_after_stop = running.stop();
+    const SamplerStats stats = s.sampler.stats();
+    INFO("counted " << stats.clock_cpu_counted_ns / 1e6 << " ms, ticked " << stats.clock_cpu_ticked_ns / 1e6
+                    << " ms, ended thread " << ended_cpu / 1e6 << " ms, running one " << running_before_stop / 1e6
+                    << "-" << running_after_stop / 1e6 << " ms");
+    CHECK(stats.clock_cpu_events == s.sampler.cpus().size());
+    CHECK(stats.clock_cpu_counted_ns == stats.clock_counted_ns);   // no per-thread event was opened
+    // Both threads' time from their first instant (they never sleep: no scheduler work at a
+    // wake-up that the events would not see); the clocks also count time the hypervisor took,
+    // which the threads' CPU clocks leave out.
+    CHECK(stats.clock_cpu_counted_ns >= (ended_cpu + running_before_stop) * 97 / 100);
+    // Every tick stands for a period the events counted; the ticks fall short of the count by at
+    // most the last partial period of each thread on each CPU (and periods a late timer skipped).
+    CHECK(stats.clock_cpu_ticked_ns <= stats.clock_cpu_counted_ns + s.config.period_ns);
+    CHECK(stats.clock_cpu_ticked_ns > 0);
+}
+
 TEST_CASE("timer skips: exact for a thread's event, beyond a period per thread and CPU for per-CPU events, and "
           "what steal does not explain") {
     SamplerStats stats;
