@@ -111,6 +111,7 @@ void check_all_threads(const std::string& jdk, const std::string& mode) {
     // The reader and the decoder have no perf event (not even an inherited one: a helper created
     // before the events opened created them); their thread clocks give a sample per period of CPU.
     uint64_t agent_samples = 0, reader_clock = 0, decoder_clock = 0, reader_or_decoder_perf = 0;
+    std::string not_by_clock;   // those stacks, to say which when there are any
     const std::string by_clock = "stackfrag_thread_cpu_by_clock";
     for (const Stack& s : stacks) {
         if (s.frames.empty() || s.frames[0].rfind("[stackfrag-", 0) != 0) continue;
@@ -120,11 +121,16 @@ void check_all_threads(const std::string& jdk, const std::string& mode) {
         if (s.frames.size() == 3) CHECK(s.frames[2] == "[kernel]");
         const bool clock = s.frames.size() == 2 && s.frames[1] == by_clock;
         if (s.frames[0] == "[stackfrag-read]" || s.frames[0] == "[stackfrag-live]") {
-            if (!clock) reader_or_decoder_perf += s.count;
+            if (!clock) {
+                reader_or_decoder_perf += s.count;
+                for (const std::string& f : s.frames) not_by_clock += f + ";";
+                not_by_clock += " " + std::to_string(s.count) + "\n";
+            }
             (s.frames[0] == "[stackfrag-read]" ? reader_clock : decoder_clock) += clock ? s.count : 0;
         }
     }
     CHECK(agent_samples >= 1);
+    INFO("the reader's and the decoder's stacks not from their clocks:\n" << not_by_clock);
     CHECK(reader_or_decoder_perf == 0);
     // As many as their CPU time in periods (the log's exact figures), less what they ran after the
     // reader's last look (the stop: the last decodes, the profile's file) and before their first.
