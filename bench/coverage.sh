@@ -72,9 +72,10 @@ kinds() {
 # One run; prints "cpu_s user_s sys_s samples java gc compiler vm other kernel agent_pct before_ms lost_ms stop_ms
 # partial_ms wakeup_ms open_ms": stackfrag's stop summary also says how much CPU time the process had used before its
 # events opened (before_ms), how much the kernel ticked but could not store (lost_ms), the process's CPU time when it
-# stopped sampling (stop_ms) and, in mode=thread, three parts of the rest: the clock events' last partial periods
-# (partial_ms), the CPU time of threads still running at their event's close that it did not count (wakeup_ms: the
-# scheduler's work at each wake-up) and the threads' CPU time before their events opened (open_ms); "-" where not known;
+# stopped sampling (stop_ms) and three parts of the rest: the clock events' last partial periods and the periods their
+# timer skipped (partial_ms; mode=cpu too since 2026-12-02), the CPU time of threads still running at their event's
+# close that it did not count (wakeup_ms: the scheduler's work at each wake-up; mode=thread) and, in mode=thread, the
+# threads' CPU time before their events opened (open_ms); "-" where not known;
 # last, the hypervisor's steal during the run as a share of the machine's busy CPU time (steal_pct).
 # The machine's busy and stolen CPU ticks so far (/proc/stat: user..steal less idle and iowait; steal).
 host_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $9; exit }' /proc/stat; }
