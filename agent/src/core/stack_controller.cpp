@@ -57,6 +57,7 @@ void StackController::leave_family(uint32_t tid) {
 
 void StackController::forget(uint32_t tid) {
     if (threads_.erase(tid) != 0) ++generation_;
+    shallow_.erase(tid);
     leave_family(tid);
 }
 
@@ -131,6 +132,20 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
             return std::nullopt;
         }
         Thread& t = found == threads_.end() ? track(tid, now) : found->second;
+        if (t.bytes < settings_.base_bytes) {
+            // A small trial that did not hold: back to the base, and wait longer before the next
+            // one if it failed soon. Not a run-off from the base: its family stays.
+            Shallow& shallow = shallow_[tid];
+            if (t.quiet < 2ull * std::max(shallow.quiet_needed, settings_.quiet_samples)) {
+                shallow.quiet_needed = std::min(settings_.max_quiet_samples,
+                                                2 * std::max(shallow.quiet_needed, settings_.quiet_samples));
+            }
+            shallow.quiet = 0;
+            const StackChange change{tid, t.bytes, settings_.base_bytes, "samples ran off the small fragment"};
+            threads_.erase(tid);
+            ++generation_;
+            return change;
+        }
         const bool from_base = t.bytes <= settings_.base_bytes;
         StackChange change{tid, t.bytes, settings_.max_bytes, "samples ran off the fragment"};
         if (t.before_shrink != 0) {
@@ -145,13 +160,16 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
         t.bytes = change.new_bytes;
         t.before_shrink = 0;
         t.quiet = 0;
+        t.max_kept = 0;
         ++generation_;
         if (from_base) family_ran_off(tid);   // last: it may track other threads
         return change;
     }
-    if (found == threads_.end() || status == TraceStatus::kFailed) return std::nullopt;
+    if (found == threads_.end()) return judge_shallow(tid, status, fragment_bytes);
+    if (status == TraceStatus::kFailed) return std::nullopt;
     Thread& t = found->second;
     ++t.quiet;
+    if (t.bytes < settings_.base_bytes) return std::nullopt;   // small: stays until a sample runs off
     if (t.bytes <= settings_.base_bytes) {
         // Back at the base after a trial that held for as long again: the next episode starts afresh,
         // and its family's next thread starts at the base again.
@@ -162,13 +180,45 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
         }
         return std::nullopt;
     }
+    t.max_kept = std::max(t.max_kept, static_cast<uint32_t>(std::min<size_t>(fragment_bytes, UINT32_MAX)));
     if (t.quiet < t.quiet_needed) return std::nullopt;
-    StackChange change{tid, t.bytes, smaller(t.bytes), "no sample ran off the fragment for a while"};
-    t.before_shrink = t.bytes;
+    // A halving, or as far down as every quiet sample would still have fit (with the slack): a
+    // thread that ran deep at its start and no longer does comes down in one trial, not three
+    // (each ~1,000 samples of a 64 KB copy where 6 KB would do).
+    uint32_t to = smaller(t.bytes);
+    const uint64_t needed = uint64_t{t.max_kept} + settings_.shallow_slack_bytes;
+    while (to > settings_.base_bytes && needed <= ((to / 2) & ~7u)) to = smaller(to);
+    const char* why = "no sample ran off the fragment for a while";
+    if (to == settings_.base_bytes && settings_.small_bytes != 0 && settings_.small_bytes < settings_.base_bytes &&
+        needed <= settings_.small_bytes) {
+        to = settings_.small_bytes;
+        why = "no sample ran off the fragment for a while, and each kept little of it";
+    }
+    StackChange change{tid, t.bytes, to, why};
+    // A trial of more than one step that fails goes back one step, where the halving would be.
+    t.before_shrink = to < smaller(t.bytes) ? smaller(t.bytes) : t.bytes;
     t.bytes = change.new_bytes;
     t.quiet = 0;
+    t.max_kept = 0;
     ++generation_;
     return change;
+}
+
+// A thread at the base whose samples kept little of their fragments tries small_bytes.
+std::optional<StackChange> StackController::judge_shallow(uint32_t tid, TraceStatus status, size_t fragment_bytes) {
+    if (settings_.small_bytes == 0 || settings_.small_bytes >= settings_.base_bytes || status == TraceStatus::kFailed) {
+        return std::nullopt;
+    }
+    if (shallow_.size() >= kMaxThreads && shallow_.count(tid) == 0) shallow_.clear();
+    Shallow& shallow = shallow_[tid];
+    if (status == TraceStatus::kIncomplete || fragment_bytes + settings_.shallow_slack_bytes > settings_.small_bytes) {
+        shallow.quiet = 0;
+        return std::nullopt;
+    }
+    if (++shallow.quiet < std::max(shallow.quiet_needed, settings_.quiet_samples)) return std::nullopt;
+    shallow.quiet = 0;
+    track(tid, settings_.small_bytes);
+    return StackChange{tid, settings_.base_bytes, settings_.small_bytes, "its samples kept little of the fragment"};
 }
 
 }  // namespace sf::agent

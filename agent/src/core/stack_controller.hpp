@@ -43,6 +43,13 @@ struct StackControllerSettings {
     // JVM's setup, the agent's callbacks, ~0.1-0.3 ms of CPU) gives an idle one of a pool a sample
     // or two at 10 kHz. The agent asks for 2 ms of CPU time at the interval.
     uint32_t active_samples = 2;
+    // A thread whose samples all kept at most this many bytes less shallow_slack_bytes (the stack
+    // up to its top, or to where the walks stop reading) for quiet_samples in a row tries this
+    // smaller size (0: never below base_bytes): the kernel copies the whole fragment from sp at
+    // every sample, whatever lies above the top, so a shallow thread paid for 16 KB to use 6.
+    // The trial backs off as the larger sizes' trials do.
+    uint32_t small_bytes = 0;
+    uint32_t shallow_slack_bytes = 512;
 };
 
 // The decode-free signal (stack=auto with only record=): a walk over a fragment that ends more than
@@ -109,7 +116,15 @@ private:
         uint32_t before_shrink = 0;   // the size the last trial shrank from (0: the last change grew)
         uint64_t quiet = 0;           // samples since the last change or incomplete sample
         uint32_t quiet_needed = 0;
+        uint32_t max_kept = 0;        // the most bytes a quiet sample kept (less than `bytes`: cut at its top)
     };
+    // A thread at the base, not tracked: its samples in a row that would have fit small_bytes, and
+    // how many it takes (doubled by each small trial that failed soon).
+    struct Shallow {
+        uint64_t quiet = 0;
+        uint32_t quiet_needed = 0;
+    };
+    std::optional<StackChange> judge_shallow(uint32_t tid, TraceStatus status, size_t fragment_bytes);
     uint32_t smaller(uint32_t bytes) const;
     Thread& track(uint32_t tid, uint32_t bytes);
     // `tid` grew from the base: its family runs deep, and its siblings at the base grow.
@@ -117,6 +132,7 @@ private:
 
     StackControllerSettings settings_;
     std::unordered_map<uint32_t, Thread> threads_;   // threads whose size changed at least once
+    std::unordered_map<uint32_t, Shallow> shallow_;  // with small_bytes: threads at the base
     struct Member {
         std::string family;
         uint32_t samples = 0;   // seen by on_sample since it started, up to active_samples

@@ -244,3 +244,101 @@ TEST_CASE("in a family of more than 256 threads only those that run grow with it
     REQUIRE(started);
     CHECK(started->new_bytes == 65528);
 }
+
+TEST_CASE("a thread whose samples keep little of the fragment tries the small size, and a failed trial backs off",
+          "[agent][stack]") {
+    StackControllerSettings s = small_settings();
+    s.small_bytes = 8192;   // shallow_slack_bytes 512: samples of at most 7680 bytes count
+    StackController c(s);
+    // Off by default: the same samples change nothing.
+    StackController off(small_settings());
+    CHECK(!feed(off, 100, TraceStatus::kComplete, 4000));
+
+    // Quiet samples that would have fit, but one that would not (7681 bytes) starts the count again.
+    CHECK(!feed(c, 9, TraceStatus::kComplete, 7680));
+    CHECK(!c.on_sample(7, TraceStatus::kComplete, 7681));
+    CHECK(!feed(c, 9, TraceStatus::kStitched, 6000));
+    CHECK(!c.on_sample(7, TraceStatus::kFailed, 16384));   // says nothing, either way
+    auto small = c.on_sample(7, TraceStatus::kComplete, 6000);
+    REQUIRE(small);
+    CHECK(small->old_bytes == 16384);
+    CHECK(small->new_bytes == 8192);
+    CHECK(c.bytes_of(7) == 8192);
+    CHECK(c.tracks(7));
+    // It stays small while its samples do not run off.
+    CHECK(!feed(c, 50, TraceStatus::kComplete, 8192));
+    CHECK(c.bytes_of(7) == 8192);
+
+    // One that runs off: back to the base, not to the largest size, and its family does not grow.
+    CHECK(!c.on_thread_started(8, "worker-"));
+    CHECK(!c.on_thread_started(9, "worker-"));
+    for (int i = 0; i < 10; ++i) (void)c.on_sample(8, TraceStatus::kComplete, 5000);
+    REQUIRE(c.bytes_of(8) == 8192);
+    auto back = c.on_sample(8, TraceStatus::kIncomplete, 8192);
+    REQUIRE(back);
+    CHECK(back->old_bytes == 8192);
+    CHECK(back->new_bytes == 16384);
+    CHECK(c.bytes_of(8) == 16384);
+    CHECK(!c.tracks(8));
+    CHECK(c.take_family_changes().empty());
+    CHECK(c.bytes_of(9) == 16384);
+    // It failed within twice the quiet samples: the next trial waits twice as long (20).
+    std::optional<StackChange> again;
+    int samples = 0;
+    while (!again && samples < 100) {
+        again = c.on_sample(8, TraceStatus::kComplete, 5000);
+        ++samples;
+    }
+    REQUIRE(again);
+    CHECK(again->new_bytes == 8192);
+    CHECK(samples == 20);
+    // At the base, a run-off still grows the thread (and its family) to the largest size.
+    REQUIRE(c.on_sample(9, TraceStatus::kIncomplete, 16384));
+    CHECK(c.bytes_of(9) == 65528);
+    CHECK(c.bytes_of(8) == 8192);   // tracked already (small): not grown with the family
+}
+
+TEST_CASE("a grown thread whose quiet samples kept little comes down as far as they would have fit, in one trial",
+          "[agent][stack]") {
+    StackControllerSettings s = small_settings();
+    StackController c(s);
+    REQUIRE(c.on_sample(7, TraceStatus::kIncomplete, 16384));
+    REQUIRE(c.bytes_of(7) == 65528);
+    // Quiet samples that kept at most 15,000 bytes (cut at the thread's top): 16 KB would have
+    // held each with the slack, so the trial goes from 64 KB straight to the base.
+    auto trial = feed(c, 10, TraceStatus::kComplete, 15000);
+    REQUIRE(trial);
+    CHECK(trial->old_bytes == 65528);
+    CHECK(trial->new_bytes == 16384);
+    // A failed trial of two steps goes back one step from where it started, as the halving would.
+    auto back = c.on_sample(7, TraceStatus::kIncomplete, 16384);
+    REQUIRE(back);
+    CHECK(back->new_bytes == 32760);
+    // Samples that kept more than half of a size (20,000 bytes) keep it from going below; a
+    // one-step trial that fails returns to the size it left.
+    REQUIRE(c.on_sample(7, TraceStatus::kIncomplete, 32760));
+    REQUIRE(c.bytes_of(7) == 65528);
+    trial.reset();
+    for (int i = 0; i < 100 && !trial; ++i) trial = c.on_sample(7, TraceStatus::kComplete, 20000);
+    REQUIRE(trial);
+    CHECK(trial->new_bytes == 32760);
+    back = c.on_sample(7, TraceStatus::kIncomplete, 32760);
+    REQUIRE(back);
+    CHECK(back->new_bytes == 65528);
+
+    // With a small size, a thread that kept little goes there from the largest size at once.
+    s.small_bytes = 8192;
+    StackController small(s);
+    REQUIRE(small.on_sample(7, TraceStatus::kIncomplete, 16384));
+    trial = feed(small, 10, TraceStatus::kComplete, 5000);
+    REQUIRE(trial);
+    CHECK(trial->old_bytes == 65528);
+    CHECK(trial->new_bytes == 8192);
+    // Running off the small size from there: back to the base, which the next run-off grows.
+    back = small.on_sample(7, TraceStatus::kIncomplete, 8192);
+    REQUIRE(back);
+    CHECK(back->new_bytes == 16384);
+    back = small.on_sample(7, TraceStatus::kIncomplete, 16384);
+    REQUIRE(back);
+    CHECK(back->new_bytes == 65528);
+}
