@@ -16,14 +16,18 @@ std::optional<double> Coverage::ratio_while_sampling() const {
     return double(sampled_ns) / double(process_ns() - before_start_ns());
 }
 
-std::optional<double> Coverage::host_steal_share() const {
-    if (!at_start || !process || at_start->host_busy_ns == 0 || process->host_busy_ns <= at_start->host_busy_ns ||
-        process->host_steal_ns < at_start->host_steal_ns) {
+std::optional<double> host_steal_share(const ProcessCpu& start, const ProcessCpu& stop) {
+    if (start.host_busy_ns == 0 || stop.host_busy_ns <= start.host_busy_ns || stop.host_steal_ns < start.host_steal_ns) {
         return std::nullopt;
     }
-    const uint64_t busy = process->host_busy_ns - at_start->host_busy_ns;
-    const uint64_t steal = std::min(process->host_steal_ns - at_start->host_steal_ns, busy);
+    const uint64_t busy = stop.host_busy_ns - start.host_busy_ns;
+    const uint64_t steal = std::min(stop.host_steal_ns - start.host_steal_ns, busy);
     return double(steal) / double(busy);
+}
+
+std::optional<double> Coverage::host_steal_share() const {
+    if (!at_start || !process) return std::nullopt;
+    return profile::host_steal_share(*at_start, *process);
 }
 
 double Coverage::share(ThreadKind kind) const {

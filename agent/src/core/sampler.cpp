@@ -15,6 +15,7 @@
 #include "spare_buffers.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
 #include "stackfrag/kernel/proc_maps.hpp"
+#include "stackfrag/profile/coverage.hpp"
 
 namespace sf::agent {
 
@@ -807,7 +808,6 @@ void Sampler::account_clock(const Ring& ring) {
     // One thread's event: all but its last partial period had a tick, unless the timer skipped some.
     if (!ring.period_changed && !ring.takes_switches && *counted > ticked + period) {
         clock_skipped_ns_.fetch_add(*counted - ticked - period, std::memory_order_relaxed);
-        clock_skipped_threads_.fetch_add(1, std::memory_order_relaxed);
     }
     // A thread still running (most have ended by the time their ring closes) also says how much of
     // its CPU time since the open the event did not count: the kernel's scheduling work at each of
@@ -1474,11 +1474,8 @@ TimerSkips timer_skips(const SamplerStats& stats, uint64_t threads, uint64_t per
                        const ProcessCpu& stop) {
     TimerSkips skips;
     skips.skipped_ns = clock_time_skipped_ns(stats, threads, period_ns);
-    if (stop.host_busy_ns > start.host_busy_ns && stop.host_steal_ns >= start.host_steal_ns) {
-        const double steal_share = std::min(1.0, static_cast<double>(stop.host_steal_ns - start.host_steal_ns) /
-                                                     static_cast<double>(stop.host_busy_ns - start.host_busy_ns));
-        skips.by_steal_ns = std::min(skips.skipped_ns,
-                                     static_cast<uint64_t>(steal_share * static_cast<double>(stats.clock_counted_ns)));
+    if (const std::optional<double> steal = profile::host_steal_share(start, stop)) {
+        skips.by_steal_ns = std::min(skips.skipped_ns, static_cast<uint64_t>(*steal * static_cast<double>(stats.clock_counted_ns)));
     }
     const uint64_t rest = skips.skipped_ns - skips.by_steal_ns;
     const uint64_t process_ns = stop.user_ns + stop.system_ns;
@@ -1528,7 +1525,6 @@ SamplerStats Sampler::stats() const {
     stats.clock_cpu_counted_ns = clock_cpu_counted_ns_.load(std::memory_order_relaxed);
     stats.clock_cpu_ticked_ns = clock_cpu_ticked_ns_.load(std::memory_order_relaxed);
     stats.clock_skipped_ns = clock_skipped_ns_.load(std::memory_order_relaxed);
-    stats.clock_skipped_threads = clock_skipped_threads_.load(std::memory_order_relaxed);
     return stats;
 }
 

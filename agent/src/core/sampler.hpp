@@ -86,10 +86,8 @@ struct SamplerStats {
     uint64_t clock_cpu_counted_ns = 0;
     uint64_t clock_cpu_ticked_ns = 0;
     // Of the per-thread events whose period never changed: counted time beyond their ticks and
-    // their last partial period, which only periods the kernel's timer skipped explain (exact),
-    // and how many events had such.
+    // their last partial period, which only periods the kernel's timer skipped explain (exact).
     uint64_t clock_skipped_ns = 0;
-    uint64_t clock_skipped_threads = 0;
     // Of the closed clock events whose thread still ran at the close: the thread's CPU time since
     // the open that the event did not count, and how many such closes.
     uint64_t clock_uncounted_ns = 0;
@@ -458,7 +456,6 @@ private:
     std::atomic<uint64_t> clock_cpu_counted_ns_{0};
     std::atomic<uint64_t> clock_cpu_ticked_ns_{0};
     std::atomic<uint64_t> clock_skipped_ns_{0};
-    std::atomic<uint64_t> clock_skipped_threads_{0};
     std::atomic<uint64_t> module_rescans_{0};
     std::atomic<uint64_t> modules_found_{0};
     // Reader-thread state of account_by_clock: per thread, the CPU time its samples stand for so far.

@@ -135,10 +135,9 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
         if (t.bytes < settings_.base_bytes) {
             // A small trial that did not hold: back to the base, and wait longer before the next
             // one if it failed soon. Not a run-off from the base: its family stays.
-            Shallow& shallow = shallow_[tid];
-            if (t.quiet < 2ull * std::max(shallow.quiet_needed, settings_.quiet_samples)) {
-                shallow.quiet_needed = std::min(settings_.max_quiet_samples,
-                                                2 * std::max(shallow.quiet_needed, settings_.quiet_samples));
+            Shallow& shallow = shallow_of(tid);
+            if (t.quiet < 2ull * shallow.quiet_needed) {
+                shallow.quiet_needed = std::min(settings_.max_quiet_samples, 2 * shallow.quiet_needed);
             }
             shallow.quiet = 0;
             const StackChange change{tid, t.bytes, settings_.base_bytes, "samples ran off the small fragment"};
@@ -189,8 +188,7 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
     const uint64_t needed = uint64_t{t.max_kept} + settings_.shallow_slack_bytes;
     while (to > settings_.base_bytes && needed <= ((to / 2) & ~7u)) to = smaller(to);
     const char* why = "no sample ran off the fragment for a while";
-    if (to == settings_.base_bytes && settings_.small_bytes != 0 && settings_.small_bytes < settings_.base_bytes &&
-        needed <= settings_.small_bytes) {
+    if (to == settings_.base_bytes && has_small() && needed <= settings_.small_bytes) {
         to = settings_.small_bytes;
         why = "no sample ran off the fragment for a while, and each kept little of it";
     }
@@ -204,18 +202,20 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
     return change;
 }
 
+StackController::Shallow& StackController::shallow_of(uint32_t tid) {
+    if (shallow_.size() >= kMaxThreads && shallow_.count(tid) == 0) shallow_.clear();
+    return shallow_.try_emplace(tid, Shallow{0, settings_.quiet_samples}).first->second;
+}
+
 // A thread at the base whose samples kept little of their fragments tries small_bytes.
 std::optional<StackChange> StackController::judge_shallow(uint32_t tid, TraceStatus status, size_t fragment_bytes) {
-    if (settings_.small_bytes == 0 || settings_.small_bytes >= settings_.base_bytes || status == TraceStatus::kFailed) {
-        return std::nullopt;
-    }
-    if (shallow_.size() >= kMaxThreads && shallow_.count(tid) == 0) shallow_.clear();
-    Shallow& shallow = shallow_[tid];
+    if (!has_small() || status == TraceStatus::kFailed) return std::nullopt;
+    Shallow& shallow = shallow_of(tid);
     if (status == TraceStatus::kIncomplete || fragment_bytes + settings_.shallow_slack_bytes > settings_.small_bytes) {
         shallow.quiet = 0;
         return std::nullopt;
     }
-    if (++shallow.quiet < std::max(shallow.quiet_needed, settings_.quiet_samples)) return std::nullopt;
+    if (++shallow.quiet < shallow.quiet_needed) return std::nullopt;
     shallow.quiet = 0;
     track(tid, settings_.small_bytes);
     return StackChange{tid, settings_.base_bytes, settings_.small_bytes, "its samples kept little of the fragment"};

@@ -119,11 +119,13 @@ private:
         uint32_t max_kept = 0;        // the most bytes a quiet sample kept (less than `bytes`: cut at its top)
     };
     // A thread at the base, not tracked: its samples in a row that would have fit small_bytes, and
-    // how many it takes (doubled by each small trial that failed soon).
+    // how many it takes (quiet_samples, doubled by each small trial that failed soon).
     struct Shallow {
         uint64_t quiet = 0;
         uint32_t quiet_needed = 0;
     };
+    bool has_small() const { return settings_.small_bytes != 0 && settings_.small_bytes < settings_.base_bytes; }
+    Shallow& shallow_of(uint32_t tid);
     std::optional<StackChange> judge_shallow(uint32_t tid, TraceStatus status, size_t fragment_bytes);
     uint32_t smaller(uint32_t bytes) const;
     Thread& track(uint32_t tid, uint32_t bytes);

@@ -357,15 +357,18 @@ public:
         stop_jvmti_sampler();
         if (OracleSampler* timer_sampler = timer()) timer_sampler->stop();
         const ProcessCpu at_stop = process_cpu_now();
-        cpu_at_stop_ = at_stop;
         const uint64_t own_at_stop = own_threads_cpu_now();
         queue_.emit(at_stop);   // coverage's denominator, through the stream like every fact
         const bool stopped = sampler_->stop(kShutdownTimeoutMs);
         queue_.close();
-        if (stopped) log_summary();
+        // Once the reader has closed every ring (their counts are in its stats).
+        const TimerSkips skips =
+            stopped ? timer_skips(sampler_->stats(), threads_seen(), options_.interval_ns, cpu_at_start_, at_stop)
+                    : TimerSkips{};
+        if (stopped) log_summary(skips, at_stop);
         finish_live_profile(stopped, final_file);
         if (VmCapture* vm = capture(); vm != nullptr && vm->lazy_names()) SF_LOG_INFO("%s", vm->names_text().c_str());
-        if (stopped) log_agent_cpu(own_at_stop, at_stop.user_ns + at_stop.system_ns);
+        if (stopped) log_agent_cpu(own_at_stop, at_stop.user_ns + at_stop.system_ns, skips);
         // No sample sees this: the last events drained, the rest of the stream decoded, the
         // profile written. (The JVM's exit after VMDeath, freeing its heap, comes on top.)
         const ProcessCpu done = process_cpu_now();
@@ -435,8 +438,6 @@ public:
         return text;
     }
 
-    // The stop summary's line on threads too short-lived to be sampled, when they used at least
-    // 0.1 % of the process's CPU time.
     // Every thread the process had while sampling, at most: those alive now and the Java threads
     // that ended (the VM's own rarely end). Bounds the partial periods per-CPU events leave.
     uint64_t threads_seen() const {
@@ -448,6 +449,8 @@ public:
         return alive + threads_ended_.load(std::memory_order_relaxed);
     }
 
+    // The stop summary's line on threads too short-lived to be sampled, when they used at least
+    // 0.1 % of the process's CPU time.
     std::string short_threads_text() const {
         const uint64_t short_ns = short_threads_cpu_ns_.load(std::memory_order_relaxed);
         const uint64_t process_ns = process_cpu_ns();
@@ -961,7 +964,7 @@ private:
     // `own_at_stop`, `process_at_stop`: both CPU times when sampling ended, so that the share while
     // sampling (what a long run pays) can be told from the stop's one-time work (the last drain, the
     // last names, the file), which weighs on a short run.
-    void log_agent_cpu(uint64_t own_at_stop, uint64_t process_at_stop) {
+    void log_agent_cpu(uint64_t own_at_stop, uint64_t process_at_stop, const TimerSkips& skips) {
         const uint64_t reader = sampler_->stats().reader_cpu_ns;
         const uint64_t decoder = live_profile_ ? live_profile_->counts(0).decoder_cpu_ns : 0;
         const uint64_t poll = code_poll_.cpu_ns();
@@ -1012,7 +1015,7 @@ private:
                         process_ms > 0 ? 100.0 * static_cast<double>(stats.clock_counted_ns) / 1e6 / process_ms : 0.0,
                         static_cast<double>(stats.clock_ticked_ns) / 1e6, static_cast<double>(between) / 1e6,
                         process_ms > 0 ? 100.0 * static_cast<double>(between) / 1e6 / process_ms : 0.0,
-                        static_cast<double>(clock_time_skipped_ns(stats, threads_seen(), options_.interval_ns)) / 1e6);
+                        static_cast<double>(skips.skipped_ns) / 1e6);
             // Measured only where the thread still ran when its event closed (the JVM's and the
             // agent's threads, the main thread, a stack=auto reopen): a Java thread's ring closes
             // after it ended. Per-thread events see a thread from the end of each context switch
@@ -1057,7 +1060,7 @@ private:
         }
     }
 
-    void log_summary() {
+    void log_summary(const TimerSkips& skips, const ProcessCpu& at_stop) {
         const StreamCounts& counts = writer_.counts();
         std::string oracle_text;
         if (options_.validate && timer() != nullptr) {
@@ -1099,7 +1102,6 @@ private:
                         "are missing, and the profile covers that much less of the process's CPU time",
                         static_cast<unsigned long long>(stats.throttles));
         }
-        const TimerSkips skips = timer_skips(stats, threads_seen(), options_.interval_ns, cpu_at_start_, cpu_at_stop_);
         if (skips.unexplained_ns != 0) {
             SF_LOG_WARN("the kernel's sampling timer skipped %.1f ms of periods (%.1f%% of the process's CPU time) "
                         "beyond what the hypervisor's steal explains (%.1f ms): its interrupt came more than a period "
@@ -1108,7 +1110,7 @@ private:
                         "were; a longer interval= loses less",
                         static_cast<double>(skips.unexplained_ns) / 1e6,
                         100.0 * static_cast<double>(skips.unexplained_ns) /
-                            static_cast<double>(std::max<uint64_t>(cpu_at_stop_.user_ns + cpu_at_stop_.system_ns, 1)),
+                            static_cast<double>(std::max<uint64_t>(at_stop.user_ns + at_stop.system_ns, 1)),
                         static_cast<double>(skips.by_steal_ns) / 1e6);
         }
         if (stats.late_samples != 0) {
@@ -1259,9 +1261,8 @@ private:
     std::atomic<bool> capture_ready_{false};
     std::atomic<bool> live_{false};
     std::atomic<bool> shut_down_{false};
-    // The process's and the machine's CPU times as sampling began and ended (the ProcessCpu events).
+    // The process's and the machine's CPU times as sampling began (the at_start ProcessCpu event).
     ProcessCpu cpu_at_start_;
-    ProcessCpu cpu_at_stop_;
     std::atomic<uint64_t> threads_ended_{0};          // Java threads' ThreadEnd
     std::atomic<uint64_t> short_threads_{0};          // of those, threads that ran less than one period
     std::atomic<uint64_t> short_threads_cpu_ns_{0};   // and their CPU time

@@ -46,6 +46,10 @@ struct Coverage {
     double share(ThreadKind kind) const;
 };
 
+// The share of the machine's busy CPU time the hypervisor gave to other guests (steal) between two
+// ProcessCpu figures; nullopt when either lacks the host's times.
+std::optional<double> host_steal_share(const ProcessCpu& start, const ProcessCpu& stop);
+
 // Feed every event of the stream in order. A sample weighs the sample_period_ns of the last VmInfo
 // before it (as the profile weighs it); threads by the kind their ThreadInfo gave (Java threads
 // from JVMTI, the VM's own from their names); a sample of a thread no ThreadInfo named is "other". Cheap enough for the
