@@ -335,6 +335,7 @@ Sampler::~Sampler() {
 }
 
 Status Sampler::start() {
+    started_ns_ = monotonic_ns();
     Result<kernel::RingPoller> poller = kernel::RingPoller::create();
     if (!poller.ok()) return std::move(poller).take_error();
     poller_.emplace(std::move(poller).value());
@@ -1245,15 +1246,19 @@ void Sampler::drain_rings(const std::vector<kernel::RingReady>& ready, uint64_t 
 
 // The library is mapped since before the sample that ran in it, but not since when: the ModuleMap
 // is stamped right after the last event written, so that it precedes every sample still held,
-// whichever ring they come from. (Were the range another file's before, samples of that file in
-// between would be named after this one: not seen.)
+// whichever ring they come from. Before the first release, that is the reader's start: the own
+// threads' clock samples of the first cycles are spread back to then, before the sample that
+// found the library (stamped right before that sample, they named the reader's first 5-6 ms
+// [unknown] on JDK 25 in mode=cpu). (Were the range another file's before, samples of that file
+// in between would be named after this one: not seen.)
 void Sampler::check_code(uint64_t ip, uint64_t time_ns, uint64_t now_ns) {
     if (modules_ == nullptr) return;
     modules_->executable_ranges(code_ranges_, code_ranges_generation_);
     if (modules_->known_code(code_ranges_, ip) || now_ns < next_rescan_ns_) return;
     bool busy = false;
-    // Before the first release: right before this sample.
-    const uint64_t stamp = released_until_ != 0 ? released_until_ + 1 : std::max<uint64_t>(time_ns, 2) - 1;
+    const uint64_t stamp = released_until_ != 0 ? released_until_ + 1
+                           : started_ns_ != 0      ? std::min(started_ns_, std::max<uint64_t>(time_ns, 2) - 1)
+                                                   : std::max<uint64_t>(time_ns, 2) - 1;
     const size_t found = modules_->try_refresh(stamp, queue_, busy);
     if (busy) return;   // the code poll is scanning: it announces the library, stamped later
     module_rescans_.fetch_add(1, std::memory_order_relaxed);

@@ -434,6 +434,7 @@ private:
     uint64_t rescan_gap_ns_ = 0;
     uint64_t drains_began_ns_ = 0;  // when the last cycle began reading the rings (the cadence counts from it)
     uint64_t released_until_ = 0;   // the horizon of the last release: events up to it are written
+    uint64_t started_ns_ = 0;       // when start() began: no sample is older (the reader enables the events)
     // How long events are held for time-ordering: generous against a callback that stamped its
     // event and was descheduled before emitting it, small against memory (the held samples). A
     // sample published later than that (its CPU held up between the tick and the ring write: seen
