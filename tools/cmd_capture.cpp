@@ -68,6 +68,7 @@ struct CaptureOptions {
 };
 
 using Mapping = kernel::ExecutableMapping;
+using kernel::own_vdso_image;
 using kernel::read_executable_maps;
 
 // Function symbols of one ELF file by file offset. Good enough to name the hot spots.
@@ -450,10 +451,21 @@ private:
         std::vector<Mapping> maps = read_executable_maps(child_);
         if (maps.empty()) return;
         for (const Mapping& mapping : maps) {
-            if (announced_maps_.insert({mapping.begin, mapping.end, mapping.path}).second) {
-                sink_->write(ModuleMap{monotonic_ns(), mapping.begin, mapping.end, mapping.offset, mapping.path,
-                                       ElfFile(mapping.path).build_id()});
+            if (!announced_maps_.insert({mapping.begin, mapping.end, mapping.path}).second) continue;
+            if (mapping.path == "[vdso]") {
+                // The child's vDSO is this kernel's, as ours is: our copy, where the sizes agree.
+                if (!vdso_read_) {
+                    vdso_ = own_vdso_image();
+                    vdso_read_ = true;
+                }
+                if (vdso_.empty() || vdso_.size() != mapping.end - mapping.begin) continue;
+                ModuleMap vdso{monotonic_ns(), mapping.begin, mapping.end, mapping.offset, mapping.path, {}, vdso_};
+                vdso.build_id = ElfFile(vdso.image).build_id();
+                sink_->write(vdso);
+                continue;
             }
+            sink_->write(ModuleMap{monotonic_ns(), mapping.begin, mapping.end, mapping.offset, mapping.path,
+                                   ElfFile(mapping.path).build_id(), {}});
         }
         symbolizer_.set_maps(std::move(maps));
     }
@@ -531,6 +543,8 @@ private:
     uint64_t next_key_ = 1;
     std::set<pid_t> known_threads_;
     std::set<std::tuple<uint64_t, uint64_t, std::string>> announced_maps_;
+    std::vector<uint8_t> vdso_;   // own_vdso_image(), read at the first [vdso] mapping
+    bool vdso_read_ = false;
     std::set<int> reported_errors_;
     Symbolizer symbolizer_;
     pid_t child_ = -1;

@@ -28,17 +28,26 @@ ElfFile::ElfFile(const std::string& path, std::string debug_root) : debug_root_(
     if (image_) parse_headers();
 }
 
+ElfFile::ElfFile(std::vector<uint8_t> image) : owned_(std::move(image)) {
+    if (owned_.empty()) return;
+    image_ = owned_.data();
+    size_ = owned_.size();
+    parse_headers();
+}
+
 ElfFile::~ElfFile() {
-    if (image_) munmap(const_cast<uint8_t*>(image_), size_);
+    if (image_ && owned_.empty()) munmap(const_cast<uint8_t*>(image_), size_);
 }
 
 ElfFile::ElfFile(ElfFile&& other) noexcept { *this = std::move(other); }
 
 ElfFile& ElfFile::operator=(ElfFile&& other) noexcept {
     if (this == &other) return *this;
-    if (image_) munmap(const_cast<uint8_t*>(image_), size_);
+    if (image_ && owned_.empty()) munmap(const_cast<uint8_t*>(image_), size_);
     image_ = std::exchange(other.image_, nullptr);
     size_ = std::exchange(other.size_, 0);
+    owned_ = std::move(other.owned_);   // its buffer, and so image_, stays where it was
+    other.owned_.clear();
     valid_ = std::exchange(other.valid_, false);
     loads_ = std::move(other.loads_);
     eh_frame_hdr_vaddr_ = other.eh_frame_hdr_vaddr_;

@@ -206,13 +206,20 @@ NativeUnwinder::Module* NativeUnwinder::module_for(uint64_t pc, uint64_t& load_b
     MappingAnswer& answer = by_mapping_[static_cast<size_t>(mapping - map_.modules().data())];
     if (!answer.known) {
         answer.known = true;
-        if (mapping->path.empty() || mapping->path[0] != '/') return nullptr;
+        // A file, or code the stream carries itself (the vDSO).
+        const bool in_stream = !mapping->image.empty();
+        if (!in_stream && (mapping->path.empty() || mapping->path[0] != '/')) return nullptr;
         auto it = modules_.find(mapping->path);
         if (it == modules_.end()) {
             auto m = std::make_unique<Module>();
-            m->elf = ElfFile(mapping->path);
-            std::string label(1, '[');
-            label.append(mapping->path, mapping->path.rfind('/') + 1).push_back(']');
+            m->elf = in_stream ? ElfFile(mapping->image) : ElfFile(mapping->path);
+            std::string label;
+            if (in_stream) {
+                label = mapping->path;   // "[vdso]", as perf shows it
+            } else {
+                label.assign(1, '[');
+                label.append(mapping->path, mapping->path.rfind('/') + 1).push_back(']');
+            }
             m->label = InternedName(label);
             it = modules_.emplace(mapping->path, std::move(m)).first;
         }

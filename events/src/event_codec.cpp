@@ -102,7 +102,8 @@ void fields(V& v, T& l) {
 }
 template <class V, Is<ModuleMap> T>
 void fields(V& v, T& m) {
-    v(m.time_ns), v(m.begin), v(m.end), v(m.file_offset), v(m.path), v(kLaterFields), v(m.build_id);
+    v(m.time_ns), v(m.begin), v(m.end), v(m.file_offset), v(m.path), v(kLaterFields), v(m.build_id),
+        v(kLaterFields), v(m.image);
 }
 template <class V, Is<JvmtiTrace> T>
 void fields(V& v, T& t) {

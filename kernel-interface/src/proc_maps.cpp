@@ -1,6 +1,7 @@
 #include "stackfrag/kernel/proc_maps.hpp"
 
 #include <pthread.h>
+#include <sys/auxv.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -68,6 +69,29 @@ uint64_t current_thread_stack_top() {
     const bool got = pthread_attr_getstack(&attr, &low, &size) == 0;
     pthread_attr_destroy(&attr);
     return got && low != nullptr ? reinterpret_cast<uint64_t>(low) + size : 0;
+}
+
+namespace {
+constexpr uint64_t kMaxVdsoBytes = 1 << 20;   // 8 KB on x86_64 kernels; more would be no vDSO
+}  // namespace
+
+bool is_own_vdso(const ExecutableMapping& mapping) {
+    const uint64_t ehdr = getauxval(AT_SYSINFO_EHDR);
+    return ehdr != 0 && mapping.path == "[vdso]" && mapping.begin == ehdr && mapping.end > mapping.begin &&
+           mapping.end - mapping.begin <= kMaxVdsoBytes;
+}
+
+std::vector<uint8_t> copy_own_vdso(const ExecutableMapping& mapping) {
+    if (!is_own_vdso(mapping)) return {};
+    const auto* bytes = reinterpret_cast<const uint8_t*>(mapping.begin);
+    return std::vector<uint8_t>(bytes, bytes + (mapping.end - mapping.begin));
+}
+
+std::vector<uint8_t> own_vdso_image() {
+    for (const ExecutableMapping& mapping : read_executable_maps(0)) {
+        if (is_own_vdso(mapping)) return copy_own_vdso(mapping);
+    }
+    return {};
 }
 
 }  // namespace sf::kernel

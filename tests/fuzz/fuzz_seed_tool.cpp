@@ -203,7 +203,7 @@ int recording_seeds(const std::string& in, const std::string& dir) {
     picked.push_back(CodeUnload{8, 11, 0x1000});
     picked.push_back(Lost{9, 5, 100});
     picked.push_back(ThreadInfo{10, 5, true, "worker"});
-    picked.push_back(ModuleMap{11, 0x400000, 0x500000, 0x1000, "/usr/lib/libfake.so", ""});
+    picked.push_back(ModuleMap{11, 0x400000, 0x500000, 0x1000, "/usr/lib/libfake.so", "", {}});
 
     const std::string zstd_path = dir + "/seed-zstd.sfr";
     std::remove(zstd_path.c_str());

@@ -19,13 +19,22 @@ size_t ModuleTracker::announce_locked(const std::vector<kernel::ExecutableMappin
     ranges.reserve(maps.size());
     for (const kernel::ExecutableMapping& mapping : maps) {
         ranges.emplace_back(mapping.begin, mapping.end);
+        if (kernel::is_own_vdso(mapping)) {
+            if (!announced_.emplace(mapping.begin, mapping.end, mapping.offset, mapping.path).second) continue;
+            ModuleMap vdso{time_ns, mapping.begin, mapping.end, mapping.offset, mapping.path, {},
+                           kernel::copy_own_vdso(mapping)};
+            vdso.build_id = ElfFile(vdso.image).build_id();
+            sink.emit(std::move(vdso));
+            ++added;
+            continue;
+        }
         if (!mapping.is_file()) continue;
         if (!announced_.emplace(mapping.begin, mapping.end, mapping.offset, mapping.path).second) continue;
         // The build id goes with the path, so a replay elsewhere or after an upgrade can tell
         // whether the file it finds there is the one that was mapped.
         auto id = build_ids_.find(mapping.path);
         if (id == build_ids_.end()) id = build_ids_.emplace(mapping.path, ElfFile(mapping.path).build_id()).first;
-        sink.emit(ModuleMap{time_ns, mapping.begin, mapping.end, mapping.offset, mapping.path, id->second});
+        sink.emit(ModuleMap{time_ns, mapping.begin, mapping.end, mapping.offset, mapping.path, id->second, {}});
         ++added;
     }
     std::sort(ranges.begin(), ranges.end());

@@ -26,8 +26,9 @@ class ModuleTracker {
 public:
     using Range = std::pair<uint64_t, uint64_t>;   // [begin, end)
 
-    // Emits a ModuleMap for every file mapping in `maps` not announced before (anonymous and special
-    // mappings such as the CodeCache are left to CodeLoad/Stub events); returns how many. `maps`
+    // Emits a ModuleMap for every file mapping in `maps` not announced before, and for this
+    // process's vDSO with its bytes (anonymous and other special mappings such as the CodeCache are
+    // left to CodeLoad/Stub events); returns how many. `maps`
     // becomes the last scan (executable_ranges).
     size_t announce(const std::vector<kernel::ExecutableMapping>& maps, uint64_t time_ns, EventSink& sink);
     // The same for this process's /proc/self/maps.

@@ -1,11 +1,16 @@
 // ModuleTracker: each executable file mapping is announced once, anonymous and special mappings
-// never, and a library mapped later (or at a new address) is announced when it appears.
+// never (but this process's vDSO, with its bytes), and a library mapped later (or at a new address)
+// is announced when it appears.
 #include <catch2/catch.hpp>
 
+#include <sys/auxv.h>
+
+#include <cstring>
 #include <variant>
 #include <vector>
 
 #include "module_tracker.hpp"
+#include "stackfrag/base/elf_file.hpp"
 
 namespace {
 
@@ -16,7 +21,7 @@ struct Collect final : sf::agent::EventSink {
 
 }  // namespace
 
-TEST_CASE("file mappings are announced once; anonymous and special ones never") {
+TEST_CASE("file mappings are announced once; anonymous and special ones never (a [vdso] that is not this process's own neither)") {
     using sf::kernel::ExecutableMapping;
     sf::agent::ModuleTracker tracker;
     Collect sink;
@@ -39,12 +44,28 @@ TEST_CASE("file mappings are announced once; anonymous and special ones never") 
     CHECK(std::get<sf::ModuleMap>(sink.events[1]).time_ns == 30);
 }
 
-TEST_CASE("refresh announces this process's own executable files") {
+TEST_CASE("refresh announces this process's own executable files, and its vDSO with the vDSO's bytes") {
     sf::agent::ModuleTracker tracker;
     Collect sink;
     CHECK(tracker.refresh(1, sink) > 0);
     CHECK(tracker.refresh(2, sink) == 0);
-    for (const sf::Event& event : sink.events) CHECK(std::get<sf::ModuleMap>(event).path.front() == '/');
+    size_t vdsos = 0;
+    for (const sf::Event& event : sink.events) {
+        const auto& module = std::get<sf::ModuleMap>(event);
+        INFO(module.path);
+        if (module.path == "[vdso]") {
+            ++vdsos;
+            // Its own bytes, an ELF image: what the decoder unwinds and names clock_gettime's frames from.
+            CHECK(module.begin == getauxval(AT_SYSINFO_EHDR));
+            REQUIRE(module.image.size() == module.end - module.begin);
+            CHECK(std::memcmp(module.image.data(), reinterpret_cast<const void*>(module.begin), module.image.size()) == 0);
+            CHECK(sf::ElfFile(module.image).valid());
+        } else {
+            CHECK(module.path.front() == '/');
+            CHECK(module.image.empty());
+        }
+    }
+    CHECK(vdsos == (getauxval(AT_SYSINFO_EHDR) != 0 ? 1u : 0u));
 }
 
 TEST_CASE("the last scan's executable mappings and the CodeCache are known code; the rest is not") {

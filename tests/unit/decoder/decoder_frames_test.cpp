@@ -1055,7 +1055,7 @@ TEST_CASE("native code with no way out fails", "[decoder][native]") {
     CallTrace t = d.decode(sample_of(no_java, kNativePc, no_java.at(0x20), 0x10));
     CHECK(t.status == TraceStatus::kFailed);
     CHECK(t.failure == FailReason::kUnknownPc);
-    ModuleMap lib{1, kNativePc & ~0xfffull, (kNativePc & ~0xfffull) + 0x10000, 0, "/nonexistent/libfoo.so", ""};
+    ModuleMap lib{1, kNativePc & ~0xfffull, (kNativePc & ~0xfffull) + 0x10000, 0, "/nonexistent/libfoo.so", "", {}};
     cw.w.map.apply(Event{lib});
     t = d.decode(sample_of(no_java, kNativePc, no_java.at(0x20), 0x10));
     CHECK(t.failure == FailReason::kNativeUnwindFailed);

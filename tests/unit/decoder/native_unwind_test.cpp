@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <dlfcn.h>
+#include <sys/auxv.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <optional>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "stackfrag/base/elf_file.hpp"
@@ -584,4 +586,74 @@ TEST_CASE("an FFM upcall stub under a Java frame: its caller is the native funct
             CHECK(t.frames.size() == 3);
         }
     }
+}
+
+namespace {
+// This process's vDSO as the agent announces it: where the auxiliary vector puts it, with its bytes.
+std::optional<ModuleMap> own_vdso() {
+    const uint64_t ehdr = getauxval(AT_SYSINFO_EHDR);
+    if (ehdr == 0) return std::nullopt;
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+        if (line.find("[vdso]") == std::string::npos) continue;
+        ModuleMap m;
+        m.time_ns = 1;
+        m.begin = std::stoull(line.substr(0, line.find('-')), nullptr, 16);
+        m.end = std::stoull(line.substr(line.find('-') + 1), nullptr, 16);
+        m.path = "[vdso]";
+        if (m.begin != ehdr) return std::nullopt;
+        const auto* bytes = reinterpret_cast<const uint8_t*>(m.begin);
+        m.image.assign(bytes, bytes + (m.end - m.begin));
+        m.build_id = ElfFile(m.image).build_id();
+        return m;
+    }
+    return std::nullopt;
+}
+}  // namespace
+
+TEST_CASE("a sample in the vDSO is named and unwound from the bytes its ModuleMap carries", "[decoder][native]") {
+    const std::optional<ModuleMap> vdso = own_vdso();
+    if (!vdso) {
+        WARN("no vDSO in this process");
+        return;
+    }
+    // The first function of the vDSO's symbol table (clock_gettime, gettimeofday, ...), entered: its
+    // return address at [sp], into the snapshot's innermost frame.
+    ElfFile elf(vdso->image);
+    REQUIRE(elf.valid());
+    uint64_t bias = 0;
+    REQUIRE(elf.bias_for(vdso->begin, 0, bias));
+    std::optional<ElfFile::Function> function;
+    for (uint64_t vaddr = vdso->begin - bias; vaddr < vdso->end - bias && !function; ++vaddr) {
+        function = elf.function_at(vaddr);
+    }
+    REQUIRE(function);
+    const std::string name(function->name);
+    prepare_snapshot();
+    unwind_level1();
+    Sample entered = g_snapshot;
+    entered.regs.sp -= 8;
+    entered.stack_sp = entered.regs.sp;
+    entered.stack.insert(entered.stack.begin(), 8, 0);
+    std::memcpy(entered.stack.data(), &g_snapshot.regs.ip, 8);
+    entered.regs.ip = function->vaddr + bias;
+
+    test::World w;
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
+    {
+        // Without the vDSO's module the frame has no name.
+        Decoder d(w.map, DecoderOptions{});
+        const CallTrace t = d.decode(entered);
+        REQUIRE_FALSE(t.frames.empty());
+        CHECK(t.frames.front().symbol.str().find(name) == std::string::npos);
+    }
+    w.map.apply(Event{*vdso});
+    Decoder d(w.map, DecoderOptions{});
+    const CallTrace t = d.decode(entered);
+    INFO(name << ":\n" << symbols_of(t) << fail_reason_name(t.failure));
+    REQUIRE(t.frames.size() >= 5);
+    CHECK(t.frames[0].symbol.str() == name);
+    CHECK(t.frames[1].symbol.str().find("take_snapshot") != std::string::npos);
+    CHECK(symbols_of(t).find("unwind_level1") != std::string::npos);
 }

@@ -27,21 +27,33 @@ TEST_CASE("encoded bodies decode to equal events, and trailing bytes are ignored
     }
 }
 
-TEST_CASE("a ModuleMap body from before the build id reads with none; one cut inside the build id is damage") {
+TEST_CASE("a ModuleMap body from before the build id reads with none, from before the image with none; one cut inside either is damage") {
     const ModuleMap libjvm{7, 0x7f0000001000ull, 0x7f0000200000ull, 0x1000, "/usr/lib/jvm/lib/server/libjvm.so",
-                           "2f6c7e0e4d9a1b3c5d7e9f0a1b2c3d4e5f607182"};
+                           "2f6c7e0e4d9a1b3c5d7e9f0a1b2c3d4e5f607182", {}};
     std::vector<uint8_t> body(event_codec::body_size(libjvm));
     event_codec::encode_body(libjvm, body.data());
-    // time_ns, begin, end, file_offset u64, path (u32 length + bytes), then build_id (u32 length + bytes).
-    REQUIRE(body.size() == 4 * 8 + 4 + libjvm.path.size() + 4 + libjvm.build_id.size());
+    // time_ns, begin, end, file_offset u64, path (u32 length + bytes), build_id (u32 length + bytes),
+    // then the image (u32 length + bytes).
+    REQUIRE(body.size() == 4 * 8 + 4 + libjvm.path.size() + 4 + libjvm.build_id.size() + 4);
     Event decoded;
     REQUIRE(event_codec::decode_body(EventKind::kModule, body.data(), body.size(), decoded) == nullptr);
     CHECK(std::get<ModuleMap>(decoded) == libjvm);
-    const size_t old_size = body.size() - 4 - libjvm.build_id.size();
+    const size_t without_image = body.size() - 4;
+    REQUIRE(event_codec::decode_body(EventKind::kModule, body.data(), without_image, decoded) == nullptr);
+    CHECK(std::get<ModuleMap>(decoded) == libjvm);
+    const size_t old_size = without_image - 4 - libjvm.build_id.size();
     REQUIRE(event_codec::decode_body(EventKind::kModule, body.data(), old_size, decoded) == nullptr);
     ModuleMap old = libjvm;
     old.build_id.clear();
     CHECK(std::get<ModuleMap>(decoded) == old);
+    CHECK(event_codec::decode_body(EventKind::kModule, body.data(), without_image - 1, decoded) != nullptr);
+
+    // The vDSO carries its bytes.
+    const ModuleMap vdso{8, 0x7fff0000e000ull, 0x7fff00010000ull, 0, "[vdso]", "ab", {0x7f, 'E', 'L', 'F', 2, 1}};
+    body.assign(event_codec::body_size(vdso), 0);
+    event_codec::encode_body(vdso, body.data());
+    REQUIRE(event_codec::decode_body(EventKind::kModule, body.data(), body.size(), decoded) == nullptr);
+    CHECK(std::get<ModuleMap>(decoded) == vdso);
     CHECK(event_codec::decode_body(EventKind::kModule, body.data(), body.size() - 1, decoded) != nullptr);
 }
 
@@ -111,12 +123,13 @@ TEST_CASE("mutated and random bodies never crash the decoder nor make it read pa
             if (failure != nullptr) {
                 ++rejected;
             } else {
-                // A ThreadInfo cut right before its kind, a ModuleMap right before its build id, a
-                // ProcessCpu before at_start or its host times, is an old layout: re-encoded, it has
-                // the kind's byte, the empty string's length, at_start's byte and the two times.
+                // A ThreadInfo cut right before its kind, a ModuleMap right before its build id or
+                // its image, a ProcessCpu before at_start or its host times, is an old layout:
+                // re-encoded, it has the kind's byte, the empty string's and image's lengths,
+                // at_start's byte and the two times.
                 const size_t later = kind_of(event) == EventKind::kThread       ? 1
                                      : kind_of(event) == EventKind::kProcessCpu ? 17
-                                     : kind_of(event) == EventKind::kModule     ? 4
+                                     : kind_of(event) == EventKind::kModule     ? 8
                                                                                 : 0;
                 CHECK(event_codec::body_size(decoded) <= mutated.size() + later);
             }

@@ -162,7 +162,9 @@ public:
             out.push_back(std::move(oracle));
             out.push_back(ThreadInfo{u64(), u32(), (random_() & 1) != 0, text(30), static_cast<ThreadKind>(random_() % 5)});
             out.push_back(Lost{u64(), u32(), u64()});
-            out.push_back(ModuleMap{u64(), u64(), u64(), u64(), text(80), text(40)});
+            ModuleMap module{u64(), u64(), u64(), u64(), text(80), text(40), {}};
+            if ((module.begin & 3) == 0) module.image.assign(module.path.begin(), module.path.end());   // no draws of its own
+            out.push_back(std::move(module));
             out.push_back(JvmtiTrace{u64(), u32(), (random_() & 1) != 0, frames(64)});
             ProcessCpu cpu{u64(), u64(), u64()};
             cpu.at_start = (cpu.user_ns & 1) != 0;   // no draws of their own: the sequence stays as it was

@@ -66,7 +66,7 @@ std::vector<Event> profile_like_events(int compiled_methods) {
     }
     events.emplace_back(Lost{30, 101, 5});
     events.emplace_back(Lost{31, 0, 6});
-    events.emplace_back(ModuleMap{32, 0x1000, 0x2000, 0, "/usr/lib/jvm/lib/server/libjvm.so", ""});
+    events.emplace_back(ModuleMap{32, 0x1000, 0x2000, 0, "/usr/lib/jvm/lib/server/libjvm.so", "", {}});
     return events;
 }
 

@@ -27,6 +27,8 @@ public:
     // `debug_root`/.build-id/xx/yyyy.debug of the same build id, when there is one: the names of its
     // static functions (msort_with_tmp under qsort), which .dynsym leaves out. "" looks for none.
     explicit ElfFile(const std::string& path, std::string debug_root = kDebugRoot);
+    // An image held in memory (the vDSO, which no file holds), copied in; no debug file is looked for.
+    explicit ElfFile(std::vector<uint8_t> image);
     ~ElfFile();
     ElfFile(ElfFile&& other) noexcept;
     ElfFile& operator=(ElfFile&& other) noexcept;
@@ -82,8 +84,9 @@ private:
     bool load_table(const ElfFile& source, uint32_t type);
     std::unique_ptr<ElfFile> open_debug_file() const;
 
-    const uint8_t* image_ = nullptr;
+    const uint8_t* image_ = nullptr;   // mmap'd, or owned_'s bytes
     size_t size_ = 0;
+    std::vector<uint8_t> owned_;
     bool valid_ = false;
     std::vector<Segment> loads_;
     uint64_t eh_frame_hdr_vaddr_ = 0;

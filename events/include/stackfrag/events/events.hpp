@@ -258,6 +258,9 @@ struct ModuleMap {
     // The file's GNU build id in hex, "" when unknown (no note, or a recording from before
     // 2026-11-26): a decoder whose file at `path` has another build id does not use that file.
     std::string build_id;
+    // The mapping's bytes, for executable code no file holds: the vDSO ("[vdso]", ~8 KB), whose
+    // unwind tables and symbols name clock_gettime's inner frames. Empty for files.
+    std::vector<uint8_t> image;
     bool operator==(const ModuleMap&) const = default;
 };
 

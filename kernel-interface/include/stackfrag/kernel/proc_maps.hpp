@@ -38,4 +38,14 @@ uint64_t read_mapping_end_at(uint64_t address, pid_t pid = 0);
 // 0 if unknown. No frame of the thread lies at or above it.
 uint64_t current_thread_stack_top();
 
+// The vDSO (the kernel's code for clock_gettime and the like, which no file holds). Whether
+// `mapping` is this process's, where the auxiliary vector says the kernel put it: only then are
+// its bytes known to be there and readable.
+bool is_own_vdso(const ExecutableMapping& mapping);
+// A copy of the bytes of `mapping`, which is_own_vdso accepted.
+std::vector<uint8_t> copy_own_vdso(const ExecutableMapping& mapping);
+// This process's vDSO, found in /proc/self/maps, copied: the same bytes as in any 64-bit process of
+// this kernel. Empty when there is none.
+std::vector<uint8_t> own_vdso_image();
+
 }  // namespace sf::kernel
