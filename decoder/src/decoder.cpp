@@ -328,6 +328,8 @@ private:
     bool returns_after_call(const detail::NativeStep& next);
     bool rescan_native_run();
     bool try_breadcrumb();
+    bool breadcrumb_thunk_frame(uint64_t ret) const;
+    static InternedName thunk_name();
 
     Decoder& d_;
     const CodeMap& map_;
@@ -1671,6 +1673,24 @@ Walk::Step Walk::step_stub(const Stub* stub) {
 
 // --- Native code (§d.3) ----------------------------------------------------------------------------
 
+// The frame at fp_ is an agent thunk's (breadcrumb.hpp): its record right below the saved rbp names
+// `ret` (the return address above it) as the Java pc it was called from, and the sp after that
+// call. Its magic0 may already be cleared: the thunk clears it as the native code returns, and most
+// samples in a thunk are taken right after that (the writer of the all-threads test: all 15-18).
+bool Walk::breadcrumb_thunk_frame(uint64_t ret) const {
+    namespace bc = breadcrumb;
+    const uint64_t record = fp_ + static_cast<uint64_t>(int64_t{bc::kThunkRecordFromFp});
+    uint64_t m0 = 0, m1 = 0, java_sp = 0, java_pc = 0;
+    return record < fp_ && view_.read(record, m0) && (m0 == bc::kMagic0 || m0 == 0) &&
+           view_.read(record + kWord, m1) && m1 == bc::kMagic1 && view_.read(record + bc::kJavaSpOffset, java_sp) &&
+           java_sp == fp_ + 2 * kWord && view_.read(record + bc::kJavaPcOffset, java_pc) && java_pc == ret;
+}
+
+InternedName Walk::thunk_name() {
+    static const InternedName name(breadcrumb::kThunkName);
+    return name;
+}
+
 bool Walk::try_breadcrumb() {
     namespace bc = breadcrumb;
     if (breadcrumb_used_) return false;
@@ -1839,6 +1859,9 @@ Walk::Step Walk::step_native() {
             next = {ret, fp_ + 2 * kWord, saved_fp};
             stepped = true;
             bump(kRbpSteps);
+            if (!known_module && d_.options_.symbolize_native && breadcrumb_thunk_frame(ret)) {
+                last_frame().symbol = thunk_name();
+            }
         }
     }
     if (stepped) {

@@ -28,11 +28,12 @@
 #include <vector>
 
 #include "stackfrag/base/result.hpp"
+#include "stackfrag/decoder/breadcrumb.hpp"   // the record layout the decoder reads
 
 namespace sf::agent::breadcrumbs {
 
 // Bytes from the thunk's rbp to the record's first word, and from the entry rsp.
-inline constexpr int kRecordFromFp = -40;
+inline constexpr int kRecordFromFp = sf::breadcrumb::kThunkRecordFromFp;
 inline constexpr int kRecordFromEntrySp = -48;
 
 // How many arguments of each System V class a call passes, and thus how many 8-byte stack slots.

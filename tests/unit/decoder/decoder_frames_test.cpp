@@ -938,6 +938,42 @@ TEST_CASE("JNI upcall: the native frames between the call stub and the anchor's 
     }
 }
 
+TEST_CASE("a sample in a breadcrumb thunk names it, its record whole or already cleared", "[decoder][native]") {
+    // The agent's thunk (anonymous memory, no module) between a native wrapper and the JNI function:
+    // push rbp; mov rbp, rsp; its record right below rbp; call; clear magic0; leave; ret. Sampled
+    // there, the thunk is the profiler's own cost on the thread: named, not [unknown]. Unwound by
+    // its rbp frame to the wrapper's call, as before.
+    UpcallWorld u(jdk_param());
+    const uint64_t thunk_pc = 0x10000;
+    enum class Record { kWhole, kCleared, kNone, kOtherCall };
+    for (const Record record : {Record::kWhole, Record::kCleared, Record::kNone, Record::kOtherCall}) {
+        FakeStack s;
+        const uint64_t sp_t = s.at(0x100), fp_t = sp_t + 0x30, sp_w = fp_t + 16;
+        s.put(fp_t, sp_w + 64);   // the wrapper's rbp
+        s.put(fp_t + 8, u.wrapper_pc());
+        const uint64_t at = fp_t + static_cast<uint64_t>(int64_t{breadcrumb::kThunkRecordFromFp});
+        if (record != Record::kNone) {
+            s.put(at, record == Record::kCleared ? 0 : breadcrumb::kMagic0);
+            s.put(at + 8, breadcrumb::kMagic1);
+            s.put(at + breadcrumb::kJavaSpOffset, sp_w);
+            s.put(at + breadcrumb::kJavaPcOffset, record == Record::kOtherCall ? u.wrapper_pc() + 0x10 : u.wrapper_pc());
+        }
+        u.java_below(s, sp_w, s.at(0xc00));
+        DecoderOptions options = test_options();
+        options.symbolize_native = true;
+        Decoder d(u.w.map, options);
+        const CallTrace t = d.decode(sample_of(s, thunk_pc, sp_t, fp_t));
+        INFO("record " << int(record) << ": " << fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        REQUIRE(t.frames.size() >= 3);
+        CHECK(t.frames[0].kind == FrameKind::kNative);
+        CHECK(t.frames[1].kind == FrameKind::kNativeWrapper);
+        CHECK(t.frames[1].method_id == method_id(9));
+        const bool named = record == Record::kWhole || record == Record::kCleared;
+        CHECK(t.frames[0].symbol.str() == (named ? std::string(breadcrumb::kThunkName) : std::string()));
+    }
+}
+
 TEST_CASE("native code that cannot be unwound: rescan for a verified Java return address", "[decoder][native]") {
     CompiledWorld cw;
     // garbage rbp; C's frame (return into D at a call site) lies above the native frames

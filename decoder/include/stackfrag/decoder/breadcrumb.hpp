@@ -22,6 +22,11 @@ inline constexpr int kWords = 5;
 inline constexpr int kJavaSpOffset = 16;   // bytes from the record's first word
 inline constexpr int kJavaPcOffset = 24;
 inline constexpr int kJavaFpOffset = 32;
+// The agent's thunks keep their record right below their saved rbp: a frame whose rbp has it there,
+// with its own return address as java_pc, is a thunk's (named kThunkName in profiles: the
+// profiler's own cost on the thread, not [unknown]).
+inline constexpr int kThunkRecordFromFp = -40;
+inline constexpr const char* kThunkName = "[stackfrag breadcrumb]";
 
 struct Record {
     uint64_t magic0 = kMagic0;
