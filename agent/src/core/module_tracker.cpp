@@ -19,22 +19,22 @@ size_t ModuleTracker::announce_locked(const std::vector<kernel::ExecutableMappin
     ranges.reserve(maps.size());
     for (const kernel::ExecutableMapping& mapping : maps) {
         ranges.emplace_back(mapping.begin, mapping.end);
-        if (kernel::is_own_vdso(mapping)) {
-            if (!announced_.emplace(mapping.begin, mapping.end, mapping.offset, mapping.path).second) continue;
-            ModuleMap vdso{time_ns, mapping.begin, mapping.end, mapping.offset, mapping.path, {},
-                           kernel::copy_own_vdso(mapping)};
-            vdso.build_id = ElfFile(vdso.image).build_id();
-            sink.emit(std::move(vdso));
-            ++added;
-            continue;
-        }
-        if (!mapping.is_file()) continue;
+        // Files, and this process's vDSO, whose bytes go with it: no file holds them.
+        const bool vdso = kernel::is_own_vdso(mapping);
+        if (!vdso && !mapping.is_file()) continue;
         if (!announced_.emplace(mapping.begin, mapping.end, mapping.offset, mapping.path).second) continue;
-        // The build id goes with the path, so a replay elsewhere or after an upgrade can tell
-        // whether the file it finds there is the one that was mapped.
-        auto id = build_ids_.find(mapping.path);
-        if (id == build_ids_.end()) id = build_ids_.emplace(mapping.path, ElfFile(mapping.path).build_id()).first;
-        sink.emit(ModuleMap{time_ns, mapping.begin, mapping.end, mapping.offset, mapping.path, id->second, {}});
+        ModuleMap module{time_ns, mapping.begin, mapping.end, mapping.offset, mapping.path, {}, {}};
+        if (vdso) {
+            module.image = kernel::copy_own_vdso(mapping);
+            module.build_id = ElfFile(module.image).build_id();
+        } else {
+            // The build id goes with the path, so a replay elsewhere or after an upgrade can tell
+            // whether the file it finds there is the one that was mapped.
+            auto id = build_ids_.find(mapping.path);
+            if (id == build_ids_.end()) id = build_ids_.emplace(mapping.path, ElfFile(mapping.path).build_id()).first;
+            module.build_id = id->second;
+        }
+        sink.emit(std::move(module));
         ++added;
     }
     std::sort(ranges.begin(), ranges.end());
