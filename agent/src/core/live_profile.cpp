@@ -290,10 +290,17 @@ void LiveProfile::new_cct() {
     }
 }
 
+bool LiveProfile::was_held(const Event& event) const {
+    return is_profile_sample(event) && time_of(event) <= held_until_ns_.load(std::memory_order_acquire);
+}
+
 bool LiveProfile::push(Event* event) {
     const size_t bytes = stack_bytes_of(*event);
+    const int64_t held = was_held(*event) ? static_cast<int64_t>(bytes) : 0;
     queued_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    held_queued_bytes_.fetch_add(held, std::memory_order_relaxed);
     if (queue_.push(event)) return true;
+    held_queued_bytes_.fetch_sub(held, std::memory_order_relaxed);
     queued_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
     return false;
 }
@@ -385,7 +392,12 @@ void LiveProfile::accept(Event& event, std::unique_ptr<Event> boxed) {
                 const auto* sample = std::get_if<Sample>(&event);
                 full_fragment_seen_ = !settings_.may_run_off || (sample != nullptr && settings_.may_run_off(*sample));
             }
-            if (!backlog_.empty() || queued_bytes_.load(std::memory_order_relaxed) + bytes > settings_.queue_bytes) {
+            // Held samples queued count apart: neither are they dropped nor do they crowd out the
+            // samples behind them while the decoder works through them.
+            const size_t queued = queued_bytes_.load(std::memory_order_relaxed);
+            const size_t others =
+                queued - std::min(queued, static_cast<size_t>(std::max<int64_t>(held_queued_bytes_.load(std::memory_order_relaxed), 0)));
+            if (!backlog_.empty() || (!was_held(event) && others + bytes > settings_.queue_bytes)) {
                 dropped_.fetch_add(1, std::memory_order_relaxed);
                 return;
             }
@@ -490,10 +502,12 @@ bool LiveProfile::drain_batch() {
     Event* event = nullptr;
     for (size_t n = 0; n < kBatch && queue_.pop(event); ++n) {
         const size_t bytes = stack_bytes_of(*event);
+        const int64_t held = was_held(*event) ? static_cast<int64_t>(bytes) : 0;
         // The next sample's fragment is asked for while this event is decoded.
         if (n + 1 < kBatch && queue_.read_available() > 0 && !broken_) stream_->prefetch(*queue_.front());
         consume(std::move(*event));
         recycle(event);
+        held_queued_bytes_.fetch_sub(held, std::memory_order_relaxed);
         queued_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
         any = true;
     }

@@ -165,6 +165,12 @@ public:
     // at least `min_capacity` bytes where there is one.
     bool spare_stack(std::vector<uint8_t>& out, size_t min_capacity) override;
 
+    // Samples taken up to `time_ns` are never dropped for the queue's byte bound, nor count
+    // against it: the reader held them while the VM was announced (sampling from the agent's load)
+    // and releases them at once. Their memory is already taken, bounded by the hold's time;
+    // dropping them would lose the JVM's start, not bound anything. Any thread, before the hold ends.
+    void keep_held_samples_until(uint64_t time_ns) { held_until_ns_.store(time_ns, std::memory_order_release); }
+
     bool lazy_names() const { return settings_.lazy_names; }
     // The decoder thread's CPU time now (while it runs), else as counts() gives it.
     uint64_t decoder_cpu_now() const;
@@ -260,6 +266,11 @@ private:
     const LiveClock& clock_;
 
     boost::lockfree::spsc_queue<Event*> queue_;
+    std::atomic<uint64_t> held_until_ns_{0};   // keep_held_samples_until
+    // Of queued_bytes_, the held samples'. Signed: a sample queued before keep_held_samples_until
+    // (the reader's hold gave up after its bound) is subtracted when taken but was never added.
+    std::atomic<int64_t> held_queued_bytes_{0};
+    bool was_held(const Event& event) const;
     // Events the decoder thread is done with go back to the reader to be filled again, so that an
     // event costs no allocation on the reader and no free on the decoder thread (each of which,
     // crossing threads, costs more than a same-thread pair). The decoder thread pushes, the reader

@@ -271,8 +271,6 @@ public:
                     return;
                 }
             }
-            // The VmInfo and the ModuleMaps are in the queue: the samples since the load may go.
-            early_hold_.reset();
             // The thread that created the VM runs VMInit; set before live_, which ThreadStart reads.
             if (!attach_) vm_start_tid_ = current_tid();
             live_.store(true, std::memory_order_release);
@@ -291,6 +289,15 @@ public:
             if (!task_watcher_) start_task_watcher();
             if (early_from_ns_ != 0 && options_.mode == SamplingMode::kThread) sampler_->end_cpus();
             capture_->scan(jni);
+            // The samples since the load go only now, behind the scan's methods and code, not just
+            // the VmInfo and the ModuleMaps: they are mostly interpreted frames of methods the scan
+            // announces, and the decoder waits for late announcements with a bounded number of
+            // samples (256), which a start's thousands of held samples overran: the demo at 100 us
+            // failed 0.7-1.2 % of its samples as unknown_method on a slow machine. Released at
+            // once, they exceed the live queue's byte bound (mode=cpu at 100 us: 5-6 k samples,
+            // 75-100 MB, already held by the reader), which must not drop them.
+            if (early_hold_ && live_profile_) live_profile_->keep_held_samples_until(monotonic_ns());
+            early_hold_.reset();
         }
         SF_LOG_INFO("%s", capture_->describe().c_str());
         start_code_poller(jni);

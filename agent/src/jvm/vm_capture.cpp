@@ -77,6 +77,7 @@ struct VmCapture::Impl {
         std::atomic<uint64_t> pcs_outside_code{0};
     } counters;
     std::atomic<uint64_t> start_scan_ns{0};
+    uint64_t valid_from_ns = 0;   // SamplingParameters::valid_from_ns
 
     Impl(jvmtiEnv* j, EventSink& s) : jvmti(j), sink(s) {}
 
@@ -570,6 +571,7 @@ Status VmCapture::begin(JNIEnv* jni, const SamplingParameters& params) {
     if (jni == nullptr) return make_error(Errc::kInvalidArgument, "VmCapture::start needs a JNIEnv");
     jni->GetJavaVM(&m.java_vm);
     if (Status s = m.read_vm_info(params); !s) return s;
+    m.valid_from_ns = params.valid_from_ns;
     m.sink.emit(VmInfo(m.info));
     m.started.store(true, std::memory_order_release);
     return {};
@@ -578,14 +580,19 @@ Status VmCapture::begin(JNIEnv* jni, const SamplingParameters& params) {
 void VmCapture::scan(JNIEnv* jni) {
     Impl& m = *impl_;
     const uint64_t scan_begin = monotonic_ns();
+    // Sampling since the agent's load: the stubs and the loaded classes' methods are stamped with
+    // its time, as the VmInfo is, so that the stream has them before the samples held since then,
+    // whose frames are mostly theirs. Both hold for the VM's life: nothing was unloaded before
+    // VMInit, and a Method* or stub found now existed whenever a sample ran it.
+    const uint64_t valid_from = m.valid_from_ns != 0 ? m.valid_from_ns : scan_begin;
 
     // Non-nmethod blobs first: stubs, adapters, the interpreter, runtime stubs.
     m.code_cache->walk(
         [&](const BlobInfo& b) {
-            if (!b.is_nmethod) m.emit_stub(b.name, b.code_begin, b.code_end, b.frame_size, scan_begin);
+            if (!b.is_nmethod) m.emit_stub(b.name, b.code_begin, b.code_end, b.frame_size, valid_from);
         },
         [](uint64_t) { return false; });
-    m.announce_loaded_classes(jni, scan_begin);
+    m.announce_loaded_classes(jni, valid_from);
     m.jvmti->GenerateEvents(JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
     m.jvmti->GenerateEvents(JVMTI_EVENT_COMPILED_METHOD_LOAD);
     m.announce_unreported_nmethods(jni, false);

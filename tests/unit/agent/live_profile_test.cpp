@@ -218,6 +218,28 @@ TEST_CASE("the sample byte budget bounds what waits in the queue") {
     CHECK(live.counts().decoded == 3);
 }
 
+TEST_CASE("samples the reader held while the VM was announced pass the byte budget, and do not crowd out later ones") {
+    World w;
+    LiveSettings settings = settings_for_tests();
+    settings.queue_bytes = 3 * kStackBytes;
+    LiveProfile live(settings, FakeClock{});
+    for (const Event& e : metadata(w)) live.observe(e);
+    // Sampling from the agent's load: 10 samples up to t=1009 released at once after the scan.
+    live.keep_held_samples_until(1009);
+    for (uint64_t t = 1000; t < 1010; ++t) live.observe(chain_sample(w, t));
+    CHECK(live.counts().dropped == 0);
+    // The samples behind them get the whole budget, as if the held ones were not queued.
+    for (uint64_t t = 2000; t < 2005; ++t) live.observe(chain_sample(w, t));
+    CHECK(live.counts().dropped == 2);
+    drain(live);
+    CHECK(live.counts().decoded == 13);
+    // Once they are decoded the budget is as before for everything.
+    for (uint64_t t = 3000; t < 3005; ++t) live.observe(chain_sample(w, t));
+    CHECK(live.counts().dropped == 4);
+    drain(live);
+    CHECK(live.counts().decoded == 16);
+}
+
 TEST_CASE("events the decoder is done with are filled again by later samples, up to a bound") {
     World w;
     FakeClock clock;
