@@ -129,7 +129,7 @@ enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
     kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kSpMoved,
     kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kReturnBarriers, kStubContinuations, kSignalFrames, kLeafTops, kEntryNativeRuns, kEntryNativeFallbacks,
-    kThreadNativeRoots, kI2cPoppedTops, kInterpreterReturnTops, kCounterCount
+    kThreadNativeRoots, kI2cPoppedTops, kInterpreterReturnTops, kStubVmPushes, kCounterCount
 };
 static_assert(kCounterCount <= 32, "a journal keeps the counters of a step in 32 bits");
 // The step counters are the first kCounterCount rows of kDecodeStatFields, in this enum's order.
@@ -150,7 +150,8 @@ static_assert(kCounterFields[kPrologueTops] == &DecodeStats::prologue_tops &&
                   kCounterFields[kEntryNativeFallbacks] == &DecodeStats::entry_native_fallbacks &&
                   kCounterFields[kThreadNativeRoots] == &DecodeStats::thread_native_roots &&
                   kCounterFields[kI2cPoppedTops] == &DecodeStats::i2c_popped_tops &&
-                  kCounterFields[kInterpreterReturnTops] == &DecodeStats::interpreter_return_tops,
+                  kCounterFields[kInterpreterReturnTops] == &DecodeStats::interpreter_return_tops &&
+                  kCounterFields[kStubVmPushes] == &DecodeStats::stub_vm_pushes,
               "kDecodeStatFields starts with the step counters, in Counter's order");
 
 // WalkState::flags
@@ -1661,6 +1662,31 @@ Walk::Step Walk::step_stub(const Stub* stub) {
             Step s = go_to(ret, fp_ + 2 * kWord, java_caller ? chosen : saved_fp);
             after_java_ = false;
             return s;
+        }
+    }
+    // A stub of unknown size that the VM's C++ code called and that saved a few registers without
+    // an rbp frame: VM_Version's get_cpu_info and detect_virt stubs push rbp first, then rbx, rsi
+    // (and the flags), and run CPUID, which a hypervisor traps, so the JVM's start is sampled there
+    // for milliseconds (each sample stub_unwind_failed: the scan below seeks returns into Java code
+    // and there is none). The return into the VM must be the first word from sp into a module's
+    // code, a call must end there, no return into Java code may lie below it, and the word below
+    // it must be the caller's rbp as pushed, an address up the stack (libjvm keeps frame pointers;
+    // get_cpu_info then uses rbp for its data). A stale return among a frame's data (seen: a
+    // spilled pc with 0 below it) has no such word below.
+    if (top_ && stub != nullptr && fs < 0 && d_.native_ != nullptr) {
+        for (uint64_t slot = sp_ + kWord; slot <= sp_ + words(kFewPushes); slot += kWord) {
+            uint64_t word = 0, pushed_fp = 0;
+            if (!view_.read(slot, word) || is_return_target(word)) break;
+            if (!in_module_code(word)) continue;
+            const bool fp_below = view_.read(slot - kWord, pushed_fp) && pushed_fp > slot &&
+                                  pushed_fp - slot < hs::kMaxStackSpanBytes;
+            if (fp_below && d_.native_->call_ends_at(word)) {
+                bump(kStubVmPushes);
+                Step s = go_to(word, slot + kWord, pushed_fp);
+                after_java_ = false;
+                return s;
+            }
+            break;
         }
     }
     uint64_t pc = 0, sp = 0, fp = 0;

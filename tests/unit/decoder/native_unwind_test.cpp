@@ -282,6 +282,66 @@ TEST_CASE("a leaf stub called from the VM's C++ code (the icache flush stub) ret
     CHECK(g.status != TraceStatus::kComplete);
 }
 
+TEST_CASE("a stub the VM's C++ code called that pushed registers without an rbp frame (VM_Version's CPUID stubs) "
+          "returns to the first word above sp that a call ends at",
+          "[decoder][native]") {
+    // At the JVM's start VM_Version::initialize calls get_cpu_info_stub and detect_virt_stub: each
+    // pushes rbp, rbx, rsi and runs CPUID, which a hypervisor traps, so samples land there for
+    // milliseconds. Built from a real snapshot with frame pointers: fp_level3 "called" such a stub
+    // instead of take_snapshot; the stub pushed the caller's rbp and two registers, then reused rbp.
+    test::World w;
+    snapshot_new_thread(&fp_snapshot_on_new_thread, w);
+    const uint64_t stub_begin = test::kCodeCacheLow + 0x70000;
+    w.map.apply(Event{Stub{1, "VM_Version stub", stub_begin, stub_begin + 0x200, -1}});
+    const CallTrace native = Decoder(w.map, DecoderOptions{}).decode(g_snapshot);
+    REQUIRE(native.status == TraceStatus::kComplete);
+    REQUIRE(native.frames.size() >= 5);
+    REQUIRE(native.frames[1].symbol.str().find("fp_level3") != std::string::npos);
+
+    // Where take_snapshot's return address into fp_level3 lies, and fp_level3's rbp.
+    const uint64_t ret = native.frames[1].pc;
+    uint64_t ret_slot = 0;
+    for (size_t off = 0; off + 8 <= g_snapshot.stack.size(); off += 8) {
+        uint64_t word = 0;
+        std::memcpy(&word, g_snapshot.stack.data() + off, 8);
+        if (word == ret) {
+            ret_slot = g_snapshot.stack_sp + off;
+            break;
+        }
+    }
+    REQUIRE(ret_slot != 0);
+    uint64_t caller_fp = g_snapshot.regs.bp;
+    if (caller_fp == ret_slot - 8) std::memcpy(&caller_fp, g_snapshot.stack.data() + (ret_slot - 8 - g_snapshot.stack_sp), 8);
+    REQUIRE(caller_fp > ret_slot);
+
+    auto in_stub_with = [&](uint64_t return_word) {
+        Sample s = g_snapshot;
+        const uint64_t pushed[] = {0x202, 0x7, caller_fp, return_word};   // flags, rsi, rbx's place: rbp, return
+        s.stack.assign(reinterpret_cast<const uint8_t*>(pushed), reinterpret_cast<const uint8_t*>(pushed) + sizeof pushed);
+        s.stack.insert(s.stack.end(), g_snapshot.stack.begin() + static_cast<ptrdiff_t>(ret_slot + 8 - g_snapshot.stack_sp),
+                       g_snapshot.stack.end());
+        s.stack_sp = s.regs.sp = ret_slot - 24;
+        s.regs.bp = 0x600000;   // get_cpu_info's data, no stack address
+        s.regs.ip = stub_begin + 0x30;
+        return s;
+    };
+    Decoder d(w.map, DecoderOptions{});
+    const CallTrace t = d.decode(in_stub_with(ret));
+    INFO(symbols_of(t) << fail_reason_name(t.failure));
+    CHECK(t.status == TraceStatus::kComplete);
+    CHECK(d.stats().stub_vm_pushes == 1);
+    REQUIRE(t.frames.size() == native.frames.size());
+    CHECK(t.frames[0].kind == FrameKind::kStub);
+    CHECK(t.frames[0].symbol == "VM_Version stub");
+    CHECK(std::equal(t.frames.begin() + 1, t.frames.end(), native.frames.begin() + 1));
+
+    // Not through a word no call ends at: a code address there is data, not a return.
+    Decoder other(w.map, DecoderOptions{});
+    const CallTrace g = other.decode(in_stub_with(ret - 1));
+    CHECK(g.status != TraceStatus::kComplete);
+    CHECK(other.stats().stub_vm_pushes == 0);
+}
+
 TEST_CASE("a native stack deeper than the fragment is incomplete, not failed, where libunwind needs the words above it",
           "[decoder][native]") {
     // 64 levels of 512+ bytes: the 16 KB copy ends inside deep_native's frames, so the step that

@@ -98,6 +98,10 @@ struct DecodeStats {
     // of the method that returns is gone (a stub frame named Interpreter stands for it), and the
     // walk went on at the compiled caller's call site.
     uint64_t interpreter_return_tops = 0;
+    // Tops in a stub of unknown size that the VM's C++ code called and that pushed a few registers
+    // without an rbp frame (VM_Version's CPUID stubs at the JVM's start): left through the first
+    // word above sp that a call into the VM's code ends at.
+    uint64_t stub_vm_pushes = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;
@@ -142,6 +146,7 @@ inline constexpr DecodeStatField kDecodeStatFields[] = {
     {"thread_native_roots", "stats", "thread-native-roots", &DecodeStats::thread_native_roots},
     {"i2c_popped_tops", "stats", "i2c-popped", &DecodeStats::i2c_popped_tops},
     {"interpreter_return_tops", "stats", "interp-return", &DecodeStats::interpreter_return_tops},
+    {"stub_vm_pushes", "stats", "stub-vm-pushes", &DecodeStats::stub_vm_pushes},
     {"samples", "incremental", "samples", &DecodeStats::incremental_samples},
     {"steps_reused", "incremental", "steps", &DecodeStats::steps_reused},
     {"frames_reused", "incremental", "frames", &DecodeStats::frames_reused},
