@@ -18,6 +18,7 @@ void AutoStack::forget(uint32_t tid, uint64_t ended_ns) {
     {
         std::lock_guard<std::mutex> lock(controller_mutex_);
         controller_.forget(tid);
+        started_ns_.erase(tid);
         publish_controller();
     }
     tops_.forget(tid, ended_ns);
@@ -33,6 +34,7 @@ void AutoStack::apply(uint32_t tid, TraceStatus status, size_t fragment_bytes, u
         std::lock_guard<std::mutex> lock(controller_mutex_);
         if (bytes_before != nullptr) *bytes_before = controller_.bytes_of(tid);
         if (first_only && controller_.tracks(tid)) return;
+        if (const auto started = started_ns_.find(tid); started != started_ns_.end() && sample_ns < started->second) return;
         change = controller_.on_sample(tid, status, fragment_bytes);
         family = controller_.take_family_changes();
         publish_controller();
@@ -64,6 +66,7 @@ void AutoStack::thread_started(uint32_t tid, std::string_view name, bool started
         // Its events open at the start size now: what was decided before had no event of its own
         // to change (samples of the per-CPU events that sample from the agent's load until VMInit).
         controller_.forget(tid);
+        started_ns_[tid] = monotonic_ns();
         change = controller_.on_thread_started(tid, thread_family(name));
         if (started_vm && !change) change = controller_.start_large(tid, "the thread that started the VM runs deep at first");
         publish_controller();

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "auto_stack.hpp"
+#include "stackfrag/base/clock.hpp"
 #include "stackfrag/kernel/proc_maps.hpp"
 #include "sampler.hpp"
 
@@ -20,8 +21,10 @@ namespace {
 constexpr uint64_t kTop = 0x100000100000;
 constexpr uint32_t kMargin = 8192;
 
+// Taken now: after the thread_started calls before it.
 Sample sample_at(uint32_t tid, uint64_t below_top, size_t fragment, SampleSource source = SampleSource::kPerf) {
     Sample sample;
+    sample.time_ns = monotonic_ns();
     sample.tid = tid;
     sample.source = source;
     sample.stack_sp = kTop - below_top;
@@ -265,6 +268,27 @@ TEST_CASE("stack=auto grows a deep thread's family with it, and starts the famil
     CHECK(autostack.grown() == 7);
     autostack.thread_started(14, "main", true);
     CHECK(autostack.grown() == 8);
+}
+
+TEST_CASE("stack=auto: the decoder's verdicts on a thread's samples from before its own events opened change nothing",
+          "[agent][stack]") {
+    // Sampling from the agent's load, the reader holds the per-CPU events' samples until the start
+    // scan is done; the decoder judges them after VMInit opened the threads' own events. The VM's
+    // starter, complete in its shallow create_vm samples, must not shrink from its larger start.
+    Fixture f;
+    const StackControllerSettings settings = with_margin(10);
+    AutoStack autostack(settings, f.sampler, f.tops);
+    f.tops.remember(5, kTop, 100);
+    CallTrace complete;
+    complete.status = TraceStatus::kComplete;
+    Sample early = sample_at(5, 20'000, settings.largest_fragment);
+    autostack.thread_started(5, "main", true);
+    CHECK(autostack.grown() == 1);
+    for (int i = 0; i < 50; ++i) autostack.on_trace(Event{early}, complete);
+    CHECK(autostack.shrunk() == 0);
+    // Its own samples steer it as before.
+    for (int i = 0; i < 50; ++i) autostack.on_trace(Event{sample_at(5, 20'000, settings.largest_fragment)}, complete);
+    CHECK(autostack.shrunk() >= 1);
 }
 
 TEST_CASE("a ring's cached stack top and fragment size follow the thread's changes", "[agent][stack]") {
