@@ -434,7 +434,7 @@ void Walk::run() {
         fail(FailReason::kEmptyStack);
     } else {
         const uint32_t wanted = map_.vm().sample_stack_bytes;
-        fragment_full_ = wanted == 0 || sample_.stack.size() >= std::min(wanted, kLargestPerfFragment);
+        fragment_full_ = fragment_is_full(sample_.stack.size(), wanted);
         pc_ = sample_.regs.ip;
         sp_ = sample_.regs.sp;
         fp_ = sample_.regs.bp;

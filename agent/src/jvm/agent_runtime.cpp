@@ -579,7 +579,7 @@ private:
         StackControllerSettings deep;
         deep.base_bytes = options_.stack_bytes;
         // Half the base for threads that stay shallow (groundtruth's samples keep 6.5 KiB of 16).
-        deep.small_bytes = options_.stack_bytes / 2 >= 4096 ? (options_.stack_bytes / 2) & ~7u : 0;
+        deep.small_bytes = small_fragment_bytes(options_.stack_bytes);
         deep.active_samples = static_cast<uint32_t>(std::max<uint64_t>(2, 2'000'000 / std::max<uint64_t>(options_.interval_ns, 1)));
         if (!wanted) {
             if (!options_.focus.empty() || !options_.exclude.empty()) {

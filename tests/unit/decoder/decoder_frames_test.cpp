@@ -1182,14 +1182,28 @@ TEST_CASE("a deep stack running off the fragment is incomplete", "[decoder][inte
     INFO(fail_reason_name(t.failure));
     CHECK(t.status == TraceStatus::kIncomplete);
     CHECK(t.frames.size() == size_t(frames));
+    // (The same world: its methods are the frames'.)
     SECTION("but a short fragment (the stack top was closer) ends in failure") {
-        World w2(jdk_param());
-        VmInfo vm = w2.map.vm();
-        vm.sample_stack_bytes = kStackBytes * 2;
-        w2.map.apply(Event{vm});
-        Decoder d2(w2.map, test_options());
+        VmInfo vm = w.map.vm();
+        vm.sample_stack_bytes = kStackBytes * 3;
+        w.map.apply(Event{vm});
+        Decoder d2(w.map, test_options());
         CallTrace t2 = d2.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+        INFO(fail_reason_name(t2.failure));
         CHECK(t2.status == TraceStatus::kFailed);
+        CHECK(t2.failure == FailReason::kSpOutOfFragment);
+        CHECK(t2.frames.size() == size_t(frames));
+    }
+    SECTION("unless it is stack=auto's smaller size, half the configured one, which a shallow thread tries") {
+        VmInfo vm = w.map.vm();
+        vm.sample_stack_bytes = kStackBytes * 2;
+        w.map.apply(Event{vm});
+        REQUIRE(small_fragment_bytes(vm.sample_stack_bytes) == s.bytes.size());
+        Decoder d2(w.map, test_options());
+        CallTrace t2 = d2.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+        INFO(fail_reason_name(t2.failure));
+        CHECK(t2.status == TraceStatus::kIncomplete);
+        CHECK(t2.frames.size() == size_t(frames));
     }
 }
 

@@ -2,6 +2,8 @@
 // time-stamped on CLOCK_MONOTONIC — produced live by the agent, stored verbatim by a recording, replayed from it.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -191,6 +193,21 @@ struct CodeRange {
 // the registers the agent samples the kernel cuts a larger request (up to 65528) to this. A
 // fragment this large is full whatever was asked.
 inline constexpr uint32_t kLargestPerfFragment = 65416;
+
+// The smaller fragment stack=auto has a thread that stays shallow try: half the configured size
+// (0: none, below 4 KB). A stream says only the configured size (VmInfo::sample_stack_bytes), so a
+// fragment of exactly this size counts as full too: the kernel copied all it was asked, and a walk
+// that runs off it is incomplete, not failed.
+constexpr uint32_t small_fragment_bytes(uint32_t configured) {
+    return configured / 2 >= 4096 ? (configured / 2) & ~7u : 0;
+}
+
+// Whether a fragment of `size` bytes is all the kernel was asked for (the thread's stack may go on
+// above it), as opposed to cut short by the thread's stack top. `configured`: 0 when unknown.
+constexpr bool fragment_is_full(size_t size, uint32_t configured) {
+    const uint32_t small = small_fragment_bytes(configured);
+    return configured == 0 || size >= std::min(configured, kLargestPerfFragment) || (small != 0 && size == small);
+}
 
 // Facts about the VM that hold for its whole life, sent once before any sample.
 struct VmInfo {
