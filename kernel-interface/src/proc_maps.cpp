@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 #include <sys/auxv.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -69,6 +71,13 @@ uint64_t current_thread_stack_top() {
     const bool got = pthread_attr_getstack(&attr, &low, &size) == 0;
     pthread_attr_destroy(&attr);
     return got && low != nullptr ? reinterpret_cast<uint64_t>(low) + size : 0;
+}
+
+bool fault_in_readable(uint64_t address) {
+    uint64_t word = 0;
+    iovec local{&word, sizeof word};
+    iovec remote{reinterpret_cast<void*>(address & ~uint64_t{7}), sizeof word};
+    return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof word);
 }
 
 namespace {

@@ -172,6 +172,7 @@ void RingReader::parse_sample(const uint8_t* record, size_t size, RingHandler& h
         }
         sample.stack = stack;
         sample.stack_size = dyn_size;
+        sample.stack_reserved = stack_size;
     }
     ++stats_.samples;
     stats_.stack_bytes += sample.stack_size;

@@ -192,6 +192,7 @@ struct Sampler::Ring {
     bool period_changed = false;   // this event's period was changed (its ticks mix two periods)
     uint64_t cpu_at_open_ns = 0;   // the thread's CPU time as its clock event opened
     uint64_t stack_top = 0;        // the thread's stack top (0: unknown), see Converter::on_sample
+    uint64_t copied_end = 0;       // a thread ring's: the highest end of its thread's copies so far
     // Ring memory running out (schedule_rings): when the ring opened, the thread's CPU time at the
     // last look, and how many looks in a row found it had not run a period.
     uint64_t opened_ns = 0;
@@ -228,6 +229,7 @@ public:
             stack_top_ = ring.stack_top == 0 ? shared : shared == 0 ? ring.stack_top : std::min(shared, ring.stack_top);
         }
         watch_cache_ = ring.tid != 0 ? &ring.watch_cache : nullptr;
+        ring_ = &ring;
     }
 
     void on_sample(const kernel::SampleView& view) override {
@@ -271,6 +273,32 @@ public:
         }
         sampler_.stack_bytes_written_ += view.stack_size;
         sampler_.stack_bytes_kept_ += bytes;
+        // The kernel's copy cannot take a fault: it stops at the first page with no page-table
+        // entry, which inside a live stack is a page of frames never written (a large local
+        // array: JDK 25's C2 thread generating its stubs at the start; 57 samples in 14 ms, each
+        // ending 12 KB below its top, failed). Below the thread's known top the copy's end is
+        // such a hole, not the stack's end, and so is one below where an earlier copy of the
+        // thread's own ring reached: reading the page makes it readable to the next copies.
+        // (A per-CPU ring's threads have theirs in a map: from the agent's load until VMInit every
+        // thread is sampled so, the JVM's start with it.)
+        const bool own_ring = ring_tid_ != 0 && static_cast<pid_t>(view.tid) == ring_tid_;
+        if (const uint64_t end = sample.stack_sp + view.stack_size; view.stack_size != 0) {
+            uint64_t* copied_end = nullptr;
+            if (own_ring) {
+                copied_end = &ring_->copied_end;
+            } else {
+                if (sampler_.copied_ends_.size() >= kMaxCopiedEnds) sampler_.copied_ends_.clear();
+                copied_end = &sampler_.copied_ends_[view.tid];
+            }
+            const uint64_t known = top != 0 ? top : *copied_end;
+            if (view.stack_size < view.stack_reserved && (end & 4095) == 0 && end < known &&
+                end != sampler_.last_stack_hole_) {
+                sampler_.last_stack_hole_ = end;
+                const bool ok = kernel::fault_in_readable(end);
+                if (ok) sampler_.stack_holes_faulted_.fetch_add(1, std::memory_order_relaxed);
+            }
+            *copied_end = std::max(*copied_end, end);
+        }
         const size_t buffer_size = std::max<size_t>((bytes + 4095) & ~size_t{4095}, 16384);
         if (!take_spare(sampler_.spare_stacks_, buffer_size, sample.stack)) {
             (void)sampler_.writer_.spare_stack(sample.stack, buffer_size);   // one the live decoder is done with
@@ -314,6 +342,7 @@ private:
     bool takes_switches_ = false;
     uint64_t stack_top_ = 0;
     SampleWatchCache* watch_cache_ = nullptr;
+    Ring* ring_ = nullptr;   // the ring begin() was given
 };
 
 Sampler::Sampler(const kernel::SamplingConfig& config, EventQueue& queue, StreamWriter& writer,
@@ -1514,6 +1543,7 @@ SamplerStats Sampler::stats() const {
     stats.ring_drains = published_ring_drains_.load(std::memory_order_relaxed);
     stats.stack_bytes_written = published_stack_bytes_written_.load(std::memory_order_relaxed);
     stats.stack_bytes_kept = published_stack_bytes_kept_.load(std::memory_order_relaxed);
+    stats.stack_holes_faulted = stack_holes_faulted_.load(std::memory_order_relaxed);
     stats.cadence_ns = cadence_ns_.load(std::memory_order_relaxed);
     stats.module_rescans = module_rescans_.load(std::memory_order_relaxed);
     stats.modules_found = modules_found_.load(std::memory_order_relaxed);

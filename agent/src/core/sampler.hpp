@@ -59,6 +59,8 @@ struct SamplerStats {
     // tops), once the reader has stopped.
     uint64_t stack_bytes_written = 0;
     uint64_t stack_bytes_kept = 0;
+    // Untouched pages inside threads' stacks where the kernel's copies stopped, faulted in.
+    uint64_t stack_holes_faulted = 0;
     // What the reader did, once it has stopped: its cycles, how many of them a ring's watermark
     // (a ring filling faster than the cadence drains it) or a wake() brought early, and how many
     // ring looks found news (the rest cost one cache line each).
@@ -398,6 +400,11 @@ private:
     uint64_t ring_drains_ = 0;
     uint64_t stack_bytes_written_ = 0;
     uint64_t stack_bytes_kept_ = 0;
+    uint64_t last_stack_hole_ = 0;   // the last page faulted in (Converter::on_sample)
+    // Per-CPU rings' threads: the highest end of each one's copies so far (bounded: cleared when full).
+    static constexpr size_t kMaxCopiedEnds = 4096;
+    std::unordered_map<uint32_t, uint64_t> copied_ends_;
+    std::atomic<uint64_t> stack_holes_faulted_{0};
     std::atomic<uint64_t> published_stack_bytes_written_{0};
     std::atomic<uint64_t> published_stack_bytes_kept_{0};
     std::atomic<uint64_t> published_cycles_{0};

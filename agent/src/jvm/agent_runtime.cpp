@@ -1092,6 +1092,10 @@ private:
                      static_cast<double>(stats.stack_bytes_kept) / 1024.0 / static_cast<double>(perf_sampled));
             stack_bytes_text = kept;
         }
+        if (stats.stack_holes_faulted != 0) {
+            stack_bytes_text += ", " + std::to_string(stats.stack_holes_faulted) +
+                                " untouched stack pages where copies stopped faulted in";
+        }
         if (stats.clock_threads != 0) {
             stack_bytes_text += ", " + std::to_string(stats.clock_samples) + " of the samples from " +
                                 std::to_string(stats.clock_threads) + " own threads' clocks (not sampled)";

@@ -4,6 +4,8 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "stackfrag/kernel/proc_maps.hpp"
 
@@ -70,4 +72,25 @@ TEST_CASE("the mapping holding an address bounds a thread's stack") {
     const uint64_t end = sf::kernel::read_mapping_end_at(reinterpret_cast<uint64_t>(&local));
     CHECK(end >= top);
     CHECK(sf::kernel::read_mapping_end_at(reinterpret_cast<uint64_t>(&local), -1) == 0);
+}
+
+TEST_CASE("a page of a mapping no one touched gets a page-table entry when read through the kernel, an unmapped one is refused") {
+    // A perf sample's copy of a thread's stack cannot fault: it stops at such a page, even inside
+    // a live stack (a large local never written). Reading it through the kernel maps it.
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    void* region = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(region != MAP_FAILED);
+    auto* base = static_cast<uint8_t*>(region);
+    REQUIRE(munmap(base + 2 * page, page) == 0);   // the third page: no mapping at all
+    unsigned char resident[2] = {1, 1};
+    REQUIRE(mincore(base, 2 * page, resident) == 0);
+    CHECK((resident[0] & 1) == 0);
+    CHECK((resident[1] & 1) == 0);
+    CHECK(sf::kernel::fault_in_readable(reinterpret_cast<uint64_t>(base + page + 100)));
+    REQUIRE(mincore(base, 2 * page, resident) == 0);
+    CHECK((resident[0] & 1) == 0);   // only the page read
+    CHECK((resident[1] & 1) == 1);
+    CHECK(base[page + 100] == 0);    // still the zero-filled page it was
+    CHECK_FALSE(sf::kernel::fault_in_readable(reinterpret_cast<uint64_t>(base + 2 * page)));
+    munmap(base, 2 * page);
 }

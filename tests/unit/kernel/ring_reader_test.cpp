@@ -143,6 +143,7 @@ void check_same(const CopiedSample& got, const FakeSample& want) {
     CHECK(got.view.has_regs);
     CHECK(got.view.regs == want.regs);
     CHECK(got.view.stack_size == want.dyn_size);
+    CHECK(got.view.stack_reserved == want.stack.size());
     CHECK(got.stack == std::vector<uint8_t>(want.stack.begin(), want.stack.begin() + static_cast<long>(want.dyn_size)));
 }
 

@@ -129,6 +129,7 @@ struct SampleView {
     Registers regs;
     const uint8_t* stack = nullptr;   // bytes copied from regs.sp upwards
     uint64_t stack_size = 0;          // dyn_size: the valid bytes
+    uint64_t stack_reserved = 0;      // the size asked for; more than stack_size where the copy stopped
 };
 
 struct LostView {

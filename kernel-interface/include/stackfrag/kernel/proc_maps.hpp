@@ -38,6 +38,12 @@ uint64_t read_mapping_end_at(uint64_t address, pid_t pid = 0);
 // 0 if unknown. No frame of the thread lies at or above it.
 uint64_t current_thread_stack_top();
 
+// Reads a word of this process's memory at `address` through the kernel (process_vm_readv, which
+// reports an unmapped address instead of faulting), so that a page of a mapping no one has touched
+// yet gets a page-table entry. A perf sample's copy of a user stack cannot take a fault and stops
+// at such a page, even inside a thread's live stack. False when the address is not readable.
+bool fault_in_readable(uint64_t address);
+
 // The vDSO (the kernel's code for clock_gettime and the like, which no file holds). Whether
 // `mapping` is this process's, where the auxiliary vector says the kernel put it: only then are
 // its bytes known to be there and readable.
