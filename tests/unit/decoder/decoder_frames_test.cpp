@@ -1182,25 +1182,24 @@ TEST_CASE("a deep stack running off the fragment is incomplete", "[decoder][inte
     INFO(fail_reason_name(t.failure));
     CHECK(t.status == TraceStatus::kIncomplete);
     CHECK(t.frames.size() == size_t(frames));
-    // (The same world: its methods are the frames'.)
-    SECTION("but a short fragment (the stack top was closer) ends in failure") {
+    // The same fragment in the same world (its methods are the frames') when the stream says
+    // another size was asked for.
+    auto decoded_when_asked_for = [&](uint32_t configured) {
         VmInfo vm = w.map.vm();
-        vm.sample_stack_bytes = kStackBytes * 3;
+        vm.sample_stack_bytes = configured;
         w.map.apply(Event{vm});
-        Decoder d2(w.map, test_options());
-        CallTrace t2 = d2.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+        return Decoder(w.map, test_options()).decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+    };
+    SECTION("but a short fragment (the stack top was closer) ends in failure") {
+        const CallTrace t2 = decoded_when_asked_for(kStackBytes * 3);
         INFO(fail_reason_name(t2.failure));
         CHECK(t2.status == TraceStatus::kFailed);
         CHECK(t2.failure == FailReason::kSpOutOfFragment);
         CHECK(t2.frames.size() == size_t(frames));
     }
     SECTION("unless it is stack=auto's smaller size, half the configured one, which a shallow thread tries") {
-        VmInfo vm = w.map.vm();
-        vm.sample_stack_bytes = kStackBytes * 2;
-        w.map.apply(Event{vm});
-        REQUIRE(small_fragment_bytes(vm.sample_stack_bytes) == s.bytes.size());
-        Decoder d2(w.map, test_options());
-        CallTrace t2 = d2.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+        REQUIRE(small_fragment_bytes(kStackBytes * 2) == s.bytes.size());
+        const CallTrace t2 = decoded_when_asked_for(kStackBytes * 2);
         INFO(fail_reason_name(t2.failure));
         CHECK(t2.status == TraceStatus::kIncomplete);
         CHECK(t2.frames.size() == size_t(frames));
