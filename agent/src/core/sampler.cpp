@@ -294,8 +294,7 @@ public:
             if (view.stack_size < view.stack_reserved && (end & 4095) == 0 && end < known &&
                 end != sampler_.last_stack_hole_) {
                 sampler_.last_stack_hole_ = end;
-                const bool ok = kernel::fault_in_readable(end);
-                if (ok) sampler_.stack_holes_faulted_.fetch_add(1, std::memory_order_relaxed);
+                if (kernel::fault_in_readable(end)) sampler_.stack_holes_faulted_.fetch_add(1, std::memory_order_relaxed);
             }
             *copied_end = std::max(*copied_end, end);
         }

@@ -33,6 +33,13 @@ Sample sample_at(uint32_t tid, uint64_t below_top, size_t fragment, SampleSource
     return sample;
 }
 
+// A decoded trace as the decoder's verdict on a sample: only its status counts here.
+CallTrace trace_with(TraceStatus status) {
+    CallTrace trace;
+    trace.status = status;
+    return trace;
+}
+
 // A sampler that never starts: request_stack only queues the request.
 // The tests' entry margin; `quiet_samples` 0 keeps the default.
 StackControllerSettings with_margin(uint32_t quiet_samples = 0) {
@@ -198,10 +205,8 @@ TEST_CASE("stack=auto with a live decoder: the reader's check grows a thread at 
     AutoStack autostack(settings, f.sampler, f.tops);
     autostack.set_head_start(true);
     f.tops.remember(7, kTop, 100);
-    CallTrace complete;
-    complete.status = TraceStatus::kComplete;
-    CallTrace incomplete;
-    incomplete.status = TraceStatus::kIncomplete;
+    const CallTrace complete = trace_with(TraceStatus::kComplete);
+    const CallTrace incomplete = trace_with(TraceStatus::kIncomplete);
 
     // Shallow samples and fragments that are not full change nothing; neither do the check's
     // "reached" verdicts count as the decoder's quiet samples.
@@ -279,8 +284,7 @@ TEST_CASE("stack=auto: the decoder's verdicts on a thread's samples from before 
     const StackControllerSettings settings = with_margin(10);
     AutoStack autostack(settings, f.sampler, f.tops);
     f.tops.remember(5, kTop, 100);
-    CallTrace complete;
-    complete.status = TraceStatus::kComplete;
+    const CallTrace complete = trace_with(TraceStatus::kComplete);
     Sample early = sample_at(5, 20'000, settings.largest_fragment);
     autostack.thread_started(5, "main", true);
     CHECK(autostack.grown() == 1);
@@ -349,10 +353,8 @@ TEST_CASE("stack=auto counts how the decoder's verdicts and the decode-free chec
           "[agent][stack]") {
     Fixture f;
     AutoStack autostack(with_margin(), f.sampler, f.tops);
-    CallTrace complete;
-    complete.status = TraceStatus::kComplete;
-    CallTrace incomplete;
-    incomplete.status = TraceStatus::kIncomplete;
+    const CallTrace complete = trace_with(TraceStatus::kComplete);
+    const CallTrace incomplete = trace_with(TraceStatus::kIncomplete);
     CallTrace failed;
     failed.status = TraceStatus::kFailed;
 

@@ -70,6 +70,13 @@ LiveSettings settings_for_tests() {
     return settings;
 }
 
+// A queue whose sample byte budget holds `fragments` of the tests' samples.
+LiveSettings settings_with_budget(size_t fragments) {
+    LiveSettings settings = settings_for_tests();
+    settings.queue_bytes = fragments * kStackBytes;
+    return settings;
+}
+
 std::string collapsed(const profile::Cct& cct) {
     std::ostringstream out;
     REQUIRE(profile::write_collapsed(cct, out).ok());
@@ -208,9 +215,7 @@ TEST_CASE("a full queue drops samples, never code or method events") {
 
 TEST_CASE("the sample byte budget bounds what waits in the queue") {
     World w;
-    LiveSettings settings = settings_for_tests();
-    settings.queue_bytes = 3 * kStackBytes;
-    LiveProfile live(settings, FakeClock{});
+    LiveProfile live(settings_with_budget(3), FakeClock{});
     for (const Event& e : metadata(w)) live.observe(e);
     for (uint64_t t = 1000; t < 1010; ++t) live.observe(chain_sample(w, t));
     CHECK(live.counts().dropped == 7);
@@ -220,9 +225,7 @@ TEST_CASE("the sample byte budget bounds what waits in the queue") {
 
 TEST_CASE("samples the reader held while the VM was announced pass the byte budget, and do not crowd out later ones") {
     World w;
-    LiveSettings settings = settings_for_tests();
-    settings.queue_bytes = 3 * kStackBytes;
-    LiveProfile live(settings, FakeClock{});
+    LiveProfile live(settings_with_budget(3), FakeClock{});
     for (const Event& e : metadata(w)) live.observe(e);
     // Sampling from the agent's load: 10 samples up to t=1009 released at once after the scan.
     live.keep_held_samples_until(1009);
