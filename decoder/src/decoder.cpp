@@ -180,6 +180,9 @@ public:
     // Where the walk took over the rest of `previous` in one piece (spliced() then says so): the
     // caller joins this walk's journal (the steps before) with previous's steps from there on.
     bool spliced() const { return splice_valid_; }
+    bool fragment_full() const { return fragment_full_; }
+    // The sp the walk's last step started from: after a complete walk, its outermost frame's.
+    uint64_t outermost_sp() const { return last_step_sp_; }
     const detail::Splice& splice() const { return splice_; }
 
 private:
@@ -342,6 +345,7 @@ private:
     size_t native_frames_ = 0;
     uint64_t time_ = 0;
     bool fragment_full_ = true;
+    uint64_t last_step_sp_ = 0;
 
     uint64_t pc_ = 0, sp_ = 0, fp_ = 0;
     bool top_ = true;
@@ -434,7 +438,7 @@ void Walk::run() {
         fail(FailReason::kEmptyStack);
     } else {
         const uint32_t wanted = map_.vm().sample_stack_bytes;
-        fragment_full_ = fragment_is_full(sample_.stack.size(), wanted);
+        fragment_full_ = fragment_is_full(sample_.stack.size(), wanted) || d_.fragment_at_unwritten_page_;
         pc_ = sample_.regs.ip;
         sp_ = sample_.regs.sp;
         fp_ = sample_.regs.bp;
@@ -445,6 +449,7 @@ void Walk::run() {
             while (true) {
                 if (previous_ && !own_registers() && reuse_previous() == Reuse::kFinished) break;
                 if (journal_) begin_step();
+                last_step_sp_ = sp_;
                 step_first_frame_ = count_;
                 const Step s = step();
                 if (journal_) end_step(s);
@@ -538,6 +543,8 @@ bool Walk::replayable(const detail::StepRecord& r, int64_t delta, int64_t native
     if (r.consults_flags && loose_diff != 0) return false;
     if (r.consults_run && run_diff) return false;
     if (!r.stopped && !has_next) return false;   // the state after it is not known
+    // Where it ran off its fragment, a full one made it incomplete and another one failed.
+    if (r.stopped && r.access.miss_above != UINT64_MAX && previous_->fragment_full != fragment_full_) return false;
     if (delta != 0 && ((r.stopped && r.failure == FailReason::kTooDeep) ||
                        int64_t{r.peak_count} + delta >= static_cast<int64_t>(d_.options_.max_frames))) {
         return false;
@@ -618,6 +625,7 @@ Walk::Reuse Walk::reuse_previous() {
             keep(moved, previous_->bytes.data() + r.bytes_offset);
         }
         if (r.stopped) {
+            last_step_sp_ = r.at.sp;
             count_ = static_cast<size_t>(int64_t{r.count_after} + delta);
             native_frames_ = static_cast<size_t>(int64_t{r.native_frames_after} + native_delta);
             out_.status = r.status;
@@ -653,6 +661,7 @@ bool Walk::take_over_rest(size_t from, int64_t delta, int64_t native_delta, uint
         }
     }
     const detail::StepRecord& last = steps[n - 1];   // stopped: replayable() wants that of the last
+    last_step_sp_ = last.at.sp;
     const uint32_t first_frame = steps[from].at.count;
     out_.frames.resize(static_cast<size_t>(int64_t{last.count_after} + delta));
     for (uint32_t c = first_frame; c < last.count_after; ++c) {
@@ -1923,42 +1932,68 @@ Decoder::Decoder(const CodeMap& code_map, DecoderOptions options)
 
 Decoder::~Decoder() = default;
 
+namespace {
+// The kernel's copy of a stack cannot take a fault: it stops at the first page with no page-table
+// entry. Inside a thread's stack that is a page never written (JDK 25's C2 thread keeps a large
+// local array untouched while it generates its stubs at the start: 30-50 samples a run at 100 µs
+// ended 12 KB below the stack's top, each failed), and a stack's top is a page boundary too. What
+// tells them apart is the thread's last complete walk: a fragment that ends at a page boundary at
+// or below the sp of that walk's outermost frame, which stays where it is while the thread lives,
+// is short of frames the thread still has. (8 MB: no stack is larger by default; a thread that
+// moved to another stack far away is not judged by the old one.)
+bool stops_at_unwritten_page(uint64_t outermost_sp, const Sample& sample) {
+    constexpr uint64_t kPage = 4096, kLargestStack = 8ull << 20;
+    const uint64_t end = sample.stack_sp + sample.stack.size();
+    return !sample.stack.empty() && end % kPage == 0 && end <= outermost_sp && outermost_sp - end <= kLargestStack;
+}
+}  // namespace
+
+detail::ThreadJournals& Decoder::journals_of(uint32_t tid) {
+    // Bounded: threads whose end was never announced must not pile up.
+    constexpr size_t kMaxThreads = 256;
+    auto it = journals_.find(tid);
+    if (it == journals_.end()) {
+        if (journals_.size() >= kMaxThreads) journals_.clear();
+        it = journals_.emplace(tid, std::make_unique<detail::ThreadJournals>()).first;
+    }
+    return *it->second;
+}
+
 void Decoder::decode(const Sample& sample, CallTrace& out) {
     boundary_sp_ = 0;
     fragment_prefetched_ = take_prefetch(sample.stack.data());
+    detail::ThreadJournals& j = journals_of(sample.tid);
+    fragment_at_unwritten_page_ = stops_at_unwritten_page(j.outermost_sp, sample);
+    uint64_t outermost_sp = 0;
     if (!options_.incremental) {
         Walk walk(*this, sample, out);
         walk.run();
-        mark_kernel(sample, out);
-        return;
-    }
-    // Bounded: threads whose end was never announced must not pile up.
-    constexpr size_t kMaxThreads = 256;
-    auto it = journals_.find(sample.tid);
-    if (it == journals_.end()) {
-        if (journals_.size() >= kMaxThreads) journals_.clear();
-        it = journals_.emplace(sample.tid, std::make_unique<detail::ThreadJournals>()).first;
-    }
-    detail::ThreadJournals& j = *it->second;
-    const bool usable = j.last.valid &&
-                        (j.last.time_ns == sample.time_ns ||
-                         (j.last.time_ns > j.last.horizon && sample.time_ns > j.last.horizon)) &&
-                        (j.last.epoch == map_.epoch() || unchanged_since(j.last));
-    j.next.start();
-    Walk walk(*this, sample, out, usable ? &j.last : nullptr, &j.next);
-    walk.run();
-    if (walk.spliced()) {
-        detail::splice_journal(j.last, j.next, walk.splice(), out.frames);
+        outermost_sp = walk.outermost_sp();
     } else {
-        detail::copy_frames(j.next.frames, out.frames);
-        j.next.valid = true;
-        std::swap(j.last, j.next);
+        const bool usable = j.last.valid &&
+                            (j.last.time_ns == sample.time_ns ||
+                             (j.last.time_ns > j.last.horizon && sample.time_ns > j.last.horizon)) &&
+                            (j.last.epoch == map_.epoch() || unchanged_since(j.last));
+        j.next.start();
+        Walk walk(*this, sample, out, usable ? &j.last : nullptr, &j.next);
+        walk.run();
+        if (walk.spliced()) {
+            detail::splice_journal(j.last, j.next, walk.splice(), out.frames);
+        } else {
+            detail::copy_frames(j.next.frames, out.frames);
+            j.next.valid = true;
+            std::swap(j.last, j.next);
+        }
+        // The steps taken over got the answers of this epoch (unchanged_since said so), the new ones
+        // were asked now.
+        j.last.epoch = map_.epoch();
+        j.last.horizon = map_.time_horizon();
+        j.last.time_ns = sample.time_ns;
+        j.last.fragment_full = walk.fragment_full();
+        outermost_sp = walk.outermost_sp();
     }
-    // The steps taken over got the answers of this epoch (unchanged_since said so), the new ones
-    // were asked now.
-    j.last.epoch = map_.epoch();
-    j.last.horizon = map_.time_horizon();
-    j.last.time_ns = sample.time_ns;
+    if (out.status == TraceStatus::kComplete) j.outermost_sp = outermost_sp;
+    if (fragment_at_unwritten_page_ && out.status == TraceStatus::kIncomplete) ++stats_.incomplete_at_unwritten_page;
     mark_kernel(sample, out);
 }
 

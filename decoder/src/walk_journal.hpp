@@ -119,6 +119,9 @@ struct WalkJournal {
     uint64_t epoch = 0;
     uint64_t horizon = 0;   // the map's time_horizon() at `epoch`
     uint64_t time_ns = 0;
+    // Whether the walk's fragment counted as full: a step that ran off its end stopped incomplete
+    // if so and failed if not, so it is taken over only by a walk that counts its own alike.
+    bool fragment_full = true;
     FrontGapVector<StepRecord> steps;   // the steps after the top one, in walk order (sp increasing)
     std::vector<uint8_t> bytes;      // the stack bytes each step read
     FrontGapVector<Frame> frames;       // the trace the walk produced
@@ -169,6 +172,10 @@ void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, c
 struct ThreadJournals {
     WalkJournal last;
     WalkJournal next;
+    // The sp of the outermost frame of the thread's last complete walk (0: none yet), kept with or
+    // without incremental decoding: a later fragment that ends below it is short of frames the
+    // thread still has (Decoder::decode).
+    uint64_t outermost_sp = 0;
 };
 
 }  // namespace sf::detail

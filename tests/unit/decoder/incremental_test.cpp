@@ -226,6 +226,46 @@ TEST_CASE("incremental: a fragment that ends elsewhere gives the full walk's fra
     CHECK(e.status == TraceStatus::kFailed);
 }
 
+TEST_CASE("a fragment that stops at a page boundary below the thread's outermost frame is incomplete, not failed",
+          "[decoder][incremental]") {
+    // JDK 25's C2 thread at the start: the kernel's copy stopped at a stack page never written, 12 KB
+    // below the top; the thread's earlier walks had reached its first frame above that page.
+    DeepStack d(20);   // complete inside the first 0x1600 bytes
+    auto cut_at = [&](size_t bytes) {
+        Sample smp = d.sample(2000);
+        smp.stack.resize(bytes);
+        return smp;
+    };
+    REQUIRE(d.s.at(0x1000) % 4096 == 0);
+    SECTION("after a complete walk of the thread: the frames below the page, incomplete") {
+        Pair p(d.w.map);
+        REQUIRE(p.decode(d.sample(1000)).status == TraceStatus::kComplete);
+        const CallTrace t = p.decode(cut_at(0x1000));
+        CHECK(t.status == TraceStatus::kIncomplete);
+        CHECK(t.frames.size() == 15);   // frames at 0x100 .. 0xf00 whole below 0x1000
+        CHECK(p.full.stats().incomplete_at_unwritten_page == 1);
+        CHECK(p.incremental.stats().incomplete_at_unwritten_page == 1);
+        // Another thread's walk says nothing of this thread's stack.
+        Sample other = cut_at(0x1000);
+        other.tid += 1;
+        CHECK(p.decode(other).status == TraceStatus::kFailed);
+        // Nor does the thread's walk once its end was announced.
+        p.full.forget_thread(d.sample().tid);
+        p.incremental.forget_thread(d.sample().tid);
+        CHECK(p.decode(cut_at(0x1000)).status == TraceStatus::kFailed);
+    }
+    SECTION("with no complete walk of the thread before, a short fragment is one its stack's top ended: failed") {
+        Pair p(d.w.map);
+        CHECK(p.decode(cut_at(0x1000)).status == TraceStatus::kFailed);
+    }
+    SECTION("an end inside a page is no page the copy stopped at: failed") {
+        Pair p(d.w.map);
+        REQUIRE(p.decode(d.sample(1000)).status == TraceStatus::kComplete);
+        CHECK(p.decode(cut_at(0x1008)).status == TraceStatus::kFailed);
+        CHECK(p.full.stats().incomplete_at_unwritten_page == 0);
+    }
+}
+
 TEST_CASE("incremental: the frame limit is reached at the same frame", "[decoder][incremental]") {
     DeepStack d(40);
     const CodeLoad c = top_code(d.w);

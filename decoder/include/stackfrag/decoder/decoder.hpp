@@ -102,6 +102,10 @@ struct DecodeStats {
     // without an rbp frame (VM_Version's CPUID stubs at the JVM's start): left through the first
     // word above sp that a call into the VM's code ends at.
     uint64_t stub_vm_pushes = 0;
+    // Incomplete traces whose fragment stopped at a page boundary below where an earlier fragment of
+    // the same thread reached: the kernel's copy cannot fault, so it stops at a page of the stack
+    // never written (a large local array), not at the stack's top, and the thread's frames go on.
+    uint64_t incomplete_at_unwritten_page = 0;
     // Incremental decoding: samples that took over steps of their thread's last walk, the steps and
     // the frames taken over (the counters above count those steps as if they had been walked).
     uint64_t incremental_samples = 0;
@@ -147,6 +151,7 @@ inline constexpr DecodeStatField kDecodeStatFields[] = {
     {"i2c_popped_tops", "stats", "i2c-popped", &DecodeStats::i2c_popped_tops},
     {"interpreter_return_tops", "stats", "interp-return", &DecodeStats::interpreter_return_tops},
     {"stub_vm_pushes", "stats", "stub-vm-pushes", &DecodeStats::stub_vm_pushes},
+    {"incomplete_at_unwritten_page", "stats", "unwritten-page", &DecodeStats::incomplete_at_unwritten_page},
     {"samples", "incremental", "samples", &DecodeStats::incremental_samples},
     {"steps_reused", "incremental", "steps", &DecodeStats::steps_reused},
     {"frames_reused", "incremental", "frames", &DecodeStats::frames_reused},
@@ -210,6 +215,10 @@ private:
     // one after it), until decoded: their walks need not ask again.
     const uint8_t* prefetched_[2] = {nullptr, nullptr};
     bool fragment_prefetched_ = false;   // the sample being decoded was one of them
+    // The sample being decoded stopped at an unwritten page of its thread's stack (see
+    // DecodeStats::incomplete_at_unwritten_page): its fragment counts as full.
+    bool fragment_at_unwritten_page_ = false;
+    detail::ThreadJournals& journals_of(uint32_t tid);
     bool take_prefetch(const uint8_t* fragment) {
         bool found = false;
         for (const uint8_t*& p : prefetched_) {
