@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <type_traits>
 
 #include "stackfrag/base/zeroed_block.hpp"
@@ -80,34 +81,43 @@ bool is_return_poll(const Decoded& d) {
            d.ops[1].type == ZYDIS_OPERAND_TYPE_MEMORY && d.ops[1].mem.base == ZYDIS_REGISTER_R15;
 }
 
-// Emulates the prologue from the verified entry up to `pc`; offsets are kept relative to the
-// entry sp, where the return address sits.
-TopFrameShape emulate_prologue(const CodeLoad& code, uint64_t pc) {
-    TopFrameShape shape;
-    shape.kind = TopFrameShape::Kind::kPartial;
-    shape.in_prologue = true;
-    uint64_t pushed = 0;              // entry sp - current sp
+// The prologue's effect on rsp up to a pc, relative to the entry sp (where the return address sits).
+struct PrologueState {
+    uint64_t pushed = 0;               // entry sp - current sp
     bool fp_saved = false;
-    uint64_t fp_slot_below_entry = 0; // entry sp - address of the saved rbp
-    uint64_t cur = code.verified_entry;
+    uint64_t fp_slot_below_entry = 0;  // entry sp - address of the saved rbp
+    bool reached = false;              // the instructions ended exactly at pc
+    bool stopped = false;              // met an instruction that is no part of a prologue
+};
+
+bool is_rbp_spill(const Decoded& d) {   // bang-less C2: mov [rsp+N-16], rbp
+    return d.insn.mnemonic == ZYDIS_MNEMONIC_MOV && is_rsp_mem(d.ops[0]) && is_reg(d.ops[1], ZYDIS_REGISTER_RBP);
+}
+bool is_push_rbp(const Decoded& d) {
+    return d.insn.mnemonic == ZYDIS_MNEMONIC_PUSH && is_reg(d.ops[0], ZYDIS_REGISTER_RBP);
+}
+
+// Emulates the prologue's instructions from `from` up to `pc`, from state `st`.
+void emulate_from(const CodeLoad& code, uint64_t from, uint64_t pc, PrologueState& st) {
+    uint64_t cur = from;
     Decoded d;
     for (int steps = 0; cur < pc && steps < 32; ++steps) {
         if (!decode_at(code, cur, d)) break;
         const auto m = d.insn.mnemonic;
         if (m == ZYDIS_MNEMONIC_PUSH) {
-            pushed += 8;
+            st.pushed += 8;
             if (is_reg(d.ops[0], ZYDIS_REGISTER_RBP)) {
-                fp_saved = true;
-                fp_slot_below_entry = pushed;
+                st.fp_saved = true;
+                st.fp_slot_below_entry = st.pushed;
             }
         } else if (m == ZYDIS_MNEMONIC_SUB && is_reg(d.ops[0], ZYDIS_REGISTER_RSP) && is_imm(d.ops[1])) {
-            pushed += d.ops[1].imm.value.u;
+            st.pushed += d.ops[1].imm.value.u;
         } else if (m == ZYDIS_MNEMONIC_MOV && is_rsp_mem(d.ops[0])) {
-            if (is_reg(d.ops[1], ZYDIS_REGISTER_RBP)) {   // bang-less C2: mov [rsp+N-16], rbp
-                int64_t disp = d.ops[0].mem.disp.value;
-                if (disp >= 0 && static_cast<uint64_t>(disp) < pushed) {
-                    fp_saved = true;
-                    fp_slot_below_entry = pushed - static_cast<uint64_t>(disp);
+            if (is_reg(d.ops[1], ZYDIS_REGISTER_RBP)) {
+                const int64_t disp = d.ops[0].mem.disp.value;
+                if (disp >= 0 && static_cast<uint64_t>(disp) < st.pushed) {
+                    st.fp_saved = true;
+                    st.fp_slot_below_entry = st.pushed - static_cast<uint64_t>(disp);
                 }
             }
             // any other store through rsp (the stack bang) leaves rsp alone
@@ -118,13 +128,64 @@ TopFrameShape emulate_prologue(const CodeLoad& code, uint64_t pc) {
         } else {
             // The entry barrier, a not-entrant jmp or anything unexpected: stop emulating. The
             // frame is complete by the barrier; at a patched VEP nothing has been pushed.
-            break;
+            st.stopped = true;
+            return;
         }
         cur += d.insn.length;
     }
-    shape.return_offset = pushed;
-    shape.fp_saved = fp_saved;
-    shape.saved_fp_offset = fp_saved ? pushed - fp_slot_below_entry : 0;
+    st.reached = cur == pc;
+}
+
+// A not-entrant nmethod's verified entry is overwritten with a 5-byte `jmp` to the
+// handle-wrong-method stub (its first instruction is at least 5 bytes long, so that the patch
+// replaces it whole: the stack bang, or C2's bang-less `sub rsp, imm32`), and its bytes are
+// often captured after that. A thread past the entry entered before the patch and ran the
+// original instruction, whose tail is still there (JDK 25's demo: Recursion.fib's C1 code made not
+// entrant under threads inside it, 8 samples a run at 100 µs failed bad_return_address). The
+// instructions after it are found by the offsets in [5, 15] (x86's longest instruction) from which
+// decoding ends exactly at pc; the lost instruction's effect by the one after it: `push rbp`
+// follows the bang (nothing pushed), `mov [rsp+d], rbp` follows C2's `sub rsp` of the frame less
+// its return address. Every such offset must agree, or the pc's state is not known.
+std::optional<PrologueState> emulate_after_patched_entry(const CodeLoad& code, uint64_t pc) {
+    constexpr uint64_t kJmpBytes = 5, kLongestInsn = 15;
+    std::optional<PrologueState> found;
+    for (uint64_t skip = kJmpBytes; skip <= kLongestInsn && code.verified_entry + skip <= pc; ++skip) {
+        Decoded first;
+        if (!decode_at(code, code.verified_entry + skip, first)) continue;
+        PrologueState st;
+        if (is_rbp_spill(first) && code.frame_size_words > 1) {
+            st.pushed = static_cast<uint64_t>(code.frame_size_words - 1) * 8;
+        } else if (!is_push_rbp(first)) {
+            continue;
+        }
+        emulate_from(code, code.verified_entry + skip, pc, st);
+        if (!st.reached && !st.stopped) continue;
+        if (found && (found->pushed != st.pushed || found->fp_saved != st.fp_saved ||
+                      found->fp_slot_below_entry != st.fp_slot_below_entry)) {
+            return std::nullopt;
+        }
+        found = st;
+    }
+    return found;
+}
+
+// Emulates the prologue from the verified entry up to `pc`; offsets are kept relative to the
+// entry sp, where the return address sits.
+TopFrameShape emulate_prologue(const CodeLoad& code, uint64_t pc) {
+    TopFrameShape shape;
+    shape.kind = TopFrameShape::Kind::kPartial;
+    shape.in_prologue = true;
+    PrologueState st;
+    const uint64_t entry_off = code.verified_entry - code.code_begin;
+    const bool patched = entry_off < code.code.size() && code.code[entry_off] == 0xe9;
+    if (patched && pc > code.verified_entry) {
+        if (const std::optional<PrologueState> after = emulate_after_patched_entry(code, pc)) st = *after;
+    } else {
+        emulate_from(code, code.verified_entry, pc, st);
+    }
+    shape.return_offset = st.pushed;
+    shape.fp_saved = st.fp_saved;
+    shape.saved_fp_offset = st.fp_saved ? st.pushed - st.fp_slot_below_entry : 0;
     return shape;
 }
 

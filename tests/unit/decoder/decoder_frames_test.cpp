@@ -426,6 +426,52 @@ TEST_CASE("bang-less C2 prologue: sub rsp then mov [rsp+N-16],rbp", "[decoder][c
     CHECK(d.stats().prologue_tops == 1);
 }
 
+TEST_CASE("a not-entrant method's patched entry: a thread that entered before the patch is inside the old prologue",
+          "[decoder][compiled][prologue]") {
+    // The bytes were captured after the VM overwrote the first instruction with `jmp` to the
+    // handle-wrong-method stub (JDK 25's demo: Recursion.fib's C1 code); the sampled thread had
+    // entered before and ran the original instruction, whose tail is still there.
+    CompiledWorld cw(jdk_param());
+    CodeLoad c = cw.w.loads[0];
+    c.code.assign(0x400, 0x90);
+    c.time_ns = 2;
+    const uint64_t entry_sp = cw.sp_c + 24;   // where C's return address is
+    auto decoded = [&](const CodeLoad& code, uint64_t pc_off, uint64_t sp, uint64_t rbp) {
+        CodeMap& map = cw.w.map;
+        map.apply(code);
+        Decoder d(map, test_options());
+        CallTrace t = d.decode(sample_of(cw.s, code.code_begin + pc_off, sp, rbp));
+        INFO("pc offset " << pc_off << " " << fail_reason_name(t.failure));
+        CHECK(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 9), mb(5, 21)});
+    };
+    SECTION("after the stack bang: push rbp; sub rsp; the entry barrier") {
+        const uint8_t patched[] = {0xe9, 0x5b, 0xaa, 0x53, 0x07, 0xfe, 0xff,          // jmp (over the bang's head)
+                                   0x55,                                             // push rbp
+                                   0x48, 0x83, 0xec, 0x10,                           // sub rsp,0x10
+                                   0x41, 0x81, 0x7f, 0x20, 0x01, 0x00, 0x00, 0x00,   // cmp dword [r15+0x20],1
+                                   0x74, 0x05};                                      // je +5
+        std::memcpy(c.code.data(), patched, sizeof patched);
+        c.frame_complete_offset = 0x16;
+        add_scope(c, 0x16, {{method_id(4), 9}});
+        decoded(c, 0, entry_sp, cw.fp_stub);   // at the jmp itself: nothing pushed
+        decoded(c, 7, entry_sp, cw.fp_stub);   // the bang ran: nothing pushed
+        cw.s.put(entry_sp - 8, cw.fp_stub);
+        decoded(c, 8, entry_sp - 8, 0x3333);   // after push rbp
+        decoded(c, 0xc, cw.sp_c, 0x3333);      // the frame is whole at the barrier
+        decoded(c, 0x14, cw.sp_c, 0x3333);
+    }
+    SECTION("after C2's bang-less sub rsp: the frame less its return address") {
+        const uint8_t patched[] = {0xe9, 0x11, 0x22, 0x33, 0x44, 0x00, 0x00,   // jmp (over sub rsp,0x18's head)
+                                   0x48, 0x89, 0x6c, 0x24, 0x10};              // mov [rsp+0x10],rbp
+        std::memcpy(c.code.data(), patched, sizeof patched);
+        c.frame_complete_offset = 0x10;
+        add_scope(c, 0x10, {{method_id(4), 9}});
+        decoded(c, 7, cw.sp_c, cw.fp_stub);   // rbp not saved yet
+        decoded(c, 12, cw.sp_c, 0x3333);      // saved at [sp+0x10]
+    }
+}
+
 TEST_CASE("prologue without instruction bytes: candidate return-address slots", "[decoder][compiled][prologue]") {
     CompiledWorld cw;
     Decoder d(cw.w.map, test_options());
