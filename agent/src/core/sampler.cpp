@@ -21,6 +21,15 @@ namespace sf::agent {
 
 namespace {
 constexpr uint64_t kMaxInFlightHoldNs = 1'000'000'000;
+// The JVM's start, sampled since the agent's load, is held until VMInit's scan has announced what
+// its samples need (Sampler::hold_for_start). On a loaded machine that took more than a second
+// (the demo on JDK 25 beside six busy loops: 2.8 s), and the samples released earlier failed for
+// want of the VM's layout (no_code_map, 2,648 of ~26,000 samples in one run) or its methods
+// (unknown_method). What the hold keeps grows with the JVM's CPU time, not the wait: ~75-100 MB at
+// 100 us in mode=cpu however slow the start; the bound is for a start that runs long (another
+// agent's VMInit at work), the time limit for one that never ends (a debugger at VMInit).
+constexpr uint64_t kMaxStartHoldNs = 10'000'000'000;
+constexpr uint64_t kMaxStartHoldBytes = 256ull << 20;
 // One wake-up policy for every ring: the reader runs on its own cadence and drains all rings with
 // news in one batch, whatever their number; a ring's watermark (three quarters of it) is only the
 // safety valve for a ring that fills faster than the cadence drains it (context-switch samples, a
@@ -1436,13 +1445,16 @@ bool Sampler::run_cycle(int timeout_ms, uint64_t due_ns) {
     uint64_t horizon = drains_began - hold_back_.ns();
     // A producer still in flight holds the rest back, but not for ever: a thread stopped inside a
     // callback or the handler (a debugger, SIGSTOP) must not make the reader hold every event.
-    if (in_flight_since_ != 0 && now - in_flight_since_ < kMaxInFlightHoldNs) {
+    const bool start = start_hold_.load(std::memory_order_acquire) &&
+                       stack_bytes_kept_ - stack_bytes_released_ < kMaxStartHoldBytes;
+    if (in_flight_since_ != 0 && now - in_flight_since_ < (start ? kMaxStartHoldNs : kMaxInFlightHoldNs)) {
         horizon = std::min(horizon, in_flight_since_ - 1);
     }
     released_until_ = std::max(released_until_, horizon);
     reorder_.release_until(
         horizon,
         [this](Event& event) {
+            if (const Sample* sample = std::get_if<Sample>(&event)) stack_bytes_released_ += sample->stack.size();
             writer_.write(std::move(event));
             // With a live profile the fragment went on to the decoder thread; with only a
             // recording it is still here, to be refilled by a later sample.

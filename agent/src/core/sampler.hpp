@@ -227,6 +227,10 @@ public:
     void end_cpus();
     // Makes the reader drain everything now.
     void wake();
+    // Any thread: while on (sampling since the agent's load, until VMInit's scan has announced the
+    // VM's layout and code), a producer in flight holds the reader back for up to kMaxStartHoldNs
+    // rather than kMaxInFlightHoldNs, as long as the samples held keep under kMaxStartHoldBytes.
+    void hold_for_start(bool on) { start_hold_.store(on, std::memory_order_release); }
     // Any thread, never waits: the reader sets the clock event of `tid` to `period_ns` at its
     // next cycle (interval=auto); a thread without a clock event is left alone.
     void request_period(pid_t tid, uint64_t period_ns);
@@ -400,6 +404,8 @@ private:
     uint64_t ring_drains_ = 0;
     uint64_t stack_bytes_written_ = 0;
     uint64_t stack_bytes_kept_ = 0;
+    uint64_t stack_bytes_released_ = 0;   // of stack_bytes_kept_, in samples written (the rest is held)
+    std::atomic<bool> start_hold_{false};
     uint64_t last_stack_hole_ = 0;   // the last page faulted in (Converter::on_sample)
     // Per-CPU rings' threads: the highest end of each one's copies so far (bounded: cleared when full).
     static constexpr size_t kMaxCopiedEnds = 4096;

@@ -161,8 +161,9 @@ public:
     // agent's load (xalan, JDK 17: 9 ms of CPU time at OnLoad, 50 ms at VMInit; groundtruth's
     // 1.3-1.6 % of its CPU time "before sampling began" was mostly that). Those samples cannot be
     // decoded before the VM's layout, its code and its libraries are announced at VMInit, so the
-    // reader holds them (an InFlight from now, which it honours for 1 s at most) until go_live has
-    // emitted the VmInfo and the ModuleMaps stamped with this moment: the VM's layout and the
+    // reader holds them (an InFlight from now, which it honours for up to 10 s while the samples
+    // it holds stay under 256 MB: Sampler::hold_for_start) until go_live has emitted the VmInfo
+    // and the ModuleMaps stamped with this moment: the VM's layout and the
     // period hold from the load on, libraries are valid for the VM's life, and the code the
     // samples ran (the interpreter, stubs, the few methods compiled so early) existed when they
     // were taken; code announced later is found by the decoder's second decode like any code
@@ -182,6 +183,7 @@ public:
         }
         early_from_ns_ = monotonic_ns();
         early_hold_ = std::make_unique<EventQueue::InFlight>(queue_);
+        sampler_->hold_for_start(true);
         const pid_t self = current_tid();
         // The thread loading the agent runs VMInit and then main(): a Java thread, registered
         // under its Java name at VMInit.
@@ -195,7 +197,7 @@ public:
             // close (end_cpus).
             if (!sampler_->add_cpus(self).ok()) fall_back_to_signals_if_denied(self);
             if (backend_.signal()) {   // denied: the signal backend starts at VMInit, as before
-                early_hold_.reset();
+                release_early_hold();
                 early_from_ns_ = 0;
                 return;
             }
@@ -204,7 +206,7 @@ public:
         queue_.emit(cpu_at_start_);
         if (Status started = sampler_->start(); !started.ok()) {
             SF_LOG_ERROR("cannot start the reader thread, sampling is off: %s", started.error().describe().c_str());
-            early_hold_.reset();
+            release_early_hold();
             disable_events();
             disabled_ = true;
             return;
@@ -213,6 +215,12 @@ public:
         // samples' root frames); in mode=thread it opens no event until VMInit.
         start_task_watcher(/*announce_only=*/true);
         SF_LOG_DEBUG("sampling from the agent's load on (process CPU %.1f ms)", static_cast<double>(process_cpu_ns()) / 1e6);
+    }
+
+    // The reader may write the samples since the agent's load from now on.
+    void release_early_hold() {
+        early_hold_.reset();
+        if (sampler_) sampler_->hold_for_start(false);
     }
 
     // VMInit, or right after setup when attaching (live phase, on a thread attached to the VM).
@@ -232,7 +240,7 @@ public:
             disable_events();
             disabled_ = true;
             if (early_from_ns_ != 0) {   // sampling since the load: it stops here, undecodable
-                early_hold_.reset();
+                release_early_hold();
                 stop_task_watcher();
                 (void)sampler_->stop(kShutdownTimeoutMs);
             }
@@ -297,7 +305,7 @@ public:
             // once, they exceed the live queue's byte bound (mode=cpu at 100 us: 5-6 k samples,
             // 75-100 MB, already held by the reader), which must not drop them.
             if (early_hold_ && live_profile_) live_profile_->keep_held_samples_until(monotonic_ns());
-            early_hold_.reset();
+            release_early_hold();
         }
         SF_LOG_INFO("%s", capture_->describe().c_str());
         start_code_poller(jni);
@@ -350,7 +358,7 @@ public:
     // replaces file= for the profile written now.
     void shutdown(const std::string& final_file = {}) {
         if (shut_down_.exchange(true)) return;
-        early_hold_.reset();   // a JVM that never reached VMInit
+        release_early_hold();   // a JVM that never reached VMInit
         stop_own_thread_spawner();
         // The live decoder's backlog decoded while sampling goes on (and the code events still
         // come): that CPU time is then in the profile, not after its last sample. At 100 us it was

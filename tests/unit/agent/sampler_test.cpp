@@ -381,6 +381,41 @@ TEST_CASE("an event stamped by a producer still in flight is not overtaken, howe
     std::remove(path.c_str());
 }
 
+TEST_CASE("the JVM's start is held past a second while hold_for_start is on: a slow VMInit's events still come first") {
+    // A loaded machine: VMInit's scan ended 2-3 s after the agent's load, and the samples released
+    // after a second failed (no VmInfo or methods before them).
+    const bool start_hold = GENERATE(true, false);
+    const std::string path = "/tmp/sf-agent-starthold-" + std::to_string(getpid()) + ".sfr";
+    EventQueue queue;
+    StreamWriter writer(test::new_recording(path));
+    kernel::SamplingConfig config;
+    Sampler sampler(config, queue, writer, nullptr);
+    sampler.hold_for_start(start_hold);
+    REQUIRE(sampler.start().ok());
+    std::atomic<bool> stamped{false};
+    std::thread slow_start([&] {
+        EventQueue::InFlight in_flight(queue);
+        const uint64_t stamp = monotonic_ns();
+        stamped = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1400));
+        queue.emit(ThreadInfo{stamp, 1, false, "vm info"});
+    });
+    while (!stamped) std::this_thread::yield();
+    for (int i = 0; i < 14; ++i) {
+        queue.emit(ThreadInfo{monotonic_ns(), 2, false, "sample"});
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    slow_start.join();
+    sampler.hold_for_start(false);
+    REQUIRE(sampler.stop(3000));
+    const Recorded recorded = read_back(path, 0);
+    INFO("start hold " << start_hold);
+    CHECK(recorded.thread_infos == 15);
+    // Without it, the reader stops waiting for the producer after a second, as before.
+    CHECK(recorded.ordered == start_hold);
+    std::remove(path.c_str());
+}
+
 namespace {
 
 // `count` threads registered with the sampler that sleep until finish() (a service's idle workers).
