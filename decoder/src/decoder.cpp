@@ -129,7 +129,7 @@ enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
     kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kSpMoved,
     kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kReturnBarriers, kStubContinuations, kSignalFrames, kLeafTops, kEntryNativeRuns, kEntryNativeFallbacks,
-    kThreadNativeRoots, kI2cPoppedTops, kInterpreterReturnTops, kStubVmPushes, kCounterCount
+    kThreadNativeRoots, kI2cPoppedTops, kInterpreterReturnTops, kStubVmPushes, kDeoptRebuildingFrames, kCounterCount
 };
 static_assert(kCounterCount <= 32, "a journal keeps the counters of a step in 32 bits");
 // The step counters are the first kCounterCount rows of kDecodeStatFields, in this enum's order.
@@ -151,7 +151,8 @@ static_assert(kCounterFields[kPrologueTops] == &DecodeStats::prologue_tops &&
                   kCounterFields[kThreadNativeRoots] == &DecodeStats::thread_native_roots &&
                   kCounterFields[kI2cPoppedTops] == &DecodeStats::i2c_popped_tops &&
                   kCounterFields[kInterpreterReturnTops] == &DecodeStats::interpreter_return_tops &&
-                  kCounterFields[kStubVmPushes] == &DecodeStats::stub_vm_pushes,
+                  kCounterFields[kStubVmPushes] == &DecodeStats::stub_vm_pushes &&
+                  kCounterFields[kDeoptRebuildingFrames] == &DecodeStats::deopt_rebuilding_frames,
               "kDecodeStatFields starts with the step counters, in Counter's order");
 
 // WalkState::flags
@@ -159,6 +160,7 @@ enum : uint8_t {
     kViaAnchor = 1, kViaNative = 2, kAfterJava = 4, kBreadcrumbUsed = 8, kInNativeRun = detail::kInNativeRunFlag,
     kNativeRescanned = 32,
     kInterrupted = 64,
+    kUnpacking = 128,   // at a frame a deoptimization blob pushed (Walk::unpacking_)
     // Flags only a step into code the map does not know reads (step() and the native fallbacks);
     // a record that did not read them is taken over whatever they are. The last two last the walk.
     kSticky = kBreadcrumbUsed | kNativeRescanned,
@@ -359,6 +361,11 @@ private:
     bool via_native_ = false;   // reached by unwinding native code: sp derived from a frame pointer
     bool after_java_ = false;   // the previous frame was Java: this pc must be Java code or a stub
     bool breadcrumb_used_ = false;
+    // The frame is one a deoptimization blob pushed and may not have filled in yet: the blob, or an
+    // interpreter frame above it, returned here (step_stub, step_interpreted). step() takes it over
+    // into step_unpacking_ for the step it makes.
+    bool unpacking_ = false;
+    bool step_unpacking_ = false;
     // The current run of native frames: where it started, to rescan from there when unwinding it
     // fails (the frames walked so far are then dropped, except the first).
     bool in_native_run_ = false;
@@ -487,7 +494,7 @@ detail::WalkState Walk::state() const {
     s.flags = static_cast<uint8_t>((via_anchor_ ? kViaAnchor : 0) | (via_native_ ? kViaNative : 0) |
                                    (after_java_ ? kAfterJava : 0) | (breadcrumb_used_ ? kBreadcrumbUsed : 0) |
                                    (in_native_run_ ? kInNativeRun : 0) | (native_rescanned_ ? kNativeRescanned : 0) |
-                                   (interrupted_ ? kInterrupted : 0));
+                                   (interrupted_ ? kInterrupted : 0) | (unpacking_ ? kUnpacking : 0));
     return s;
 }
 
@@ -505,6 +512,7 @@ void Walk::restore(const detail::WalkState& at, int64_t delta, int64_t native_de
     breadcrumb_used_ = at.flags & kBreadcrumbUsed;
     in_native_run_ = at.flags & kInNativeRun;
     native_rescanned_ = at.flags & kNativeRescanned;
+    unpacking_ = at.flags & kUnpacking;
     if (in_native_run_) {
         native_run_sp_ = at.native_run_sp;
         // Modulo 2^32, as reuse_previous stored it: a run this walk began at a frame below delta was
@@ -742,6 +750,8 @@ void Walk::end_step(Step s) {
 }
 
 Walk::Step Walk::step() {
+    step_unpacking_ = unpacking_;
+    unpacking_ = false;
     if (count_ >= d_.options_.max_frames) return fail(FailReason::kTooDeep);
     if (!view_.before_end(sp_)) return off_fragment(sp_);
     CodeLookup code;
@@ -1075,21 +1085,37 @@ Walk::Step Walk::step_interpreted() {
         std::memcpy(&v, fixed + words(word - in::kLowestFixedSlot), sizeof v);
         return v;
     };
+    // A frame a deoptimization is still building: the blob pushed its return address and rbp and
+    // wrote its sender sp; Deoptimization::unpack_frames fills in the rest, frame by frame.
+    auto unfilled = [&](FailReason why) {
+        if (!step_unpacking_) return fail(why);
+        const uint64_t caller_sp = slot(in::kSenderSp);
+        const uint64_t caller_pc = slot(in::kReturnAddress);
+        if (caller_sp < fp + words(in::kReturnAddress) || !accept_return(caller_pc)) return fail(why);
+        if (!push_frame(FrameKind::kStub, 0, -1, 0, pc_)) return fail(FailReason::kTooDeep);
+        static const InternedName kRebuilt(kRebuiltFrameName);
+        last_frame().symbol = kRebuilt;
+        bump(kDeoptRebuildingFrames);
+        Step s = go_to(caller_pc, caller_sp, slot(in::kSavedFp));
+        after_java_ = true;
+        unpacking_ = true;
+        return s;
+    };
     const MethodInfo* method = map_.method_by_ptr(slot(in::kMethod), time_);
-    if (!method) return fail(FailReason::kUnknownMethod);
+    if (!method) return unfilled(FailReason::kUnknownMethod);
 
     // Consistency of the fixed slots, whose encoding differs between JDK releases.
     const uint64_t locals = in::locals_address(jdk, fp, slot(in::kLocals));
     // &local0 is just above the return address, or on it for a method without locals.
     if (locals < fp + words(in::kReturnAddress) || locals - fp > words(65536 + 2)) {
-        return fail(FailReason::kBadInterpreterFrame);
+        return unfilled(FailReason::kBadInterpreterFrame);
     }
     const uint64_t initial_sp_raw = slot(in::kInitialSp);
     // JDK 17 and 21 push the initial_sp slot as 0 and store it one instruction later (§a.4).
     const bool initial_sp_window = top_ && jdk.initial_sp_pushed_as_zero && initial_sp_raw == 0;
     if (!initial_sp_window) {
         const uint64_t initial_sp = in::initial_sp_address(jdk, fp, initial_sp_raw);
-        if (initial_sp > lowest || initial_sp < sp_) return fail(FailReason::kBadInterpreterFrame);
+        if (initial_sp > lowest || initial_sp < sp_) return unfilled(FailReason::kBadInterpreterFrame);
     }
 
     int32_t bci = -1;
@@ -1100,7 +1126,7 @@ Walk::Step Walk::step_interpreted() {
         // The bcp slot is only saved when the frame calls out; the live bcp of the top frame is r13.
         uint64_t bcp = slot(in::kBcp);
         if (own_registers() && in_code(sample_.regs.r13)) bcp = sample_.regs.r13;
-        if (!in_code(bcp)) return fail(FailReason::kBadBci);
+        if (!in_code(bcp)) return unfilled(FailReason::kBadBci);
         bci = static_cast<int32_t>(bcp - method->bytecode_begin);
     }
     if (emit_interpreted(*method, bci) != Step::kContinue) return Step::kStop;
@@ -1113,6 +1139,7 @@ Walk::Step Walk::step_interpreted() {
     if (!accept_return(caller_pc)) return fail(FailReason::kBadReturnAddress);
     Step s = go_to(caller_pc, caller_sp, caller_fp);
     after_java_ = true;
+    unpacking_ = step_unpacking_;   // the frames it fills in may come in any order
     return s;
 }
 
@@ -1583,6 +1610,9 @@ Walk::Step Walk::step_stub(const Stub* stub) {
             if (view_.read(ret_slot, ret) && is_return_target(ret) && view_.read(sp + words(fs - 2), caller_fp)) {
                 Step s = go_to(ret, ret_slot + kWord, caller_fp);
                 after_java_ = false;
+                // Into the interpreter: the blob is calling unpack_frames, and the interpreter
+                // frames above it may not be filled in yet (step_interpreted).
+                unpacking_ = detail::unpacks_frames(stub) && map_.in_interpreter(ret);
                 return s;
             }
         }
@@ -2180,6 +2210,10 @@ bool is_upcall_stub(const Stub* stub) { return stub != nullptr && stub->name == 
 bool is_call_stub(const Stub* stub) { return stub != nullptr && stub->name == "call_stub"; }
 
 bool is_adapter_blob(const Stub* stub) { return stub != nullptr && stub->name == "I2C/C2I adapters"; }
+
+bool unpacks_frames(const Stub* stub) {
+    return stub != nullptr && (stub->name == "DeoptimizationBlob" || stub->name == "UncommonTrapBlob");
+}
 
 bool is_continuation_return_barrier(const Stub* stub) {
     return stub != nullptr && (stub->name == "cont_returnBarrier" || stub->name == "cont_returnBarrierExc");

@@ -36,4 +36,9 @@ bool is_adapter_blob(const Stub* stub);
 // rbp as compiled code had it.
 bool builds_rbp_frame(const Stub* stub);
 
+// The blobs that replace a deoptimized compiled frame by interpreter frames: they push them as
+// skeletons and call Deoptimization::unpack_frames from a frame of their own, which returns into
+// the interpreter.
+bool unpacks_frames(const Stub* stub);
+
 }  // namespace sf::detail

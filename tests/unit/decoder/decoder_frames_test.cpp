@@ -713,6 +713,63 @@ TEST_CASE("native code returning into a runtime stub that keeps no frame pointer
     }
 }
 
+TEST_CASE("a deoptimization blob unpacking frames: the interpreter frames it has not filled in yet", "[decoder][stub][deopt]") {
+    // Deoptimization::unpack_frames called from DeoptimizationBlob, which pushed the deoptimized
+    // method's interpreter frames as skeletons (return address, rbp, sender sp) and fills them in
+    // one by one (JDK 25's demo: 5-16 samples a run at 100 us, each unknown_method).
+    const std::string blob = GENERATE(std::string("DeoptimizationBlob"), std::string("UncommonTrapBlob"),
+                                      std::string("ExceptionBlob"));
+    World w;
+    FakeStack s;
+    CodeLoad caller = nmethod(kCodeCacheLow + 0x20000, 5, 6);   // the deoptimized method's caller
+    add_scope(caller, 0x30, {{method_id(5), 21}});
+    w.add_code(caller);
+    Stub stub{1, blob, kCodeCacheLow + 0x50000, kCodeCacheLow + 0x50400, 4};
+    w.map.apply(Event{stub});
+    const uint64_t fp_n = s.at(0x100);         // unpack_frames (rbp-framed)
+    const uint64_t sp_blob = fp_n + 16;
+    const uint64_t fp_skeleton = s.at(0x200);  // the interpreter frame being rebuilt
+    const uint64_t sp_caller = fp_skeleton + 16;
+    const uint64_t fp_entry = s.at(0x600);
+    s.put(fp_n + 8, stub.begin + 0x40);
+    s.put(fp_n, 0x1234);
+    s.put(sp_blob + 3 * 8, kInterpReturnPc);   // the blob's own frame returns into the interpreter
+    s.put(sp_blob + 2 * 8, fp_skeleton);
+    w.interp_frame(s, fp_skeleton, 1, bcp(1, 5), sp_caller, caller.code_begin + 0x30, 0x5555);
+    s.put(sp_caller + 5 * 8, kCallStubReturn);
+    s.put(sp_caller + 4 * 8, fp_entry);
+    w.entry_frame(s, fp_entry);
+    auto decoded = [&] {
+        Decoder d(w.map, test_options());
+        CallTrace t = d.decode(sample_of(s, kNativePc, fp_n - 0x20, fp_n));
+        INFO(blob << ": " << fail_reason_name(t.failure));
+        return std::make_pair(t, d.stats().deopt_rebuilding_frames);
+    };
+    SECTION("filled in: the method it runs") {
+        const auto [t, rebuilt] = decoded();
+        CHECK(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 5), mb(5, 21)});
+        CHECK(rebuilt == 0);
+    }
+    SECTION("not yet: a stub frame says so, and the walk goes on to the caller") {
+        s.put(fp_skeleton + int64_t(hotspot::interp::kMethod) * 8, 0);   // the Method* not written yet
+        const auto [t, rebuilt] = decoded();
+        if (blob == "ExceptionBlob") {   // no blob that unpacks frames: the frame is what it is
+            CHECK(t.status == TraceStatus::kFailed);
+            CHECK(t.failure == FailReason::kUnknownMethod);
+            CHECK(rebuilt == 0);
+        } else {
+            CHECK(t.status == TraceStatus::kComplete);
+            CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
+            const bool marked = std::any_of(t.frames.begin(), t.frames.end(), [](const Frame& f) {
+                return f.kind == FrameKind::kStub && f.symbol.view() == kRebuiltFrameName;
+            });
+            CHECK(marked);
+            CHECK(rebuilt == 1);
+        }
+    }
+}
+
 namespace {
 
 // Two compiled methods for the stub tests, 6-word frames each: A (method 5) with a call site at +0x30

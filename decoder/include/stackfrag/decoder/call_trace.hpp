@@ -80,6 +80,9 @@ std::string incomplete_hint(uint64_t incomplete, uint64_t samples, uint32_t stac
 
 // The leaf frame (FrameKind::kNative) of a sample taken while its thread ran in the kernel.
 inline constexpr const char* kKernelFrameName = "[kernel]";
+// A stub frame standing for an interpreter frame a deoptimization had pushed but not yet filled in
+// (DecodeStats::deopt_rebuilding_frames): which Java method it will run is not on the stack yet.
+inline constexpr const char* kRebuiltFrameName = "[interpreter frame being rebuilt by deoptimization]";
 
 struct CallTrace {
     uint64_t time_ns = 0;

@@ -102,6 +102,12 @@ struct DecodeStats {
     // without an rbp frame (VM_Version's CPUID stubs at the JVM's start): left through the first
     // word above sp that a call into the VM's code ends at.
     uint64_t stub_vm_pushes = 0;
+    // Interpreter frames a deoptimization was still building (the deoptimization or uncommon-trap
+    // blob calling Deoptimization::unpack_frames under them): pushed as skeletons, their Method*,
+    // bcp and locals not filled in yet. Each became a stub frame named kRebuiltFrameName, and the
+    // walk went on to its caller through the slots the blob had written (return address, saved
+    // rbp, sender sp).
+    uint64_t deopt_rebuilding_frames = 0;
     // Incomplete traces whose fragment stopped at a page boundary below where an earlier fragment of
     // the same thread reached: the kernel's copy cannot fault, so it stops at a page of the stack
     // never written (a large local array), not at the stack's top, and the thread's frames go on.
@@ -151,6 +157,7 @@ inline constexpr DecodeStatField kDecodeStatFields[] = {
     {"i2c_popped_tops", "stats", "i2c-popped", &DecodeStats::i2c_popped_tops},
     {"interpreter_return_tops", "stats", "interp-return", &DecodeStats::interpreter_return_tops},
     {"stub_vm_pushes", "stats", "stub-vm-pushes", &DecodeStats::stub_vm_pushes},
+    {"deopt_rebuilding_frames", "stats", "deopt-rebuilding", &DecodeStats::deopt_rebuilding_frames},
     {"incomplete_at_unwritten_page", "stats", "unwritten-page", &DecodeStats::incomplete_at_unwritten_page},
     {"samples", "incremental", "samples", &DecodeStats::incremental_samples},
     {"steps_reused", "incremental", "steps", &DecodeStats::steps_reused},
