@@ -17,11 +17,14 @@
 #   -c LIST     configurations besides "none" (default: all that can run), from
 #               sf10ms sf1ms sf100us jfr10ms jfr1ms ap10ms ap1ms ap100us, and for a side-by-side
 #               of the sampling modes sfthread10ms sfthread1ms sfthread100us sfcpu10ms sfcpu1ms
-#               sfcpu100us (stackfrag with mode=thread / mode=cpu; not in the default set)
+#               sfcpu100us (stackfrag with mode=thread / mode=cpu; not in the default set), and with
+#               STACKFRAG_AGENT_B set, sfb10ms sfb1ms sfb100us (that second agent build, default
+#               options: two builds compared in the same alternating runs; not in the default set)
 #   -e EXT      profile format stackfrag writes at exit: html, pb.gz, collapsed, json (default html)
 #   -n          print the table only; leave docs/benchmarks.md alone
 # Env: ASYNC_PROFILER (path of libasyncProfiler.so: adds the ap* configurations; build it yourself,
 #      it is not part of this project), STACKFRAG_AGENT (default build/lib/libstackfrag.so),
+#      STACKFRAG_AGENT_B (another build of the agent, e.g. an older commit's, for an A/B),
 #      STACKFRAG_SHARED_DIR, JAVA_HOME, OVERHEAD_LOGS (a directory that keeps every run's stderr).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -56,6 +59,8 @@ need_count -r "$ROUNDS" rounds
 need_count -i "$ITER" iterations
 JAVA="$(need_java)"
 need_agent "$AGENT"
+AGENT_B="${STACKFRAG_AGENT_B:-}"
+[ -z "$AGENT_B" ] || need_agent "$AGENT_B"
 need_async_profiler_if_given "$ASYNC_PROFILER"
 [ -x /usr/bin/time ] || { echo "overhead: /usr/bin/time is missing (apt-get install time)" >&2; exit 2; }
 SCRATCH="$(mktemp -d /dev/shm/sf-overhead.XXXXXX)"
@@ -98,6 +103,18 @@ MODE_CONFIGS=(
   "sfcpu100us|stackfrag mode=cpu 10k/s|$SF,interval=100us,mode=cpu"
 )
 [ -n "$CHOSEN" ] && ALL_CONFIGS+=("${MODE_CONFIGS[@]}")
+# A second build of the agent in the same rounds (is a change a regression, or was it the host?).
+if [ -n "$AGENT_B" ] && [ -n "$CHOSEN" ]; then
+  SF_B="-agentpath:$AGENT_B=loglevel=info${SF_OUT:+,$SF_OUT}"
+  ALL_CONFIGS+=(
+    "sfb10ms|stackfrag B 100/s|$SF_B,interval=10ms"
+    "sfb1ms|stackfrag B 1k/s|$SF_B,interval=1ms"
+    "sfb100us|stackfrag B 10k/s|$SF_B,interval=100us"
+  )
+fi
+if [ -z "$AGENT_B" ] && [[ " $CHOSEN " == *" sfb"* ]]; then
+  echo "overhead: the sfb* configurations need STACKFRAG_AGENT_B=/path/libstackfrag.so (a second build)" >&2; exit 2
+fi
 CONFIGS=("none|no profiler|")
 add_chosen_configs ALL_CONFIGS
 [ "${#CONFIGS[@]}" -gt 1 ] || { echo "overhead: no configuration to compare with no profiler" >&2; exit 2; }
@@ -118,7 +135,7 @@ run_once() {
     exit 1
   fi
   need_no_agent_error "$SCRATCH/err" "on $workload with '$opts'"
-  if [ -n "$SF_OUT" ] && [[ "$opts" == *"$AGENT"*file=* ]] && [ ! -s "$out" ]; then
+  if [ -n "$SF_OUT" ] && { [[ "$opts" == *"$AGENT="*file=* ]] || { [ -n "$AGENT_B" ] && [[ "$opts" == *"$AGENT_B="*file=* ]]; }; } && [ ! -s "$out" ]; then
     echo "overhead: no profile written to $out on $workload" >&2
     exit 1
   fi
@@ -215,7 +232,8 @@ java_version="$("$JAVA" -version 2>&1 | head -1)"
   # at the same interval, from the two median ratios. Where async-profiler adds under 2 % (10 ms)
   # the quotient is noise over noise, so it is not printed.
   share_cols=()
-  for pair in "sf10ms ap10ms 10 ms" "sf1ms ap1ms 1 ms" "sf100us ap100us 100 µs"; do
+  for pair in "sf10ms ap10ms 10 ms" "sf1ms ap1ms 1 ms" "sf100us ap100us 100 µs" \
+              "sfb10ms ap10ms 10 ms (B)" "sfb1ms ap1ms 1 ms (B)" "sfb100us ap100us 100 µs (B)"; do
     read -r sf_key ap_key label <<<"$pair"
     sf_i="$(config_index "$sf_key")"
     ap_i="$(config_index "$ap_key")"
