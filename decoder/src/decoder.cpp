@@ -2202,7 +2202,19 @@ bool builds_rbp_frame(const Stub* stub) {
                               (starts_with(n, "load_barrier_on_") && ends_with(n, "_runtime_stub")) ||
                               starts_with(n, "store_barrier_on_oop_field_") ||
                               (starts_with(n, "shenandoah_") && ends_with(n, "_slow"));
-    return (runtime1 && stub->frame_size_words >= 2) || collector_c1;
+    // StubRoutines' array copies (jint_disjoint_arraycopy, oop_arraycopy_uninit, the *_avx3 ones on
+    // AVX-512, checkcast_arraycopy, unsafe_arraycopy) begin with `enter` on JDK 17 and 25
+    // (-XX:+PrintStubCode) and are announced without a frame size. Sampled inside one, a scan from
+    // sp met a stale return address before the real one at [rbp+8] (seen on the httpserver
+    // workload: a Comparator lambda named as jint_conjoint_arraycopy_avx3's caller, rsp 0x80 below
+    // rbp, and the walk failed one frame on). generic_arraycopy begins with a jump to a later
+    // `enter`, so its first bytes are not its frame's (its name has none of the prefixes).
+    const bool array_copy_family = starts_with(n, "jbyte_") || starts_with(n, "jshort_") || starts_with(n, "jint_") ||
+                                   starts_with(n, "jlong_") || starts_with(n, "oop_") || starts_with(n, "arrayof_") ||
+                                   starts_with(n, "checkcast_") || starts_with(n, "unsafe_");
+    const bool array_copy = stub->frame_size_words < 0 && array_copy_family &&
+                            (ends_with(n, "arraycopy") || ends_with(n, "arraycopy_avx3") || ends_with(n, "arraycopy_uninit"));
+    return (runtime1 && stub->frame_size_words >= 2) || collector_c1 || array_copy;
 }
 
 bool is_upcall_stub(const Stub* stub) { return stub != nullptr && stub->name == "upcall_stub"; }

@@ -32,7 +32,8 @@ bool is_adapter_blob(const Stub* stub);
 // size (they save registers with an oop map; those without one, slow_subtype_check, only push), and
 // the collectors' C1 runtime stubs (G1's g1_*_barrier_slow, ZGC's load_barrier_on_*_runtime_stub and
 // store_barrier_on_oop_field_*, Shenandoah's shenandoah_*_slow), which the VM announces without a
-// frame size (they save registers without an oop map). The runtime blobs and C2's runtime stubs leave
+// frame size (they save registers without an oop map), and StubRoutines' array copies (all but
+// generic_arraycopy, whose `enter` follows a jump). The runtime blobs and C2's runtime stubs leave
 // rbp as compiled code had it.
 bool builds_rbp_frame(const Stub* stub);
 

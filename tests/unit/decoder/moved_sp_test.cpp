@@ -467,6 +467,24 @@ TEST_CASE("a sample inside a GC barrier's C1 runtime stub of unknown size: its c
         CHECK(java_frames(t) == expected);
         CHECK(stats.stub_rbp_frames == 1);
     }
+    SECTION("StubRoutines' array copies") {
+        // jint_conjoint_arraycopy_avx3 (JDK 17, httpserver): a Comparator lambda's stale return
+        // address was taken for the caller, and the walk failed a frame on; after ArrayList.grow,
+        // Arrays.copyOf was replaced by stale callers that did not fail.
+        for (const char* name : {"jint_conjoint_arraycopy_avx3", "jint_disjoint_arraycopy", "oop_arraycopy_uninit",
+                                 "arrayof_jlong_disjoint_arraycopy", "checkcast_arraycopy", "unsafe_arraycopy"}) {
+            const CallTrace t = decode_in(name, stub_begin + 0xc0, rbp - 0x80, rbp);
+            INFO(name << ": " << fail_reason_name(t.failure));
+            CHECK(java_frames(t) == expected);
+            CHECK(stats.stub_rbp_frames == 1);
+            CHECK(stats.stub_scans == 0);
+        }
+    }
+    SECTION("generic_arraycopy begins with a jump to its `enter`: its rbp is not taken at the top") {
+        const CallTrace t = decode_in("generic_arraycopy", stub_begin + 0xc0, rbp - 0x80, rbp);
+        CHECK(stats.stub_rbp_frames == 0);
+        CHECK(stats.stub_scans == 1);
+    }
     SECTION("before `mov rbp, rsp` rbp is C's: the scan decides, and meets the stale address") {
         const CallTrace t = decode_in(zgc, stub_begin + 1, rbp - 0x1c0, rbp);
         CHECK(stats.stub_rbp_frames == 0);
