@@ -371,6 +371,52 @@ TEST_CASE("incremental: native frames below a top whose run began elsewhere are 
     }
 }
 
+TEST_CASE("a native recursion 200 frames deep under a native wrapper walks to its Java caller", "[decoder][incremental]") {
+    // C1's BlockBegin::iterate_preorder ran 199 frames deep on a compiler thread (jython); at the old
+    // limit of 128 native frames each such sample failed as native_unwind_failed.
+    constexpr int kDepth = 200;
+    World w;
+    FakeStack s;
+    const uint64_t wrapper_begin = kCodeCacheLow + 0x70000, d_begin = kCodeCacheLow + 0x20000;
+    w.add_code(nmethod(wrapper_begin, 9, 10, CodeKind::kNativeWrapper));
+    CodeLoad d = nmethod(d_begin, 5, 6);
+    add_scope(d, 0x30, {{method_id(5), 21}});
+    w.add_code(d);
+    const uint64_t sp_w = s.at(0x3d00);
+    const uint64_t fp_w = sp_w + 64, sp_d = sp_w + 80, fp_stub = s.at(0x3e00);
+    s.put(fp_w + 8, d_begin + 0x30);
+    s.put(fp_w, 0x4444);
+    s.put(sp_d + 40, kCallStubReturn);
+    s.put(sp_d + 32, fp_stub);
+    w.entry_frame(s, fp_stub);
+    auto fp_of = [&](int k) { return sp_w - 16 - 0x40 * uint64_t(k - 1); };
+    for (int k = 1; k <= kDepth; ++k) {
+        s.put(fp_of(k) + 8, k == 1 ? wrapper_begin + 0x60 : kNativePc + 0x100 * uint64_t(k % 64 + 1));
+        s.put(fp_of(k), k == 1 ? fp_w : fp_of(k - 1));
+    }
+    REQUIRE(fp_of(kDepth) - 0x20 >= s.base);
+    for (bool incremental : {false, true}) {
+        DecoderOptions o = options_with(incremental);
+        REQUIRE(o.max_native_frames > size_t(kDepth));
+        Decoder decoder(w.map, o);
+        const CallTrace t = decoder.decode(sample_of(s, kNativePc + 0x200, fp_of(kDepth) - 0x20, fp_of(kDepth)));
+        INFO("incremental " << incremental << ": " << fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(t.frames.size() == size_t(kDepth) + 2);   // the native frames, the wrapper, D
+        const std::vector<MethodBci> java = java_frames(t);
+        REQUIRE(java.size() == 2);   // the native method (its wrapper), then D
+        CHECK(java.back() == mb(5, 21));
+        SECTION("at the old limit the recursion's frames were lost") {
+            // Under Java code a rescan from the run's first frame jumps to the first return into
+            // Java above it; on a compiler thread there is none, and the walk failed.
+            o.max_native_frames = 128;
+            Decoder limited(w.map, o);
+            const CallTrace cut = limited.decode(sample_of(s, kNativePc + 0x200, fp_of(kDepth) - 0x20, fp_of(kDepth)));
+            CHECK((cut.status != TraceStatus::kComplete || cut.frames.size() < size_t(kDepth) + 2));
+        }
+    }
+}
+
 TEST_CASE("incremental: a walk resumed inside a native run that began at its own top rescans from there",
           "[decoder][incremental]") {
     // The run of native frames of the second walk begins at its top (frame 0) and has one frame more

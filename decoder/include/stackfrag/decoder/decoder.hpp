@@ -21,8 +21,11 @@ struct DecoderOptions {
     // Words scanned upwards from where a run of native frames began when unwinding it fails (VM
     // code between a JNI call and the top can be deep): the whole 16 KB fragment by default.
     size_t native_scan_words = 2048;
-    // Native frames (C/C++) walked before giving up on reaching Java code.
-    size_t max_native_frames = 128;
+    // Native frames (C/C++) walked before giving up on reaching Java code: a backstop, since every
+    // native step must land after a call. Deep enough for the compilers' own recursions (C1's
+    // BlockBegin::iterate_preorder ran 199 frames deep on jython, and at 128 each such sample
+    // failed as native_unwind_failed); a walk that runs off its fragment first is incomplete.
+    size_t max_native_frames = 1024;
     // Unwind native code with libunwind over the ELF unwind tables of the mapped modules (falls back
     // to the rbp chain). Needs the module files readable; off means rbp chain only.
     bool use_libunwind = true;
