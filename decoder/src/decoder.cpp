@@ -1,5 +1,6 @@
 #include "stackfrag/decoder/decoder.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <string_view>
@@ -2194,6 +2195,32 @@ void splice_journal(WalkJournal& last, WalkJournal& top, const Splice& splice, c
     top.start();
 }
 
+namespace {
+// StubRoutines' compute stubs that begin with `enter` on JDK 17 and 25 alike, where a name exists in
+// both (-XX:+PrintStubCode on an AVX-512 host; the fill stubs are left out: on JDK 25 a `mov`
+// comes first). C2 calls them as leaf calls; several reserve stack below rbp or push registers,
+// among which a scan from sp met stale return addresses (updateBytesCRC32 on xalan: rsp 0x30
+// below rbp, a stale return into TransformerImpl.executeChildTemplates at sp+8, while [rbp+8]
+// returns into CRC32.update).
+constexpr std::string_view kEnterComputeStubs[] = {
+    // JDK 17 and 25
+    "aescrypt_decryptBlock", "aescrypt_encryptBlock", "bigIntegerLeftShiftWorker", "bigIntegerRightShiftWorker",
+    "cipherBlockChaining_decryptAESCrypt", "cipherBlockChaining_encryptAESCrypt", "counterMode_AESCrypt",
+    "electronicCodeBook_decryptAESCrypt", "electronicCodeBook_encryptAESCrypt", "ghash_processBlocks",
+    "md5_implCompress", "md5_implCompressMB", "mulAdd", "multiplyToLen", "sha1_implCompress", "sha1_implCompressMB",
+    "sha256_implCompress", "sha256_implCompressMB", "sha512_implCompress", "sha512_implCompressMB", "squareToLen",
+    "updateBytesAdler32", "updateBytesCRC32", "updateBytesCRC32C", "vectorizedMismatch",
+    // JDK 17 only
+    "implDecode", "implEncode", "libmCos", "libmExp", "libmLog", "libmLog10", "libmPow", "libmSin", "libmTan",
+    // JDK 25 only
+    "base64_decodeBlock", "base64_encodeBlock", "chacha20Block", "dcbrt", "dcos", "dexp", "dilithiumAlmostInverseNtt",
+    "dilithiumAlmostNtt", "dilithiumDecomposePoly", "dilithiumMontMulByConstant", "dilithiumNttMult", "dlog", "dlog10",
+    "double_keccak", "dpow", "dsin", "dtan", "dtanh", "fmod", "galoisCounterMode_AESCrypt", "intpoly_assign",
+    "intpoly_montgomeryMult_P256", "kyber12To16", "kyberAddPoly_2", "kyberAddPoly_3", "kyberBarrettReduce",
+    "kyberInverseNtt", "kyberNtt", "kyberNttMult", "poly1305_processBlocks", "sha3_implCompress", "sha3_implCompressMB",
+    "unsafe_setmemory"};
+}  // namespace
+
 bool builds_rbp_frame(const Stub* stub) {
     if (!stub) return false;
     const std::string& n = stub->name;
@@ -2214,7 +2241,10 @@ bool builds_rbp_frame(const Stub* stub) {
                                    starts_with(n, "checkcast_") || starts_with(n, "unsafe_");
     const bool array_copy = stub->frame_size_words < 0 && array_copy_family &&
                             (ends_with(n, "arraycopy") || ends_with(n, "arraycopy_avx3") || ends_with(n, "arraycopy_uninit"));
-    return (runtime1 && stub->frame_size_words >= 2) || collector_c1 || array_copy;
+    const bool compute = stub->frame_size_words < 0 &&
+                         std::find(std::begin(kEnterComputeStubs), std::end(kEnterComputeStubs), std::string_view(n)) !=
+                             std::end(kEnterComputeStubs);
+    return (runtime1 && stub->frame_size_words >= 2) || collector_c1 || array_copy || compute;
 }
 
 bool is_upcall_stub(const Stub* stub) { return stub != nullptr && stub->name == "upcall_stub"; }

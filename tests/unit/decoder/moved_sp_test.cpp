@@ -480,6 +480,20 @@ TEST_CASE("a sample inside a GC barrier's C1 runtime stub of unknown size: its c
             CHECK(stats.stub_scans == 0);
         }
     }
+    SECTION("StubRoutines' compute stubs that begin with `enter`") {
+        // updateBytesCRC32 (JDK 17, xalan): rsp 0x30 below rbp, a stale return into
+        // TransformerImpl.executeChildTemplates at sp+8 taken for the caller, not CRC32.update.
+        for (const char* name : {"updateBytesCRC32", "libmPow", "dlog", "sha256_implCompressMB", "vectorizedMismatch"}) {
+            const CallTrace t = decode_in(name, stub_begin + 0xc0, rbp - 0x80, rbp);
+            INFO(name << ": " << fail_reason_name(t.failure));
+            CHECK(java_frames(t) == expected);
+            CHECK(stats.stub_rbp_frames == 1);
+        }
+    }
+    SECTION("a fill stub is not taken: on JDK 25 its `enter` comes after a `mov`") {
+        const CallTrace t = decode_in("jint_fill", stub_begin + 0xc0, rbp - 0x80, rbp);
+        CHECK(stats.stub_rbp_frames == 0);
+    }
     SECTION("generic_arraycopy begins with a jump to its `enter`: its rbp is not taken at the top") {
         const CallTrace t = decode_in("generic_arraycopy", stub_begin + 0xc0, rbp - 0x80, rbp);
         CHECK(stats.stub_rbp_frames == 0);
