@@ -1684,6 +1684,25 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     const bool rbp_frame_into_native =
         (is_upcall_stub(map_, stub) || (top_ && is_call_stub(map_, stub))) && (!top_ || pc_ >= stub->begin + kEnterBytes) &&
         fp_ >= sp_ && fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words));
+    // HotSpot's nmethod entry barrier (`method_entry_barrier`: JDK 17 with ZGC or Shenandoah, every
+    // collector since JDK 20), called from a compiled method's prologue: `push -1` (a cookie it
+    // overwrites when it deoptimizes the method), `enter`, then every register, vector ones too,
+    // and a call into BarrierSetNMethod. Its return address is at [rbp+16], above the cookie, and
+    // the register saves hold copies of it: a scan from sp took one for the return slot, so the
+    // compiled frame's sp was off and its own caller a second copy (seen: httpserver, JDK 25,
+    // 3 samples with StringLatin1.indexOf twice, then bad_return_address).
+    constexpr uint64_t kCookieAndEnterBytes = 5 + 4;   // push imm32; push rbp; mov rbp, rsp
+    if (stub != nullptr && fs < 0 && (via_native_ || (top_ && pc_ >= stub->begin + kCookieAndEnterBytes)) &&
+        fp_ > sp_ && fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words)) && stub->name == "method_entry_barrier") {
+        uint64_t saved_fp = 0, ret = 0, chosen = 0;
+        if (view_.read(fp_, saved_fp) && view_.read(fp_ + 2 * kWord, ret) && is_return_target(ret) &&
+            plausible_caller(ret, fp_ + 3 * kWord, saved_fp, chosen, stub)) {
+            bump(kStubRbpFrames);
+            Step s = go_to(ret, fp_ + 3 * kWord, chosen);
+            after_java_ = false;
+            return s;
+        }
+    }
     constexpr uint64_t kFewPushes = 8;
     const bool rbp_frame_into_java = stub != nullptr && ((via_native_ && fs < 0) || top_in_rbp_frame) && fp_ > sp_ &&
                                      fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words));

@@ -519,6 +519,40 @@ TEST_CASE("a sample inside a GC barrier's C1 runtime stub of unknown size: its c
     }
 }
 
+TEST_CASE("the nmethod entry barrier's return address lies above its cookie, and its register saves hold copies "
+          "of it", "[decoder][moved_sp][stub]") {
+    // method_entry_barrier (JDK 25, httpserver): `push -1; enter`, every register saved, a call into
+    // BarrierSetNMethod::nmethod_stub_entry_barrier. A scan from the stub's sp took a copy of the
+    // return address among the saves for C's return slot: C's sp was off, its caller a second copy.
+    MovedWorld mw(jdk_param());
+    const uint64_t stub_begin = kCodeCacheLow + 0x40000;
+    put_call(mw.c, 0x20, stub_begin);   // C's entry barrier: call the stub
+    add_scope(mw.c, 0x30, {{method_id(4), 0}});
+    mw.announce();
+    mw.w.map.apply(stub_at(stub_begin, "method_entry_barrier", -1));
+    const uint64_t ret = mw.c_begin + 0x25;
+    const uint64_t rbp = mw.sp_c - 3 * 8;
+    mw.s.put(rbp + 16, ret);
+    mw.s.put(rbp + 8, ~uint64_t{0});   // the cookie
+    mw.s.put(rbp, 0x2222);
+    // The native function's frame below the saves; a copy of C's return address among them, and
+    // another where C's return slot would be if the copy were taken.
+    const uint64_t fp_native = rbp - 0x100;
+    mw.s.put(fp_native + 8, stub_begin + 0xb7);
+    mw.s.put(fp_native, rbp);
+    mw.s.put(fp_native + 0x18, ret);
+    mw.s.put(fp_native + 0x18 + 8 + 3 * 8, ret);
+    Decoder d(mw.w.map, test_options());
+    const CallTrace t = d.decode(sample_of(mw.s, kNativePc, fp_native - 0x20, fp_native));
+    INFO(fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    REQUIRE(t.frames.size() == 4);   // the native function, the stub, C, D
+    CHECK(t.frames[1].kind == FrameKind::kStub);
+    CHECK(t.frames[2].method_id == method_id(4));
+    CHECK(t.frames[3].method_id == method_id(5));
+    CHECK(d.stats().stub_rbp_frames == 1);
+}
+
 TEST_CASE("a GC barrier's slow path jumps back to a PcDesc of its own: the frame is that PcDesc's", "[decoder][moved_sp]") {
     // C1's tier-1 VersionedValueCommitted.getCurrentValue (h2, ZGC, JDK 25): aload_0, getfield, areturn.
     // PcDescs at the entry barrier's return (bci 0) and where the load barrier's slow path jumps back
