@@ -1640,6 +1640,26 @@ Walk::Step Walk::step_stub(const Stub* stub) {
             return s;
         }
     }
+    // A c2i adapter sampled after it moved the return address (`pop rax; mov r13, rsp; sub rsp, n;
+    // mov [rsp], rax`, then the arguments are copied for the interpreter): the return address into
+    // the compiled caller is at [sp] and in rax, and the caller's sp is r13, n bytes above sp. The
+    // scan below took [sp] with sp + 8, which fails, and went on to a stale return address (seen:
+    // httpserver, JDK 17: FilterOutputStream.write instead of ExchangeImpl.close, then
+    // bad_return_address). Before the `pop`, [sp] is the return address with the caller's sp right
+    // above it, which the scan finds; r13 then is whatever compiled code kept in it, so it is tried
+    // only after that, and the caller must check out either way.
+    constexpr uint64_t kMaxC2iSpaceBytes = 4096;   // 256 argument slots, aligned
+    if (own_registers() && is_adapter_blob(map_, stub) && sample_.regs.r13 > sp_ + kWord &&
+        sample_.regs.r13 - sp_ <= kMaxC2iSpaceBytes) {
+        uint64_t ret = 0, chosen = 0;
+        if (!(view_.read(sp_, ret) && is_return_target(ret))) ret = sample_.regs.ax;
+        if (is_return_target(ret) && !plausible_caller(ret, sp_ + kWord, fp_, chosen, stub) &&
+            plausible_caller(ret, sample_.regs.r13, fp_, chosen, stub)) {
+            Step s = go_to(ret, sample_.regs.r13, chosen);
+            after_java_ = false;
+            return s;
+        }
+    }
     // A leaf stub that the VM's own C++ code calls (ICache::invalidate_range's flush stub, SafeFetch)
     // builds no frame: at the sample's own pc [sp] is the return address into the VM's code. Java
     // code's calls return into the code cache, which this never takes; a stub's data that happens to

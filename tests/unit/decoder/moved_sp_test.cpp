@@ -553,6 +553,42 @@ TEST_CASE("the nmethod entry barrier's return address lies above its cookie, and
     CHECK(d.stats().stub_rbp_frames == 1);
 }
 
+TEST_CASE("a c2i adapter past moving its return address: the caller's sp is r13, the return address at [sp]",
+          "[decoder][moved_sp][stub]") {
+    // httpserver, JDK 17: `pop rax; mov r13, rsp; sub rsp, 16; mov [rsp], rax` done, the arguments
+    // being copied; the scan took [sp] with sp + 8, which fails, and then a stale return address.
+    MovedWorld mw(jdk_param());
+    const uint64_t adapters = kCodeCacheLow + 0x50000;
+    put_call(mw.c, 0x30 - 5, adapters + 0x200);
+    add_scope(mw.c, 0x30, {{method_id(4), 7}});
+    mw.announce();
+    Stub blob = stub_at(adapters, "I2C/C2I adapters", -1);
+    blob.end = adapters + 0x1000;
+    mw.w.map.apply(blob);
+    const uint64_t sp = mw.sp_c - 16;
+    mw.s.put(sp, mw.c_begin + 0x30);
+    mw.stale_at(sp + 8);
+    Sample smp = sample_of(mw.s, adapters + 0x230, sp, 0x2222);
+    smp.regs.r13 = mw.sp_c;
+    Decoder d(mw.w.map, test_options());
+    const std::vector<MethodBci> expected{mb(4, 7), mb(5, 21)};
+    SECTION("r13 says where the caller's frame is") {
+        const CallTrace t = d.decode(smp);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(t.frames.front().kind == FrameKind::kStub);
+        CHECK(java_frames(t) == expected);
+    }
+    SECTION("before the `pop`, [sp] with the caller's sp above it is taken, whatever r13 holds") {
+        mw.s.put(mw.sp_c - 8, mw.c_begin + 0x30);
+        smp = sample_of(mw.s, adapters + 0x200, mw.sp_c - 8, 0x2222);
+        smp.regs.r13 = mw.sp_c + 0x40;
+        const CallTrace t = d.decode(smp);
+        INFO(fail_reason_name(t.failure));
+        CHECK(java_frames(t) == expected);
+    }
+}
+
 TEST_CASE("a GC barrier's slow path jumps back to a PcDesc of its own: the frame is that PcDesc's", "[decoder][moved_sp]") {
     // C1's tier-1 VersionedValueCommitted.getCurrentValue (h2, ZGC, JDK 25): aload_0, getfield, areturn.
     // PcDescs at the entry barrier's return (bci 0) and where the load barrier's slow path jumps back
