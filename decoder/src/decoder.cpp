@@ -1752,7 +1752,12 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // it must be the caller's rbp as pushed, an address up the stack (libjvm keeps frame pointers;
     // get_cpu_info then uses rbp for its data). A stale return among a frame's data (seen: a
     // spilled pc with 0 below it) has no such word below.
-    if (top_ && stub != nullptr && fs < 0 && d_.native_ != nullptr) {
+    // [sp] itself counts as below: an itable stub builds no frame, and its return into Java code at
+    // [sp] lay below a stale word into libjvm that passed every other check (h2, JDK 25:
+    // Reflection::reflect_new_array named as the itable stub's caller, then bad_return_address).
+    uint64_t word_at_sp = 0;
+    if (top_ && stub != nullptr && fs < 0 && d_.native_ != nullptr &&
+        !(view_.read(sp_, word_at_sp) && is_return_target(word_at_sp))) {
         for (uint64_t slot = sp_ + kWord; slot <= sp_ + words(kFewPushes); slot += kWord) {
             uint64_t word = 0, pushed_fp = 0;
             if (!view_.read(slot, word) || is_return_target(word)) break;

@@ -340,6 +340,16 @@ TEST_CASE("a stub the VM's C++ code called that pushed registers without an rbp 
     const CallTrace g = other.decode(in_stub_with(ret - 1));
     CHECK(g.status != TraceStatus::kComplete);
     CHECK(other.stats().stub_vm_pushes == 0);
+
+    // Nor when [sp] itself returns into Java code: a frameless stub (itable, vtable stubs, an
+    // adapter) was called from there, and the VM word above it is stale (h2, JDK 25:
+    // Reflection::reflect_new_array named as an itable stub's caller).
+    Sample java_at_sp = in_stub_with(ret);
+    const uint64_t java_return = test::kInterpReturnPc;
+    std::memcpy(java_at_sp.stack.data(), &java_return, 8);
+    Decoder third(w.map, DecoderOptions{});
+    third.decode(java_at_sp);
+    CHECK(third.stats().stub_vm_pushes == 0);
 }
 
 TEST_CASE("a native stack deeper than the fragment is incomplete, not failed, where libunwind needs the words above it",
