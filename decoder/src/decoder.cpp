@@ -1440,7 +1440,11 @@ bool Walk::accept_return(uint64_t ret) {
 }
 
 // Several deltas reach this pc on different paths: the one whose saved rsp is at [sp] (string
-// intrinsics push it last), else the one whose return slot holds a verified call site.
+// intrinsics push it last), else the one whose return slot holds a verified call site, and where
+// more than one does, the first whose caller's frame checks out one level further. (string_indexof
+// before its pushes, after zero, one or two 16-byte copies of short strings: the slot of delta 0
+// held a stale return address into Striped64.casBase with a PcDesc of its own, delta 16's the true
+// one into SearchEndpoint.serve; httpserver, JDK 25.)
 int32_t Walk::choose_delta(const detail::SpRange& range, uint64_t sp, int32_t fs) {
     if (range.count == 1) return range.deltas[0];
     uint64_t top = 0;
@@ -1450,6 +1454,8 @@ int32_t Walk::choose_delta(const detail::SpRange& range, uint64_t sp, int32_t fs
             if (d > 0 && top == sp + static_cast<uint64_t>(d)) return d;
         }
     }
+    int32_t verified[detail::SpRange::kMaxDeltas] = {};
+    uint8_t verified_count = 0;
     for (uint8_t i = 0; i < range.count; ++i) {
         const int32_t d = range.deltas[i];
         const uint64_t slot = static_cast<uint64_t>(static_cast<int64_t>(sp) + d) + words(fs - 1);
@@ -1462,8 +1468,17 @@ int32_t Walk::choose_delta(const detail::SpRange& range, uint64_t sp, int32_t fs
             !scope_at_pc(*caller, ret)) {
             continue;
         }
-        return d;
+        verified[verified_count++] = d;
     }
+    if (verified_count == 1) return verified[0];
+    for (uint8_t i = 0; i < verified_count; ++i) {
+        const uint64_t slot = static_cast<uint64_t>(static_cast<int64_t>(sp) + verified[i]) + words(fs - 1);
+        uint64_t ret = 0, saved_fp = 0, chosen = 0;
+        view_.read(slot, ret);
+        view_.read(slot - kWord, saved_fp);
+        if (plausible_caller(ret, slot + kWord, saved_fp, chosen, nullptr)) return verified[i];
+    }
+    if (verified_count > 0) return verified[0];
     for (uint8_t i = 0; i < range.count; ++i) {
         if (range.deltas[i] == 0) return 0;
     }

@@ -110,6 +110,21 @@ TEST_CASE("string_indexof: rsp saved, a short string copied below, four register
         REQUIRE(t.status == TraceStatus::kComplete);
         CHECK(java_frames(t) == expected);
     }
+    SECTION("at the first push, with or without the copy: the slot of no copy holds a stale verified return") {
+        // httpserver, JDK 25: delta 0's slot returned into Striped64.casBase at a call site with a
+        // PcDesc, delta 16's into the true caller; the first verified one was taken.
+        CodeLoad e = nmethod(kCodeCacheLow + 0x30000, 6, 6);
+        e.code.assign(0x400, 0x90);
+        put_call(e, 0x40 - 5, mw.c_begin);
+        add_scope(e, 0x40, {{method_id(6), 3}});
+        mw.w.add_code(e);
+        const uint64_t rsp = mw.sp_c - 16;
+        mw.s.put(rsp + 3 * 8, e.code_begin + 0x40);
+        CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x32, rsp, 0x2222));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == expected);
+    }
     SECTION("after pop rsp the frame is whole again, in the caller's scope") {
         CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x3a, mw.sp_c, 0x2222));
         REQUIRE(t.status == TraceStatus::kComplete);
