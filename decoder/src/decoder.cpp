@@ -443,7 +443,16 @@ void Walk::run() {
         fail(FailReason::kNoCodeMap);
     } else if (sample_.stack.empty()) {
         frames_at_pc_alone();
-        fail(FailReason::kEmptyStack);
+        // A thread the kernel has just made, sampled at its first instruction, the one after the
+        // `syscall` in clone3, with sp at the very top of its new stack: there is nothing to copy
+        // and nothing above to walk, so that one frame is its whole stack (httpserver, JDK 17:
+        // 3 samples of a run's new threads, each empty_stack before).
+        if (count_ == 1 && last_frame().kind == FrameKind::kNative && d_.native_ != nullptr &&
+            d_.native_->after_syscall(sample_.regs.ip) && last_frame().symbol.str().find("clone") != std::string::npos) {
+            complete();
+        } else {
+            fail(FailReason::kEmptyStack);
+        }
     } else {
         const uint32_t wanted = map_.vm().sample_stack_bytes;
         fragment_full_ = fragment_is_full(sample_.stack.size(), wanted) || d_.fragment_at_unwritten_page_;

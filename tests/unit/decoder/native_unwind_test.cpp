@@ -489,6 +489,19 @@ TEST_CASE("a sample right after clone3's syscall: the parent returns to its call
     REQUIRE(c.frames.size() == 1);
     CHECK(c.frames[0].pc == clone3->after_syscall);
 
+    // The same with sp at the very top of its stack: the kernel had nothing to copy (httpserver,
+    // JDK 17: empty_stack before). Complete, one frame; an empty fragment elsewhere still fails.
+    Sample at_top = child;
+    at_top.stack.clear();
+    const CallTrace e = Decoder(w.map, DecoderOptions{}).decode(at_top);
+    INFO(symbols_of(e) << fail_reason_name(e.failure));
+    CHECK(e.status == TraceStatus::kComplete);
+    REQUIRE(e.frames.size() == 1);
+    CHECK(e.frames[0].pc == clone3->after_syscall);
+    Sample elsewhere_empty = at_top;
+    elsewhere_empty.regs.ip = clone3->caller_ret;
+    CHECK(Decoder(w.map, DecoderOptions{}).decode(elsewhere_empty).failure == FailReason::kEmptyStack);
+
     // A return address whose call goes elsewhere (another function of libc) is no caller of clone3.
     Sample stale = parent;
     const uint64_t elsewhere = clone3->caller_ret + 0x10000;
