@@ -1672,14 +1672,27 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // bad_return_address). Before the `pop`, [sp] is the return address with the caller's sp right
     // above it, which the scan finds; r13 then is whatever compiled code kept in it, so it is tried
     // only after that, and the caller must check out either way.
-    constexpr uint64_t kMaxC2iSpaceBytes = 4096;   // 256 argument slots, aligned
+    constexpr uint64_t kMaxC2iSpaceBytes = 4096;   // 256 argument slots, aligned; or the saved registers
     if (own_registers() && is_adapter_blob(map_, stub) && sample_.regs.r13 > sp_ + kWord &&
         sample_.regs.r13 - sp_ <= kMaxC2iSpaceBytes) {
         uint64_t ret = 0, chosen = 0;
-        if (!(view_.read(sp_, ret) && is_return_target(ret))) ret = sample_.regs.ax;
-        if (is_return_target(ret) && !plausible_caller(ret, sp_ + kWord, fp_, chosen, stub) &&
-            plausible_caller(ret, sample_.regs.r13, fp_, chosen, stub)) {
+        const bool at_sp = view_.read(sp_, ret) && is_return_target(ret);
+        if (!at_sp) ret = sample_.regs.ax;
+        // [sp] with the sp above it (the c2i code before its `pop`, an i2c adapter's interpreted
+        // caller) is the scan's to take, and then r13 is no sp of this frame's.
+        const bool scan_takes_sp = at_sp && plausible_caller(ret, sp_ + kWord, fp_, chosen, stub);
+        if (!scan_takes_sp && is_return_target(ret) && plausible_caller(ret, sample_.regs.r13, fp_, chosen, stub)) {
             Step s = go_to(ret, sample_.regs.r13, chosen);
+            after_java_ = false;
+            return s;
+        }
+        // Earlier, where the c2i code first asks the VM to patch the caller's call site
+        // (`mov r13, rsp; and rsp, -16`, then every register saved, vector ones too, 2.8 KB with
+        // AVX-512): the return address is still at [r13], the caller's sp right above it (jython,
+        // JDK 25: the scan took a stale Finalizer.register, then bad_entry_frame).
+        if (!scan_takes_sp && view_.read(sample_.regs.r13, ret) && is_return_target(ret) &&
+            plausible_caller(ret, sample_.regs.r13 + kWord, fp_, chosen, stub)) {
+            Step s = go_to(ret, sample_.regs.r13 + kWord, chosen);
             after_java_ = false;
             return s;
         }

@@ -594,6 +594,26 @@ TEST_CASE("a c2i adapter past moving its return address: the caller's sp is r13,
         CHECK(t.frames.front().kind == FrameKind::kStub);
         CHECK(java_frames(t) == expected);
     }
+    SECTION("inside the call-site patch, registers saved below: the return address at [r13]") {
+        // jython, JDK 25: `mov r13, rsp; and rsp, -16`, 2.8 KB of saves, [sp] the x87 control word.
+        mw.s.put(mw.sp_c - 8, mw.c_begin + 0x30);
+        const uint64_t low = mw.sp_c - 8 - 0x100;
+        mw.s.put(low, 0x37f);
+        // Among the saves, a stale return into E at a verified call site whose frame checks out.
+        CodeLoad e = nmethod(kCodeCacheLow + 0x30000, 6, 2);
+        e.code.assign(0x400, 0x90);
+        put_call(e, 0x40 - 5, mw.c_begin);
+        add_scope(e, 0x40, {{method_id(6), 3}});
+        mw.w.add_code(e);
+        mw.s.put(low + 0x40, e.code_begin + 0x40);
+        mw.s.put(low + 0x50, mw.d_begin + 0x30);
+        smp = sample_of(mw.s, adapters + 0x240, low, 0x2222);
+        smp.regs.r13 = mw.sp_c - 8;
+        const CallTrace t = d.decode(smp);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == expected);
+    }
     SECTION("before the `pop`, [sp] with the caller's sp above it is taken, whatever r13 holds") {
         mw.s.put(mw.sp_c - 8, mw.c_begin + 0x30);
         smp = sample_of(mw.s, adapters + 0x200, mw.sp_c - 8, 0x2222);
