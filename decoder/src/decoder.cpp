@@ -1697,6 +1697,29 @@ Walk::Step Walk::step_stub(const Stub* stub) {
             return s;
         }
     }
+    // The same patch reached from the VM's frames above it (fixup_callers_callsite and its callees):
+    // r13 is callee-saved there and not carried by native unwinding, and rbp is the compiled
+    // caller's, whatever C2 kept in it. The registers the adapter saved say where it began: a slot
+    // whose word w lies just above it (the saved r13), [w] a return address and the saved rax, 13
+    // words up, the same return address. (h2, JDK 17: rbp's [fp+8] gave Page$NonLeaf.setChild and
+    // RootReference.tryLock twice, then bad_return_address; httpserver and xalan had the same.)
+    if (via_native_ && is_adapter_blob(map_, stub)) {
+        namespace ad = hs::adapter;
+        for (uint64_t slot = sp_; slot < sp_ + ad::kMaxPatchSaveBytes; slot += kWord) {
+            uint64_t entry_sp = 0, ret = 0, saved_rax = 0, saved_fp = 0, chosen = 0;
+            if (!view_.read(slot, entry_sp)) break;
+            if (entry_sp < slot + ad::kEntrySpAboveSavedR13Min || entry_sp > slot + ad::kEntrySpAboveSavedR13Max) continue;
+            if (!view_.read(entry_sp, ret) || !is_return_target(ret) ||
+                !view_.read(slot + words(ad::kPushaRaxFromR13), saved_rax) || saved_rax != ret) {
+                continue;
+            }
+            view_.read(slot + words(ad::kPushaRbpFromR13), saved_fp);
+            if (!plausible_caller(ret, entry_sp + kWord, saved_fp, chosen, stub)) continue;
+            Step s = go_to(ret, entry_sp + kWord, chosen);
+            after_java_ = false;
+            return s;
+        }
+    }
     // A leaf stub that the VM's own C++ code calls (ICache::invalidate_range's flush stub, SafeFetch)
     // builds no frame: at the sample's own pc [sp] is the return address into the VM's code. Java
     // code's calls return into the code cache, which this never takes; a stub's data that happens to

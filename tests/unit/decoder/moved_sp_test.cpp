@@ -614,6 +614,36 @@ TEST_CASE("a c2i adapter past moving its return address: the caller's sp is r13,
         REQUIRE(t.status == TraceStatus::kComplete);
         CHECK(java_frames(t) == expected);
     }
+    SECTION("reached from fixup_callers_callsite's native frame: the saved r13 and rax say where it began") {
+        // h2, JDK 17: rbp was whatever C's code kept there, and its [fp+8] a stale return into E
+        // whose frame checked out; every caller after it was stale.
+        CodeLoad e = nmethod(kCodeCacheLow + 0x30000, 6, 2);
+        e.code.assign(0x400, 0x90);
+        put_call(e, 0x40 - 5, mw.c_begin);
+        add_scope(e, 0x40, {{method_id(6), 3}});
+        mw.w.add_code(e);
+        const uint64_t entry_sp = mw.sp_c - 8;
+        mw.s.put(entry_sp, mw.c_begin + 0x30);
+        const uint64_t r13_slot = entry_sp - 0x88;
+        mw.s.put(r13_slot, entry_sp);
+        mw.s.put(r13_slot + 13 * 8, mw.c_begin + 0x30);   // the saved rax
+        mw.s.put(r13_slot + 8 * 8, 0x1111);               // the saved rbp
+        const uint64_t adapter_sp = r13_slot - 0x40;       // the FPU state between
+        const uint64_t stale_fp = adapter_sp + 8;
+        mw.s.put(stale_fp + 8, e.code_begin + 0x40);
+        mw.s.put(stale_fp + 16 + 8, mw.d_begin + 0x30);
+        const uint64_t fp_native = adapter_sp - 16;
+        mw.s.put(fp_native + 8, adapters + 0x250);
+        mw.s.put(fp_native, stale_fp);
+        smp = sample_of(mw.s, kNativePc, fp_native - 0x20, fp_native);
+        const CallTrace t = d.decode(smp);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        REQUIRE(t.frames.size() >= 2);
+        CHECK(t.frames[0].kind == FrameKind::kNative);
+        CHECK(t.frames[1].kind == FrameKind::kStub);
+        CHECK(java_frames(t) == expected);
+    }
     SECTION("before the `pop`, [sp] with the caller's sp above it is taken, whatever r13 holds") {
         mw.s.put(mw.sp_c - 8, mw.c_begin + 0x30);
         smp = sample_of(mw.s, adapters + 0x200, mw.sp_c - 8, 0x2222);

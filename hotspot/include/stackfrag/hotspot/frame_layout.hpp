@@ -75,8 +75,23 @@ inline constexpr int kPcBelowLastJavaSp = -8;
 // An AdapterBlob begins with its i2c entry: `mov r11, rsp` (3 bytes), `pop rax` (1), then
 // `sub rsp, N` (only with stack arguments), `and rsp, -16` and `push rax`. At entry + 4 the return
 // address is in rax and sp is the caller's; the caller (interpreter or call stub) keeps its rbp.
+//
+// The c2i part, when the callee has compiled code by now, asks the VM to patch the caller's call
+// site (patch_callers_callsite): `mov r13, rsp; mov rax, [rsp]; and rsp, -16`, then
+// push_CPU_state (pushf; sub rsp, 8; pusha: 16 words, rax at index 15, rbp at 10, r13 at 2, r15
+// at 0; then the FPU/vector state below), then a call to SharedRuntime::fixup_callers_callsite.
+// Below that call, the saved r13 is the adapter's entry sp, whose word is the return address into
+// the compiled caller, and the saved rax holds the same return address (read live, JDK 17 and 25).
 namespace adapter {
 inline constexpr uint64_t kI2cReturnPoppedOffset = 4;
+inline constexpr int kPushaRaxFromR13 = 13;   // words from the saved r13 to the saved rax
+inline constexpr int kPushaRbpFromR13 = 8;    // words from the saved r13 to the saved rbp
+// The entry sp lies this far above the saved r13's slot: the rest of pusha, `sub rsp, 8`, pushf,
+// and up to 8 bytes of `and rsp, -16`.
+inline constexpr uint64_t kEntrySpAboveSavedR13Min = 0x80;
+inline constexpr uint64_t kEntrySpAboveSavedR13Max = 0x88;
+// The FPU and vector state lies between the call's sp and pusha: 2,688 bytes with AVX-512.
+inline constexpr uint64_t kMaxPatchSaveBytes = 4096;
 }  // namespace adapter
 
 // An rbp further above sp than any thread stack is long (-Xss is a few MB; 256 MB is far beyond
