@@ -654,6 +654,37 @@ TEST_CASE("a c2i adapter past moving its return address: the caller's sp is r13,
     }
 }
 
+TEST_CASE("C1's exception handler entry calls handle_exception_from_callee with no PcDesc after the call: the "
+          "frame is the method's own, without a bci", "[decoder][moved_sp][stub]") {
+    // lucene, JDK 17 (100 us): the query parser throws for control flow; sampled at the stub's first
+    // bytes, [sp] returned into C's exception handler entry (`call stub; hlt`), and the walk failed
+    // there as no_pc_desc.
+    MovedWorld mw(jdk_param());
+    mw.c.comp_level = 1;
+    const uint64_t stub_begin = kCodeCacheLow + 0x40000;
+    put_call(mw.c, 0x200, stub_begin);
+    put_bytes(mw.c, 0x205, {0xf4});
+    add_scope(mw.c, 0x30, {{method_id(4), 12}});
+    mw.announce();
+    const uint64_t sp = mw.sp_c - 8;
+    mw.s.put(sp, mw.c_begin + 0x205);
+    auto decode_in = [&](const char* name) {
+        mw.w.map.apply(stub_at(stub_begin, name, 10));
+        Decoder d(mw.w.map, test_options());
+        return d.decode(sample_of(mw.s, stub_begin, sp, 0x2222));
+    };
+    for (const char* name : {"handle_exception_from_callee Runtime1 stub", "C1 Runtime handle_exception_from_callee_blob"}) {
+        const CallTrace t = decode_in(name);
+        INFO(name << ": " << fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, -1), mb(5, 21)});
+    }
+    SECTION("a call into another stub without a PcDesc after it still fails") {
+        const CallTrace t = decode_in("counter_overflow Runtime1 stub");
+        CHECK(t.failure == FailReason::kNoPcDesc);
+    }
+}
+
 TEST_CASE("a GC barrier's slow path jumps back to a PcDesc of its own: the frame is that PcDesc's", "[decoder][moved_sp]") {
     // C1's tier-1 VersionedValueCommitted.getCurrentValue (h2, ZGC, JDK 25): aload_0, getfield, areturn.
     // PcDescs at the entry barrier's return (bci 0) and where the load barrier's slow path jumps back
