@@ -293,19 +293,21 @@ struct NativeStack {
     uint64_t wrapper_begin = kCodeCacheLow + 0x70000;
     uint64_t d_begin = kCodeCacheLow + 0x20000;
     uint64_t sp_w = 0;
-    NativeStack() {
+    // `depth` native frames; the wrapper's sp `wrapper_sp` bytes into the fake stack, which must
+    // leave room for them below it.
+    explicit NativeStack(int depth = 10, int64_t wrapper_sp = 0x300) {
         w.add_code(nmethod(wrapper_begin, 9, 10, CodeKind::kNativeWrapper));
         CodeLoad d = nmethod(d_begin, 5, 6);
         add_scope(d, 0x30, {{method_id(5), 21}});
         w.add_code(d);
-        sp_w = s.at(0x300);
-        const uint64_t fp_w = sp_w + 64, sp_d = sp_w + 80, fp_stub = s.at(0x400);
+        sp_w = s.at(wrapper_sp);
+        const uint64_t fp_w = sp_w + 64, sp_d = sp_w + 80, fp_stub = s.at(wrapper_sp + 0x100);
         s.put(fp_w + 8, d_begin + 0x30);
         s.put(fp_w, 0x4444);
         s.put(sp_d + 40, kCallStubReturn);
         s.put(sp_d + 32, fp_stub);
         w.entry_frame(s, fp_stub);
-        for (int k = 1; k <= 10; ++k) {
+        for (int k = 1; k <= depth; ++k) {
             s.put(fp_of(k) + 8, k == 1 ? wrapper_begin + 0x60 : kNativePc + 0x100 * uint64_t(k));
             s.put(fp_of(k), k == 1 ? fp_w : fp_of(k - 1));
         }
@@ -375,25 +377,10 @@ TEST_CASE("a native recursion 200 frames deep under a native wrapper walks to it
     // C1's BlockBegin::iterate_preorder ran 199 frames deep on a compiler thread (jython); at the old
     // limit of 128 native frames each such sample failed as native_unwind_failed.
     constexpr int kDepth = 200;
-    World w;
-    FakeStack s;
-    const uint64_t wrapper_begin = kCodeCacheLow + 0x70000, d_begin = kCodeCacheLow + 0x20000;
-    w.add_code(nmethod(wrapper_begin, 9, 10, CodeKind::kNativeWrapper));
-    CodeLoad d = nmethod(d_begin, 5, 6);
-    add_scope(d, 0x30, {{method_id(5), 21}});
-    w.add_code(d);
-    const uint64_t sp_w = s.at(0x3d00);
-    const uint64_t fp_w = sp_w + 64, sp_d = sp_w + 80, fp_stub = s.at(0x3e00);
-    s.put(fp_w + 8, d_begin + 0x30);
-    s.put(fp_w, 0x4444);
-    s.put(sp_d + 40, kCallStubReturn);
-    s.put(sp_d + 32, fp_stub);
-    w.entry_frame(s, fp_stub);
-    auto fp_of = [&](int k) { return sp_w - 16 - 0x40 * uint64_t(k - 1); };
-    for (int k = 1; k <= kDepth; ++k) {
-        s.put(fp_of(k) + 8, k == 1 ? wrapper_begin + 0x60 : kNativePc + 0x100 * uint64_t(k % 64 + 1));
-        s.put(fp_of(k), k == 1 ? fp_w : fp_of(k - 1));
-    }
+    NativeStack n(kDepth, 0x3d00);
+    const World& w = n.w;
+    const FakeStack& s = n.s;
+    auto fp_of = [&](int k) { return n.fp_of(k); };
     REQUIRE(fp_of(kDepth) - 0x20 >= s.base);
     for (bool incremental : {false, true}) {
         DecoderOptions o = options_with(incremental);

@@ -67,6 +67,17 @@ struct MovedWorld {
     void stale_at(uint64_t slot) { s.put(slot, kInterpReturnPc); }
 };
 
+// E, a method whose call into C ends at a PcDesc: a return address into it is a verified call site,
+// the stale word a scan or a wrong delta meets. Returns that return address.
+uint64_t add_stale_caller(MovedWorld& mw, int frame_size_words) {
+    CodeLoad e = nmethod(kCodeCacheLow + 0x30000, 6, frame_size_words);
+    e.code.assign(0x400, 0x90);
+    put_call(e, 0x40 - 5, mw.c_begin);
+    add_scope(e, 0x40, {{method_id(6), 3}});
+    mw.w.add_code(e);
+    return e.code_begin + 0x40;
+}
+
 }  // namespace
 
 TEST_CASE("string_indexof: rsp saved, a short string copied below, four registers pushed", "[decoder][moved_sp]") {
@@ -113,13 +124,9 @@ TEST_CASE("string_indexof: rsp saved, a short string copied below, four register
     SECTION("at the first push, with or without the copy: the slot of no copy holds a stale verified return") {
         // httpserver, JDK 25: delta 0's slot returned into Striped64.casBase at a call site with a
         // PcDesc, delta 16's into the true caller; the first verified one was taken.
-        CodeLoad e = nmethod(kCodeCacheLow + 0x30000, 6, 6);
-        e.code.assign(0x400, 0x90);
-        put_call(e, 0x40 - 5, mw.c_begin);
-        add_scope(e, 0x40, {{method_id(6), 3}});
-        mw.w.add_code(e);
+        const uint64_t e_return = add_stale_caller(mw, 6);
         const uint64_t rsp = mw.sp_c - 16;
-        mw.s.put(rsp + 3 * 8, e.code_begin + 0x40);
+        mw.s.put(rsp + 3 * 8, e_return);
         CallTrace t = d.decode(sample_of(mw.s, mw.c_begin + 0x32, rsp, 0x2222));
         INFO(fail_reason_name(t.failure));
         REQUIRE(t.status == TraceStatus::kComplete);
@@ -600,12 +607,8 @@ TEST_CASE("a c2i adapter past moving its return address: the caller's sp is r13,
         const uint64_t low = mw.sp_c - 8 - 0x100;
         mw.s.put(low, 0x37f);
         // Among the saves, a stale return into E at a verified call site whose frame checks out.
-        CodeLoad e = nmethod(kCodeCacheLow + 0x30000, 6, 2);
-        e.code.assign(0x400, 0x90);
-        put_call(e, 0x40 - 5, mw.c_begin);
-        add_scope(e, 0x40, {{method_id(6), 3}});
-        mw.w.add_code(e);
-        mw.s.put(low + 0x40, e.code_begin + 0x40);
+        const uint64_t e_return = add_stale_caller(mw, 2);
+        mw.s.put(low + 0x40, e_return);
         mw.s.put(low + 0x50, mw.d_begin + 0x30);
         smp = sample_of(mw.s, adapters + 0x240, low, 0x2222);
         smp.regs.r13 = mw.sp_c - 8;
@@ -617,11 +620,7 @@ TEST_CASE("a c2i adapter past moving its return address: the caller's sp is r13,
     SECTION("reached from fixup_callers_callsite's native frame: the saved r13 and rax say where it began") {
         // h2, JDK 17: rbp was whatever C's code kept there, and its [fp+8] a stale return into E
         // whose frame checked out; every caller after it was stale.
-        CodeLoad e = nmethod(kCodeCacheLow + 0x30000, 6, 2);
-        e.code.assign(0x400, 0x90);
-        put_call(e, 0x40 - 5, mw.c_begin);
-        add_scope(e, 0x40, {{method_id(6), 3}});
-        mw.w.add_code(e);
+        const uint64_t e_return = add_stale_caller(mw, 2);
         const uint64_t entry_sp = mw.sp_c - 8;
         mw.s.put(entry_sp, mw.c_begin + 0x30);
         const uint64_t r13_slot = entry_sp - 0x88;
@@ -630,7 +629,7 @@ TEST_CASE("a c2i adapter past moving its return address: the caller's sp is r13,
         mw.s.put(r13_slot + 8 * 8, 0x1111);               // the saved rbp
         const uint64_t adapter_sp = r13_slot - 0x40;       // the FPU state between
         const uint64_t stale_fp = adapter_sp + 8;
-        mw.s.put(stale_fp + 8, e.code_begin + 0x40);
+        mw.s.put(stale_fp + 8, e_return);
         mw.s.put(stale_fp + 16 + 8, mw.d_begin + 0x30);
         const uint64_t fp_native = adapter_sp - 16;
         mw.s.put(fp_native + 8, adapters + 0x250);
