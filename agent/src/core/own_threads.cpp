@@ -99,7 +99,7 @@ int create_now(Creation& c, bool wait_for_tid) {
 }
 
 void* helper_main(void*) {
-    pthread_setname_np(pthread_self(), "stackfrag-spawn");
+    pthread_setname_np(pthread_self(), kSpawnerThreadName);
     Spawner& s = spawner();
     std::unique_lock<std::mutex> lock(s.mutex);
     s.tids.push_back(static_cast<pid_t>(syscall(SYS_gettid)));

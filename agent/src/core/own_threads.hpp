@@ -12,6 +12,9 @@
 
 namespace sf::agent {
 
+// The helper's name, which each thread it creates bears until it names itself.
+inline constexpr const char* kSpawnerThreadName = "stackfrag-spawn";
+
 // Starts the helper thread (every asynchronous signal blocked, as each of the agent's threads
 // wants). Call before any inheriting event opens; again after stop_own_thread_spawner only in
 // tests. `on_created` runs on the helper for each thread it created, with its tid, before

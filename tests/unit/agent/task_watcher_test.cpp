@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "event_queue.hpp"
 #include "stackfrag/base/clock.hpp"
+#include "own_threads.hpp"
 #include "task_watcher.hpp"
 
 using namespace sf;
@@ -84,6 +86,41 @@ TEST_CASE("the watcher finds a thread that starts and ends between its ticks, an
     CHECK(watcher.tick());
     CHECK(announces(thread_infos(queue), tid, true));
     CHECK(watcher.native_threads() >= 1);   // this process's own threads
+}
+
+TEST_CASE("a thread still bearing the spawner's name is announced only once it has named itself") {
+    // The agent's helper creates its threads; each bears the helper's name until its first
+    // instruction renames it, and thread creation itself asks for a scan. Announced then, the live
+    // decoder's CPU showed under "stackfrag-spawn" for the whole run.
+    EventQueue queue;
+    TaskWatcher watcher(queue, nullptr, [](pid_t) { return false; }, 3'600'000);
+    watcher.tick();
+    watcher.tick();
+    (void)thread_infos(queue);
+    std::atomic<pid_t> tid{0};
+    std::atomic<bool> renamed{false}, finish{false};
+    std::thread worker([&] {
+        pthread_setname_np(pthread_self(), kSpawnerThreadName);
+        tid = static_cast<pid_t>(syscall(SYS_gettid));
+        while (!renamed) std::this_thread::yield();
+        pthread_setname_np(pthread_self(), "stackfrag-live");
+        finish = true;
+        while (finish) std::this_thread::yield();
+    });
+    while (tid == 0) std::this_thread::yield();
+    CHECK(watcher.tick());
+    CHECK_FALSE(announces(thread_infos(queue), tid, false));
+    renamed = true;
+    while (!finish) std::this_thread::yield();
+    CHECK(watcher.tick());
+    std::vector<ThreadInfo> infos = thread_infos(queue);
+    REQUIRE(announces(infos, tid, false));
+    const auto it = std::find_if(infos.begin(), infos.end(), [&](const ThreadInfo& t) { return t.tid == uint32_t(tid.load()); });
+    REQUIRE(it != infos.end());
+    CHECK(it->name == "stackfrag-live");
+    CHECK(it->kind == ThreadKind::kProfiler);
+    finish = false;
+    worker.join();
 }
 
 TEST_CASE("a watcher riding on the reader sleeps until the reader's look finds a new thread") {
