@@ -1365,11 +1365,6 @@ FailReason Walk::push_scope(const CodeLoad& nm, const PcScope& scope, uint64_t p
     return FailReason::kNone;
 }
 
-// A sample without a fragment: the kernel could not copy the page at sp (a tick inside the fault
-// that brings that page in, as a thread's stack grows into it). Its registers still say which code
-// ran: compiled code names its method (and the methods inlined there, by the rule of any
-// interrupted pc) and native code its function, which the trace keeps under the empty_stack
-// marker instead of nothing. The interpreter's method is in its frame, which is not there.
 // C1's exception handler entry (LIR_Assembler::emit_exception_handler) calls Runtime1's
 // handle_exception_from_callee with the exception in rax and the throwing pc in rdx; `hlt` follows
 // the call, no PcDesc. Sampled inside that stub, the frame under it is the method's own, whole, and
@@ -1379,10 +1374,14 @@ bool Walk::calls_c1_exception_search(const CodeLoad& nm, uint64_t ret) const {
     uint64_t target = 0;
     if (!leaf_call_target(nm, ret, target)) return false;
     const CodeLookup callee = map_.find_code(target, time_);
-    return callee.region == CodeRegion::kStub && callee.stub != nullptr &&
-           callee.stub->name.find("handle_exception_from_callee") != std::string::npos;
+    return callee.region == CodeRegion::kStub && detail::is_c1_exception_search(callee.stub);
 }
 
+// A sample without a fragment: the kernel could not copy the page at sp (a tick inside the fault
+// that brings that page in, as a thread's stack grows into it). Its registers still say which code
+// ran: compiled code names its method (and the methods inlined there, by the rule of any
+// interrupted pc) and native code its function, which the trace keeps under the empty_stack
+// marker instead of nothing. The interpreter's method is in its frame, which is not there.
 void Walk::frames_at_pc_alone() {
     const uint64_t pc = sample_.regs.ip;
     if (pc == 0) return;
@@ -1688,9 +1687,8 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // bad_return_address). Before the `pop`, [sp] is the return address with the caller's sp right
     // above it, which the scan finds; r13 then is whatever compiled code kept in it, so it is tried
     // only after that, and the caller must check out either way.
-    constexpr uint64_t kMaxC2iSpaceBytes = 4096;   // 256 argument slots, aligned; or the saved registers
     if (own_registers() && is_adapter_blob(map_, stub) && sample_.regs.r13 > sp_ + kWord &&
-        sample_.regs.r13 - sp_ <= kMaxC2iSpaceBytes) {
+        sample_.regs.r13 - sp_ <= hs::adapter::kMaxEntrySpAboveSp) {
         uint64_t ret = 0, chosen = 0;
         const bool at_sp = view_.read(sp_, ret) && is_return_target(ret);
         if (!at_sp) ret = sample_.regs.ax;
@@ -1721,7 +1719,7 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // RootReference.tryLock twice, then bad_return_address; httpserver and xalan had the same.)
     if (via_native_ && is_adapter_blob(map_, stub)) {
         namespace ad = hs::adapter;
-        for (uint64_t slot = sp_; slot < sp_ + ad::kMaxPatchSaveBytes; slot += kWord) {
+        for (uint64_t slot = sp_; slot < sp_ + ad::kMaxEntrySpAboveSp; slot += kWord) {
             uint64_t entry_sp = 0, ret = 0, saved_rax = 0, saved_fp = 0, chosen = 0;
             if (!view_.read(slot, entry_sp)) break;
             if (entry_sp < slot + ad::kEntrySpAboveSavedR13Min || entry_sp > slot + ad::kEntrySpAboveSavedR13Max) continue;
@@ -1787,14 +1785,15 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // the register saves hold copies of it: a scan from sp took one for the return slot, so the
     // compiled frame's sp was off and its own caller a second copy (seen: httpserver, JDK 25,
     // 3 samples with StringLatin1.indexOf twice, then bad_return_address).
-    constexpr uint64_t kCookieAndEnterBytes = 5 + 4;   // push imm32; push rbp; mov rbp, rsp
-    if (stub != nullptr && fs < 0 && (via_native_ || (top_ && pc_ >= stub->begin + kCookieAndEnterBytes)) &&
-        fp_ > sp_ && fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words)) && stub->name == "method_entry_barrier") {
+    namespace eb = hs::entry_barrier;
+    if (stub != nullptr && fs < 0 && (via_native_ || (top_ && pc_ >= stub->begin + eb::kCookieAndEnterBytes)) &&
+        fp_ > sp_ && fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words)) && detail::is_method_entry_barrier(stub)) {
         uint64_t saved_fp = 0, ret = 0, chosen = 0;
-        if (view_.read(fp_, saved_fp) && view_.read(fp_ + 2 * kWord, ret) && is_return_target(ret) &&
-            plausible_caller(ret, fp_ + 3 * kWord, saved_fp, chosen, stub)) {
+        const uint64_t ret_slot = fp_ + words(eb::kReturnFromFp);
+        if (view_.read(fp_, saved_fp) && view_.read(ret_slot, ret) && is_return_target(ret) &&
+            plausible_caller(ret, ret_slot + kWord, saved_fp, chosen, stub)) {
             bump(kStubRbpFrames);
-            Step s = go_to(ret, fp_ + 3 * kWord, chosen);
+            Step s = go_to(ret, ret_slot + kWord, chosen);
             after_java_ = false;
             return s;
         }
@@ -2370,6 +2369,12 @@ bool builds_rbp_frame(const Stub* stub) {
 bool is_upcall_stub(const Stub* stub) { return stub != nullptr && stub->name == "upcall_stub"; }
 
 bool is_call_stub(const Stub* stub) { return stub != nullptr && stub->name == "call_stub"; }
+
+bool is_method_entry_barrier(const Stub* stub) { return stub != nullptr && stub->name == "method_entry_barrier"; }
+
+bool is_c1_exception_search(const Stub* stub) {
+    return stub != nullptr && stub->name.find("handle_exception_from_callee") != std::string::npos;
+}
 
 bool is_adapter_blob(const Stub* stub) { return stub != nullptr && stub->name == "I2C/C2I adapters"; }
 

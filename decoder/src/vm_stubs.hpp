@@ -37,6 +37,14 @@ bool is_adapter_blob(const Stub* stub);
 // rbp as compiled code had it.
 bool builds_rbp_frame(const Stub* stub);
 
+// HotSpot's nmethod entry barrier stub, which a compiled method's prologue calls: `push -1` (a
+// cookie), `enter`, every register saved (hs::entry_barrier).
+bool is_method_entry_barrier(const Stub* stub);
+
+// C1's Runtime1 stub that its methods' exception handler entries call (JDK 17:
+// "handle_exception_from_callee Runtime1 stub", JDK 25: "C1 Runtime handle_exception_from_callee_blob").
+bool is_c1_exception_search(const Stub* stub);
+
 // The blobs that replace a deoptimized compiled frame by interpreter frames: they push them as
 // skeletons and call Deoptimization::unpack_frames from a frame of their own, which returns into
 // the interpreter.

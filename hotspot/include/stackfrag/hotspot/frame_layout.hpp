@@ -90,9 +90,19 @@ inline constexpr int kPushaRbpFromR13 = 8;    // words from the saved r13 to the
 // and up to 8 bytes of `and rsp, -16`.
 inline constexpr uint64_t kEntrySpAboveSavedR13Min = 0x80;
 inline constexpr uint64_t kEntrySpAboveSavedR13Max = 0x88;
-// The FPU and vector state lies between the call's sp and pusha: 2,688 bytes with AVX-512.
-inline constexpr uint64_t kMaxPatchSaveBytes = 4096;
+// How far above sp the c2i code's entry sp can lie: its argument area for the interpreter (256
+// slots, aligned), or the FPU and vector state it saves before the patch (2,688 bytes with AVX-512).
+inline constexpr uint64_t kMaxEntrySpAboveSp = 4096;
 }  // namespace adapter
+
+// --- The nmethod entry barrier stub (StubGenerator's method_entry_barrier, x86_64, JDK 17 and 25) ---
+// `push -1` (5 bytes: a cookie the barrier overwrites when it deoptimizes the method), then `enter`
+// (4): past them rbp is the stub's frame, with the return address into the compiled method's
+// prologue above the saved rbp and the cookie.
+namespace entry_barrier {
+inline constexpr uint64_t kCookieAndEnterBytes = 5 + 4;
+inline constexpr int kReturnFromFp = 2;   // words from the stub's rbp to its return address
+}  // namespace entry_barrier
 
 // An rbp further above sp than any thread stack is long (-Xss is a few MB; 256 MB is far beyond
 // anything set in practice) is not a frame pointer into this stack: C2 code uses rbp freely.
