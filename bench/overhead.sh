@@ -60,6 +60,9 @@ need_count -i "$ITER" iterations
 JAVA="$(need_java)"
 need_agent "$AGENT"
 AGENT_B="${STACKFRAG_AGENT_B:-}"
+if [ -n "$AGENT_B" ] && [ ! -f "$AGENT_B" ]; then
+  echo "overhead: no agent at $AGENT_B (STACKFRAG_AGENT_B names the second build to compare)" >&2; exit 2
+fi
 [ -z "$AGENT_B" ] || need_agent "$AGENT_B"
 need_async_profiler_if_given "$ASYNC_PROFILER"
 [ -x /usr/bin/time ] || { echo "overhead: /usr/bin/time is missing (apt-get install time)" >&2; exit 2; }
