@@ -1,4 +1,4 @@
-// bench_sample_cost [REPS]: what one perf sample costs the thread it samples. A thread does a fixed
+// bench_sample_cost [--working-set KB] [REPS]: what one perf sample costs the thread it samples. A thread does a fixed
 // amount of work and measures its own CPU time, without a sampling event and with one at 1 kHz and
 // 10 kHz for 16 KB and 64 KB fragments, in alternating repetitions; the extra CPU time per sample
 // is the kernel's work in the sampled thread's context (taking registers, copying the user stack
@@ -26,12 +26,35 @@ using sf::thread_cpu_ns;
 
 // Work with a real stack under it: a recursion 64 frames deep whose frames hold some data, so the
 // copied fragment is not all cold memory and the work touches its own stack as Java code does.
+// With --working-set KB, the work also reads that much memory at random, one dependent read per
+// step, as an application whose data lives in the caches: a sample's copy of the stack into the
+// ring (up to 64 KB read and 64 KB written) evicts some of it, which the thread pays for after
+// the sample, outside the kernel's own time.
+std::vector<uint64_t> g_working_set;
+
 __attribute__((noinline)) uint64_t work(int depth, uint64_t x) {
     volatile uint64_t frame[24];
     for (auto& f : frame) f = x++;
     if (depth > 0) return work(depth - 1, x) + frame[depth % 24];
-    for (int i = 0; i < 2000; ++i) x = x * 6364136223846793005ULL + 1;
-    return x;
+    if (g_working_set.empty()) {
+        for (int i = 0; i < 2000; ++i) x = x * 6364136223846793005ULL + 1;
+        return x;
+    }
+    const uint64_t words = g_working_set.size();
+    uint64_t at = x % words;
+    for (int i = 0; i < 2000; ++i) {
+        x = x * 6364136223846793005ULL + 1;
+        at = (at + g_working_set[at] + (x >> 40)) % words;
+    }
+    return x + at;
+}
+
+template <typename F>
+__attribute__((noinline)) void run_below(size_t bytes, F&& f) {
+    volatile uint8_t* below = static_cast<uint8_t*>(__builtin_alloca(bytes));
+    for (size_t i = 0; i < bytes; i += 4096) below[i] = 1;
+    f();
+    below[0] = below[bytes - 1];
 }
 
 struct Config {
@@ -61,11 +84,15 @@ Result run(const Config& config, uint64_t rounds) {
     std::thread worker([&] {
         tid.store(static_cast<pid_t>(syscall(SYS_gettid)));
         while (!go.load()) std::this_thread::yield();
-        const uint64_t before = thread_cpu_ns();
-        uint64_t sink = 0;
-        for (uint64_t r = 0; r < rounds; ++r) sink += work(64, r);
-        result.cpu_ns = thread_cpu_ns() - before;
-        if (sink == 42) fmt::print("");   // keep the work
+        // The work runs 96 KB below the thread's first frame, as in a deep Java stack, so that
+        // every configuration's fragment is copied whole (the kernel stops at the stack's end).
+        run_below(96 * 1024, [&] {
+            const uint64_t before = thread_cpu_ns();
+            uint64_t sink = 0;
+            for (uint64_t r = 0; r < rounds; ++r) sink += work(64, r);
+            result.cpu_ns = thread_cpu_ns() - before;
+            if (sink == 42) fmt::print("");   // keep the work
+        });
     });
     while (tid.load() == 0) std::this_thread::yield();
     std::vector<sf::kernel::PerfEvent> events;
@@ -104,10 +131,23 @@ uint64_t median(std::vector<uint64_t> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    size_t working_set_kb = 0;
+    if (argc > 2 && std::string(argv[1]) == "--working-set") {
+        working_set_kb = static_cast<size_t>(std::max(1, std::atoi(argv[2])));
+        argc -= 2;
+        argv += 2;
+    }
+    if (working_set_kb != 0) {
+        g_working_set.resize(working_set_kb * 1024 / sizeof(uint64_t));
+        uint64_t x = 1;
+        for (auto& w : g_working_set) w = (x = x * 6364136223846793005ULL + 1) >> 20;
+    }
     const int reps = argc > 1 ? std::max(3, std::atoi(argv[1])) : 9;
     const std::vector<Config> configs = {
         {"none", 0, 16384},
+        {"1 kHz, 4 KB", 1'000'000, 4096},
         {"1 kHz, 16 KB", 1'000'000, 16384},
+        {"1 kHz, 64 KB", 1'000'000, 65528},
         {"10 kHz, 4 KB", 100'000, 4096},
         {"10 kHz, 8 KB", 100'000, 8192},
         {"10 kHz, 16 KB", 100'000, 16384},
@@ -130,8 +170,9 @@ int main(int argc, char** argv) {
         if (std::fscanf(f, "%lf", &load) != 1) load = 0;
         std::fclose(f);
     }
-    fmt::print("{} alternating repetitions of {:.2f} s of work per configuration; load average {:.2f} at the end.\n\n",
-               reps, base / 1e9, load);
+    fmt::print("{} alternating repetitions of {:.2f} s of work per configuration{}; load average {:.2f} at the end.\n\n",
+               reps, base / 1e9,
+               working_set_kb ? fmt::format(", reading a {} KB working set", working_set_kb) : std::string(), load);
     fmt::print("| sampling | median CPU s | ratio | samples | extra µs per sample |\n|---|---:|---:|---:|---:|\n");
     for (size_t c = 0; c < configs.size(); ++c) {
         const double m = static_cast<double>(median(cpu[c]));
