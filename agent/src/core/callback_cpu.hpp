@@ -25,34 +25,21 @@ public:
         kCount
     };
 
-    // Each kind's first kAllTimedCalls calls are timed, then one in kTimedEvery; the others count
-    // as their kind's timed calls' mean. The thread's CPU clock is a system call, ~1.1 µs on the
-    // PVM guest (0.3 µs on the Intel one): timing each of a ~20 µs CompiledMethodLoad's ends
-    // cost a tenth of what it measured (jython at 1 kHz: ~11,500 callbacks, ~26 ms).
-    static constexpr uint64_t kAllTimedCalls = 64;
-    static constexpr uint64_t kTimedEvery = 8;
-
-    // Times one callback on the calling thread's CPU clock (a system call at each end) if its
-    // kind's turn says so. A callback the VM runs inside another on the same thread
-    // (GenerateEvents in VMInit's start scan posts DynamicCodeGenerated and CompiledMethodLoad
-    // there) is always timed and charged to its own kind only: the enclosing scope leaves that
-    // time out, so that the kinds add up to the total.
+    // Times one callback on the calling thread's CPU clock (a system call at each end, ~0.3 µs).
+    // A callback the VM runs inside another on the same thread (GenerateEvents in VMInit's start
+    // scan posts DynamicCodeGenerated and CompiledMethodLoad there) is charged to its own kind
+    // only: the enclosing scope leaves that time out, so that the kinds add up to the total.
     class Scope {
     public:
         Scope(CallbackCpu& owner, Kind kind)
-            : owner_(owner), kind_(kind), parent_(current()), timed_(parent_ != nullptr || owner.turn_to_time(kind)),
-              begin_(timed_ ? thread_cpu_ns() : 0) {
+            : owner_(owner), kind_(kind), parent_(current()), begin_(thread_cpu_ns()) {
             current() = this;
         }
         ~Scope() {
-            current() = parent_;
-            if (!timed_) {
-                owner_.add_untimed(kind_);
-                return;
-            }
             const uint64_t elapsed = thread_cpu_ns() - begin_;
             owner_.add(kind_, elapsed > nested_ns_ ? elapsed - nested_ns_ : 0);
             if (parent_ != nullptr) parent_->nested_ns_ += elapsed;
+            current() = parent_;
         }
         Scope(const Scope&) = delete;
         Scope& operator=(const Scope&) = delete;
@@ -65,28 +52,16 @@ public:
         CallbackCpu& owner_;
         Kind kind_;
         Scope* parent_;
-        bool timed_;
         uint64_t begin_;
         uint64_t nested_ns_ = 0;
     };
 
-    // A timed call of `kind` that took `ns`.
     void add(Kind kind, uint64_t ns) {
         ns_[kind].fetch_add(ns, std::memory_order_relaxed);
-        timed_calls_[kind].fetch_add(1, std::memory_order_relaxed);
         calls_[kind].fetch_add(1, std::memory_order_relaxed);
     }
-    void add_untimed(Kind kind) { calls_[kind].fetch_add(1, std::memory_order_relaxed); }
-    // The kind's CPU time: its timed calls' sum, and their mean for each call not timed.
-    uint64_t ns(Kind kind) const {
-        const uint64_t timed = timed_calls_[kind].load(std::memory_order_relaxed);
-        const uint64_t sum = ns_[kind].load(std::memory_order_relaxed);
-        const uint64_t all = calls(kind);
-        if (timed == 0 || all <= timed) return sum;
-        return static_cast<uint64_t>(static_cast<double>(sum) * static_cast<double>(all) / static_cast<double>(timed));
-    }
+    uint64_t ns(Kind kind) const { return ns_[kind].load(std::memory_order_relaxed); }
     uint64_t calls(Kind kind) const { return calls_[kind].load(std::memory_order_relaxed); }
-    uint64_t timed_calls(Kind kind) const { return timed_calls_[kind].load(std::memory_order_relaxed); }
     uint64_t total_ns() const {
         uint64_t sum = 0;
         for (unsigned k = 0; k < kCount; ++k) sum += ns(static_cast<Kind>(k));
@@ -114,14 +89,8 @@ public:
     }
 
 private:
-    bool turn_to_time(Kind kind) {
-        const uint64_t n = turns_[kind].fetch_add(1, std::memory_order_relaxed);
-        return n < kAllTimedCalls || n % kTimedEvery == 0;
-    }
-    std::atomic<uint64_t> ns_[kCount]{};          // of the timed calls
-    std::atomic<uint64_t> timed_calls_[kCount]{};
+    std::atomic<uint64_t> ns_[kCount]{};
     std::atomic<uint64_t> calls_[kCount]{};
-    std::atomic<uint64_t> turns_[kCount]{};
 };
 
 }  // namespace sf::agent

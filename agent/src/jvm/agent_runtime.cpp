@@ -1000,8 +1000,6 @@ private:
                     own_sampling_ms, process_sampling_ms > 0 ? 100.0 * own_sampling_ms / process_sampling_ms : 0.0,
                     process_sampling_ms, std::max(0.0, agent_ms - own_sampling_ms));
         // Not in the line above: the JVM's own threads ran this, in the agent's callbacks.
-        // Estimated past each kind's first calls (CallbackCpu::kTimedEvery): the clock's system
-        // calls would otherwise cost a tenth of what they measure.
         SF_LOG_INFO("agent code on the JVM's threads CPU: %s = %.2f%% of the process's CPU time",
                     callback_cpu_.describe().c_str(),
                     process_ms > 0 ? 100.0 * static_cast<double>(callback_cpu_.total_ns()) / 1e6 / process_ms : 0.0);
