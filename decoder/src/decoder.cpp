@@ -2065,6 +2065,13 @@ Walk::Step Walk::step_native() {
     }
     const FailReason reason = known_module ? FailReason::kNativeUnwindFailed : FailReason::kUnknownPc;
     if (try_breadcrumb()) return Step::kContinue;
+    // The module's unwind row puts this frame's return address above the fragment's end: every
+    // word below it is this frame's or its callees', so a return address the rescan would find
+    // there is stale. A frame larger than what is left of the fragment does this:
+    // ThreadSafepointState::handle_polling_page_exception keeps 9.6 KB of locals, and a thread
+    // whose fragment stack=auto had cut to 8 KB, sampled inside it, walked on from a stale
+    // return address in them.
+    if (needs_more_stack && fragment_full_) return off_fragment(view_.end(), reason);
     if (rescan_native_run()) {
         bump(kNativeRescans);
         return Step::kContinue;

@@ -367,6 +367,56 @@ TEST_CASE("a native stack deeper than the fragment is incomplete, not failed, wh
     CHECK(t.frames.back().symbol.str().find("deep_native") != std::string::npos);
 }
 
+namespace {
+uint64_t g_big_frame_pc = 0;
+__attribute__((noinline)) void note_return_pc() {
+    g_big_frame_pc = reinterpret_cast<uint64_t>(__builtin_return_address(0));
+    asm volatile("" ::: "memory");
+}
+// A function with more locals than a fragment holds (as HotSpot's
+// ThreadSafepointState::handle_polling_page_exception, 9.6 KB): its return address lies 20 KB
+// above the sp of any call it makes.
+__attribute__((noinline, optimize("omit-frame-pointer"))) int big_frame() {
+    volatile char pad[20480];
+    pad[0] = 1;
+    note_return_pc();
+    return pad[0] + pad[20479];
+}
+}  // namespace
+
+TEST_CASE("a native frame whose return address lies above the fragment ends the walk incomplete, not at a stale "
+          "Java return address below it",
+          "[decoder][native]") {
+    // The demo at 100 us, a Java thread's fragment cut to 8 KB by stack=auto, sampled in the
+    // safepoint handler's frame: the unwind row put the return address above the fragment's end,
+    // and the rescan that follows a failed native step took a return into compiled code from the
+    // handler's uninitialised locals (a frame of the recursion that had run there before).
+    REQUIRE(big_frame() == 1);
+    test::World w;
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
+    const uint64_t d_begin = test::kCodeCacheLow + 0x20000;
+    CodeLoad d = test::nmethod(d_begin, 5, 6);
+    test::add_scope(d, 0x30, {{test::method_id(5), 21}});
+    w.add_code(d);
+    test::FakeStack s;
+    const uint64_t sp = s.at(0);
+    const uint64_t stale_sp = sp + 0x80;   // a stale frame of D's under the big frame's locals
+    const uint64_t fp_stub = s.at(0x400);
+    s.put(stale_sp - 8, d_begin + 0x30);
+    s.put(stale_sp + 5 * 8, test::kCallStubReturn);
+    s.put(stale_sp + 4 * 8, fp_stub);
+    w.entry_frame(s, fp_stub);
+    DecoderOptions options;   // libunwind and symbols on, as live
+    Decoder decoder(w.map, options);
+    const CallTrace t = decoder.decode(test::sample_of(s, g_big_frame_pc, sp, 0x10));
+    INFO(symbols_of(t) << fail_reason_name(t.failure));
+    CHECK(t.status == TraceStatus::kIncomplete);
+    CHECK(test::java_frames(t).empty());
+    REQUIRE(t.frames.size() == 1);
+    CHECK(t.frames[0].symbol.str().find("big_frame") != std::string::npos);
+    CHECK(decoder.stats().native_rescans == 0);
+}
+
 TEST_CASE("a module file of another build than the recorded one is not used to unwind or name frames",
           "[decoder][native]") {
     pthread_t thread;
