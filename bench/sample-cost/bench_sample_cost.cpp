@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -132,8 +133,15 @@ uint64_t median(std::vector<uint64_t> v) {
 
 int main(int argc, char** argv) {
     size_t working_set_kb = 0;
-    if (argc > 2 && std::string(argv[1]) == "--working-set") {
-        working_set_kb = static_cast<size_t>(std::max(1, std::atoi(argv[2])));
+    if (argc > 1 && std::string(argv[1]) == "--working-set") {
+        char* end = nullptr;
+        const long kb = argc > 2 ? std::strtol(argv[2], &end, 10) : 0;
+        if (argc < 3 || end == argv[2] || *end != '\0' || kb < 1 || kb > (1L << 22)) {
+            fmt::print(stderr, "bench_sample_cost: --working-set wants a size in KB from 1 to 4194304, got '{}'\n",
+                       argc > 2 ? argv[2] : "");
+            return 2;
+        }
+        working_set_kb = static_cast<size_t>(kb);
         argc -= 2;
         argv += 2;
     }
