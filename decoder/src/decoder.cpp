@@ -2383,7 +2383,7 @@ bool is_c1_exception_search(const Stub* stub) {
     return stub != nullptr && stub->name.find("handle_exception_from_callee") != std::string::npos;
 }
 
-bool is_adapter_blob(const Stub* stub) { return stub != nullptr && stub->name == "I2C/C2I adapters"; }
+bool is_adapter_blob(const Stub* stub) { return stub != nullptr && starts_with(stub->name, "I2C/C2I adapters"); }
 
 bool unpacks_frames(const Stub* stub) {
     return stub != nullptr && (stub->name == "DeoptimizationBlob" || stub->name == "UncommonTrapBlob");

@@ -24,8 +24,10 @@ bool is_upcall_stub(const Stub* stub);
 // `enter`; its return address into Java code is VmInfo::call_stub_return.
 bool is_call_stub(const Stub* stub);
 
-// An AdapterBlob, which HotSpot announces as "I2C/C2I adapters" once per argument signature: it
-// begins with that signature's i2c adapter (interpreter or call stub -> compiled code).
+// An AdapterBlob, one per argument signature: it begins with that signature's i2c adapter
+// (interpreter or call stub -> compiled code). Those made before JVMTI starts are named
+// "I2C/C2I adapters"; a later one's name adds its signature's fingerprint, "I2C/C2I adapters(0x…)"
+// (about a third of a run's adapters, JDK 17 and 25).
 bool is_adapter_blob(const Stub* stub);
 
 // The stubs that begin with `enter` (push rbp; mov rbp, rsp): C1's Runtime1 stubs that have a frame
