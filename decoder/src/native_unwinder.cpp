@@ -264,7 +264,7 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     const uint64_t ip = top ? pc : pc - 1;
     Rule& rule = rules_[(ip ^ (ip >> 13)) & (kRuleCacheSize - 1)];
     if (rule.ip == ip && rule.state == Rule::kSignal) {
-        const Outcome outcome = libunwind_step(view, ip, sp, fp, out, nullptr);
+        const Outcome outcome = libunwind_step(view, ip - rule.signal_back, sp, fp, out, nullptr);
         out.interrupted = outcome == Outcome::kStepped;
         return outcome;
     }
@@ -297,14 +297,16 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     // Only here, on the slow path: a changed module's ips never get a rule.
     if (in_changed_module(ip)) return Outcome::kModuleChanged;
     const bool settled = rule.ip == ip && (rule.state == Rule::kNone || rule.state == Rule::kKnown);
-    if (!settled && is_sigreturn_trampoline(pc, top)) {
+    const std::optional<uint8_t> signal_back = settled ? std::nullopt : sigreturn_trampoline(pc, top);
+    if (signal_back) {
         // Its CFA is the interrupted frame's rsp, read from the context: no fixed offsets to learn.
         const bool cfi_tried = rule.ip == ip && rule.cfi_tried;
         rule = Rule{};
         rule.ip = ip;
         rule.cfi_tried = cfi_tried;
         rule.state = Rule::kSignal;
-        const Outcome outcome = libunwind_step(view, ip, sp, fp, out, nullptr);
+        rule.signal_back = *signal_back;
+        const Outcome outcome = libunwind_step(view, ip - rule.signal_back, sp, fp, out, nullptr);
         out.interrupted = outcome == Outcome::kStepped;
         return outcome;
     }
@@ -371,20 +373,31 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
 
 // The kernel returns from a signal handler into the restorer the handler was installed with:
 // glibc's __restore_rt (`mov $15, %rax; syscall`, rt_sigreturn), musl's (`mov $15, %eax; syscall`).
-// A return address there, or a top pc on either instruction, is such a trampoline.
-bool NativeUnwinder::is_sigreturn_trampoline(uint64_t pc, bool top) {
+// A return address there, or a top pc on either instruction, is such a trampoline. So is a top pc
+// right past the syscall: a sample taken inside rt_sigreturn, before it restored the context (the
+// kernel reports the instruction after a syscall). The trampoline's unwind rows end at its syscall,
+// so libunwind steps from the syscall instead; sp is the same all through. (Seen under validate,
+// whose SIGPROF handler returns there 1,000 times a second: libunwind found no row, a rescan took
+// a stale return address, and the walk failed as bad_return_address.)
+std::optional<uint8_t> NativeUnwinder::sigreturn_trampoline(uint64_t pc, bool top) {
     static constexpr uint8_t kGlibc[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
     static constexpr uint8_t kMusl[] = {0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
     uint64_t bias = 0;
     Module* m = module_for(pc, bias);
-    if (!m) return false;
+    if (!m) return std::nullopt;
     auto matches = [&](uint64_t at, const uint8_t* bytes, size_t n) {
         uint8_t code[sizeof kGlibc];
         return m->elf.read_vaddr(at - bias, code, n) && std::memcmp(code, bytes, n) == 0;
     };
-    if (matches(pc, kGlibc, sizeof kGlibc) || matches(pc, kMusl, sizeof kMusl)) return true;
+    if (matches(pc, kGlibc, sizeof kGlibc) || matches(pc, kMusl, sizeof kMusl)) return 0;
+    if (!top) return std::nullopt;
+    constexpr uint8_t kSyscallBytes = 2;
     // Interrupted on the syscall instruction itself.
-    return top && (matches(pc - 7, kGlibc, sizeof kGlibc) || matches(pc - 5, kMusl, sizeof kMusl));
+    if (matches(pc - 7, kGlibc, sizeof kGlibc) || matches(pc - 5, kMusl, sizeof kMusl)) return 0;
+    if (matches(pc - sizeof kGlibc, kGlibc, sizeof kGlibc) || matches(pc - sizeof kMusl, kMusl, sizeof kMusl)) {
+        return kSyscallBytes;
+    }
+    return std::nullopt;
 }
 
 // The module's CFI row for ip, read directly: most rows are of the form a Rule holds, and so the

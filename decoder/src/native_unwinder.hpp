@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -134,6 +135,7 @@ private:
         bool first_frame : 1 = false;   // cfi_tried, and the row marks the thread's first frame
         bool cfa_from_fp : 1 = false;
         bool fp_saved : 1 = false;      // else the caller's rbp is still in rbp
+        uint8_t signal_back = 0;        // kSignal: libunwind steps from ip - signal_back
     };
     static_assert(sizeof(Rule) == 32, "a rule is half a cache line");
     static constexpr size_t kRuleCacheSize = 8192;   // 256 KB
@@ -145,7 +147,9 @@ private:
     uint64_t cfi_rules_learned_ = 0;
     bool cfi_rules_ = true;
     void learn_from_cfi(uint64_t ip, Rule& rule);
-    bool is_sigreturn_trampoline(uint64_t pc, bool top);
+    // How many bytes before ip libunwind steps a sigreturn trampoline's frame from, if pc is in one:
+    // 0, or 2 for a top pc just past its syscall (see step_dwarf).
+    std::optional<uint8_t> sigreturn_trampoline(uint64_t pc, bool top);
     Module* module_for(uint64_t pc, uint64_t& load_bias);
     const uint8_t* code_before(uint64_t end, uint64_t len);
     bool in_changed_module(uint64_t pc);

@@ -7,6 +7,7 @@
 #include <sys/auxv.h>
 #include <pthread.h>
 #include <signal.h>
+#include <ucontext.h>
 
 #include <algorithm>
 #include <cstring>
@@ -120,6 +121,51 @@ TEST_CASE("a signal frame is crossed the same way whether or not libunwind has i
     CHECK(symbols_of(first).find("signal_level2") != std::string::npos);
     CHECK(symbols_of(first).find("signal_level1") != std::string::npos);
     CHECK(second.frames == first.frames);
+}
+
+TEST_CASE("a sample taken inside rt_sigreturn steps through the saved context", "[decoder][native]") {
+    // The kernel reports the instruction after the trampoline's syscall, where its unwind rows have
+    // ended; sp is the saved context's address. Seen on JDK 17 and 25 after the VM's SIGSEGV
+    // handling (safepoint polls) and validate's SIGPROF: libunwind found no row there, and a rescan
+    // took a stale return address (a wrong trace or bad_return_address).
+    struct sigaction action {}, previous {}, installed {};
+    action.sa_handler = snapshot_in_handler;
+    sigemptyset(&action.sa_mask);
+    REQUIRE(sigaction(SIGUSR2, &action, &previous) == 0);
+    REQUIRE(sigaction(SIGUSR2, nullptr, &installed) == 0);
+    prepare_snapshot();
+    signal_level1();
+    sigaction(SIGUSR2, &previous, nullptr);
+    const uint64_t restorer = reinterpret_cast<uint64_t>(installed.sa_restorer);
+    REQUIRE(restorer != 0);
+    // The handler's return address into the trampoline; the context lies right above it.
+    size_t slot = 0;
+    while (slot + 8 <= g_snapshot.stack.size()) {
+        uint64_t word = 0;
+        std::memcpy(&word, g_snapshot.stack.data() + slot, sizeof word);
+        if (word == restorer) break;
+        slot += 8;
+    }
+    REQUIRE(slot + 8 < g_snapshot.stack.size());
+    const size_t context = slot + 8;
+    const auto* uc = reinterpret_cast<const ucontext_t*>(g_snapshot.stack.data() + context);
+    constexpr uint64_t kPastSyscall = 9;   // `mov $15, %rax` (7 bytes), `syscall` (2)
+    Sample in_sigreturn;
+    in_sigreturn.time_ns = 1000;
+    in_sigreturn.regs.ip = restorer + kPastSyscall;
+    in_sigreturn.regs.sp = g_snapshot.stack_sp + context;
+    in_sigreturn.regs.bp = static_cast<uint64_t>(uc->uc_mcontext.gregs[REG_RBP]);
+    in_sigreturn.stack_sp = in_sigreturn.regs.sp;
+    in_sigreturn.stack.assign(g_snapshot.stack.begin() + static_cast<std::ptrdiff_t>(context), g_snapshot.stack.end());
+    test::World w;
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
+    Decoder d(w.map, DecoderOptions{});
+    const CallTrace t = d.decode(in_sigreturn);
+    INFO(symbols_of(t) << fail_reason_name(t.failure));
+    REQUIRE(!t.frames.empty());
+    CHECK(d.stats().signal_frames == 1);
+    CHECK(symbols_of(t).find("signal_level2") != std::string::npos);
+    CHECK(symbols_of(t).find("signal_level1") != std::string::npos);
 }
 
 namespace {
