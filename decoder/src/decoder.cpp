@@ -2064,6 +2064,11 @@ Walk::Step Walk::step_native() {
         }
     }
     const FailReason reason = known_module ? FailReason::kNativeUnwindFailed : FailReason::kUnknownPc;
+    // Nor a breadcrumb or a rescan past such a module: the live decode left its frames by their
+    // unwind rows, and a scan finds what those would have skipped (a replay of recordings made
+    // with an agent since rebuilt: bad_return_address rose from 1 to 464 of ~160,000 samples,
+    // besides the 751 that stopped in the agent's frames, and other traces took stale frames).
+    if (changed_module) return fail(reason);
     if (try_breadcrumb()) return Step::kContinue;
     // The module's unwind row puts this frame's return address above the fragment's end: every
     // word below it is this frame's or its callees', so a return address the rescan would find

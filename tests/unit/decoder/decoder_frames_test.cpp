@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <filesystem>
 
 #include "stackfrag/decoder/breadcrumb.hpp"
 #include "synthetic.hpp"
@@ -1091,6 +1092,34 @@ TEST_CASE("native code that cannot be unwound: rescan for a verified Java return
     REQUIRE(t.status == TraceStatus::kComplete);
     CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
     CHECK(d.stats().native_rescans == 1);
+}
+
+TEST_CASE("native code of a module whose file is another build: no rescan past it", "[decoder][native]") {
+    // A replay with the agent rebuilt since the recording: the live decode left the agent's frames by
+    // their unwind rows, so a Java return address that a scan finds above them is a guess the live
+    // decode never made (such replays had bad_return_address and stale frames, not only stops).
+    CompiledWorld cw;
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    for (ModuleMap m : self_modules()) {
+        m.build_id = m.path == self ? std::string("00ff00ff") : std::string();
+        cw.w.map.apply(Event{m});
+    }
+    const uint64_t sp_native = cw.s.at(0x100);
+    const uint64_t sp_d = cw.s.at(0x200);
+    cw.s.put(sp_d - 8, cw.d_begin + 0x30);   // the native callee's return address into D, as in the rescan's case
+    cw.s.put(sp_d + 40, kCallStubReturn);
+    cw.s.put(sp_d + 32, cw.fp_stub);
+    const uint64_t own_code = reinterpret_cast<uint64_t>(&self_modules) + 1;
+    DecoderOptions options = test_options();
+    options.use_libunwind = true;   // as the agent and replay decode; the module's rows are what is missing
+    Decoder d(cw.w.map, options);
+    const CallTrace t = d.decode(sample_of(cw.s, own_code, sp_native, 0x10));
+    INFO(fail_reason_name(t.failure));
+    CHECK(d.changed_modules() == std::vector<std::string>{self});
+    CHECK(t.status == TraceStatus::kFailed);
+    CHECK(t.failure == FailReason::kNativeUnwindFailed);
+    CHECK(java_frames(t).empty());
+    CHECK(d.stats().native_rescans == 0);
 }
 
 TEST_CASE("a native frame returns into compiled code only where a call ends", "[decoder][native]") {
