@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "stackfrag/base/zeroed_block.hpp"
+#include "stackfrag/hotspot/frame_layout.hpp"
 
 namespace sf::detail {
 namespace {
@@ -867,6 +868,43 @@ uint32_t continuation_offset(const CodeLoad& code, uint32_t offset, Restores res
         off += insn.length;
     }
     return offset;
+}
+
+namespace {
+struct DeoptHandler {
+    uint64_t length = 0, target = 0;
+};
+
+std::optional<DeoptHandler> deopt_handler_at(const CodeLoad& code, uint64_t pc) {
+    namespace dh = hotspot::deopt_handler;
+    if (pc < code.code_begin || pc - code.code_begin >= code.code.size()) return std::nullopt;
+    const uint8_t* at = code.code.data() + (pc - code.code_begin);
+    const uint64_t avail = code.code.size() - (pc - code.code_begin);
+    auto jump_at = [&](uint64_t offset) -> std::optional<DeoptHandler> {
+        if (avail < offset + 5 || at[offset] != dh::kJmpRel32) return std::nullopt;
+        int32_t rel = 0;
+        std::memcpy(&rel, at + offset + 1, sizeof rel);
+        return DeoptHandler{offset + 5, pc + offset + 5 + static_cast<uint64_t>(static_cast<int64_t>(rel))};
+    };
+    if (avail >= dh::kC1Bytes && std::memcmp(at, dh::kC1MovR10, sizeof dh::kC1MovR10) == 0 &&
+        std::memcmp(at + 10, dh::kC1PushR10, sizeof dh::kC1PushR10) == 0) {
+        uint64_t own = 0;
+        std::memcpy(&own, at + 2, sizeof own);
+        if (own == pc) return jump_at(12);
+    }
+    if (avail >= dh::kC2Bytes && std::memcmp(at, dh::kC2CallSub, sizeof dh::kC2CallSub) == 0) return jump_at(10);
+    return std::nullopt;
+}
+}  // namespace
+
+bool follows_deopt_handler(const CodeLoad& code, uint64_t pc) {
+    if (code.deopt_handler == 0 || pc <= code.deopt_handler || pc - code.deopt_handler > hotspot::deopt_handler::kC1Bytes) {
+        return false;
+    }
+    const std::optional<DeoptHandler> first = deopt_handler_at(code, code.deopt_handler);
+    if (!first || code.deopt_handler + first->length != pc) return false;
+    const std::optional<DeoptHandler> second = deopt_handler_at(code, pc);
+    return second && second->target == first->target;
 }
 
 }  // namespace sf::detail

@@ -58,6 +58,15 @@ SpRanges analyze_sp_ranges(const CodeLoad& code);
 enum class Restores : uint8_t { kPops, kStraightLine };
 uint32_t continuation_offset(const CodeLoad& code, uint32_t offset, Restores restores);
 
+// Whether `pc` is where a deoptimized frame of this code returns (hotspot::deopt_handler): the
+// handler the code load announced, or the one for method-handle call sites right after it, which
+// must have the same shape and jump to the same place.
+bool follows_deopt_handler(const CodeLoad& code, uint64_t pc);
+inline bool is_deopt_return(const CodeLoad& code, uint64_t pc) {
+    return code.deopt_handler != 0 && pc >= code.deopt_handler &&
+           (pc == code.deopt_handler || follows_deopt_handler(code, pc));
+}
+
 // The moved-rsp pass's shortcut past Zydis for the plainest and commonest instructions of compiled
 // code. For a whitelisted legacy encoding (a lock prefix, 0x66 prefixes and a REX at most; and
 // vzeroupper) `quick_decode` gives its length and what the pass does with it; for anything else,

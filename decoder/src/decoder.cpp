@@ -1182,7 +1182,7 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
     // PcDesc at the return address names it, and its code moved no rsp for the call: the general
     // path below with every branch that cannot apply left out (the same reads, lookups and flags).
     if (!top_ && after_java_ && !via_anchor_ && !wrapper && !frameless &&
-        (nm.deopt_handler == 0 || pc_ != nm.deopt_handler)) {
+        !detail::is_deopt_return(nm, pc_)) {
         const PcScope* scope = scope_at_pc(compiled, pc_);
         if (!scope) {
             step_consults_flags_ = true;
@@ -1202,7 +1202,7 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
 
     uint64_t scope_pc = pc_;
     bool exact = !top_ && !via_anchor_;
-    if (nm.deopt_handler != 0 && pc_ == nm.deopt_handler && nm.orig_pc_offset >= 0) {
+    if (nm.orig_pc_offset >= 0 && detail::is_deopt_return(nm, pc_)) {
         const uint64_t slot = sp + static_cast<uint64_t>(nm.orig_pc_offset);
         uint64_t orig = 0;
         if (!view_.read(slot, orig)) return off_fragment(slot);
@@ -1229,7 +1229,7 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
     const bool leaf_callee = !top_ && !after_java_ && !via_anchor_ &&
                              (c1 || !scope_at_pc(compiled, pc_));
     if (!frameless && !nm.code.empty() && shape.kind == detail::TopFrameShape::Kind::kComplete &&
-        pc_ != nm.deopt_handler && (top_ || leaf_callee)) {
+        !detail::is_deopt_return(nm, pc_) && (top_ || leaf_callee)) {
         const detail::SpRange* range = sp_ranges_of(compiled).find(pc_ - nm.code_begin);
         if (range && range->call_pending && top_) {
             // A call stub of this code (`mov rbx, Method*; jmp`): the call's return address is at
@@ -1416,7 +1416,7 @@ Walk::ReturnCheck Walk::check_return(uint64_t ret) const {
     if (c.region == CodeRegion::kStub) return no_java_returns_into(map_, c.stub) ? ReturnCheck::kVmStub : ReturnCheck::kOk;
     if (c.region != CodeRegion::kCompiled) return ReturnCheck::kOk;   // the step there judges it
     const CodeLoad& nm = c.compiled->load;
-    if (ret == nm.deopt_handler || ret - nm.code_begin > nm.code.size()) return ReturnCheck::kOk;   // no bytes to check
+    if (detail::is_deopt_return(nm, ret) || ret - nm.code_begin > nm.code.size()) return ReturnCheck::kOk;   // no bytes to check
     Decoder::CallSite& site = d_.call_site(*c.compiled, ret);
     if (!site.call_known) {   // e8 rel32: how HotSpot calls Java code from compiled code
         uint64_t target = 0;
@@ -1933,7 +1933,7 @@ bool Walk::try_breadcrumb() {
 bool Walk::returns_after_call(const detail::NativeStep& next) {
     if (next.interrupted) return true;
     const CompiledCode* c = map_.find_compiled(next.pc, time_);
-    if (!c || c->load.code.empty() || next.pc == c->load.deopt_handler) return true;
+    if (!c || c->load.code.empty() || detail::is_deopt_return(c->load, next.pc)) return true;
     if (any_call_ends_at(c->load, next.pc)) return true;
     bump(kRejectNoCall);
     return false;

@@ -1,5 +1,6 @@
 #include "stackfrag/decoder/oracle_compare.hpp"
 
+#include "code_shape.hpp"
 #include "vm_stubs.hpp"
 
 #include <algorithm>
@@ -94,7 +95,7 @@ bool oracle_stopped_early(const CallTrace& decoded, const Oracle& oracle, const 
         if (is_java(f.kind)) {
             if (f.kind != FrameKind::kCompiled && f.kind != FrameKind::kInlined) return false;
             const CompiledCode* code = map.find_compiled(f.pc, decoded.time_ns);
-            return code != nullptr && code->load.deopt_handler != 0 && f.pc == code->load.deopt_handler;
+            return code != nullptr && detail::is_deopt_return(code->load, f.pc);
         }
         if (f.kind == FrameKind::kStub) {
             const Stub* stub = map.find_stub(f.pc);

@@ -353,6 +353,69 @@ TEST_CASE("deoptimized frame: the original pc is in the frame", "[decoder][compi
     CHECK(d.stats().deopt_frames == 1);
 }
 
+TEST_CASE("deoptimized at a method-handle call: the handler right after the announced one", "[decoder][compiled]") {
+    // -Xcomp, a lambda's bootstrap: DirectMethodHandle$Holder.invokeStatic (C1) was deoptimized while
+    // LambdaMetafactory.metafactory ran, which returned into the code's second handler (CodeOffsets::
+    // DeoptMH, 17 bytes after the first); the walk took it for no call site and failed there.
+    const auto jdk = jdk_param();
+    CompiledWorld cw(jdk);
+    CodeLoad c = cw.w.loads[0];
+    c.code.assign(0x400, 0xf4);
+    c.deopt_handler = c.code_begin + 0x300;
+    c.orig_pc_offset = 8;
+    c.time_ns = 2;
+    const uint64_t unpack = kCodeCacheLow + 0x70000;   // the deoptimization blob's entry
+    auto put_jmp = [&](uint64_t at, uint64_t target) {
+        c.code[at - c.code_begin] = 0xe9;
+        const auto rel = static_cast<int32_t>(static_cast<int64_t>(target - (at + 5)));
+        std::memcpy(c.code.data() + (at - c.code_begin) + 1, &rel, sizeof rel);
+    };
+    auto c1_handler = [&](uint64_t at, uint64_t target) {   // mov r10, at; push r10; jmp target
+        uint8_t* b = c.code.data() + (at - c.code_begin);
+        b[0] = 0x49, b[1] = 0xba;
+        std::memcpy(b + 2, &at, sizeof at);
+        b[10] = 0x41, b[11] = 0x52;
+        put_jmp(at + 12, target);
+        return at + 17;
+    };
+    auto c2_handler = [&](uint64_t at, uint64_t target) {   // call +0; sub qword [rsp], 5; jmp target
+        const uint8_t head[] = {0xe8, 0, 0, 0, 0, 0x48, 0x83, 0x2c, 0x24, 0x05};
+        std::memcpy(c.code.data() + (at - c.code_begin), head, sizeof head);
+        put_jmp(at + 10, target);
+        return at + 15;
+    };
+    const bool c2 = GENERATE(false, true);
+    const bool same_target = GENERATE(true, false);
+    const uint64_t second = c2 ? c2_handler(c.deopt_handler, unpack) : c1_handler(c.deopt_handler, unpack);
+    if (c2) {
+        c2_handler(second, same_target ? unpack : unpack + 0x40);
+    } else {
+        c1_handler(second, same_target ? unpack : unpack + 0x40);
+    }
+    cw.w.map.apply(c);
+    const uint64_t sp_c = cw.s.at(0x200);
+    const uint64_t sp_d = sp_c + 32;
+    cw.s.put(sp_c + 8, c.code_begin + 0x50);     // original pc (a call site with an inline chain)
+    cw.s.put(sp_c + 24, cw.d_begin + 0x30);
+    cw.s.put(sp_c + 16, 0x1111);
+    cw.s.put(sp_d + 40, kCallStubReturn);
+    cw.s.put(sp_d + 32, cw.fp_stub);
+    const uint64_t fp_a = cw.s.at(0x100);
+    cw.w.interp_frame(cw.s, fp_a, 1, bcp(1, 2), sp_c, second, 0x1111);
+    Decoder d(cw.w.map, test_options());
+    const CallTrace t = d.decode(sample_of(cw.s, kInterpBodyPc, cw.s.at(0), fp_a));
+    INFO((c2 ? "C2" : "C1") << (same_target ? "" : ", another target") << ": " << fail_reason_name(t.failure));
+    if (same_target) {
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 2), mb(6, 3), mb(4, 7), mb(5, 21)});
+        CHECK(d.stats().deopt_frames == 1);
+    } else {
+        // Bytes that only look like a handler are no return point of a deoptimized frame.
+        CHECK(t.status == TraceStatus::kFailed);
+        CHECK(d.stats().deopt_frames == 0);
+    }
+}
+
 TEST_CASE("prologue and epilogue top frames, from the instruction bytes", "[decoder][compiled][prologue]") {
     CompiledWorld cw(jdk_param());
     // C's code: bang; push rbp; sub rsp,16 | body ... | add rsp,16; pop rbp; cmp rsp,[r15+0x340]; ja; ret

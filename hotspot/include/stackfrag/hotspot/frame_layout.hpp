@@ -104,6 +104,23 @@ inline constexpr uint64_t kCookieAndEnterBytes = 5 + 4;
 inline constexpr int kReturnFromFp = 2;   // words from the stub's rbp to its return address
 }  // namespace entry_barrier
 
+// --- Deoptimization handlers (x86_64, JDK 17 and 25; read from recorded code) ---
+// A deoptimized frame returns into a handler in its nmethod's stub section that pushes the handler's
+// own address and jumps to the deoptimization blob: C1's `mov r10, <own address>; push r10; jmp`
+// (17 bytes), C2's `call +0; sub qword [rsp], 5; jmp` (15 bytes). The handler JVMTI's code load
+// names is the first; code with method-handle call sites has a second right after it
+// (CodeOffsets::DeoptMH, not announced), where a frame deoptimized while it called through a
+// method handle returns (seen: -Xcomp, a lambda's bootstrap, DirectMethodHandle$Holder.invokeStatic
+// under LambdaMetafactory.metafactory).
+namespace deopt_handler {
+inline constexpr uint8_t kC1MovR10[] = {0x49, 0xba};   // then the handler's own address, 8 bytes
+inline constexpr uint8_t kC1PushR10[] = {0x41, 0x52};
+inline constexpr uint8_t kC2CallSub[] = {0xe8, 0x00, 0x00, 0x00, 0x00, 0x48, 0x83, 0x2c, 0x24, 0x05};
+inline constexpr uint8_t kJmpRel32 = 0xe9;
+inline constexpr uint64_t kC1Bytes = 17;
+inline constexpr uint64_t kC2Bytes = 15;
+}  // namespace deopt_handler
+
 // An rbp further above sp than any thread stack is long (-Xss is a few MB; 256 MB is far beyond
 // anything set in practice) is not a frame pointer into this stack: C2 code uses rbp freely.
 inline constexpr uint64_t kMaxStackSpanBytes = uint64_t{256} << 20;
