@@ -170,19 +170,37 @@ std::optional<PrologueState> emulate_after_patched_entry(const CodeLoad& code, u
     return found;
 }
 
-// Emulates the prologue from the verified entry up to `pc`; offsets are kept relative to the
-// entry sp, where the return address sits.
-TopFrameShape emulate_prologue(const CodeLoad& code, uint64_t pc) {
+// Where the prologue that ends at the frame-complete offset begins. The verified entry, but for
+// C2's OSR code: it begins with a `call` and nops up to its OSR entry (hotspot-frames.md, the
+// prologue table), which no event announces, and the prologue there is the one that ends at the
+// frame-complete offset. (C1's OSR code builds its OSR frame inside the body, past that offset.)
+// 0 for OSR code of another shape.
+uint64_t prologue_begin(const CodeLoad& code) {
+    if (code.kind != CodeKind::kOsr) return code.verified_entry;
+    constexpr uint8_t kCallRel32 = 0xe8;
+    if (code.code.empty() || code.code[0] != kCallRel32) return code.code_begin;
+    uint64_t cur = code.code_begin;
+    Decoded d;
+    for (int steps = 0; steps < 8 && decode_at(code, cur, d); ++steps) {
+        if (steps > 0 && d.insn.mnemonic != ZYDIS_MNEMONIC_NOP) return cur;
+        cur += d.insn.length;
+    }
+    return 0;
+}
+
+// Emulates the prologue from its first instruction (`begin`, see prologue_begin) up to `pc`;
+// offsets are kept relative to the entry sp, where the return address sits.
+TopFrameShape emulate_prologue(const CodeLoad& code, uint64_t begin, uint64_t pc) {
     TopFrameShape shape;
     shape.kind = TopFrameShape::Kind::kPartial;
     shape.in_prologue = true;
     PrologueState st;
-    const uint64_t entry_off = code.verified_entry - code.code_begin;
-    const bool patched = entry_off < code.code.size() && code.code[entry_off] == 0xe9;
-    if (patched && pc > code.verified_entry) {
+    const uint64_t entry_off = begin - code.code_begin;
+    const bool patched = code.kind != CodeKind::kOsr && entry_off < code.code.size() && code.code[entry_off] == 0xe9;
+    if (patched && pc > begin) {
         if (const std::optional<PrologueState> after = emulate_after_patched_entry(code, pc)) st = *after;
     } else {
-        emulate_from(code, code.verified_entry, pc, st);
+        emulate_from(code, begin, pc, st);
     }
     shape.return_offset = st.pushed;
     shape.fp_saved = st.fp_saved;
@@ -208,9 +226,9 @@ TopFrameShape analyze_top_frame(const CodeLoad& code, uint64_t pc) {
         return shape;
     }
     const uint64_t off = pc - code.code_begin;
-    if (code.kind != CodeKind::kOsr && code.frame_complete_offset > 0 &&
-        off < static_cast<uint64_t>(code.frame_complete_offset) && pc >= code.verified_entry) {
-        return emulate_prologue(code, pc);
+    if (code.frame_complete_offset > 0 && off < static_cast<uint64_t>(code.frame_complete_offset)) {
+        const uint64_t begin = prologue_begin(code);
+        if (begin != 0 && pc >= begin) return emulate_prologue(code, begin, pc);
     }
     // Most tops are in the body: an instruction quick_decode knows that is no pop, ret, jcc,
     // indirect jmp or compare of rsp (the return poll) leaves the frame complete, without Zydis.

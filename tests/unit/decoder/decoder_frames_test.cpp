@@ -472,6 +472,47 @@ TEST_CASE("prologue and epilogue top frames, from the instruction bytes", "[deco
     SECTION("epilogue: at add rsp the frame is still whole") { check(0x100, cw.sp_c, 0x3333); }
 }
 
+TEST_CASE("C2's OSR code: the prologue at the OSR entry, past a call and its padding", "[decoder][compiled][prologue]") {
+    // The demo, JDK 17, 100 us: Matrix.multiply's OSR code sampled at its OSR entry's `push rbp`
+    // (the interpreter had just jumped there); taken for a complete frame, the walk read a return
+    // address 14 words up and failed (bad_return_address).
+    CompiledWorld cw;
+    CodeLoad c = cw.w.loads[0];
+    c.kind = CodeKind::kOsr;
+    c.osr_bci = 40;
+    c.code.assign(0x400, 0x90);
+    const uint8_t start[] = {0xe8, 0xfb, 0x82, 0x55, 0x29,                            // call (never run)
+                             0x66, 0x66, 0x66, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00,   // nop
+                             0x89, 0x84, 0x24, 0x00, 0xc0, 0xfe, 0xff,               // mov [rsp-0x14000],eax
+                             0x55,                                                   // push rbp
+                             0x48, 0x83, 0xec, 0x10};                                // sub rsp,0x10
+    std::memcpy(c.code.data(), start, sizeof start);
+    c.frame_complete_offset = sizeof start;
+    c.time_ns = 2;
+    cw.w.map.apply(c);
+    Decoder d(cw.w.map, test_options());
+    auto check = [&](uint64_t pc_off, uint64_t sp, uint64_t rbp) {
+        const CallTrace t = d.decode(sample_of(cw.s, c.code_begin + pc_off, sp, rbp));
+        INFO("pc offset " << pc_off << " " << fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        const auto frames = java_frames(t);
+        REQUIRE(frames.size() >= 2);
+        CHECK(frames.back() == mb(5, 21));
+        CHECK(frames[frames.size() - 2].method_id == method_id(4));
+    };
+    const uint64_t entry_sp = cw.sp_c + 24;   // where C's return address is
+    SECTION("at the OSR entry and the bang nothing is pushed") {
+        check(0x10, entry_sp, cw.fp_stub);
+        check(0x17, entry_sp, cw.fp_stub);
+        CHECK(d.stats().prologue_tops == 2);
+    }
+    SECTION("after push rbp the caller's rbp is at [sp]") {
+        cw.s.put(entry_sp - 8, cw.fp_stub);
+        check(0x18, entry_sp - 8, 0x3333);
+    }
+    SECTION("complete at frame_complete_offset") { check(0x1c, cw.sp_c, 0x3333); }
+}
+
 TEST_CASE("bang-less C2 prologue: sub rsp then mov [rsp+N-16],rbp", "[decoder][compiled][prologue]") {
     CompiledWorld cw;
     CodeLoad c = cw.w.loads[0];
