@@ -1315,7 +1315,20 @@ jint control(const AgentOptions& options) {
     }
     case AgentAction::kStop: {
         if (!running) return write_reply(reply, "", false, "not running"), JNI_ERR;
+        // A profile asked of a session that only records: it still stops (the recording is complete
+        // then), and the answer says where the profile is to come from instead of an `ok` beside no file.
+        const bool file_unwritable = !options.file.empty() && agent->live_profile() == nullptr;
         agent->shutdown(options.file);
+        if (file_unwritable) {
+            const std::string& recording = agent->options().record_path;
+            return write_reply(reply, "stopped\n", false,
+                               "no profile written to " + options.file +
+                                   ": this session had no live profile (started without file=/-f)" +
+                                   (agent->options().records()
+                                        ? "; make it from the recording: stackfrag report " + recording + " -o " + options.file
+                                        : std::string())),
+                   JNI_OK;
+        }
         std::string text = "stopped\n";
         if (LiveProfile* live = agent->live_profile()) text += live->summary_text() + "\n";
         text += "mode: " + mode_text(agent->options()) + "\n";

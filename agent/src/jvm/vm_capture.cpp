@@ -79,6 +79,24 @@ struct VmCapture::Impl {
     std::atomic<uint64_t> start_scan_ns{0};
     uint64_t valid_from_ns = 0;   // SamplingParameters::valid_from_ns
 
+    // The scan's code: nmethods the code cache held when the scan began, and the scan's time for
+    // them. What GenerateEvents and the scan's own walk then announce on the scanning thread existed
+    // all along and goes out stamped with that time, as the scan's stubs and classes do; otherwise
+    // the samples taken during the scan (samples run from its start: hundreds of ms on an attach)
+    // met no code there. Code compiled during the scan is not in the set and keeps its own time.
+    std::unordered_set<uint64_t> present_at_scan;       // written before scanning_tid, read on it
+    std::atomic<uint32_t> scanning_tid{0};
+    uint64_t scan_valid_from = 0;
+
+    // When a CodeLoad found now began to hold: the scan's time for code present since it began.
+    uint64_t code_time(uint64_t code_begin, uint64_t now) const {
+        const uint32_t scanning = scanning_tid.load(std::memory_order_acquire);
+        if (scanning != 0 && scanning == static_cast<uint32_t>(gettid()) && present_at_scan.count(code_begin) != 0) {
+            return scan_valid_from;
+        }
+        return now;
+    }
+
     Impl(jvmtiEnv* j, EventSink& s) : jvmti(j), sink(s) {}
 
     // A read of VM memory that failed or gave implausible values: skipped and counted.
@@ -431,8 +449,8 @@ struct VmCapture::Impl {
     }
 
     void compiled_method_load(jmethodID method, jint code_size, const void* code_addr, const void* compile_info) {
-        uint64_t now = monotonic_ns();
         auto code_begin = reinterpret_cast<uint64_t>(code_addr);
+        const uint64_t now = code_time(code_begin, monotonic_ns());
         CodeLoad load;
         load.time_ns = now;
         load.method_id = reinterpret_cast<uint64_t>(method);
@@ -514,7 +532,6 @@ struct VmCapture::Impl {
             },
             unknown);
         std::unordered_set<uint64_t> seen_now;
-        uint64_t now = monotonic_ns();
         for (const BlobInfo& b : unreported) {
             seen_now.insert(b.code_begin);
             if (require_seen_before && !announced.unannounced_at_last_poll(b.code_begin)) continue;
@@ -523,6 +540,7 @@ struct VmCapture::Impl {
                 counters.walk_unresolved_method++;
                 continue;
             }
+            const uint64_t now = code_time(b.code_begin, monotonic_ns());
             CodeLoad load;
             load.time_ns = now;
             load.method_id = method_id;
@@ -586,16 +604,25 @@ void VmCapture::scan(JNIEnv* jni) {
     // VMInit, and a Method* or stub found now existed whenever a sample ran it.
     const uint64_t valid_from = m.valid_from_ns != 0 ? m.valid_from_ns : scan_begin;
 
-    // Non-nmethod blobs first: stubs, adapters, the interpreter, runtime stubs.
+    // Non-nmethod blobs first: stubs, adapters, the interpreter, runtime stubs; and which nmethods
+    // are there now (code_time).
     m.code_cache->walk(
         [&](const BlobInfo& b) {
-            if (!b.is_nmethod) m.emit_stub(b.name, b.code_begin, b.code_end, b.frame_size, valid_from);
+            if (!b.is_nmethod) {
+                m.emit_stub(b.name, b.code_begin, b.code_end, b.frame_size, valid_from);
+            } else {
+                m.present_at_scan.insert(b.code_begin);
+            }
         },
         [](uint64_t) { return false; });
     m.announce_loaded_classes(jni, valid_from);
     m.jvmti->GenerateEvents(JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
+    m.scan_valid_from = valid_from;
+    m.scanning_tid.store(static_cast<uint32_t>(gettid()), std::memory_order_release);
     m.jvmti->GenerateEvents(JVMTI_EVENT_COMPILED_METHOD_LOAD);
     m.announce_unreported_nmethods(jni, false);
+    m.scanning_tid.store(0, std::memory_order_release);
+    m.present_at_scan = {};
     m.start_scan_ns = monotonic_ns() - scan_begin;
 }
 
