@@ -327,6 +327,24 @@ TEST_CASE("an interpreted method returning to compiled code, sampled past `leave
     }
 }
 
+namespace {
+// C deoptimized while A (interpreted, the sample's top) ran: A returns into `handler` in C, and C's
+// frame keeps its original pc (a call site with an inline chain); D and the call stub above it.
+// Returns A's fp.
+uint64_t deoptimized_under_interpreted(CompiledWorld& cw, const CodeLoad& c, uint64_t handler) {
+    const uint64_t sp_c = cw.s.at(0x200);
+    const uint64_t sp_d = sp_c + 32;
+    cw.s.put(sp_c + 8, c.code_begin + 0x50);
+    cw.s.put(sp_c + 24, cw.d_begin + 0x30);
+    cw.s.put(sp_c + 16, 0x1111);
+    cw.s.put(sp_d + 40, kCallStubReturn);
+    cw.s.put(sp_d + 32, cw.fp_stub);
+    const uint64_t fp_a = cw.s.at(0x100);
+    cw.w.interp_frame(cw.s, fp_a, 1, bcp(1, 2), sp_c, handler, 0x1111);
+    return fp_a;
+}
+}  // namespace
+
 TEST_CASE("deoptimized frame: the original pc is in the frame", "[decoder][compiled]") {
     const auto jdk = jdk_param();
     CompiledWorld cw(jdk);
@@ -336,15 +354,7 @@ TEST_CASE("deoptimized frame: the original pc is in the frame", "[decoder][compi
     c.orig_pc_offset = 8;
     c.time_ns = 2;
     cw.w.map.apply(c);
-    const uint64_t sp_c = cw.s.at(0x200);
-    const uint64_t sp_d = sp_c + 32;
-    cw.s.put(sp_c + 8, c.code_begin + 0x50);     // original pc (a call site with an inline chain)
-    cw.s.put(sp_c + 24, cw.d_begin + 0x30);
-    cw.s.put(sp_c + 16, 0x1111);
-    cw.s.put(sp_d + 40, kCallStubReturn);
-    cw.s.put(sp_d + 32, cw.fp_stub);
-    const uint64_t fp_a = cw.s.at(0x100);
-    cw.w.interp_frame(cw.s, fp_a, 1, bcp(1, 2), sp_c, c.deopt_handler, 0x1111);
+    const uint64_t fp_a = deoptimized_under_interpreted(cw, c, c.deopt_handler);
     Decoder d(cw.w.map, test_options());
     CallTrace t = d.decode(sample_of(cw.s, kInterpBodyPc, cw.s.at(0), fp_a));
     INFO(fail_reason_name(t.failure));
@@ -393,15 +403,7 @@ TEST_CASE("deoptimized at a method-handle call: the handler right after the anno
         c1_handler(second, same_target ? unpack : unpack + 0x40);
     }
     cw.w.map.apply(c);
-    const uint64_t sp_c = cw.s.at(0x200);
-    const uint64_t sp_d = sp_c + 32;
-    cw.s.put(sp_c + 8, c.code_begin + 0x50);     // original pc (a call site with an inline chain)
-    cw.s.put(sp_c + 24, cw.d_begin + 0x30);
-    cw.s.put(sp_c + 16, 0x1111);
-    cw.s.put(sp_d + 40, kCallStubReturn);
-    cw.s.put(sp_d + 32, cw.fp_stub);
-    const uint64_t fp_a = cw.s.at(0x100);
-    cw.w.interp_frame(cw.s, fp_a, 1, bcp(1, 2), sp_c, second, 0x1111);
+    const uint64_t fp_a = deoptimized_under_interpreted(cw, c, second);
     Decoder d(cw.w.map, test_options());
     const CallTrace t = d.decode(sample_of(cw.s, kInterpBodyPc, cw.s.at(0), fp_a));
     INFO((c2 ? "C2" : "C1") << (same_target ? "" : ", another target") << ": " << fail_reason_name(t.failure));
