@@ -148,8 +148,8 @@ TEST_CASE("attach start, dump and stop write a profile") {
     CHECK(again.exit_code == 1);
 }
 
-TEST_CASE("attach to a JVM whose code is compiled: the samples taken during the scan find that code; a stop "
-          "asked for a profile of a session that only records says where it comes from") {
+TEST_CASE("attach: samples taken during the agent's scan find the compiled code, and stop -f without a live "
+          "profile says where the profile comes from") {
     // Sampling starts before the agent's scan of the VM (its classes, then GenerateEvents), which
     // took ~300 ms on a 4-thread program; the compiled code it announced was stamped when its event
     // came, after those samples: 500-600 of ~10,800 samples of this JVM (100 us, 1 s) met code no

@@ -474,6 +474,49 @@ TEST_CASE("prologue and epilogue top frames, from the instruction bytes", "[deco
     SECTION("epilogue: at add rsp the frame is still whole") { check(0x100, cw.sp_c, 0x3333); }
 }
 
+TEST_CASE("a jmp right after the epilogue gave the frame back, as C2's exception handlers rethrow",
+          "[decoder][compiled][prologue]") {
+    // A StackOverflowError unwinding a C2 recursion (JDK 17, 100 us): SOE.recurse's handler is
+    // `mov rsi, rax; add rsp, 0x10; pop rbp; jmp <rethrow>`; sampled at the jmp, taken for a complete
+    // frame, 380 walks failed bad_return_address.
+    CompiledWorld cw;
+    CodeLoad c = cw.w.loads[0];   // frame 4 words: add rsp, 0x10 gives back all but rbp and ret
+    // hlt around the handler, as in C2's code: no path from the body reaches it (the moved-rsp pass,
+    // which follows the body's paths, would see the add and the pop on a path through it).
+    c.code.assign(0x400, 0xf4);
+    const uint8_t handler[] = {0x48, 0x8b, 0xf0,               // mov rsi, rax
+                               0x48, 0x83, 0xc4, 0x10,         // add rsp, 0x10
+                               0x5d,                           // pop rbp
+                               0xe9, 0x00, 0x01, 0x00, 0x00};  // jmp (the rethrow stub)
+    std::memcpy(c.code.data() + 0x200, handler, sizeof handler);
+    // Elsewhere a jmp after other bytes: the frame is whole.
+    const uint8_t body[] = {0x48, 0x83, 0xc4, 0x18, 0x5d,      // add rsp, 0x18 (not this frame's size); pop rbp
+                            0xe9, 0x00, 0x01, 0x00, 0x00};
+    std::memcpy(c.code.data() + 0x280, body, sizeof body);
+    c.time_ns = 2;
+    cw.w.map.apply(c);
+    Decoder d(cw.w.map, test_options());
+    const uint64_t entry_sp = cw.sp_c + 24;   // where C's return address is
+    SECTION("at the jmp after pop rbp the return address is at [sp]") {
+        // Where the whole frame's return slot would be, a word of D's frame that looks like a
+        // return into D (the slot a walk that took the frame for whole would read).
+        cw.s.put(entry_sp + 24, cw.d_begin + 0x30);
+        const CallTrace t = d.decode(sample_of(cw.s, c.code_begin + 0x208, entry_sp, cw.fp_stub));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        const auto frames = java_frames(t);
+        REQUIRE(frames.size() >= 2);
+        CHECK(frames[frames.size() - 2].method_id == method_id(4));
+        CHECK(frames.back() == mb(5, 21));
+    }
+    SECTION("a jmp after bytes that do not give this frame back leaves it whole") {
+        const CallTrace t = d.decode(sample_of(cw.s, c.code_begin + 0x285, cw.sp_c, 0x3333));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t).back() == mb(5, 21));
+    }
+}
+
 TEST_CASE("C2's OSR code: the prologue at the OSR entry, past a call and its padding", "[decoder][compiled][prologue]") {
     // The demo, JDK 17, 100 us: Matrix.multiply's OSR code sampled at its OSR entry's `push rbp`
     // (the interpreter had just jumped there); taken for a complete frame, the walk read a return
