@@ -2014,9 +2014,12 @@ Walk::Step Walk::step_native() {
         // tail-called by the runtime function compiled code called; rbp is still the caller's,
         // which C2 code uses as it likes). From a module: a direct call into this very function
         // (glibc's clone3 ends its FDE before its syscall, since the new thread goes on from there
-        // on a stack of its own; libjvm's SpinPause has none). The new thread itself, sampled before
-        // its first call, has nothing on its stack (fresh pages: a zero where a return address would
-        // be): its first frame. Without these the rescan below found stale wrapper frames above.
+        // on a stack of its own; libjvm's SpinPause has none), or any call when the pc is a
+        // function's first byte (ld.so running a library's `_init`, which has no CFI, through a
+        // pointer: libjsvml.so's, once a run at the JVM's start, failed native_unwind_failed). The
+        // new thread itself, sampled before its first call, has nothing on its stack (fresh pages:
+        // a zero where a return address would be): its first frame. Without these the rescan below
+        // found stale wrapper frames above.
         uint64_t ret = 0;
         if (view_.read(sp_, ret)) {
             uint64_t target = 0;
@@ -2024,7 +2027,9 @@ Walk::Step Walk::step_native() {
             const bool fits =
                 caller ? leaf_call_target(caller->load, ret, target) &&
                              map_.find_code(target, time_).region == CodeRegion::kUnknown
-                       : ret != 0 && known_module && d_.native_ && d_.native_->direct_call_into(ret, pc_) &&
+                       : ret != 0 && known_module && d_.native_ &&
+                             (d_.native_->direct_call_into(ret, pc_) ||
+                              (d_.native_->function_starts_at(pc_) && d_.native_->call_ends_at(ret))) &&
                              plausible_native_pc(ret);
             if (fits) {
                 next = {ret, sp_ + kWord, fp_};

@@ -541,6 +541,14 @@ bool NativeUnwinder::call_ends_at(uint64_t ret) {
     return false;
 }
 
+bool NativeUnwinder::function_starts_at(uint64_t pc) {
+    uint64_t bias = 0;
+    Module* m = module_for(pc, bias);
+    if (m == nullptr) return false;
+    const std::optional<ElfFile::Function> function = m->elf.function_at(pc - bias);
+    return function && function->vaddr == pc - bias;
+}
+
 bool NativeUnwinder::after_syscall(uint64_t pc) {
     const uint8_t* insn = code_before(pc, 2);
     return insn != nullptr && insn[0] == 0x0f && insn[1] == 0x05;

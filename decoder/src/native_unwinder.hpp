@@ -94,11 +94,13 @@ public:
     // call that entered the function holding `pc`, if that built no frame). `after_syscall`: a
     // `syscall` instruction ends at `pc`. `call_ends_at`: some call instruction ends at `ret`
     // (`e8 rel32`, or `ff /2` through a register or a pointer in memory: C++ code calling a stub
-    // through StubRoutines' function pointers).
+    // through StubRoutines' function pointers). `function_starts_at`: a function symbol of pc's
+    // module begins at pc (nothing pushed yet there, however it was called).
     static constexpr uint64_t kLeafReach = 4096;
     bool direct_call_into(uint64_t ret, uint64_t pc);
     bool after_syscall(uint64_t pc);
     bool call_ends_at(uint64_t ret);
+    bool function_starts_at(uint64_t pc);
     // The paths whose file here has another build id than the ModuleMap announced: not used to
     // unwind or name frames, in the order found.
     const std::vector<std::string>& changed_modules() const { return changed_; }

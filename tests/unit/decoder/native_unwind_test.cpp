@@ -123,6 +123,67 @@ TEST_CASE("a signal frame is crossed the same way whether or not libunwind has i
     CHECK(second.frames == first.frames);
 }
 
+namespace {
+// A function without unwind info (no CFI directives), as ld.so finds a library's `_init`.
+extern "C" void sf_test_no_cfi_entry();
+asm(".text\n.globl sf_test_no_cfi_entry\n.type sf_test_no_cfi_entry, @function\nsf_test_no_cfi_entry:\n"
+    "    ret\n.size sf_test_no_cfi_entry, .-sf_test_no_cfi_entry\n");
+
+// The real stack of a call through a pointer: the callee notes its return address and takes the
+// snapshot, whose words above that return address are its caller's frames.
+uint64_t g_indirect_return = 0;
+__attribute__((noinline)) void snapshot_after_indirect_call() {
+    g_indirect_return = reinterpret_cast<uint64_t>(__builtin_return_address(0));
+    take_snapshot();
+    asm volatile("" ::: "memory");
+}
+// Calls through a pointer the compiler cannot see through: `call *reg` or `call *[rip + d]`.
+void (*volatile g_indirect_target)() = nullptr;
+__attribute__((noinline)) void call_through_pointer() {
+    g_indirect_target();
+    asm volatile("" ::: "memory");
+}
+}  // namespace
+
+TEST_CASE("a top at the first byte of a function without unwind info, called through a pointer", "[decoder][native]") {
+    // Nothing is pushed at a function's first byte, so [sp] is the return address whatever call
+    // entered it; before, only a direct call into the function was taken (the JVM's start:
+    // ld.so calling libjsvml.so's `_init`, native_unwind_failed). The sample is the snapshot's
+    // stack from that return address's slot, with the pc at the first byte of a function without
+    // CFI: as if call_through_pointer had called that one.
+    prepare_snapshot();
+    g_indirect_target = &snapshot_after_indirect_call;
+    call_through_pointer();
+    REQUIRE(g_indirect_return != 0);
+    size_t slot = 0;
+    while (slot + 8 <= g_snapshot.stack.size()) {
+        uint64_t word = 0;
+        std::memcpy(&word, g_snapshot.stack.data() + slot, sizeof word);
+        if (word == g_indirect_return) break;
+        slot += 8;
+    }
+    REQUIRE(slot + 8 < g_snapshot.stack.size());
+    Sample sample;
+    sample.time_ns = 1000;
+    sample.regs.ip = reinterpret_cast<uint64_t>(&sf_test_no_cfi_entry);
+    sample.regs.sp = g_snapshot.stack_sp + slot;
+    sample.regs.bp = 0x10;   // no frame pointer to follow
+    sample.stack_sp = sample.regs.sp;
+    sample.stack.assign(g_snapshot.stack.begin() + static_cast<std::ptrdiff_t>(slot), g_snapshot.stack.end());
+    test::World w;
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
+    DecoderOptions options;
+    options.incremental = false;
+    Decoder d(w.map, options);
+    const CallTrace t = d.decode(sample);
+    INFO(symbols_of(t) << fail_reason_name(t.failure));
+    // (The walk may stop further up: the copy ends where the test's own frames run past it.)
+    CHECK(d.stats().native_leaf_tops == 1);
+    REQUIRE(t.frames.size() >= 2);
+    CHECK(t.frames[0].symbol.str() == "sf_test_no_cfi_entry");
+    CHECK(t.frames[1].symbol.str().find("call_through_pointer") != std::string::npos);
+}
+
 TEST_CASE("a sample taken inside rt_sigreturn steps through the saved context", "[decoder][native]") {
     // The kernel reports the instruction after the trampoline's syscall, where its unwind rows have
     // ended; sp is the saved context's address. Seen on JDK 17 and 25 after the VM's SIGSEGV
