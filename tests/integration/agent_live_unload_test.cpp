@@ -46,11 +46,24 @@ TEST_CASE("unloaded classes and code never misattribute a decoded frame (JDK 17,
     const auto javac = sf::test::compile_test_program(kJdk17, "Churn.java", dir);
     REQUIRE(javac.exit_code == 0);
     const std::string rec = dir + "/churn.sfr", live = dir + "/live.collapsed";
-    const auto r = sf::test::run_process(
-        {kJdk17 + "/bin/java", "-agentpath:" + kAgent + "=record=" + rec + ",validate,file=" + live,
-         "-Xlog:class+unload=info:file=" + dir + "/unload.log", "-XX:ReservedCodeCacheSize=8m", "-cp", dir, "Churn", "3000"},
-        {}, dir + "/jvm", 120);
+    auto run_churn = [&] {
+        return sf::test::run_process(
+            {kJdk17 + "/bin/java", "-agentpath:" + kAgent + "=record=" + rec + ",validate,file=" + live,
+             "-Xlog:class+unload=info:file=" + dir + "/unload.log", "-XX:ReservedCodeCacheSize=8m", "-cp", dir, "Churn", "3000"},
+            {}, dir + "/jvm", 120);
+    };
+    auto r = run_churn();
+    // JDK 17.0.15's own race under this churn: its ServiceThread posts a deferred CompiledMethodLoad
+    // for an nmethod whose class is being unloaded by then, and a guarantee in
+    // JvmtiExport::post_compiled_method_load aborts the VM before any agent code runs (seen twice in
+    // ~15 runs on a loaded 2-CPU machine, 2026-12-03; hs_err names that guarantee). Not the agent's
+    // doing, but every agent that enables the event (async-profiler too) exposes it: one run again.
+    if (r.exit_code != 0 && contains_text(r.out, "post_compiled_method_load") && contains_text(r.out, "is_unloading")) {
+        WARN("the JVM aborted in its own CompiledMethodLoad posting race (JDK bug); ran again");
+        r = run_churn();
+    }
     INFO(r.err);
+    INFO(r.out);
     REQUIRE(r.exit_code == 0);
 
     std::smatch m;

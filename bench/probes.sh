@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Decoding on programs no test and no shared workload has (bench/probes/*.java: deoptimizing class
+# hierarchies, method handles, regexes, crypto and sort intrinsics, a StackOverflowError thrown over
+# and over, virtual threads), each recorded with validate and replayed; prints a Markdown table of
+# decoded %, failures by reason and agreement with AsyncGetCallTrace (docs/benchmarks.md,
+# "Failed walks", forty-second session).
+# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT"]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
+SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -s) SECONDS_TO_RUN="$2"; shift 2 ;;
+    -t) INTERVAL="$2"; shift 2 ;;
+    -j) JVM_FLAGS="$2"; shift 2 ;;
+    -p) PROGRAMS="$2"; shift 2 ;;
+    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT\"]" >&2; exit 2 ;;
+  esac
+done
+[ -x "$BUILD/bin/stackfrag" ] || "$ROOT/scripts/build.sh"
+JDKS=(/usr/lib/jvm/java-17-openjdk-amd64)
+[ -d /usr/lib/jvm/temurin-25-jdk-amd64 ] && JDKS+=(/usr/lib/jvm/temurin-25-jdk-amd64)
+WORK="$(mktemp -d /dev/shm/sf-probes.XXXXXX)"
+trap 'rm -rf "$WORK"' EXIT
+
+echo "| JDK | program | samples | decoded % | failed (reasons) | identical to ASGCT apart from the top bci |"
+echo "|---|---|---:|---:|---|---:|"
+for jdk in "${JDKS[@]}"; do
+  major="$("$jdk/bin/java" -XshowSettings:properties -version 2>&1 | sed -n 's/.*java.specification.version = //p')"
+  mkdir -p "$WORK/classes-$major"
+  for p in $PROGRAMS; do
+    # VT needs virtual threads (JDK 21+); the others compile for 17.
+    if [ "$p" = VT ] && [ "$major" -lt 21 ]; then continue; fi
+    "$jdk/bin/javac" -d "$WORK/classes-$major" "$ROOT/bench/probes/$p.java"
+    rec="$WORK/$p-$major.sfr"
+    # shellcheck disable=SC2086
+    if ! "$jdk/bin/java" $JVM_FLAGS -agentpath:"$BUILD/lib/libstackfrag.so=interval=$INTERVAL,validate,record=$rec" \
+        -cp "$WORK/classes-$major" "$p" "$SECONDS_TO_RUN" > "$WORK/$p-$major.out" 2>&1; then
+      echo "| $major | $p | run failed: $(tail -1 "$WORK/$p-$major.out") | | | |"
+      continue
+    fi
+    "$BUILD/bin/stackfrag" replay --json "$rec" > "$WORK/$p-$major.json"
+    python3 - "$WORK/$p-$major.json" "$major" "$p" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+failed = sorted(r.get("failed", {}).items(), key=lambda kv: -kv[1])
+both = r.get("oracle_both_ok", 0)
+agree = 100.0 * r.get("oracle_identical_except_top_bci", 0) / both if both else 0.0
+print("| %s | %s | %d | %.2f | %d (%s) | %.2f %% of %d |" % (
+    sys.argv[2], sys.argv[3], r["samples"], r["decoded_pct"], sum(n for _, n in failed),
+    ", ".join("%s %d" % kv for kv in failed), agree, both))
+PY
+  done
+done
