@@ -67,6 +67,17 @@ __attribute__((noinline)) void snapshot_in_handler(int) { take_snapshot(); asm v
 __attribute__((noinline)) void signal_level2() { raise(SIGUSR2); asm volatile("" ::: "memory"); }
 __attribute__((noinline)) void signal_level1() { signal_level2(); asm volatile("" ::: "memory"); }
 
+// The offset in the snapshot's stack of the first word equal to `value` (the stack's size if none).
+size_t offset_of_word(const Sample& snapshot, uint64_t value) {
+    size_t at = 0;
+    for (; at + 8 <= snapshot.stack.size(); at += 8) {
+        uint64_t word = 0;
+        std::memcpy(&word, snapshot.stack.data() + at, sizeof word);
+        if (word == value) return at;
+    }
+    return snapshot.stack.size();
+}
+
 std::string symbols_of(const CallTrace& t) {
     std::string names;
     for (const auto& f : t.frames) names += f.symbol.str() + "\n";
@@ -155,13 +166,7 @@ TEST_CASE("a top at the first byte of a function without unwind info, called thr
     g_indirect_target = &snapshot_after_indirect_call;
     call_through_pointer();
     REQUIRE(g_indirect_return != 0);
-    size_t slot = 0;
-    while (slot + 8 <= g_snapshot.stack.size()) {
-        uint64_t word = 0;
-        std::memcpy(&word, g_snapshot.stack.data() + slot, sizeof word);
-        if (word == g_indirect_return) break;
-        slot += 8;
-    }
+    const size_t slot = offset_of_word(g_snapshot, g_indirect_return);
     REQUIRE(slot + 8 < g_snapshot.stack.size());
     Sample sample;
     sample.time_ns = 1000;
@@ -200,13 +205,7 @@ TEST_CASE("a sample taken inside rt_sigreturn steps through the saved context", 
     const uint64_t restorer = reinterpret_cast<uint64_t>(installed.sa_restorer);
     REQUIRE(restorer != 0);
     // The handler's return address into the trampoline; the context lies right above it.
-    size_t slot = 0;
-    while (slot + 8 <= g_snapshot.stack.size()) {
-        uint64_t word = 0;
-        std::memcpy(&word, g_snapshot.stack.data() + slot, sizeof word);
-        if (word == restorer) break;
-        slot += 8;
-    }
+    const size_t slot = offset_of_word(g_snapshot, restorer);
     REQUIRE(slot + 8 < g_snapshot.stack.size());
     const size_t context = slot + 8;
     const auto* uc = reinterpret_cast<const ucontext_t*>(g_snapshot.stack.data() + context);
