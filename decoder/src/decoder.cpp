@@ -1,5 +1,7 @@
 #include "stackfrag/decoder/decoder.hpp"
 
+#include <ucontext.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -282,6 +284,7 @@ private:
         fp_ = fp;
         top_ = false;
         interrupted_ = false;
+        context_ = 0;
         via_anchor_ = false;
         via_native_ = false;
         in_native_run_ = false;
@@ -356,11 +359,17 @@ private:
     uint64_t pc_ = 0, sp_ = 0, fp_ = 0;
     bool top_ = true;
     // A frame a signal interrupted, reached through the signal trampoline: decoded as a top frame
-    // (its pc is no return address), but the sample's other registers are not its registers.
+    // (its pc is no return address), but the sample's other registers are not its registers: its
+    // own are in the signal's saved context, whose general registers begin at `context_` in the
+    // fragment (0: not an interrupted frame, or the context lies outside the fragment).
     bool interrupted_ = false;
-    // The sample's registers beyond pc, sp and rbp (r13, rbx, rax) are this frame's: its true top.
-    // Only such a step reads them, so only it is kept out of the journal.
-    bool own_registers() const { return top_ && !interrupted_; }
+    uint64_t context_ = 0;
+    // This frame's registers beyond pc, sp and rbp (r13, rbx, rax) are known: the sample's, at its
+    // true top, or a signal's context. Only such a step reads them, so only it is kept out of the
+    // journal.
+    bool own_registers() const { return top_ && (!interrupted_ || context_ != 0); }
+    // Those registers (pc, sp and rbp are the walk's); only where own_registers().
+    Registers frame_registers() const;
     bool via_anchor_ = false;   // reached through a JavaFrameAnchor: pc need not be a call site
     bool via_native_ = false;   // reached by unwinding native code: sp derived from a frame pointer
     bool after_java_ = false;   // the previous frame was Java: this pc must be Java code or a stub
@@ -508,6 +517,7 @@ detail::WalkState Walk::state() const {
                                    (after_java_ ? kAfterJava : 0) | (breadcrumb_used_ ? kBreadcrumbUsed : 0) |
                                    (in_native_run_ ? kInNativeRun : 0) | (native_rescanned_ ? kNativeRescanned : 0) |
                                    (interrupted_ ? kInterrupted : 0) | (unpacking_ ? kUnpacking : 0));
+    s.context = interrupted_ ? context_ : 0;
     return s;
 }
 
@@ -516,6 +526,7 @@ void Walk::restore(const detail::WalkState& at, int64_t delta, int64_t native_de
     sp_ = at.sp;
     fp_ = at.fp;
     interrupted_ = at.flags & kInterrupted;
+    context_ = interrupted_ ? at.context : 0;
     top_ = interrupted_;
     count_ = static_cast<size_t>(int64_t{at.count} + delta);
     native_frames_ = static_cast<size_t>(int64_t{at.native_frames} + native_delta);
@@ -602,7 +613,10 @@ Walk::Reuse Walk::reuse_previous() {
     const int64_t native_delta = int64_t{now.native_frames} - int64_t{then.native_frames};
     const uint8_t loose_diff = static_cast<uint8_t>((now.flags ^ then.flags) & kLoose);
     const uint8_t sticky_diff = static_cast<uint8_t>(loose_diff & kSticky);   // what still differs after a step
-    if (now.pc != then.pc || now.fp != then.fp || ((now.flags ^ then.flags) & ~kLoose) != 0) return Reuse::kNone;
+    if (now.pc != then.pc || now.fp != then.fp || now.context != then.context ||
+        ((now.flags ^ then.flags) & ~kLoose) != 0) {
+        return Reuse::kNone;
+    }
     // Inside a run of native frames, where the run began (the top frame's sp, for a thread in native
     // code) may differ: only a step that rescans from there reads it. The difference lasts while the
     // steps taken over stay in that run; a later run begins at the same sp in both walks.
@@ -976,10 +990,24 @@ Walk::Step Walk::emit_interpreted(const MethodInfo& method, int32_t bci) {
     return Step::kContinue;
 }
 
+Registers Walk::frame_registers() const {
+    if (!interrupted_) return sample_.regs;
+    Registers regs;
+    regs.ip = pc_;
+    regs.sp = sp_;
+    regs.bp = fp_;
+    // own_registers() saw the whole context inside the fragment.
+    view_.read(detail::signal_context_greg_address(context_, REG_RAX), regs.ax);
+    view_.read(detail::signal_context_greg_address(context_, REG_RBX), regs.bx);
+    view_.read(detail::signal_context_greg_address(context_, REG_R13), regs.r13);
+    view_.read(detail::signal_context_greg_address(context_, REG_R15), regs.r15);
+    return regs;
+}
+
 // §a.4: the top pc is in a method-entry codelet and the callee's frame may be half built.
 bool Walk::step_partial_interpreted(Step& result) {
     namespace in = hs::interp;
-    const Registers& regs = sample_.regs;
+    const Registers regs = frame_registers();
     const uint64_t sp = sp_, fp = fp_;
     auto bci_at_entry = [](const MethodInfo& m) { return (m.access_flags & hs::kAccNative) ? -1 : 0; };
 
@@ -1046,7 +1074,7 @@ bool Walk::step_partial_interpreted(Step& result) {
 // -XX:-TieredCompilation, where C2 code calls methods the interpreter still runs: areturn's last
 // instructions, 2-5 samples in 10,000 on JDK 25, each bad_interpreter_frame before.
 bool Walk::step_interpreter_return(Step& result) {
-    const Registers& regs = sample_.regs;
+    const Registers regs = frame_registers();
     const uint64_t caller_sp = regs.bx;
     if (caller_sp < sp_ || (caller_sp & 7) != 0 || caller_sp - sp_ > hs::kMaxStackSpanBytes) return false;
     uint64_t candidates[2] = {regs.r13, 0};
@@ -1138,7 +1166,10 @@ Walk::Step Walk::step_interpreted() {
         };
         // The bcp slot is only saved when the frame calls out; the live bcp of the top frame is r13.
         uint64_t bcp = slot(in::kBcp);
-        if (own_registers() && in_code(sample_.regs.r13)) bcp = sample_.regs.r13;
+        if (own_registers()) {
+            const uint64_t r13 = frame_registers().r13;
+            if (in_code(r13)) bcp = r13;
+        }
         if (!in_code(bcp)) return unfilled(FailReason::kBadBci);
         bci = static_cast<int32_t>(bcp - method->bytecode_begin);
     }
@@ -1687,16 +1718,17 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // bad_return_address). Before the `pop`, [sp] is the return address with the caller's sp right
     // above it, which the scan finds; r13 then is whatever compiled code kept in it, so it is tried
     // only after that, and the caller must check out either way.
-    if (own_registers() && is_adapter_blob(map_, stub) && sample_.regs.r13 > sp_ + kWord &&
-        sample_.regs.r13 - sp_ <= hs::adapter::kMaxEntrySpAboveSp) {
+    const Registers regs = own_registers() ? frame_registers() : Registers{};
+    if (own_registers() && is_adapter_blob(map_, stub) && regs.r13 > sp_ + kWord &&
+        regs.r13 - sp_ <= hs::adapter::kMaxEntrySpAboveSp) {
         uint64_t ret = 0, chosen = 0;
         const bool at_sp = view_.read(sp_, ret) && is_return_target(ret);
-        if (!at_sp) ret = sample_.regs.ax;
+        if (!at_sp) ret = regs.ax;
         // [sp] with the sp above it (the c2i code before its `pop`, an i2c adapter's interpreted
         // caller) is the scan's to take, and then r13 is no sp of this frame's.
         const bool scan_takes_sp = at_sp && plausible_caller(ret, sp_ + kWord, fp_, chosen, stub);
-        if (!scan_takes_sp && is_return_target(ret) && plausible_caller(ret, sample_.regs.r13, fp_, chosen, stub)) {
-            Step s = go_to(ret, sample_.regs.r13, chosen);
+        if (!scan_takes_sp && is_return_target(ret) && plausible_caller(ret, regs.r13, fp_, chosen, stub)) {
+            Step s = go_to(ret, regs.r13, chosen);
             after_java_ = false;
             return s;
         }
@@ -1704,9 +1736,9 @@ Walk::Step Walk::step_stub(const Stub* stub) {
         // (`mov r13, rsp; and rsp, -16`, then every register saved, vector ones too, 2.8 KB with
         // AVX-512): the return address is still at [r13], the caller's sp right above it (jython,
         // JDK 25: the scan took a stale Finalizer.register, then bad_entry_frame).
-        if (!scan_takes_sp && view_.read(sample_.regs.r13, ret) && is_return_target(ret) &&
-            plausible_caller(ret, sample_.regs.r13 + kWord, fp_, chosen, stub)) {
-            Step s = go_to(ret, sample_.regs.r13 + kWord, chosen);
+        if (!scan_takes_sp && view_.read(regs.r13, ret) && is_return_target(ret) &&
+            plausible_caller(ret, regs.r13 + kWord, fp_, chosen, stub)) {
+            Step s = go_to(ret, regs.r13 + kWord, chosen);
             after_java_ = false;
             return s;
         }
@@ -2063,6 +2095,8 @@ Walk::Step Walk::step_native() {
             if (next.interrupted) {
                 top_ = true;
                 interrupted_ = true;
+                constexpr uint64_t kContextBytes = 8 * NGREG;
+                if (view_.contains(next.context_gregs, kContextBytes)) context_ = next.context_gregs;
                 bump(kSignalFrames);
             }
             return s;

@@ -5,8 +5,10 @@
 
 #include <cxxabi.h>
 #include <libunwind.h>
+#include <ucontext.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <climits>
 #include <cstring>
@@ -266,6 +268,7 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     if (rule.ip == ip && rule.state == Rule::kSignal) {
         const Outcome outcome = libunwind_step(view, ip - rule.signal_back, sp, fp, out, nullptr);
         out.interrupted = outcome == Outcome::kStepped;
+        if (out.interrupted) out.context_gregs = signal_context_gregs(sp);
         return outcome;
     }
     if (cfi_rules_ && !(rule.ip == ip && (rule.state == Rule::kKnown || rule.state == Rule::kNone || rule.cfi_tried))) {
@@ -308,6 +311,7 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
         rule.signal_back = *signal_back;
         const Outcome outcome = libunwind_step(view, ip - rule.signal_back, sp, fp, out, nullptr);
         out.interrupted = outcome == Outcome::kStepped;
+        if (out.interrupted) out.context_gregs = signal_context_gregs(sp);
         return outcome;
     }
     Observed seen;
@@ -379,6 +383,16 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
 // so libunwind steps from the syscall instead; sp is the same all through. (Seen under validate,
 // whose SIGPROF handler returns there 1,000 times a second: libunwind found no row, a rescan took
 // a stale return address, and the walk failed as bad_return_address.)
+// The kernel's rt_sigframe (Linux x86-64): the handler returns into the trampoline, which finds
+// the ucontext at its sp and hands it to rt_sigreturn; its mcontext begins with the gregs array.
+uint64_t signal_context_gregs(uint64_t trampoline_sp) {
+    return trampoline_sp + offsetof(ucontext_t, uc_mcontext) + offsetof(mcontext_t, gregs);
+}
+
+uint64_t signal_context_greg_address(uint64_t context_gregs, int reg) {
+    return context_gregs + sizeof(greg_t) * static_cast<uint64_t>(reg);
+}
+
 std::optional<uint8_t> NativeUnwinder::sigreturn_trampoline(uint64_t pc, bool top) {
     static constexpr uint8_t kGlibc[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
     static constexpr uint8_t kMusl[] = {0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};

@@ -55,7 +55,15 @@ struct NativeStep {
     // The frame left was the kernel's signal trampoline (glibc's __restore_rt): pc, sp and fp come
     // from the signal's saved context, so pc is the interrupted instruction, not a return address.
     bool interrupted = false;
+    // Then also where that context's general registers lie (the kernel's mcontext gregs, in
+    // <sys/ucontext.h>'s REG_* order): the interrupted frame's rbx, r13, rax are there.
+    uint64_t context_gregs = 0;
 };
+
+// The interrupted registers' place in a signal frame: at the trampoline, sp is the ucontext.
+uint64_t signal_context_gregs(uint64_t trampoline_sp);
+// One saved register of a signal's context (REG_RAX, REG_RBX, REG_R13, ... of <sys/ucontext.h>).
+uint64_t signal_context_greg_address(uint64_t context_gregs, int reg);
 
 class NativeUnwinder {
 public:

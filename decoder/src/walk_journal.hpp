@@ -24,6 +24,7 @@ struct WalkState {
     uint32_t native_run_first = 0;   // frame index where the current run of native frames began
     uint32_t native_frames = 0;      // native frames walked so far
     uint8_t flags = 0;               // Walk's booleans, one bit each
+    uint64_t context = 0;            // an interrupted frame's: where its signal's saved registers lie
 
     bool operator==(const WalkState&) const = default;
 };

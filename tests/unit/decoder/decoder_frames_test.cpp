@@ -15,7 +15,18 @@ using namespace sf;
 using namespace sf::test;
 
 namespace {
-
+// glibc's restorer, the return address of every handler sigaction installs.
+uint64_t glibc_signal_restorer() {
+    struct sigaction probe {}, installed {}, previous {};
+    probe.sa_handler = [](int) {};
+    sigemptyset(&probe.sa_mask);
+    REQUIRE(sigaction(SIGUSR2, &probe, &previous) == 0);
+    REQUIRE(sigaction(SIGUSR2, nullptr, &installed) == 0);
+    sigaction(SIGUSR2, &previous, nullptr);
+    const auto restorer = reinterpret_cast<uint64_t>(installed.sa_restorer);
+    REQUIRE(restorer != 0);
+    return restorer;
+}
 }  // namespace
 
 TEST_CASE("interpreted chain ends in the first entry frame", "[decoder][interpreter]") {
@@ -715,15 +726,7 @@ TEST_CASE("native code at the top: rbp chain into a native wrapper", "[decoder][
 }
 
 TEST_CASE("a signal frame: the frame the signal interrupted is decoded as a top frame", "[decoder][native][signal]") {
-    // glibc's restorer, the return address of every handler sigaction installs.
-    struct sigaction probe {}, installed {}, previous {};
-    probe.sa_handler = [](int) {};
-    sigemptyset(&probe.sa_mask);
-    REQUIRE(sigaction(SIGUSR2, &probe, &previous) == 0);
-    REQUIRE(sigaction(SIGUSR2, nullptr, &installed) == 0);
-    sigaction(SIGUSR2, &previous, nullptr);
-    const auto restorer = reinterpret_cast<uint64_t>(installed.sa_restorer);
-    REQUIRE(restorer != 0);
+    const uint64_t restorer = glibc_signal_restorer();
 
     CompiledWorld cw;
     for (const auto& m : self_modules()) cw.w.map.apply(Event{m});
@@ -773,6 +776,66 @@ TEST_CASE("a signal frame: the frame the signal interrupted is decoded as a top 
         INFO(fail_reason_name(t.failure));
         REQUIRE(t.status == TraceStatus::kComplete);
         CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 9), mb(5, 21)});
+    }
+}
+
+TEST_CASE("a signal that interrupted a half-built interpreter frame: the frame's registers from the signal's context",
+          "[decoder][native][signal][interpreter]") {
+    // The agent's validate mode runs AsyncGetCallTrace in a SIGPROF handler; a sample taken inside
+    // it while the signal had interrupted a method-entry codelet (a javac probe, JDK 17 and 25:
+    // 23 and 11 bad_interpreter_frame in ~180,000 samples) has the callee's frame half built, told
+    // from rbx, r13 and rax as at a true top, but those lie in the signal's saved context.
+    const uint64_t restorer = glibc_signal_restorer();
+    World w(jdk_param());
+    for (const auto& m : self_modules()) w.map.apply(Event{m});
+    FakeStack s;
+    // Caller B is interpreted and in a call; its callee A (method 1) is being entered.
+    const uint64_t fp_b = s.at(0x900), fp_stub = s.at(0xb00);
+    const uint64_t caller_sp = s.at(0x800);
+    w.interp_frame(s, fp_b, 2, bcp(2, 7), fp_b + 16, kCallStubReturn, fp_stub, caller_sp);
+    w.entry_frame(s, fp_stub);
+    const uint64_t context = s.at(0x200);
+    auto greg = [&](int reg) { return context + offsetof(ucontext_t, uc_mcontext.gregs) + 8 * uint64_t(reg); };
+    const uint64_t fp_handler = context - 16;
+    s.put(fp_handler + 8, restorer);
+    s.put(fp_handler, 0x3333);
+    s.put(greg(REG_RIP), kEntryCodeletBegin + 0x40);
+    s.put(greg(REG_RBX), method_ptr(1));
+    DecoderOptions options = test_options();
+    options.use_libunwind = true;
+    options.symbolize_native = true;
+    Decoder d(w.map, options);
+    const std::vector<MethodBci> expected{mb(1, 0), mb(2, 7)};
+
+    SECTION("not linked: the return address at [sp], the sender sp in r13") {
+        const uint64_t sp = caller_sp - 8;
+        s.put(sp, kInterpReturnPc);
+        s.put(greg(REG_RSP), sp);
+        s.put(greg(REG_RBP), fp_b);
+        s.put(greg(REG_R13), caller_sp);
+        // The sample's own registers are the handler's: nothing of A's.
+        Sample smp = sample_of(s, kNativePc, fp_handler - 0x40, fp_handler);
+        smp.regs.bx = 0x5151;
+        smp.regs.r13 = 0x5252;
+        CallTrace t = d.decode(smp);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == expected);
+        CHECK(d.stats().signal_frames == 1);
+        CHECK(d.stats().partial_interpreter_tops == 1);
+    }
+    SECTION("linked but partial: Method* still in rbx") {
+        const uint64_t fp = caller_sp - 16;
+        s.put(fp + 8, kInterpReturnPc);
+        s.put(fp, fp_b);
+        s.put(fp - 8, caller_sp);
+        s.put(greg(REG_RSP), fp - 16);
+        s.put(greg(REG_RBP), fp);
+        s.put(greg(REG_R13), bcp(1, 0));
+        CallTrace t = d.decode(sample_of(s, restorer, context, 0x3333));
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == expected);
     }
 }
 
