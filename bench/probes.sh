@@ -4,28 +4,34 @@
 # and over, virtual threads), each recorded with validate and replayed; prints a Markdown table of
 # decoded %, failures by reason and agreement with AsyncGetCallTrace (docs/benchmarks.md,
 # "Failed walks", forty-second session).
-# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT"]
+# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac"] [-k DIR]
+#   -k DIR: keep the recordings (PROGRAM-JDK.sfr) there, to read the failures with `stackfrag replay`
+#   STACKFRAG_AGENT=/path/libstackfrag.so: record with that agent (a copy: a rebuilt agent is another
+#   module to the replay, whose frames it no longer unwinds)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
-SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT"
+SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac" KEEP=
 while [ $# -gt 0 ]; do
   case "$1" in
     -s) SECONDS_TO_RUN="$2"; shift 2 ;;
     -t) INTERVAL="$2"; shift 2 ;;
     -j) JVM_FLAGS="$2"; shift 2 ;;
     -p) PROGRAMS="$2"; shift 2 ;;
-    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT\"]" >&2; exit 2 ;;
+    -k) KEEP="$2"; shift 2 ;;
+    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac\"] [-k DIR]" >&2; exit 2 ;;
   esac
 done
 [ -x "$BUILD/bin/stackfrag" ] || "$ROOT/scripts/build.sh"
+AGENT="${STACKFRAG_AGENT:-$BUILD/lib/libstackfrag.so}"
 JDKS=(/usr/lib/jvm/java-17-openjdk-amd64)
 [ -d /usr/lib/jvm/temurin-25-jdk-amd64 ] && JDKS+=(/usr/lib/jvm/temurin-25-jdk-amd64)
 WORK="$(mktemp -d /dev/shm/sf-probes.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
+[ -z "$KEEP" ] || mkdir -p "$KEEP"
 
-echo "| JDK | program | samples | decoded % | failed (reasons) | identical to ASGCT apart from the top bci |"
-echo "|---|---|---:|---:|---|---:|"
+echo "| JDK | program | samples | decoded % | failed (reasons) | incomplete | identical to ASGCT apart from the top bci |"
+echo "|---|---|---:|---:|---|---:|---:|"
 for jdk in "${JDKS[@]}"; do
   major="$("$jdk/bin/java" -XshowSettings:properties -version 2>&1 | sed -n 's/.*java.specification.version = //p')"
   mkdir -p "$WORK/classes-$major"
@@ -35,21 +41,22 @@ for jdk in "${JDKS[@]}"; do
     "$jdk/bin/javac" -d "$WORK/classes-$major" "$ROOT/bench/probes/$p.java"
     rec="$WORK/$p-$major.sfr"
     # shellcheck disable=SC2086
-    if ! "$jdk/bin/java" $JVM_FLAGS -agentpath:"$BUILD/lib/libstackfrag.so=interval=$INTERVAL,validate,record=$rec" \
+    if ! "$jdk/bin/java" $JVM_FLAGS -agentpath:"$AGENT=interval=$INTERVAL,validate,record=$rec" \
         -cp "$WORK/classes-$major" "$p" "$SECONDS_TO_RUN" > "$WORK/$p-$major.out" 2>&1; then
-      echo "| $major | $p | run failed: $(tail -1 "$WORK/$p-$major.out") | | | |"
+      echo "| $major | $p | run failed: $(tail -1 "$WORK/$p-$major.out") | | | | |"
       continue
     fi
     "$BUILD/bin/stackfrag" replay --json "$rec" > "$WORK/$p-$major.json"
+    [ -z "$KEEP" ] || cp "$rec" "$KEEP/"
     python3 - "$WORK/$p-$major.json" "$major" "$p" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 failed = sorted(r.get("failed", {}).items(), key=lambda kv: -kv[1])
 both = r.get("oracle_both_ok", 0)
 agree = 100.0 * r.get("oracle_identical_except_top_bci", 0) / both if both else 0.0
-print("| %s | %s | %d | %.2f | %d (%s) | %.2f %% of %d |" % (
+print("| %s | %s | %d | %.2f | %d (%s) | %d | %.2f %% of %d |" % (
     sys.argv[2], sys.argv[3], r["samples"], r["decoded_pct"], sum(n for _, n in failed),
-    ", ".join("%s %d" % kv for kv in failed), agree, both))
+    ", ".join("%s %d" % kv for kv in failed), r.get("incomplete", 0), agree, both))
 PY
   done
 done
