@@ -365,9 +365,11 @@ private:
     bool interrupted_ = false;
     uint64_t context_ = 0;
     // This frame's registers beyond pc, sp and rbp (r13, rbx, rax) are known: the sample's, at its
-    // true top, or a signal's context. Only such a step reads them, so only it is kept out of the
-    // journal.
+    // true top, or a signal's context.
     bool own_registers() const { return top_ && (!interrupted_ || context_ != 0); }
+    // The step may read the sample's registers, which no journal keeps: it is kept out of the
+    // journal. (A signal's context is read from the fragment, like any other slot.)
+    bool reads_sample_registers() const { return top_ && !interrupted_; }
     // Those registers (pc, sp and rbp are the walk's); only where own_registers().
     Registers frame_registers() const;
     bool via_anchor_ = false;   // reached through a JavaFrameAnchor: pc need not be a call site
@@ -476,7 +478,7 @@ void Walk::run() {
         } else {
             prefetch_fragment();
             while (true) {
-                if (previous_ && !own_registers() && reuse_previous() == Reuse::kFinished) break;
+                if (previous_ && !reads_sample_registers() && reuse_previous() == Reuse::kFinished) break;
                 if (journal_) begin_step();
                 last_step_sp_ = sp_;
                 step_first_frame_ = count_;
@@ -736,7 +738,7 @@ void Walk::keep_bytes(detail::StepRecord& kept, const uint8_t* bytes) {
 }
 
 void Walk::begin_step() {
-    step_recorded_ = !own_registers();   // the top step reads registers no journal keeps
+    step_recorded_ = !reads_sample_registers();   // the top step reads registers no journal keeps
     view_.record_into(step_recorded_ ? &access_ : nullptr);
     if (!step_recorded_) return;
     lookups_ = {};

@@ -824,6 +824,24 @@ TEST_CASE("a signal that interrupted a half-built interpreter frame: the frame's
         CHECK(d.stats().signal_frames == 1);
         CHECK(d.stats().partial_interpreter_tops == 1);
     }
+    SECTION("decoded again after the context changed: the incremental walk reads the new registers") {
+        const uint64_t sp = caller_sp - 8;
+        s.put(sp, kInterpReturnPc);
+        s.put(greg(REG_RSP), sp);
+        s.put(greg(REG_RBP), fp_b);
+        s.put(greg(REG_R13), caller_sp);
+        DecoderOptions incremental = options, full = options;
+        incremental.incremental = true;
+        full.incremental = false;
+        Decoder di(w.map, incremental), df(w.map, full);
+        const Sample first = sample_of(s, kNativePc, fp_handler - 0x40, fp_handler, 1000);
+        REQUIRE(di.decode(first) == df.decode(first));
+        s.put(greg(REG_RBX), method_ptr(3));   // another callee being entered, the same stack otherwise
+        const Sample second = sample_of(s, kNativePc, fp_handler - 0x40, fp_handler, 2000);
+        const CallTrace walked = df.decode(second), taken_over = di.decode(second);
+        CHECK(walked == taken_over);
+        CHECK(java_frames(taken_over) == std::vector<MethodBci>{mb(3, 0), mb(2, 7)});
+    }
     SECTION("linked but partial: Method* still in rbx") {
         const uint64_t fp = caller_sp - 16;
         s.put(fp + 8, kInterpReturnPc);
