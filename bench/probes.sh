@@ -4,14 +4,14 @@
 # and over, virtual threads), each recorded with validate and replayed; prints a Markdown table of
 # decoded %, failures by reason and agreement with AsyncGetCallTrace (docs/benchmarks.md,
 # "Failed walks", forty-second session).
-# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac"] [-k DIR]
+# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac Vec"] [-k DIR]
 #   -k DIR: keep the recordings (PROGRAM-JDK.sfr) there, to read the failures with `stackfrag replay`
 #   STACKFRAG_AGENT=/path/libstackfrag.so: record with that agent (a copy: a rebuilt agent is another
 #   module to the replay, whose frames it no longer unwinds)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
-SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac" KEEP=
+SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac Vec" KEEP=
 while [ $# -gt 0 ]; do
   case "$1" in
     -s) SECONDS_TO_RUN="$2"; shift 2 ;;
@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
     -j) JVM_FLAGS="$2"; shift 2 ;;
     -p) PROGRAMS="$2"; shift 2 ;;
     -k) KEEP="$2"; shift 2 ;;
-    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac\"] [-k DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac Vec\"] [-k DIR]" >&2; exit 2 ;;
   esac
 done
 [ -x "$BUILD/bin/stackfrag" ] || "$ROOT/scripts/build.sh"
@@ -36,12 +36,17 @@ for jdk in "${JDKS[@]}"; do
   major="$("$jdk/bin/java" -XshowSettings:properties -version 2>&1 | sed -n 's/.*java.specification.version = //p')"
   mkdir -p "$WORK/classes-$major"
   for p in $PROGRAMS; do
-    # VT needs virtual threads (JDK 21+); the others compile for 17.
+    # VT needs virtual threads (JDK 21+); the others compile for 17. Vec needs the incubating
+    # Vector API's module, at compile and at run time.
     if [ "$p" = VT ] && [ "$major" -lt 21 ]; then continue; fi
-    "$jdk/bin/javac" -d "$WORK/classes-$major" "$ROOT/bench/probes/$p.java"
+    modules=
+    [ "$p" = Vec ] && modules="--add-modules jdk.incubator.vector"
+    # shellcheck disable=SC2086
+    "$jdk/bin/javac" $modules -d "$WORK/classes-$major" "$ROOT/bench/probes/$p.java" 2>"$WORK/$p-$major.javac" ||
+      { cat "$WORK/$p-$major.javac" >&2; exit 1; }
     rec="$WORK/$p-$major.sfr"
     # shellcheck disable=SC2086
-    if ! "$jdk/bin/java" $JVM_FLAGS -agentpath:"$AGENT=interval=$INTERVAL,validate,record=$rec" \
+    if ! "$jdk/bin/java" $JVM_FLAGS $modules -agentpath:"$AGENT=interval=$INTERVAL,validate,record=$rec" \
         -cp "$WORK/classes-$major" "$p" "$SECONDS_TO_RUN" > "$WORK/$p-$major.out" 2>&1; then
       echo "| $major | $p | run failed: $(tail -1 "$WORK/$p-$major.out") | | | | |"
       continue
