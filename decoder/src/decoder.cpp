@@ -1121,7 +1121,9 @@ Walk::Step Walk::step_interpreted() {
     // ends (initial sp, return address) are read in any case.
     const uint8_t* fixed = view_.read_span(lowest, span);
     if (fixed == nullptr) {
-        return lowest < view_.begin() ? fail(FailReason::kBadInterpreterFrame) : off_fragment(fp);
+        // Slots that cross the fragment's end (fp just below it, the return address above) run off
+        // it as much as a frame wholly above it does.
+        return lowest < view_.begin() ? fail(FailReason::kBadInterpreterFrame) : off_fragment(lowest + span - 1);
     }
     auto slot = [&](int word) {
         uint64_t v = 0;

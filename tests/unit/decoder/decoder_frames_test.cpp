@@ -1568,6 +1568,31 @@ TEST_CASE("a deep stack running off the fragment is incomplete", "[decoder][inte
     }
 }
 
+TEST_CASE("an interpreted caller whose fixed slots cross the fragment's end is incomplete, not failed",
+          "[decoder][interpreter]") {
+    // javac, 100 us, stack=auto's 32 KB fragments: the last frame in the fragment had its caller's
+    // rbp 8 bytes below the end, the caller's return address above it (2 sp_out_of_fragment of
+    // ~187,000 samples).
+    World w(jdk_param());
+    FakeStack s;
+    const uint64_t end = s.at(static_cast<int64_t>(s.bytes.size()));
+    uint64_t fp = s.at(0x100);
+    int frames = 0;
+    for (; fp + 0x200 < end; fp += 0x100, ++frames) {
+        w.interp_frame(s, fp, 1 + frames % 3, bcp(1 + frames % 3, 5), fp + 16, kInterpReturnPc, fp + 0x100);
+    }
+    const uint64_t caller_fp = end - 8;   // its saved rbp is the fragment's last word
+    w.interp_frame(s, fp, 1, bcp(1, 5), fp + 16, kInterpReturnPc, caller_fp);
+    ++frames;
+    // The caller's slots below its rbp are in the fragment: a method and locals that check out.
+    for (int slot = hotspot::interp::kLowestFixedSlot; slot < 0; ++slot) s.put(caller_fp + 8 * slot, 0);
+    Decoder d(w.map, test_options());
+    CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+    INFO(fail_reason_name(t.failure));
+    CHECK(t.status == TraceStatus::kIncomplete);
+    CHECK(t.frames.size() == size_t(frames));
+}
+
 TEST_CASE("asked for 65528 bytes, perf copies 65416: a walk running off that fragment is incomplete", "[decoder][interpreter]") {
     World w(jdk_param());
     VmInfo vm = w.map.vm();
