@@ -829,7 +829,9 @@ Walk::Step Walk::step_entry() {
     if (wrapper <= fp_) return fail(FailReason::kBadEntryFrame);
     const uint64_t anchor = wrapper + e::kWrapperAnchorOffset;
     uint64_t last_sp = 0, last_pc = 0, last_fp = 0;
-    if (!view_.contains(anchor, e::kAnchorBytes)) return off_fragment(anchor, FailReason::kBadEntryFrame);
+    if (!view_.contains(anchor, e::kAnchorBytes)) {
+        return off_fragment(anchor + e::kAnchorBytes - 1, FailReason::kBadEntryFrame);   // also one that crosses the end
+    }
     view_.read(anchor + e::kAnchorLastJavaSp, last_sp);
     view_.read(anchor + e::kAnchorLastJavaPc, last_pc);
     view_.read(anchor + e::kAnchorLastJavaFp, last_fp);

@@ -1593,6 +1593,25 @@ TEST_CASE("an interpreted caller whose fixed slots cross the fragment's end is i
     CHECK(t.frames.size() == size_t(frames));
 }
 
+TEST_CASE("an entry frame whose Java frame anchor crosses the fragment's end is incomplete, not failed",
+          "[decoder][entry]") {
+    World w(jdk_param());
+    FakeStack s;
+    const uint64_t end = s.at(static_cast<int64_t>(s.bytes.size()));
+    // The JavaCallWrapper lies 128 bytes above the call stub's rbp and its anchor 32 bytes into
+    // it: the anchor's first word is the fragment's last.
+    const uint64_t fp_stub = end - 168;
+    const uint64_t fp_a = s.at(0x100);
+    w.interp_frame(s, fp_a, 1, bcp(1, 14), fp_a + 32, kCallStubReturn, fp_stub);
+    s.put(fp_stub - 48, fp_stub + 128);
+    s.put(fp_stub + 128 + 32, fp_stub + 0x1000);
+    Decoder d(w.map, test_options());
+    CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), fp_a));
+    INFO(fail_reason_name(t.failure));
+    CHECK(t.status == TraceStatus::kIncomplete);
+    CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 14)});
+}
+
 TEST_CASE("asked for 65528 bytes, perf copies 65416: a walk running off that fragment is incomplete", "[decoder][interpreter]") {
     World w(jdk_param());
     VmInfo vm = w.map.vm();
