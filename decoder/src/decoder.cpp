@@ -1836,6 +1836,28 @@ Walk::Step Walk::step_stub(const Stub* stub) {
             return s;
         }
     }
+    // C1's handle_exception_from_callee, back from asking the VM for the handler, writes the
+    // handler's address over its own return address ([rbp+8]) and ends `leave; pop rcx; jmp rcx`:
+    // from then on that slot holds no return address (no call ends there, so no check passes it)
+    // but the pc the method's frame goes on at, whole above the stub's. Taken as such a pc, like
+    // an interrupted one: the PcDesc after it names the frame. (javac, JDK 25, 100 us: the scan
+    // took a stale return address instead, 1-2 bad_return_address a run.)
+    if (top_in_rbp_frame && detail::is_c1_exception_search(stub) && fp_ >= sp_ && fp_ - sp_ <= words(2)) {
+        uint64_t handler = 0, saved_fp = 0;
+        const CompiledCode* method = nullptr;
+        if (view_.read(fp_ + kWord, handler) && view_.read(fp_, saved_fp) &&
+            (method = map_.find_code(handler, time_).compiled) != nullptr && method->load.kind == CodeKind::kNmethod &&
+            method->load.comp_level >= 1 && method->load.comp_level <= 3 && check_return(handler) == ReturnCheck::kNoCall) {
+            bump(kStubRbpFrames);
+            Step s = go_to(handler, fp_ + 2 * kWord, saved_fp);
+            if (s == Step::kContinue) {
+                top_ = true;
+                interrupted_ = true;
+                after_java_ = false;
+            }
+            return s;
+        }
+    }
     constexpr uint64_t kFewPushes = 8;
     const bool rbp_frame_into_java = stub != nullptr && ((via_native_ && fs < 0) || top_in_rbp_frame) && fp_ > sp_ &&
                                      fp_ - sp_ < words(int64_t(d_.options_.stub_scan_words));

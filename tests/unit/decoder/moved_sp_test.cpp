@@ -687,6 +687,53 @@ TEST_CASE("C1's exception handler entry calls handle_exception_from_callee with 
     }
 }
 
+TEST_CASE("handle_exception_from_callee past its call into the VM: the handler it wrote over its return address is "
+          "where the method goes on", "[decoder][moved_sp][stub]") {
+    // javac, JDK 25 (100 us): sampled at the stub's end, [rbp+8] held the handler's address (a
+    // block that `jmp` leads into, no call before it), no check took it as a return address, and
+    // the scan took a stale one and failed two frames on.
+    const uint64_t stub_begin = kCodeCacheLow + 0x40000;
+    uint64_t stub_rbp_frames = 0;
+    // C's exception handler entry calls the stub at 0x200 (`call; hlt`); its handler block at 0x240
+    // follows a jmp.
+    auto decode_with_slot = [&](uint64_t slot_offset) {
+        MovedWorld mw(jdk_param());
+        mw.c.comp_level = 3;
+        put_call(mw.c, 0x200, stub_begin);
+        put_bytes(mw.c, 0x205, {0xf4});
+        put_bytes(mw.c, 0x23b, {0xe9, 0x00, 0x00, 0x00, 0x00});
+        add_scope(mw.c, 0x30, {{method_id(4), 12}});
+        add_scope(mw.c, 0x260, {{method_id(4), 17}});   // the handler block's first PcDesc
+        mw.announce();
+        mw.w.map.apply(stub_at(stub_begin, "C1 Runtime handle_exception_from_callee_blob", 2));
+        const uint64_t fp = mw.sp_c - 16;   // `enter` over the return address: the whole frame
+        mw.s.put(fp + 8, mw.c_begin + slot_offset);
+        mw.s.put(fp, 0x3333);
+        mw.stale_at(fp + 24);               // a stale return address inside C's frame, for a scan to meet
+        Decoder d(mw.w.map, test_options());
+        const CallTrace t = d.decode(sample_of(mw.s, stub_begin + 0x80, fp, fp));
+        stub_rbp_frames = d.stats().stub_rbp_frames;
+        return t;
+    };
+    SECTION("after the write: the handler's PcDesc names the frame") {
+        const CallTrace t = decode_with_slot(0x240);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 17), mb(5, 21)});
+        CHECK(stub_rbp_frames == 1);
+    }
+    SECTION("before it, [rbp+8] is a return address into the handler entry's call, which the rule leaves alone") {
+        const CallTrace t = decode_with_slot(0x205);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        const std::vector<MethodBci> frames = java_frames(t);
+        REQUIRE(frames.size() == 2);
+        CHECK(frames[0].method_id == method_id(4));
+        CHECK(frames[1] == mb(5, 21));
+        CHECK(stub_rbp_frames == 0);
+    }
+}
+
 TEST_CASE("a GC barrier's slow path jumps back to a PcDesc of its own: the frame is that PcDesc's", "[decoder][moved_sp]") {
     // C1's tier-1 VersionedValueCommitted.getCurrentValue (h2, ZGC, JDK 25): aload_0, getfield, areturn.
     // PcDescs at the entry barrier's return (bci 0) and where the load barrier's slow path jumps back
