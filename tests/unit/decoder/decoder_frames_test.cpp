@@ -129,6 +129,17 @@ TEST_CASE("partially built interpreter frames in a method-entry codelet", "[deco
         REQUIRE(t.status == TraceStatus::kComplete);
         CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 0), mb(2, 7)});
     }
+    SECTION("state 1, not linked: ret popped into rax, no local pushed yet (sp is the sender sp)") {
+        s.put(caller_sp, 0x1fa0);   // the caller's data at sp, no return address
+        Sample smp = sample_of(s, entry_pc, caller_sp, fp_b);
+        smp.regs.bx = method_ptr(1);
+        smp.regs.r13 = caller_sp;
+        smp.regs.ax = kInterpReturnPc;
+        CallTrace t = d.decode(smp);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(1, 0), mb(2, 7)});
+    }
     SECTION("state 2, linked but partial: Method* still in rbx, sender sp pushed") {
         const uint64_t fp = caller_sp - 16;   // ret at fp+8, saved rbp at fp
         const uint64_t sp = fp - 16;          // sender sp and last_sp pushed
