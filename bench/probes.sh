@@ -4,14 +4,14 @@
 # and over, virtual threads), each recorded with validate and replayed; prints a Markdown table of
 # decoded %, failures by reason and agreement with AsyncGetCallTrace (docs/benchmarks.md,
 # "Failed walks", forty-second session).
-# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac Vec"] [-k DIR]
+# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac Vec Natives"] [-k DIR]
 #   -k DIR: keep the recordings (PROGRAM-JDK.sfr) there, to read the failures with `stackfrag replay`
 #   STACKFRAG_AGENT=/path/libstackfrag.so: record with that agent (a copy: a rebuilt agent is another
 #   module to the replay, whose frames it no longer unwinds)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
-SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac Vec" KEEP=
+SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac Vec Natives" KEEP=
 while [ $# -gt 0 ]; do
   case "$1" in
     -s) SECONDS_TO_RUN="$2"; shift 2 ;;
@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
     -j) JVM_FLAGS="$2"; shift 2 ;;
     -p) PROGRAMS="$2"; shift 2 ;;
     -k) KEEP="$2"; shift 2 ;;
-    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac Vec\"] [-k DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac Vec Natives\"] [-k DIR]" >&2; exit 2 ;;
   esac
 done
 [ -x "$BUILD/bin/stackfrag" ] || "$ROOT/scripts/build.sh"

@@ -2072,7 +2072,11 @@ Walk::Step Walk::step_native() {
             bump(kLibunwindSteps);
         }
     }
-    if (!stepped && !changed_module && top_ && !needs_more_stack) {
+    // A row that gave a caller, even one not taken (a breadcrumb thunk's pc), says the function
+    // has a frame: no frameless leaf, whatever [sp] holds (Temurin 25's
+    // SocketDispatcher_read0 right after its call to read had a stale return into write0's
+    // native wrapper there, which the rule below took).
+    if (!stepped && !changed_module && top_ && !needs_more_stack && !row_gave_caller) {
         // No unwind row at the top: a function that has built no frame, whose return address is at
         // [sp], taken only when the call that ends there fits; else the rbp chain below judges.
         // From compiled code: a call into native code (libjvm's _Copy_* routines without CFI, often
@@ -2100,7 +2104,7 @@ Walk::Step Walk::step_native() {
                 next = {ret, sp_ + kWord, fp_};
                 stepped = true;
                 bump(kLeafTops);
-            } else if (ret == 0 && !after_java_ && !row_gave_caller && known_module && d_.native_ &&
+            } else if (ret == 0 && !after_java_ && known_module && d_.native_ &&
                        d_.native_->after_syscall(pc_)) {
                 return complete();
             }

@@ -27,12 +27,6 @@ Stub stub_at(uint64_t begin, const char* name, int32_t frame_size_words) {
     return stub;
 }
 
-void put_call(CodeLoad& c, uint32_t at, uint64_t target) {
-    const int32_t rel = static_cast<int32_t>(static_cast<int64_t>(target) - static_cast<int64_t>(c.code_begin + at + 5));
-    c.code[at] = 0xe8;
-    std::memcpy(c.code.data() + at + 1, &rel, 4);
-}
-
 // C (method 4, 4 words, code bytes below) called from D (method 5, 6 words) at D+0x30, where D's
 // bytes hold `call C`; D was called by the call stub. C's frame sp is sp_c; a sample inside C's
 // moved region has rsp below it.

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "stackfrag/base/elf_file.hpp"
+#include "stackfrag/decoder/breadcrumb.hpp"
 #include "synthetic.hpp"
 
 using namespace sf;
@@ -710,6 +711,67 @@ __attribute__((noinline)) uint64_t return_address_here() {
 uint64_t (*volatile g_through_pointer)() = &return_address_here;
 
 }  // namespace
+
+namespace {
+
+// A function with a frame pointer and an unwind row that names its caller at [rbp+8]: what the
+// JDK's JNI functions are (Java_sun_nio_ch_SocketDispatcher_read0 right after its call to read).
+// Returns the pc after its call, where that row holds.
+__attribute__((noinline, optimize("no-omit-frame-pointer"))) uint64_t pc_in_framed_function() {
+    volatile uint64_t pc = g_through_pointer();
+    return pc;
+}
+
+}  // namespace
+
+TEST_CASE("a JNI function whose unwind row returns into a breadcrumb thunk: the breadcrumb, not a stale [sp]",
+          "[decoder][native]") {
+    // Temurin 25, a loopback socket read (bench/probes/Natives.java, 100 us): the top was
+    // SocketDispatcher_read0 right after `call read`, its row gave the thunk's pc (in no module), and
+    // [sp] held a stale return into SocketDispatcher.write0's native wrapper after a call to an
+    // address no event names (the write0 thunk). The rule for a frameless leaf took that word and
+    // the walk failed two frames on (12 of ~150,000 samples, bad_return_address). A function whose
+    // row gave a caller is no frameless leaf: the rbp chain and then the breadcrumb decide.
+    test::World w;
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
+    const uint64_t top_pc = pc_in_framed_function();
+    const uint64_t d_begin = test::kCodeCacheLow + 0x20000, stale_begin = test::kCodeCacheLow + 0x30000;
+    CodeLoad d = test::nmethod(d_begin, 5, 6);
+    test::add_scope(d, 0x30, {{test::method_id(5), 21}});
+    w.add_code(d);
+    CodeLoad stale = test::nmethod(stale_begin, 6, 10, CodeKind::kNativeWrapper);
+    stale.code.assign(0x100, 0x90);
+    test::put_call(stale, 0x40, test::kCodeCacheLow - 0x100000);   // into a thunk: no announced code
+    w.add_code(stale);
+    test::FakeStack s;
+    const uint64_t b = s.at(0);
+    const uint64_t thunk_pc = 0x700000001000;      // in no module the stream announced
+    const uint64_t e = b + 0x80;                    // the thunk's rsp at its entry
+    s.put(b, stale_begin + 0x45);                   // stale: the write0 wrapper's return from its thunk
+    s.put(b + 0x20, e - 8);                         // the JNI function's frame: saved rbp (the thunk's)
+    s.put(b + 0x28, thunk_pc);                      // and its return into the thunk
+    s.put(e - 48, breadcrumb::kMagic0);             // the thunk's record
+    s.put(e - 40, breadcrumb::kMagic1);
+    s.put(e - 32, e + 8);                           // java_sp
+    s.put(e - 24, d_begin + 0x30);                  // java_pc: D's call of the native method
+    s.put(e - 16, 0);
+    s.put(e - 8, 0x4444);
+    s.put(e, d_begin + 0x30);
+    const uint64_t fp_stub = s.at(0x400);
+    s.put(e + 8 + 5 * 8, test::kCallStubReturn);    // D (6 words): its return into the call stub
+    s.put(e + 8 + 4 * 8, fp_stub);
+    w.entry_frame(s, fp_stub);
+    DecoderOptions options = test::test_options();
+    options.use_libunwind = true;
+    options.symbolize_native = true;
+    Decoder decoder(w.map, options);
+    const CallTrace t = decoder.decode(test::sample_of(s, top_pc, b, b + 0x20));
+    INFO(symbols_of(t) << fail_reason_name(t.failure));
+    REQUIRE(t.status == TraceStatus::kComplete);
+    CHECK(test::java_frames(t) == std::vector<MethodBci>{test::mb(5, 21)});
+    CHECK(decoder.stats().breadcrumbs_used == 1);
+    CHECK(decoder.stats().native_leaf_tops == 0);
+}
 
 TEST_CASE("a stub the VM's C++ code called, sampled past its enter: its caller is the native return at rbp + 8",
           "[decoder][native][stub]") {

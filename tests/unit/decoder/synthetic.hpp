@@ -193,6 +193,13 @@ inline Sample sample_of(const FakeStack& s, uint64_t ip, uint64_t sp, uint64_t b
     return out;
 }
 
+// `call target` (e8 rel32) written into `c`'s bytes at offset `at`.
+inline void put_call(CodeLoad& c, uint32_t at, uint64_t target) {
+    const int32_t rel = static_cast<int32_t>(static_cast<int64_t>(target) - static_cast<int64_t>(c.code_begin + at + 5));
+    c.code[at] = 0xe8;
+    std::memcpy(c.code.data() + at + 1, &rel, 4);
+}
+
 // The Java frames of a trace as ASGCT lists them (method, bci), top first.
 inline std::vector<MethodBci> java_frames(const CallTrace& t) {
     std::vector<MethodBci> out;
