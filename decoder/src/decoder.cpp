@@ -2076,7 +2076,14 @@ Walk::Step Walk::step_native() {
     // has a frame: no frameless leaf, whatever [sp] holds (Temurin 25's
     // SocketDispatcher_read0 right after its call to read had a stale return into write0's
     // native wrapper there, which the rule below took).
-    if (!stepped && !changed_module && top_ && !needs_more_stack && !row_gave_caller) {
+    // Nor for a breadcrumb thunk inside its frame (its record right below rbp names [rbp+8]): its
+    // lowest words are argument scratch, where a stale return address fitted the rule (JDK 17, a
+    // loopback socket read sampled at the thunk's `leave`: write0's wrapper from an earlier call,
+    // 11 of ~150,000 samples). The rbp chain below takes the thunk's caller.
+    uint64_t thunk_ret = 0;
+    const bool in_thunk_frame = !known_module && fp_ > sp_ && view_.read(fp_ + kWord, thunk_ret) &&
+                                breadcrumb_thunk_frame(thunk_ret);
+    if (!stepped && !changed_module && top_ && !needs_more_stack && !row_gave_caller && !in_thunk_frame) {
         // No unwind row at the top: a function that has built no frame, whose return address is at
         // [sp], taken only when the call that ends there fits; else the rbp chain below judges.
         // From compiled code: a call into native code (libjvm's _Copy_* routines without CFI, often

@@ -1319,6 +1319,44 @@ TEST_CASE("a sample in a breadcrumb thunk names it, its record whole or already 
     }
 }
 
+TEST_CASE("a breadcrumb thunk sampled inside its frame: a stale return address at [sp] is its scratch, not its caller",
+          "[decoder][native]") {
+    // JDK 17, a loopback socket read (bench/probes/Natives.java, 100 us): the thunk between
+    // SocketDispatcher.read0's wrapper and its JNI function, sampled at its `leave`; its lowest
+    // word (argument scratch, unused) still held write0's wrapper's return from an earlier call,
+    // which the rule for a frameless leaf under compiled code took (11 of ~150,000 samples,
+    // bad_return_address). The thunk's rbp frame names its caller, read0's wrapper.
+    UpcallWorld u(jdk_param());
+    CodeLoad stale = nmethod(kCodeCacheLow + 0x80000, 11, 10, CodeKind::kNativeWrapper);
+    stale.code.assign(0x100, 0x90);
+    put_call(stale, 0x40, kCodeCacheLow - 0x100000);   // its own thunk: in no announced code
+    u.w.add_code(stale);
+    const uint64_t thunk_pc = 0x10054;
+    for (const bool cleared : {false, true}) {
+        FakeStack s;
+        const uint64_t sp_t = s.at(0x100), fp_t = sp_t + 0x30, sp_w = fp_t + 16;
+        s.put(sp_t, stale.code_begin + 0x45);
+        s.put(fp_t, sp_w + 64);
+        s.put(fp_t + 8, u.wrapper_pc());
+        const uint64_t at = fp_t + static_cast<uint64_t>(int64_t{breadcrumb::kThunkRecordFromFp});
+        s.put(at, cleared ? 0 : breadcrumb::kMagic0);
+        s.put(at + 8, breadcrumb::kMagic1);
+        s.put(at + breadcrumb::kJavaSpOffset, sp_w);
+        s.put(at + breadcrumb::kJavaPcOffset, u.wrapper_pc());
+        u.java_below(s, sp_w, s.at(0xc00));
+        DecoderOptions options = test_options();
+        options.symbolize_native = true;
+        Decoder d(u.w.map, options);
+        const CallTrace t = d.decode(sample_of(s, thunk_pc, sp_t, fp_t));
+        INFO("record cleared " << cleared << ": " << fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        REQUIRE(t.frames.size() >= 3);
+        CHECK(t.frames[1].method_id == method_id(9));
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(9, -1), mb(5, 21)});
+        CHECK(d.stats().native_leaf_tops == 0);
+    }
+}
+
 TEST_CASE("native code that cannot be unwound: rescan for a verified Java return address", "[decoder][native]") {
     CompiledWorld cw;
     // garbage rbp; C's frame (return into D at a call site) lies above the native frames
