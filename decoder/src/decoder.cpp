@@ -1729,9 +1729,8 @@ Walk::Step Walk::step_stub(const Stub* stub) {
     // bad_return_address). Before the `pop`, [sp] is the return address with the caller's sp right
     // above it, which the scan finds; r13 then is whatever compiled code kept in it, so it is tried
     // only after that, and the caller must check out either way.
-    const Registers regs = own_registers() ? frame_registers() : Registers{};
-    if (own_registers() && is_adapter_blob(map_, stub) && regs.r13 > sp_ + kWord &&
-        regs.r13 - sp_ <= hs::adapter::kMaxEntrySpAboveSp) {
+    const Registers regs = own_registers() && is_adapter_blob(map_, stub) ? frame_registers() : Registers{};
+    if (regs.r13 > sp_ + kWord && regs.r13 - sp_ <= hs::adapter::kMaxEntrySpAboveSp) {
         uint64_t ret = 0, chosen = 0;
         const bool at_sp = view_.read(sp_, ret) && is_return_target(ret);
         if (!at_sp) ret = regs.ax;
@@ -2080,10 +2079,11 @@ Walk::Step Walk::step_native() {
     // lowest words are argument scratch, where a stale return address fitted the rule (JDK 17, a
     // loopback socket read sampled at the thunk's `leave`: write0's wrapper from an earlier call,
     // 11 of ~150,000 samples). The rbp chain below takes the thunk's caller.
-    uint64_t thunk_ret = 0;
-    const bool in_thunk_frame = !known_module && fp_ > sp_ && view_.read(fp_ + kWord, thunk_ret) &&
-                                breadcrumb_thunk_frame(thunk_ret);
-    if (!stepped && !changed_module && top_ && !needs_more_stack && !row_gave_caller && !in_thunk_frame) {
+    const auto in_thunk_frame = [&] {
+        uint64_t ret = 0;
+        return !known_module && fp_ > sp_ && view_.read(fp_ + kWord, ret) && breadcrumb_thunk_frame(ret);
+    };
+    if (!stepped && !changed_module && top_ && !needs_more_stack && !row_gave_caller && !in_thunk_frame()) {
         // No unwind row at the top: a function that has built no frame, whose return address is at
         // [sp], taken only when the call that ends there fits; else the rbp chain below judges.
         // From compiled code: a call into native code (libjvm's _Copy_* routines without CFI, often

@@ -265,12 +265,7 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
     // unwind row of the call instruction itself.
     const uint64_t ip = top ? pc : pc - 1;
     Rule& rule = rules_[(ip ^ (ip >> 13)) & (kRuleCacheSize - 1)];
-    if (rule.ip == ip && rule.state == Rule::kSignal) {
-        const Outcome outcome = libunwind_step(view, ip - rule.signal_back, sp, fp, out, nullptr);
-        out.interrupted = outcome == Outcome::kStepped;
-        if (out.interrupted) out.context_gregs = signal_context_gregs(sp);
-        return outcome;
-    }
+    if (rule.ip == ip && rule.state == Rule::kSignal) return step_signal_frame(view, ip - rule.signal_back, sp, fp, out);
     if (cfi_rules_ && !(rule.ip == ip && (rule.state == Rule::kKnown || rule.state == Rule::kNone || rule.cfi_tried))) {
         learn_from_cfi(ip, rule);
     }
@@ -309,10 +304,7 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
         rule.cfi_tried = cfi_tried;
         rule.state = Rule::kSignal;
         rule.signal_back = *signal_back;
-        const Outcome outcome = libunwind_step(view, ip - rule.signal_back, sp, fp, out, nullptr);
-        out.interrupted = outcome == Outcome::kStepped;
-        if (out.interrupted) out.context_gregs = signal_context_gregs(sp);
-        return outcome;
+        return step_signal_frame(view, ip - rule.signal_back, sp, fp, out);
     }
     Observed seen;
     const Outcome outcome = libunwind_step(view, ip, sp, fp, out, &seen);
@@ -391,6 +383,15 @@ uint64_t signal_context_gregs(uint64_t trampoline_sp) {
 
 uint64_t signal_context_greg_address(uint64_t context_gregs, int reg) {
     return context_gregs + sizeof(greg_t) * static_cast<uint64_t>(reg);
+}
+
+// Out of the trampoline by its row, which reads the interrupted registers from the context at sp.
+NativeUnwinder::Outcome NativeUnwinder::step_signal_frame(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp,
+                                                          NativeStep& out) {
+    const Outcome outcome = libunwind_step(view, ip, sp, fp, out, nullptr);
+    out.interrupted = outcome == Outcome::kStepped;
+    if (out.interrupted) out.context_gregs = signal_context_gregs(sp);
+    return outcome;
 }
 
 std::optional<uint8_t> NativeUnwinder::sigreturn_trampoline(uint64_t pc, bool top) {

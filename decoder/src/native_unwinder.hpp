@@ -123,6 +123,7 @@ private:
     };
     Outcome libunwind_step(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp, NativeStep& out,
                            Observed* observed);
+    Outcome step_signal_frame(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp, NativeStep& out);
     // The unwind rule of one ip as far as two libunwind steps showed it (see step_dwarf).
     struct Rule {
         // kEnd: the ip's CFI row leaves the return address undefined (cfi_rule_at's first_frame)
