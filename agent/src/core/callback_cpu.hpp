@@ -22,6 +22,7 @@ public:
         kNativeBind,        // breadcrumbs' thunks
         kThreadStart,       // the thread's own perf event opened, its ring mapped
         kThreadEnd,
+        kRedefinition,      // a class about to be redefined or retransformed, noted for a recheck
         kCount
     };
 
@@ -72,7 +73,7 @@ public:
     std::string describe() const {
         static constexpr const char* kNames[kCount] = {"VMInit",         "class prepare", "compiled method load",
                                                        "compiled method unload", "dynamic code", "native bind",
-                                                       "thread start",   "thread end"};
+                                                       "thread start",   "thread end",    "class redefinition"};
         char buffer[96];
         std::snprintf(buffer, sizeof buffer, "%.1f ms:", static_cast<double>(total_ns()) / 1e6);
         std::string out = buffer;

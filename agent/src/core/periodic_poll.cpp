@@ -14,35 +14,42 @@ std::chrono::milliseconds PeriodicPoll::next_interval(std::chrono::milliseconds 
 void PeriodicPoll::run(const std::function<bool()>& poll) { run(poll, {}); }
 
 void PeriodicPoll::run(const std::function<bool()>& poll, const std::function<void()>& on_wake) {
+    using Clock = std::chrono::steady_clock;
     std::unique_lock<std::mutex> lock(mutex_);
     std::chrono::milliseconds interval = base_;
-    auto due = std::chrono::steady_clock::now() + interval;
+    auto due = Clock::now() + interval;
     while (!stop_) {
-        wakeup_.wait_until(lock, due, [this] { return stop_ || woken_; });
+        const auto until = wake_due_ && *wake_due_ < due ? *wake_due_ : due;
+        wakeup_.wait_until(lock, until, [&] { return stop_ || (wake_due_ && *wake_due_ < until); });
         if (stop_) break;
-        if (woken_) {
-            woken_ = false;
+        const auto now = Clock::now();
+        if (wake_due_ && now >= *wake_due_) {
+            wake_due_.reset();
             if (on_wake) {
                 lock.unlock();
                 on_wake();
                 cpu_ns_.store(thread_cpu_ns());
                 lock.lock();
             }
-            if (std::chrono::steady_clock::now() < due) continue;
+            continue;
         }
+        if (now < due) continue;
         lock.unlock();
         const bool found = poll();
         polls_++;
         interval = next_interval(interval, found, base_, max_);
         cpu_ns_.store(thread_cpu_ns());
-        due = std::chrono::steady_clock::now() + interval;
+        due = Clock::now() + interval;
         lock.lock();
     }
 }
 
-void PeriodicPoll::wake() {
+void PeriodicPoll::wake() { wake_in(std::chrono::milliseconds(0)); }
+
+void PeriodicPoll::wake_in(std::chrono::milliseconds delay) {
     std::lock_guard<std::mutex> lock(mutex_);
-    woken_ = true;
+    const auto at = std::chrono::steady_clock::now() + delay;
+    if (!wake_due_ || at < *wake_due_) wake_due_ = at;
     wakeup_.notify_all();
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 
 namespace sf::agent {
 
@@ -30,6 +31,8 @@ public:
     void run(const std::function<bool()>& poll, const std::function<void()>& on_wake);
     // Any thread: has run() call its on_wake soon (once for any number of calls before it does).
     void wake();
+    // The same, `delay` from now (or at an earlier time already asked for).
+    void wake_in(std::chrono::milliseconds delay);
     // Ends run() at its next wait, or at once while it waits; may come before run() starts.
     void stop();
 
@@ -44,7 +47,8 @@ private:
     std::mutex mutex_;
     std::condition_variable wakeup_;
     bool stop_ = false;   // under mutex_
-    bool woken_ = false;  // under mutex_
+    // When on_wake is due, if asked for; under mutex_.
+    std::optional<std::chrono::steady_clock::time_point> wake_due_;
     std::atomic<uint64_t> cpu_ns_{0};
     std::atomic<uint64_t> polls_{0};
 };

@@ -70,6 +70,11 @@ constexpr int kPushFlushTimeoutMs = 2000;
 constexpr int kCodePollIntervalMs = 5000;
 constexpr int kCodePollMaxIntervalMs = 60000;
 const char* const kCodePollThreadName = "stackfrag-code-poll";
+// How soon after a ClassFileLoadHook for a class being redefined the code poll looks for its new
+// Method*s, and again while they have not appeared: the VM replaces the methods after the hooks of
+// all the classes of one call returned (JFR retransforms ~10 JDK classes at its start, a Java
+// agent may retransform hundreds).
+constexpr std::chrono::milliseconds kRedefinitionRecheck{20};
 const char* const kProducer = "stackfrag-agent 0.1";
 
 pid_t current_tid() { return static_cast<pid_t>(syscall(SYS_gettid)); }
@@ -309,6 +314,11 @@ public:
         }
         SF_LOG_INFO("%s", capture_->describe().c_str());
         start_code_poller(jni);
+        if (jvmtiError error = jvmti_->SetEventNotificationMode(JVMTI_ENABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, nullptr);
+            error != JVMTI_ERROR_NONE) {
+            SF_LOG_WARN("redefined classes are announced by the code poll only (ClassFileLoadHook refused: %s)",
+                        jvmti_error_text(jvmti_, error).c_str());
+        }
         if (options_.mode == SamplingMode::kJvmti) start_jvmti_sampler(jni);
         SF_LOG_INFO("sampling every %llu ns in mode %s, on the %s backend%s", static_cast<unsigned long long>(options_.interval_ns),
                     mode_text(options_).c_str(), backend_.signal() ? "signal" : "perf",
@@ -383,6 +393,9 @@ public:
         if (stopped) log_summary(skips, at_stop);
         finish_live_profile(stopped, final_file);
         if (VmCapture* vm = capture(); vm != nullptr && vm->lazy_names()) SF_LOG_INFO("%s", vm->names_text().c_str());
+        if (VmCapture* vm = capture(); vm != nullptr && !vm->redefinitions_text().empty()) {
+            SF_LOG_INFO("%s", vm->redefinitions_text().c_str());
+        }
         if (stopped) log_agent_cpu(own_at_stop, at_stop.user_ns + at_stop.system_ns, skips);
         // No sample sees this: the last events drained, the rest of the stream decoded, the
         // profile written. (The JVM's exit after VMDeath, freeing its heap, comes on top.)
@@ -752,8 +765,12 @@ private:
                          jvmti_error_text(jvmti_, error).c_str());
             return false;
         }
+        if (!VmCapture::add_retransform_notice(jvmti_)) {
+            SF_LOG_DEBUG("no can_retransform_classes: classes other agents retransform are announced by the code poll only");
+        }
         jvmtiEventCallbacks callbacks{};
         callbacks.VMInit = &Agent::cb_vm_init;
+        callbacks.ClassFileLoadHook = &Agent::cb_class_file_load_hook;
         callbacks.VMDeath = &Agent::cb_vm_death;
         callbacks.ThreadStart = &Agent::cb_thread_start;
         callbacks.ThreadEnd = &Agent::cb_thread_end;
@@ -783,6 +800,7 @@ private:
     }
 
     void disable_events() {
+        (void)jvmti_->SetEventNotificationMode(JVMTI_DISABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, nullptr);
         for (jvmtiEvent event : kEvents) {
             if (event == JVMTI_EVENT_VM_DEATH) continue;   // possibly the callback we are in
             (void)jvmti_->SetEventNotificationMode(JVMTI_DISABLE, event, nullptr);
@@ -934,7 +952,11 @@ private:
                 }
                 return new_modules != 0 || agent->capture_->poll_findings() != findings_before;
             },
-            [agent, jni] { agent->name_wanted_methods(jni); });
+            [agent, jni] {
+                agent->name_wanted_methods(jni);
+                EventQueue::InFlight in_flight(agent->queue_);
+                if (agent->capture_->recheck_redefinitions(jni) != 0) agent->code_poll_.wake_in(kRedefinitionRecheck);
+            });
     }
 
     // The live profile's requests for names (lazy names), answered into the stream.
@@ -1200,6 +1222,19 @@ private:
         if (!live_.load(std::memory_order_acquire) || modules_.covers(address)) return;
         EventQueue::InFlight in_flight(queue_);
         modules_.refresh(monotonic_ns(), queue_);
+    }
+    // Every class loaded passes here too, with no class being redefined: nothing to do then. Enabled
+    // only once live (go_live): a hook enabled at the JVM's start costs its class-data sharing.
+    static void JNICALL cb_class_file_load_hook(jvmtiEnv*, JNIEnv* jni, jclass class_being_redefined, jobject,
+                                                const char*, jobject, jint, const unsigned char*, jint*,
+                                                unsigned char**) {
+        if (class_being_redefined == nullptr) return;
+        Agent* const agent = the_agent();
+        CallbackCpu::Scope timed(agent->callback_cpu_, CallbackCpu::kRedefinition);
+        VmCapture* const capture = agent->capture();
+        if (capture == nullptr) return;
+        capture->on_class_redefining(jni, class_being_redefined);
+        agent->code_poll_.wake_in(kRedefinitionRecheck);
     }
     // AsyncGetCallTrace answers only while ClassLoad events are enabled (it relies on the
     // jmethodIDs they cause); nothing to do with the event itself.

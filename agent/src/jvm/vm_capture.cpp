@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string_view>
 #include <unordered_set>
 #include <utility>
@@ -73,6 +74,8 @@ struct VmCapture::Impl {
         std::atomic<uint64_t> stubs{0};
         std::atomic<uint64_t> walk_unresolved_method{0};
         std::atomic<uint64_t> redefined_methods{0};
+        std::atomic<uint64_t> classes_redefined{0};          // ClassFileLoadHooks with a class being redefined
+        std::atomic<uint64_t> redefinitions_unseen{0};       // of those, no new Method* in kRedefinitionWait
         std::atomic<uint64_t> scopes{0};
         std::atomic<uint64_t> pcs_outside_code{0};
     } counters;
@@ -348,17 +351,19 @@ struct VmCapture::Impl {
         sink.emit(std::move(batch));
     }
 
-    void announce_class(jclass klass, uint64_t time_ns) {
+    // The class's methods not announced yet, or announced with another Method* (a redefinition):
+    // returns how many it claimed.
+    size_t announce_class(jclass klass, uint64_t time_ns) {
         jint status = 0;
         if (jvmti->GetClassStatus(klass, &status) != JVMTI_ERROR_NONE ||
             (status & JVMTI_CLASS_STATUS_PREPARED) == 0 ||
             (status & (JVMTI_CLASS_STATUS_ARRAY | JVMTI_CLASS_STATUS_PRIMITIVE)) != 0) {
-            return;
+            return 0;
         }
         jint count = 0;
         jmethodID* methods = nullptr;
         if (jvmti->GetClassMethods(klass, &count, &methods) != JVMTI_ERROR_NONE || methods == nullptr) {
-            return;
+            return 0;
         }
         // The methods this class announces, then their bytecodes in two batched reads of VM
         // memory (two system calls per method before: ~2.8 of the ~8 us each took on a JVM thread).
@@ -366,7 +371,7 @@ struct VmCapture::Impl {
         std::vector<uint64_t> ptrs;
         claim_fresh(methods, static_cast<size_t>(count), claimed, ptrs);
         jvmti->Deallocate(reinterpret_cast<unsigned char*>(methods));
-        if (claimed.empty()) return;
+        if (claimed.empty()) return 0;
         // The code sizes from JVMTI (the last bytecode's index + 1; -1 for a native method), so that
         // only the ConstMethod pointers are read from VM memory.
         std::vector<std::optional<uint32_t>> code_sizes(claimed.size());
@@ -391,9 +396,8 @@ struct VmCapture::Impl {
                 if ((entry.access_flags & kAbstract) == 0) batch.methods.push_back(entry);
             }
             counters.methods += batch.methods.size();
-            if (batch.methods.empty()) return;
-            sink.emit(std::move(batch));
-            return;
+            if (!batch.methods.empty()) sink.emit(std::move(batch));
+            return claimed.size();
         }
         const ClassFacts facts = class_facts(klass);
         for (size_t i = 0; i < claimed.size(); ++i) {
@@ -406,6 +410,7 @@ struct VmCapture::Impl {
             counters.methods++;
             sink.emit(std::move(method));
         }
+        return claimed.size();
     }
 
     void announce_loaded_classes(JNIEnv* jni, uint64_t time_ns) {
@@ -555,6 +560,50 @@ struct VmCapture::Impl {
         announced.set_unannounced_at_this_poll(std::move(seen_now));
     }
 
+    // Classes a RedefineClasses or RetransformClasses (JFR's instrumentation, a Java agent's
+    // transformers) is about to replace. Their new Method*s exist only once the VM operation after
+    // the hook has run, so each is looked at again until its methods changed, and announced then;
+    // interpreted frames name the new Method*s from their first call on, and the periodic poll
+    // (5-60 s) came too late for the samples that waited for them (the decoder's retry, 0.5 s).
+    struct PendingRedefinition {
+        jclass klass = nullptr;   // a global reference
+        uint64_t since_ns = 0;
+    };
+    std::mutex redefinitions_mutex;
+    std::vector<PendingRedefinition> pending_redefinitions;   // under redefinitions_mutex
+
+    void note_redefinition(JNIEnv* jni, jclass klass) {
+        auto global = static_cast<jclass>(jni->NewGlobalRef(klass));
+        if (global == nullptr) return;
+        counters.classes_redefined++;
+        std::lock_guard lock(redefinitions_mutex);
+        pending_redefinitions.push_back({global, monotonic_ns()});
+    }
+
+    size_t recheck_redefinitions(JNIEnv* jni, uint64_t give_up_after_ns) {
+        std::vector<PendingRedefinition> pending;
+        {
+            std::lock_guard lock(redefinitions_mutex);
+            pending.swap(pending_redefinitions);
+        }
+        std::vector<PendingRedefinition> waiting;
+        const uint64_t now = monotonic_ns();
+        for (const PendingRedefinition& p : pending) {
+            if (const size_t changed = announce_class(p.klass, now); changed != 0) {
+                counters.redefined_methods += changed;
+            } else if (now - p.since_ns < give_up_after_ns) {
+                waiting.push_back(p);
+                continue;
+            } else {
+                counters.redefinitions_unseen++;
+            }
+            jni->DeleteGlobalRef(p.klass);
+        }
+        std::lock_guard lock(redefinitions_mutex);
+        pending_redefinitions.insert(pending_redefinitions.end(), waiting.begin(), waiting.end());
+        return pending_redefinitions.size();
+    }
+
     void recheck_redefined_methods(JNIEnv* jni) {
         const std::vector<uint64_t> changed =
             announced.redefined([this](uint64_t id) { return method_ptr_of(reinterpret_cast<jmethodID>(id)); });
@@ -570,6 +619,14 @@ void VmCapture::add_capabilities(jvmtiCapabilities& caps) {
     caps.can_generate_compiled_method_load_events = 1;
     caps.can_get_source_file_name = 1;
     caps.can_get_line_numbers = 1;
+}
+
+bool VmCapture::add_retransform_notice(jvmtiEnv* jvmti) {
+    jvmtiCapabilities potential{};
+    if (jvmti->GetPotentialCapabilities(&potential) != JVMTI_ERROR_NONE || !potential.can_retransform_classes) return false;
+    jvmtiCapabilities caps{};
+    caps.can_retransform_classes = 1;
+    return jvmti->AddCapabilities(&caps) == JVMTI_ERROR_NONE;
 }
 
 VmCapture::VmCapture(jvmtiEnv* jvmti, EventSink& sink) : impl_(std::make_unique<Impl>(jvmti, sink)) {}
@@ -631,6 +688,16 @@ void VmCapture::on_class_prepare(JNIEnv*, jthread, jclass klass) {
     impl_->announce_class(klass, monotonic_ns());
 }
 
+void VmCapture::on_class_redefining(JNIEnv* jni, jclass class_being_redefined) {
+    if (!impl_->started.load(std::memory_order_acquire) || jni == nullptr || class_being_redefined == nullptr) return;
+    impl_->note_redefinition(jni, class_being_redefined);
+}
+
+size_t VmCapture::recheck_redefinitions(JNIEnv* jni) {
+    if (!impl_->started.load(std::memory_order_acquire) || jni == nullptr) return 0;
+    return impl_->recheck_redefinitions(jni, kRedefinitionWait.count() * 1'000'000ull);
+}
+
 void VmCapture::on_compiled_method_load(jmethodID method, jint code_size, const void* code_addr, jint,
                                         const jvmtiAddrLocationMap*, const void* compile_info) {
     if (!impl_->started.load(std::memory_order_acquire)) return;
@@ -669,6 +736,18 @@ std::string VmCapture::names_text() const {
     return text;
 }
 
+std::string VmCapture::redefinitions_text() const {
+    const auto& c = impl_->counters;
+    if (c.classes_redefined.load() == 0) return {};
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "classes redefined or retransformed: %lu, their new methods announced: %lu, classes whose methods "
+                  "had not changed %lld ms after the hook: %lu",
+                  static_cast<unsigned long>(c.classes_redefined.load()), static_cast<unsigned long>(c.redefined_methods.load()),
+                  static_cast<long long>(kRedefinitionWait.count()), static_cast<unsigned long>(c.redefinitions_unseen.load()));
+    return text;
+}
+
 bool VmCapture::lazy_names() const { return impl_->lazy_names.load() || impl_->lazy_names_given_up.load(); }
 
 std::vector<NamedMethod> VmCapture::names_of(JNIEnv* jni, const std::vector<uint64_t>& method_ids) {
@@ -698,7 +777,7 @@ std::string VmCapture::describe() const {
     std::snprintf(buffer, sizeof buffer,
                   "JDK %d (%s), layout %d%s, interpreter [0x%lx,0x%lx) %lu B with %zu entry codelets, "
                   "code cache [0x%lx,0x%lx) in %zu heaps; start scan %.1f ms; methods %lu (%lu failed, "
-                  "%lu redefined), code loads %lu (%lu from the CodeCache walk, %lu without blob, %lu "
+                  "%lu redefined in %lu classes, %lu classes unchanged), code loads %lu (%lu from the CodeCache walk, %lu without blob, %lu "
                   "unresolvable), unloads %lu, stubs %lu, bad reads %lu",
                   m.info.jdk_major, m.info.vm_version.c_str(), static_cast<int>(m.code_cache->layout().facts->family),
                   m.code_cache->layout().layout_guessed ? " (guessed)" : "",
@@ -710,6 +789,8 @@ std::string VmCapture::describe() const {
                   static_cast<double>(m.start_scan_ns.load()) / 1e6,
                   static_cast<unsigned long>(c.methods.load()), static_cast<unsigned long>(c.method_failures.load()),
                   static_cast<unsigned long>(c.redefined_methods.load()),
+                  static_cast<unsigned long>(c.classes_redefined.load()),
+                  static_cast<unsigned long>(c.redefinitions_unseen.load()),
                   static_cast<unsigned long>(c.code_loads.load()),
                   static_cast<unsigned long>(c.code_loads_from_walk.load()),
                   static_cast<unsigned long>(c.code_loads_blob_missing.load()),

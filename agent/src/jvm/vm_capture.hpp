@@ -4,6 +4,7 @@
 
 #include <jvmti.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,6 +45,11 @@ public:
     // Capabilities VmCapture needs; the runtime adds them before enabling events:
     // can_generate_compiled_method_load_events, can_get_source_file_name, can_get_line_numbers.
     static void add_capabilities(jvmtiCapabilities& caps);
+    // can_retransform_classes, where the VM offers it, for no use of its own: only an environment
+    // that has it is told (ClassFileLoadHook) of RetransformClasses, which is how JFR and Java
+    // agents instrument loaded classes. False when not added (redefinitions are still told, and
+    // poll() finds retransformed classes later).
+    static bool add_retransform_notice(jvmtiEnv* jvmti);
 
     VmCapture(jvmtiEnv* jvmti, EventSink& sink);
     ~VmCapture();
@@ -68,6 +74,15 @@ public:
     void on_compiled_method_unload(jmethodID method, const void* code_addr);
     void on_dynamic_code_generated(const char* name, const void* address, jint length);
 
+    // ClassFileLoadHook with a class being redefined or retransformed (any thread, before the
+    // VM replaces its methods): the class is looked at again by recheck_redefinitions().
+    void on_class_redefining(JNIEnv* jni, jclass class_being_redefined);
+    // From an agent thread, soon after on_class_redefining: announces the new Method*s of the
+    // classes whose redefinition has happened since; returns how many classes still wait for theirs
+    // (call again in a few ms). One that has not changed after kRedefinitionWait is left to poll().
+    size_t recheck_redefinitions(JNIEnv* jni);
+    static constexpr std::chrono::milliseconds kRedefinitionWait{2000};
+
     // Periodic work from an agent thread (see step 4 above). Cheap when nothing changed.
     void poll(JNIEnv* jni);
     // What the polls have found so far: redefined methods and nmethods no event announced.
@@ -90,6 +105,8 @@ public:
 
     // With lazy names: how many methods were announced, named, and no longer known when asked.
     std::string names_text() const;
+    // Redefinitions seen so far, for the log at the stop; empty when there were none.
+    std::string redefinitions_text() const;
     // A one-line description of the resolved layout and the counts so far, for the log.
     std::string describe() const;
     // The CodeCache's reserved range [low, high) once started, else {0, 0}.

@@ -78,3 +78,34 @@ TEST_CASE("wake runs on_wake at once, without running the poll before its time")
     late.join();
     CHECK(woken.load());
 }
+
+TEST_CASE("wake_in runs on_wake after its delay, and an earlier wake goes first") {
+    using Clock = std::chrono::steady_clock;
+    PeriodicPoll poll(milliseconds(3'600'000), milliseconds(3'600'000));
+    std::atomic<int> wakes{0};
+    std::atomic<int64_t> first_wake_ns{0};
+    const auto start = Clock::now();
+    std::thread thread([&] {
+        poll.run([] { return false; }, [&] {
+            if (++wakes == 1) first_wake_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+        });
+    });
+    // A redefinition's recheck: asked for 150 ms on; nothing runs before.
+    poll.wake_in(milliseconds(150));
+    std::this_thread::sleep_for(milliseconds(60));
+    CHECK(wakes.load() == 0);
+    while (wakes.load() < 1) std::this_thread::sleep_for(milliseconds(1));
+    CHECK(first_wake_ns.load() >= 150'000'000);
+    // A later time does not postpone an earlier one already asked for: the 40 ms wake comes, once.
+    poll.wake_in(milliseconds(40));
+    poll.wake_in(milliseconds(3'600'000));
+    const auto asked = Clock::now();
+    while (wakes.load() < 2) std::this_thread::sleep_for(milliseconds(1));
+    CHECK(Clock::now() - asked >= milliseconds(40));
+    CHECK(Clock::now() - asked < std::chrono::seconds(30));
+    std::this_thread::sleep_for(milliseconds(100));
+    CHECK(wakes.load() == 2);
+    poll.stop();
+    thread.join();
+    CHECK(poll.polls() == 0);
+}
