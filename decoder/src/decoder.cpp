@@ -259,6 +259,7 @@ private:
         f.comp_level = level;
         f.pc = pc;
         f.sp_moved = false;
+        f.signal_frame = false;
         f.symbol.clear();
         return true;
     }
@@ -2137,6 +2138,7 @@ Walk::Step Walk::step_native() {
             in_native_run_ = true;
             after_java_ = false;
             if (next.interrupted) {
+                if (count_ > 0) last_frame().signal_frame = true;
                 top_ = true;
                 interrupted_ = true;
                 constexpr uint64_t kContextBytes = 8 * NGREG;

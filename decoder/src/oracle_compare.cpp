@@ -216,6 +216,13 @@ bool oracle_older_anchor(const CallTrace& decoded, const Oracle& oracle) {
     return oracle_is_outer_part(java_frames_of(decoded), oracle.frames);
 }
 
+bool oracle_in_signal_handler(const CallTrace& decoded, const Oracle& oracle) {
+    if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed) return false;
+    const size_t i = first_java_below_vm(decoded, true);
+    return i != 0 && std::any_of(decoded.frames.begin(), decoded.frames.begin() + static_cast<ptrdiff_t>(i),
+                                 [](const Frame& f) { return f.signal_frame; });
+}
+
 bool oracle_carrier_only(const CallTrace& decoded, const Oracle& oracle, const CodeMap& map) {
     if (oracle.agct_status <= 0 || oracle.frames.empty() || decoded.status == TraceStatus::kFailed) return false;
     const MethodInfo* top = map.method_by_id(oracle.frames.front().method_id);

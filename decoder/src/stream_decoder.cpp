@@ -45,7 +45,7 @@ void trace_from_jvmti(const JvmtiTrace& in, CallTrace& out) {
     out.status = in.truncated ? TraceStatus::kIncomplete : TraceStatus::kComplete;
     out.failure = FailReason::kNone;
     out.frames.clear();
-    for (const MethodBci& m : in.frames) out.frames.push_back(Frame{FrameKind::kJava, false, m.method_id, m.bci, 0, 0, {}});
+    for (const MethodBci& m : in.frames) out.frames.push_back(Frame{FrameKind::kJava, false, false, m.method_id, m.bci, 0, 0, {}});
 }
 
 }  // namespace

@@ -770,6 +770,8 @@ TEST_CASE("a signal frame: the frame the signal interrupted is decoded as a top 
         REQUIRE(t.frames.size() == 5);
         CHECK(t.frames[1].kind == FrameKind::kNative);   // the trampoline
         CHECK(t.frames[2].kind == FrameKind::kInlined);
+        // The trampoline is marked (a validator's ASGCT in the handler sees none of this), no other frame.
+        for (size_t i = 0; i < t.frames.size(); ++i) CHECK(t.frames[i].signal_frame == (i == 1));
         CHECK(d.stats().signal_frames == 1);
     }
     SECTION("sampled in the trampoline itself") {
@@ -777,6 +779,8 @@ TEST_CASE("a signal frame: the frame the signal interrupted is decoded as a top 
         INFO(fail_reason_name(t.failure));
         REQUIRE(t.status == TraceStatus::kComplete);
         CHECK(java_frames(t) == interrupted_c);
+        REQUIRE(!t.frames.empty());
+        CHECK(t.frames[0].signal_frame);
         CHECK(d.stats().signal_frames == 1);
     }
     SECTION("interrupted at a call site: the PcDesc after it, not the call's own") {

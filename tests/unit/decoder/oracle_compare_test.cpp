@@ -413,3 +413,38 @@ TEST_CASE("oracle: ASGCT begins at an older frame anchor during a leaf call from
         CHECK_FALSE(oracle_older_anchor(failed, asgct));
     }
 }
+
+TEST_CASE("oracle: ASGCT called inside another signal handler that had interrupted Java code", "[decoder][oracle]") {
+    // javac with a JFR recording (JDK 17, 100 us): JFR's sampler had suspended the thread with a
+    // signal; the validator's SIGPROF came inside that handler (SR_handler). The decoder went
+    // through the trampoline to the interrupted frame, addVisiblePackages@253; ASGCT, whose context
+    // pc lay in SR_handler, began at its caller.
+    Frame trampoline = frame_at(FrameKind::kNative, -1, -1, kNativePc + 0x100, "__restore_rt");
+    trampoline.signal_frame = true;
+    CallTrace t = complete_trace({frame_at(FrameKind::kNative, -1, -1, kNativePc, "SR_handler(int, siginfo_t*, ucontext_t*)"),
+                                  trampoline, frame_at(FrameKind::kInterpreted, 4, 253, kInterpReturnPc),
+                                  frame_at(FrameKind::kInterpreted, 3, 90, kInterpReturnPc),
+                                  frame_at(FrameKind::kInterpreted, 2, 403, kInterpReturnPc)});
+    const Oracle asgct = oracle_of({mb(3, 90), mb(2, 403)});
+    CHECK(compare_with_oracle(t, asgct) == Agreement::kTopMethodDiffers);
+    CHECK(oracle_in_signal_handler(t, asgct));
+    CHECK(oracle_in_signal_handler(t, oracle_of({mb(7, 581)})));   // or a stale frame only rbp led to
+
+    SECTION("only with the trampoline above the first Java frame") {
+        CallTrace no_signal = t;
+        no_signal.frames[1].signal_frame = false;
+        CHECK_FALSE(oracle_in_signal_handler(no_signal, asgct));
+        CallTrace java_top = t;
+        java_top.frames.erase(java_top.frames.begin(), java_top.frames.begin() + 2);
+        CHECK_FALSE(oracle_in_signal_handler(java_top, asgct));
+        CallTrace deeper = t;   // a handler run further down (a Java frame above the trampoline)
+        deeper.frames.insert(deeper.frames.begin(), frame_at(FrameKind::kInterpreted, 9, 1, kInterpReturnPc));
+        CHECK_FALSE(oracle_in_signal_handler(deeper, asgct));
+        CallTrace failed = t;
+        failed.status = TraceStatus::kFailed;
+        CHECK_FALSE(oracle_in_signal_handler(failed, asgct));
+        Oracle asgct_failed = asgct;
+        asgct_failed.agct_status = -1;
+        CHECK_FALSE(oracle_in_signal_handler(t, asgct_failed));
+    }
+}

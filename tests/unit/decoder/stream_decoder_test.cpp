@@ -75,8 +75,8 @@ TEST_CASE("a JvmtiTrace becomes a trace of Java frames of unknown kind, without 
     CHECK(traces[0].tid == 42);
     CHECK(traces[0].status == TraceStatus::kComplete);
     REQUIRE(traces[0].frames.size() == 2);
-    CHECK(traces[0].frames[0] == Frame{FrameKind::kJava, false, 0x10, 7, 0, 0, {}});
-    CHECK(traces[0].frames[1] == Frame{FrameKind::kJava, false, 0x20, -1, 0, 0, {}});
+    CHECK(traces[0].frames[0] == Frame{FrameKind::kJava, false, false, 0x10, 7, 0, 0, {}});
+    CHECK(traces[0].frames[1] == Frame{FrameKind::kJava, false, false, 0x20, -1, 0, 0, {}});
     // Deeper than the agent asked for: the top frames, marked incomplete.
     CHECK(traces[1].status == TraceStatus::kIncomplete);
     CHECK(traces[1].frames.size() == 1);

@@ -29,6 +29,9 @@ struct Frame {
     // return address was not where the frame size says. A walker that does not know
     // (AsyncGetCallTrace) reads a stale slot there.
     bool sp_moved = false;
+    // kNative: the kernel's signal trampoline (glibc's __restore_rt); the next frame is the one the
+    // signal interrupted, at the instruction it was about to run. The frames above are the handler's.
+    bool signal_frame = false;
     uint64_t method_id = 0;     // jmethodID for Java frames, 0 otherwise
     int32_t bci = -1;           // -1 when unknown or not Java
     int32_t comp_level = 0;     // for kCompiled / kInlined

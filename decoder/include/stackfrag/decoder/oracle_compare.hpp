@@ -95,6 +95,17 @@ bool oracle_stub_call_scope(const CallTrace& decoded, const Oracle& oracle, cons
 // decoder; replay counts it as oracle_older_anchor.
 bool oracle_older_anchor(const CallTrace& decoded, const Oracle& oracle);
 
+// The sample was taken in a signal handler that had interrupted the thread: only native and stub
+// frames lie above the decoder's first Java frame, and one of them is the signal trampoline
+// (Frame::signal_frame), below which the decoder went on at the interrupted instruction.
+// AsyncGetCallTrace starts from the validator's own signal context, whose pc lies in that other
+// handler (JFR's thread sampler suspends threads with one, SR_handler, on JDK 17), and takes the
+// Java frame its rbp or frame anchor leads to: the interrupted frame's caller, or older ones
+// (javac with a JFR recording, 100 us: Modules.initVisiblePackages@90 <- ... where the decoder has
+// Modules.addVisiblePackages@253 above it). Such a pair is not a disagreement of the decoder;
+// replay counts it as oracle_in_signal_handler.
+bool oracle_in_signal_handler(const CallTrace& decoded, const Oracle& oracle);
+
 // ASGCT's frames are exactly the decoder's from a Continuation.enterSpecial frame below its top on:
 // the decoder walked a virtual thread's frames, mounted above the carrier's enterSpecial, that
 // AsyncGetCallTrace left out. Seen while the continuation freezes (Continuation.doYield and the
