@@ -94,7 +94,7 @@ ValidatedProgram run_validated_program(const std::string& jdk, const std::string
 
 // `jit_flags`: how the JVM compiles (none: tiered C1 and C2, as by default).
 void check_framework(const std::string& jdk, const std::vector<std::string>& jit_flags = {},
-                     const std::string& millis = "5000") {
+                     const std::string& millis = "5000", double min_agreement = 0.96) {
     if (!sf::test::exists(jdk)) {
         WARN(jdk << " is not installed: skipped");
         return;
@@ -103,7 +103,7 @@ void check_framework(const std::string& jdk, const std::vector<std::string>& jit
     INFO(p.run.out << p.run.err);
     const nlohmann::json& j = p.replay;
     INFO(j.dump(1));
-    sf::test::check_accuracy(j, 2000, 0.01, 300, 0.96);
+    sf::test::check_accuracy(j, 2000, 0.01, 300, min_agreement);
     CHECK(j["incomplete_pct"].get<double>() <= 1.0);
 
     // Inside the handler, the whole chain: no interceptor frame lost to a stale return address or a
@@ -202,6 +202,27 @@ TEST_CASE("framework-shaped code decodes completely and like ASGCT, JDK 17", "[a
 
 TEST_CASE("framework-shaped code decodes completely and like ASGCT, JDK 25", "[accuracy]") {
     check_framework(sf::test::kJdk25);
+}
+
+// Beside a JFR recording with its profiling settings, as many services run: JFR's thread sampler
+// interrupts threads with a signal of its own (on JDK 17), inside whose handler the validator's
+// AsyncGetCallTrace answers from the wrong frame (replay's oracle_in_signal_handler), and JFR
+// retransforms JDK classes when it starts (the agent announces their new methods at once).
+// Measured (4 threads, 4 s): no failed sample, 100 % identical apart from the top bci on JDK 17
+// and 25, where 98.7-98.8 % was left once the signal handler's pairs counted as disagreements.
+void check_framework_beside_jfr(const std::string& jdk) {
+    const std::string jfr_dir = sf::test::temp_dir("jfr-beside");
+    INFO("beside JFR");
+    check_framework(jdk, {"-XX:StartFlightRecording=settings=profile,filename=" + jfr_dir + "/run.jfr"}, "4000", 0.99);
+    std::filesystem::remove_all(jfr_dir);
+}
+
+TEST_CASE("framework-shaped code decodes like ASGCT beside a JFR recording, JDK 17", "[accuracy]") {
+    check_framework_beside_jfr(sf::test::kJdk17);
+}
+
+TEST_CASE("framework-shaped code decodes like ASGCT beside a JFR recording, JDK 25", "[accuracy]") {
+    check_framework_beside_jfr(sf::test::kJdk25);
 }
 
 // The interpreter alone, C1 alone, C2 alone: frames and transitions the default tiering makes rare
