@@ -251,6 +251,13 @@ public:
             }
             return;
         }
+        // From here on, before the start scan reads the loaded classes' methods, so that a class
+        // another agent redefines meanwhile is looked at again (the code poll, once it runs).
+        if (jvmtiError error = jvmti_->SetEventNotificationMode(JVMTI_ENABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, nullptr);
+            error != JVMTI_ERROR_NONE) {
+            SF_LOG_WARN("redefined classes are announced by the code poll only (ClassFileLoadHook refused: %s)",
+                        jvmti_error_text(jvmti_, error).c_str());
+        }
         // Before the reader starts, so that the first native frames already have their modules.
         // (Not inside the log call: its arguments are evaluated only when debug logging is on.)
         modules_.set_code_cache(capture_->code_cache());
@@ -314,11 +321,6 @@ public:
         }
         SF_LOG_INFO("%s", capture_->describe().c_str());
         start_code_poller(jni);
-        if (jvmtiError error = jvmti_->SetEventNotificationMode(JVMTI_ENABLE, JVMTI_EVENT_CLASS_FILE_LOAD_HOOK, nullptr);
-            error != JVMTI_ERROR_NONE) {
-            SF_LOG_WARN("redefined classes are announced by the code poll only (ClassFileLoadHook refused: %s)",
-                        jvmti_error_text(jvmti_, error).c_str());
-        }
         if (options_.mode == SamplingMode::kJvmti) start_jvmti_sampler(jni);
         SF_LOG_INFO("sampling every %llu ns in mode %s, on the %s backend%s", static_cast<unsigned long long>(options_.interval_ns),
                     mode_text(options_).c_str(), backend_.signal() ? "signal" : "perf",
