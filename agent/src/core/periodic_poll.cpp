@@ -49,7 +49,8 @@ void PeriodicPoll::wake() { wake_in(std::chrono::milliseconds(0)); }
 void PeriodicPoll::wake_in(std::chrono::milliseconds delay) {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto at = std::chrono::steady_clock::now() + delay;
-    if (!wake_due_ || at < *wake_due_) wake_due_ = at;
+    if (wake_due_ && *wake_due_ <= at) return;   // already due sooner: a burst of calls wakes the thread once
+    wake_due_ = at;
     wakeup_.notify_all();
 }
 
