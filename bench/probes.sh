@@ -4,14 +4,16 @@
 # and over, virtual threads), each recorded with validate and replayed; prints a Markdown table of
 # decoded %, failures by reason and agreement with AsyncGetCallTrace (docs/benchmarks.md,
 # "Failed walks", forty-second session).
-# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac Vec Natives"] [-k DIR]
+# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac Vec Natives"] [-k DIR] [-a]
 #   -k DIR: keep the recordings (PROGRAM-JDK.sfr) there, to read the failures with `stackfrag replay`
+#   -a: run each program beside a Java agent that retransforms ~300 loaded classes once a second,
+#       three times, as APM tools do (bench/probes/agent/Retransformer.java)
 #   STACKFRAG_AGENT=/path/libstackfrag.so: record with that agent (a copy: a rebuilt agent is another
 #   module to the replay, whose frames it no longer unwinds)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
-SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac Vec Natives" KEEP=
+SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac Vec Natives" KEEP= RETRANSFORM=
 while [ $# -gt 0 ]; do
   case "$1" in
     -s) SECONDS_TO_RUN="$2"; shift 2 ;;
@@ -19,7 +21,8 @@ while [ $# -gt 0 ]; do
     -j) JVM_FLAGS="$2"; shift 2 ;;
     -p) PROGRAMS="$2"; shift 2 ;;
     -k) KEEP="$2"; shift 2 ;;
-    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac Vec Natives\"] [-k DIR]" >&2; exit 2 ;;
+    -a) RETRANSFORM=1; shift ;;
+    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac Vec Natives\"] [-k DIR] [-a]" >&2; exit 2 ;;
   esac
 done
 [ -x "$BUILD/bin/stackfrag" ] || "$ROOT/scripts/build.sh"
@@ -45,8 +48,19 @@ for jdk in "${JDKS[@]}"; do
     "$jdk/bin/javac" $modules -d "$WORK/classes-$major" "$ROOT/bench/probes/$p.java" 2>"$WORK/$p-$major.javac" ||
       { cat "$WORK/$p-$major.javac" >&2; exit 1; }
     rec="$WORK/$p-$major.sfr"
+    agent_jar=
+    if [ -n "$RETRANSFORM" ]; then
+      jar="$WORK/retransformer-$major.jar"
+      if [ ! -f "$jar" ]; then
+        mkdir -p "$WORK/agent-$major"
+        "$jdk/bin/javac" -d "$WORK/agent-$major" "$ROOT/bench/probes/agent/Retransformer.java"
+        printf 'Premain-Class: Retransformer\nCan-Retransform-Classes: true\n' > "$WORK/agent-$major.mf"
+        "$jdk/bin/jar" --create --file "$jar" --manifest "$WORK/agent-$major.mf" -C "$WORK/agent-$major" .
+      fi
+      agent_jar="-javaagent:$jar=$p"
+    fi
     # shellcheck disable=SC2086
-    if ! "$jdk/bin/java" $JVM_FLAGS $modules -agentpath:"$AGENT=interval=$INTERVAL,validate,record=$rec" \
+    if ! "$jdk/bin/java" $JVM_FLAGS $modules $agent_jar -agentpath:"$AGENT=interval=$INTERVAL,validate,record=$rec" \
         -cp "$WORK/classes-$major" "$p" "$SECONDS_TO_RUN" > "$WORK/$p-$major.out" 2>&1; then
       echo "| $major | $p | run failed: $(tail -1 "$WORK/$p-$major.out") | | | | |"
       continue
