@@ -1226,7 +1226,7 @@ private:
         modules_.refresh(monotonic_ns(), queue_);
     }
     // Every class loaded passes here too, with no class being redefined: nothing to do then. Enabled
-    // only once live (go_live): a hook enabled at the JVM's start costs its class-data sharing.
+    // in go_live: RedefineClasses and RetransformClasses exist only in the live phase.
     static void JNICALL cb_class_file_load_hook(jvmtiEnv*, JNIEnv* jni, jclass class_being_redefined, jobject,
                                                 const char*, jobject, jint, const unsigned char*, jint*,
                                                 unsigned char**) {
