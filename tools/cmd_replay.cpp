@@ -179,6 +179,8 @@ struct ReplaySummary {
     // ASGCT was called in a signal handler that had interrupted the thread, whose frames the
     // decoder went through to the interrupted one (not in both_ok).
     uint64_t oracle_in_signal_handler = 0;
+    // ASGCT's answer was cut at the frames the validator asked for (not in both_ok).
+    uint64_t oracle_truncated = 0;
     uint64_t stitched_pairs = 0, stitched_agree = 0;   // oracle pairs whose trace was stitched; of those, like ASGCT's
     std::map<std::string, uint64_t> disagreements;
     StitchStats stitching;
@@ -269,6 +271,7 @@ nlohmann::json summary_json(const ReplaySummary& r) {
     j["oracle_carrier_only"] = r.oracle_carrier_only;
     j["oracle_older_anchor"] = r.oracle_older_anchor;
     j["oracle_in_signal_handler"] = r.oracle_in_signal_handler;
+    j["oracle_truncated"] = r.oracle_truncated;
     j["top_frame_kinds"] = r.top_kinds;
     for (const DecodeStatField& f : kDecodeStatFields) j[f.group][f.key] = r.stats.*f.field;
     j["retried"] = {{"samples", r.retried.retried}, {"resolved", r.retried.resolved}};
@@ -360,10 +363,11 @@ void print_summary_text(const ReplaySummary& r) {
                    "missed a callee in its entry codelet {}; ASGCT stopped early {}; ASGCT named the scope after an "
                    "exception pc {}; ASGCT named the scope after a leaf call {}; ASGCT named the scope after a call a stub "
                    "resolved {}; ASGCT gave only the carrier's frames {}; "
-                   "ASGCT began at an older frame anchor {}; ASGCT ran inside another signal handler {})\n",
+                   "ASGCT began at an older frame anchor {}; ASGCT ran inside another signal handler {}; ASGCT's "
+                   "answer was cut at its frame limit {})\n",
                    r.pairs, r.both_ok, r.oracle_failed_we_decoded, r.oracle_stale, r.oracle_entry_codelet,
                    r.oracle_stopped_early, r.oracle_exception_scope, r.oracle_leaf_call_scope, r.oracle_stub_call_scope,
-                   r.oracle_carrier_only, r.oracle_older_anchor, r.oracle_in_signal_handler);
+                   r.oracle_carrier_only, r.oracle_older_anchor, r.oracle_in_signal_handler, r.oracle_truncated);
         fmt::print("identical to ASGCT   {} ({:.2f}% of both ok); apart from the top bci {} ({:.2f}%)\n", r.identical,
                    percent(r.identical, r.both_ok), r.both_ok - r.differs_beyond_top_bci,
                    percent(r.both_ok - r.differs_beyond_top_bci, r.both_ok));
@@ -401,6 +405,9 @@ std::optional<OracleOff> oracle_off(const CallTrace& trace, const Oracle& o, con
     }
     if (a == Agreement::kTopMethodDiffers && oracle_missed_entry_callee(trace, o, map)) {
         return OracleOff{"oracle_entry_codelet", &ReplaySummary::oracle_entry_codelet};
+    }
+    if (a == Agreement::kLonger && oracle_truncated(trace, o)) {
+        return OracleOff{"oracle_truncated", &ReplaySummary::oracle_truncated};
     }
     if (a == Agreement::kLonger && oracle_stopped_early(trace, o, map)) {
         return OracleOff{"oracle_stopped_early", &ReplaySummary::oracle_stopped_early};

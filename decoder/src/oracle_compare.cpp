@@ -216,6 +216,11 @@ bool oracle_older_anchor(const CallTrace& decoded, const Oracle& oracle) {
     return oracle_is_outer_part(java_frames_of(decoded), oracle.frames);
 }
 
+bool oracle_truncated(const CallTrace& decoded, const Oracle& oracle) {
+    return oracle.agct_status > 0 && oracle.frames.size() == kOracleMaxFrames &&
+           decoded.status != TraceStatus::kFailed && compare_with_oracle(decoded, oracle) == Agreement::kLonger;
+}
+
 bool oracle_in_signal_handler(const CallTrace& decoded, const Oracle& oracle) {
     if (oracle.agct_status <= 0 || decoded.status == TraceStatus::kFailed) return false;
     const size_t i = first_java_below_vm(decoded, true);

@@ -45,7 +45,7 @@ enum TimerUse : uint8_t {
 struct OracleSettings {
     uint64_t interval_ns = 1'000'000;
     uint32_t stack_bytes = 16384;
-    uint32_t max_frames = 1024;             // 0: no room for AsyncGetCallTrace's frames (no oracle use)
+    uint32_t max_frames = kOracleMaxFrames; // 0: no room for AsyncGetCallTrace's frames (no oracle use)
     uint32_t buffer_entries = 512;          // taken but not yet drained; beyond: dropped
     // stack=auto: a thread given a larger fragment (set_stack_bytes) is copied with that many bytes,
     // up to large_stack_bytes, into one of large_entries entries of that size; 0: every tick copies

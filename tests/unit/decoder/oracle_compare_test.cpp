@@ -448,3 +448,32 @@ TEST_CASE("oracle: ASGCT called inside another signal handler that had interrupt
         CHECK_FALSE(oracle_in_signal_handler(t, asgct_failed));
     }
 }
+
+TEST_CASE("oracle: ASGCT's answer cut at the validator's frame limit", "[decoder][oracle]") {
+    // A recursion deeper than the kOracleMaxFrames frames the validator asks for (javac's tree
+    // visitors, interpreted under a full code cache): ASGCT's answer is the decoder's top part.
+    std::vector<Frame> frames;
+    std::vector<MethodBci> asgct_frames;
+    for (int i = 0; i < static_cast<int>(kOracleMaxFrames) + 40; ++i) {
+        frames.push_back(frame_at(FrameKind::kInterpreted, 2 + i % 3, i % 7, kInterpReturnPc));
+        if (i < static_cast<int>(kOracleMaxFrames)) asgct_frames.push_back(mb(2 + i % 3, i % 7));
+    }
+    const CallTrace t = complete_trace(frames);
+    const Oracle cut = oracle_of(asgct_frames);
+    CHECK(compare_with_oracle(t, cut) == Agreement::kLonger);
+    CHECK(oracle_truncated(t, cut));
+
+    SECTION("not when ASGCT stopped short of its limit, or answered otherwise") {
+        std::vector<MethodBci> shorter(asgct_frames.begin(), asgct_frames.end() - 1);
+        CHECK_FALSE(oracle_truncated(t, oracle_of(shorter)));
+        std::vector<MethodBci> other = asgct_frames;
+        other[10] = mb(9, 1);
+        CHECK_FALSE(oracle_truncated(t, oracle_of(other)));
+        CallTrace exact = t;
+        exact.frames.resize(kOracleMaxFrames);
+        CHECK_FALSE(oracle_truncated(exact, cut));   // identical, nothing left out
+        CallTrace failed = t;
+        failed.status = TraceStatus::kFailed;
+        CHECK_FALSE(oracle_truncated(failed, cut));
+    }
+}

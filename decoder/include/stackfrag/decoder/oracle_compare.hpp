@@ -106,6 +106,12 @@ bool oracle_older_anchor(const CallTrace& decoded, const Oracle& oracle);
 // replay counts it as oracle_in_signal_handler.
 bool oracle_in_signal_handler(const CallTrace& decoded, const Oracle& oracle);
 
+// ASGCT's frames are the decoder's first kOracleMaxFrames exactly, and the decoder has more: the
+// validator asked AsyncGetCallTrace for that many frames, and the stack was deeper (javac's
+// recursive tree visitors with a full code cache, running interpreted). Not a disagreement of the
+// decoder; replay counts such a pair as oracle_truncated.
+bool oracle_truncated(const CallTrace& decoded, const Oracle& oracle);
+
 // ASGCT's frames are exactly the decoder's from a Continuation.enterSpecial frame below its top on:
 // the decoder walked a virtual thread's frames, mounted above the carrier's enterSpecial, that
 // AsyncGetCallTrace left out. Seen while the continuation freezes (Continuation.doYield and the
