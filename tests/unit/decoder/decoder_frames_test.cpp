@@ -170,8 +170,8 @@ TEST_CASE("partially built interpreter frames in a method-entry codelet", "[deco
 namespace {
 // Compiled frames: D (method 5, fs 6) called by the call stub; C (method 4, fs 4) called by D.
 // Interpreted frames every 0x100 bytes from 0x100 up to the end of the fragment, the last one's
-// caller beyond it; returns how many.
-int interpreted_frames_to_the_end(const World& w, FakeStack& s) {
+// caller beyond it (or with its rbp at `last_caller_fp`, when given); returns how many.
+int interpreted_frames_to_the_end(const World& w, FakeStack& s, uint64_t last_caller_fp = 0) {
     uint64_t fp = s.at(0x100);
     int frames = 0;
     while (fp + 0x100 + 16 <= s.at(static_cast<int64_t>(s.bytes.size()))) {
@@ -179,7 +179,7 @@ int interpreted_frames_to_the_end(const World& w, FakeStack& s) {
         fp += 0x100;
         ++frames;
     }
-    w.interp_frame(s, fp - 0x100, 1, bcp(1, 5), fp + 16, kInterpReturnPc, fp + 0x100);
+    w.interp_frame(s, fp - 0x100, 1, bcp(1, 5), fp + 16, kInterpReturnPc, last_caller_fp != 0 ? last_caller_fp : fp + 0x100);
     return frames;
 }
 
@@ -1629,14 +1629,8 @@ TEST_CASE("an interpreted caller whose fixed slots cross the fragment's end is i
     World w(jdk_param());
     FakeStack s;
     const uint64_t end = s.at(static_cast<int64_t>(s.bytes.size()));
-    uint64_t fp = s.at(0x100);
-    int frames = 0;
-    for (; fp + 0x200 < end; fp += 0x100, ++frames) {
-        w.interp_frame(s, fp, 1 + frames % 3, bcp(1 + frames % 3, 5), fp + 16, kInterpReturnPc, fp + 0x100);
-    }
-    const uint64_t caller_fp = end - 8;   // its saved rbp is the fragment's last word, its return address beyond
-    w.interp_frame(s, fp, 1, bcp(1, 5), fp + 16, kInterpReturnPc, caller_fp);
-    ++frames;
+    // The last frame's caller has its saved rbp as the fragment's last word, its return address beyond.
+    const int frames = interpreted_frames_to_the_end(w, s, end - 8);
     Decoder d(w.map, test_options());
     CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
     INFO(fail_reason_name(t.failure));
