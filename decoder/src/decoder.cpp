@@ -1569,11 +1569,16 @@ bool Walk::plausible_caller(uint64_t pc, uint64_t sp, uint64_t fp_hint, uint64_t
                 // A leaf call into a stub (C1's G1 barrier and subtype-check calls, C2's arraycopy
                 // calls through `mov r10, imm64; call r10`) has no PcDesc: then the call before pc
                 // must go to the stub being left, or to another stub that is no VM call (an
-                // arraycopy entry that went on into another stub's code, where the sample is).
+                // arraycopy entry that went on into another stub's code, where the sample is), or
+                // to a C function of the VM that jumped on into the stub: JDK 25's C1 calls
+                // SharedRuntime::drem for `drem`, which tail-calls the fmod stub through
+                // StubRoutines' pointer, so inside that stub [sp] returns into the method after a
+                // call to libjvm (xalan, 100 us: 1-2 bad_return_address a run, a stale caller
+                // further up taken instead).
                 uint64_t target = 0;
                 if (!scope_at_pc(*code.compiled, pc)) {
                     if (!callee || !leaf_call_target(nm, pc, target)) return false;
-                    if (target < callee->begin || target >= callee->end) {
+                    if ((target < callee->begin || target >= callee->end) && !in_module_code(target)) {
                         const CodeLookup t = map_.find_code(target, time_);
                         if (t.region != CodeRegion::kStub || calls_into_vm(map_, t.stub)) return false;
                     }

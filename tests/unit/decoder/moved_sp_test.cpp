@@ -812,6 +812,45 @@ TEST_CASE("C2's leaf call into a StubRoutines stub through r10: no PcDesc at the
     }
 }
 
+TEST_CASE("a leaf call into the VM's C code that jumped on into a stub: the stub's [sp] returns after it",
+          "[decoder][return_address]") {
+    // JDK 25's C1 calls SharedRuntime::drem (libjvm) for `drem`; drem tail-calls the fmod stub
+    // through StubRoutines' pointer. Sampled inside that stub, [sp] returns into C after a call
+    // whose target is libjvm's code, not the stub.
+    MovedWorld mw(jdk_param());
+    const uint64_t fmod = kCodeCacheLow + 0x40000;
+    // 0x40 mov r10, native; call r10 | 0x4d (no PcDesc: a leaf call) ... PcDesc 0x60
+    put_bytes(mw.c, 0x40, {0x49, 0xba});
+    std::memcpy(mw.c.code.data() + 0x42, &kNativePc, 8);
+    put_bytes(mw.c, 0x4a, {0x41, 0xff, 0xd2});
+    add_scope(mw.c, 0x60, {{method_id(4), 9}});
+    mw.announce();
+    mw.w.map.apply(stub_at(fmod, "fmod", -1));
+    const uint64_t stub_sp = mw.sp_c - 8;
+    mw.s.put(stub_sp, mw.c_begin + 0x4d);   // the stub's first instruction: nothing pushed yet
+    const auto decode_with_libjvm = [&](bool libjvm_announced) {
+        if (libjvm_announced) {
+            ModuleMap libjvm;
+            libjvm.begin = kNativePc & ~uint64_t{0xfff};
+            libjvm.end = libjvm.begin + 0x10000;
+            libjvm.path = "/nonexistent/libjvm.so";
+            mw.w.map.apply(libjvm);
+        }
+        Decoder d(mw.w.map, test_options());
+        return d.decode(sample_of(mw.s, fmod, stub_sp, 0x2222));
+    };
+    SECTION("the call's target is a module's code: C is the caller") {
+        CallTrace t = decode_with_libjvm(true);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 9), mb(5, 21)});
+    }
+    SECTION("a target in no module is no such call: the scan passes C over and takes D") {
+        CallTrace t = decode_with_libjvm(false);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
+    }
+}
+
 TEST_CASE("a stub scan passes over a stale return address whose frame returns to no call site", "[decoder][return_address]") {
     MovedWorld mw(jdk_param());
     const uint64_t stub_begin = kCodeCacheLow + 0x40000;
