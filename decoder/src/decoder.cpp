@@ -2076,6 +2076,23 @@ Walk::Step Walk::step_native() {
             stepped = true;
             bump(kLibunwindSteps);
         }
+        // glibc's lazy binding: _dl_runtime_resolve keeps its frame in rbx, whose value only the
+        // sample's registers and the saves of the frames above it (_dl_fixup's, do_lookup_x's) tell.
+        // So where a step from this frame's pc, sp and rbp fails and every frame since the top was
+        // native, libunwind unwinds again from the sample's registers, rbx among them (JDK 25 at
+        // 100 us: 1-6 native_unwind_failed a run at the JVM's start, each under _dl_fixup).
+        if (outcome == detail::NativeUnwinder::Outcome::kFailed && native_run_sp_ == sample_.regs.sp &&
+            sample_.regs.sp != 0) {
+            const detail::NativeUnwinder::TopRegisters top{sample_.regs.ip, sample_.regs.sp, sample_.regs.bp,
+                                                           sample_.regs.bx};
+            if (d_.native_->step_from_top(view_, top, pc_, sp_, native_frames_, next) ==
+                    detail::NativeUnwinder::Outcome::kStepped &&
+                next.sp > sp_ && plausible_native_pc(next.pc) && returns_after_call(next)) {
+                stepped = true;
+                row_gave_caller = true;
+                bump(kLibunwindSteps);
+            }
+        }
     }
     // A row that gave a caller, even one not taken (a breadcrumb thunk's pc), says the function
     // has a frame: no frameless leaf, whatever [sp] holds (Temurin 25's

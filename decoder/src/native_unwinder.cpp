@@ -86,6 +86,9 @@ struct UnwindAccess {
     // No unwind table row covers the ip (code built without unwind tables): libunwind then guesses
     // from rbp, and its "no caller" is no evidence of the thread's first frame.
     bool no_unwind_info = false;
+    // The top frame's rbx, for step_from_top; a step from a frame further down does not know it.
+    uint64_t bx = 0;
+    bool bx_known = false;
 };
 
 namespace {
@@ -170,6 +173,10 @@ int access_reg(unw_addr_space_t, unw_regnum_t reg, unw_word_t* val, int write, v
         case UNW_X86_64_RIP: *val = a->pc; return 0;
         case UNW_X86_64_RSP: *val = a->sp; return 0;
         case UNW_X86_64_RBP: *val = a->fp; return 0;
+        case UNW_X86_64_RBX:
+            if (!a->bx_known) return -UNW_EBADREG;
+            *val = a->bx;
+            return 0;
         default: return -UNW_EBADREG;
     }
 }
@@ -454,19 +461,23 @@ void NativeUnwinder::learn_from_cfi(uint64_t ip, Rule& rule) {
     rule.first_frame = first_frame;
 }
 
+bool NativeUnwinder::ensure_address_space() {
+    if (address_space_) return true;
+    unw_addr_space_t as = unw_create_addr_space(&accessors, 0);
+    if (!as) {
+        use_dwarf_ = false;
+        return false;
+    }
+    // Cached rows make native-top samples about three times as fast to decode (bench_decode on
+    // the 10 kHz demo: median 30 us uncached, 10-14 us cached).
+    unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+    address_space_ = as;
+    return true;
+}
+
 NativeUnwinder::Outcome NativeUnwinder::libunwind_step(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp,
                                                        NativeStep& out, Observed* observed) {
-    if (!address_space_) {
-        unw_addr_space_t as = unw_create_addr_space(&accessors, 0);
-        if (!as) {
-            use_dwarf_ = false;
-            return Outcome::kFailed;
-        }
-        // Cached rows make native-top samples about three times as fast to decode (bench_decode on
-        // the 10 kHz demo: median 30 us uncached, 10-14 us cached).
-        unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
-        address_space_ = as;
-    }
+    if (!ensure_address_space()) return Outcome::kFailed;
     UnwindAccess access{this, &view, ip, sp, fp,
                         [](NativeUnwinder* self, uint64_t addr, uint64_t& bias) { return self->module_for(addr, bias); },
                         [](NativeUnwinder* self, uint64_t addr, uint64_t& out) { return self->read_module_data(addr, out); }};
@@ -496,6 +507,42 @@ NativeUnwinder::Outcome NativeUnwinder::libunwind_step(const StackView& view, ui
         }
     }
     return Outcome::kStepped;
+}
+
+NativeUnwinder::Outcome NativeUnwinder::step_from_top(const StackView& view, const TopRegisters& top, uint64_t pc,
+                                                      uint64_t sp, size_t max_frames, NativeStep& out) {
+    if (!use_dwarf_ || in_changed_module(pc) || !ensure_address_space()) return Outcome::kFailed;
+    UnwindAccess access{this, &view, top.pc, top.sp, top.fp,
+                        [](NativeUnwinder* self, uint64_t addr, uint64_t& bias) { return self->module_for(addr, bias); },
+                        [](NativeUnwinder* self, uint64_t addr, uint64_t& out) { return self->read_module_data(addr, out); }};
+    access.bx = top.bx;
+    access.bx_known = true;
+    unw_cursor_t cursor;
+    ++libunwind_steps_;
+    if (unw_init_remote(&cursor, static_cast<unw_addr_space_t>(address_space_), &access) != 0) return Outcome::kFailed;
+    for (size_t frame = 0; frame <= max_frames; ++frame) {
+        unw_word_t ip = 0, csp = 0;
+        if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0 || unw_get_reg(&cursor, UNW_REG_SP, &csp) != 0 || csp > sp) {
+            return Outcome::kFailed;
+        }
+        const bool here = ip == pc && csp == sp;
+        if (!here && in_changed_module(ip)) return Outcome::kFailed;
+        access.no_unwind_info = false;
+        const int stepped = unw_step(&cursor);
+        if (stepped < 0 && access.missed_beyond_end) return Outcome::kBeyondFragment;
+        // A frame without a row (libunwind's rbp guess) is no evidence, on the way or here.
+        if (stepped <= 0 || access.no_unwind_info) return Outcome::kFailed;
+        if (here) {
+            unw_word_t npc = 0, nsp = 0, nfp = 0;
+            if (unw_get_reg(&cursor, UNW_REG_IP, &npc) != 0 || unw_get_reg(&cursor, UNW_REG_SP, &nsp) != 0 ||
+                unw_get_reg(&cursor, UNW_X86_64_RBP, &nfp) != 0) {
+                return Outcome::kFailed;
+            }
+            out = {npc, nsp, nfp};
+            return Outcome::kStepped;
+        }
+    }
+    return Outcome::kFailed;
 }
 
 bool NativeUnwinder::read_module_data(uint64_t address, uint64_t& out) {

@@ -78,6 +78,16 @@ public:
     // changed_modules(), which is not unwound at all (libunwind would fall back to rbp).
     enum class Outcome : uint8_t { kStepped, kEnd, kFailed, kBeyondFragment, kModuleChanged };
     Outcome step_dwarf(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp, bool top, NativeStep& out);
+    // One step out of the native frame at (pc, sp), found by unwinding from the sample's top frame
+    // with every register the sample has that CFI rows use (pc, sp, rbp and rbx), the frames in
+    // between stepped again: for a row whose CFA is neither rsp nor rbp (glibc's
+    // _dl_runtime_resolve keeps its frame in rbx), which a step from (pc, sp, fp) cannot take.
+    // kFailed unless that unwinding meets (pc, sp) within `max_frames` steps and steps once more.
+    struct TopRegisters {
+        uint64_t pc = 0, sp = 0, fp = 0, bx = 0;
+    };
+    Outcome step_from_top(const StackView& view, const TopRegisters& top, uint64_t pc, uint64_t sp, size_t max_frames,
+                          NativeStep& out);
 
     // Steps step_dwarf took by an ip's known rule, without libunwind.
     uint64_t rule_steps() const { return rule_steps_; }
@@ -123,6 +133,7 @@ private:
     };
     Outcome libunwind_step(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp, NativeStep& out,
                            Observed* observed);
+    bool ensure_address_space();
     Outcome step_signal_frame(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp, NativeStep& out);
     // The unwind rule of one ip as far as two libunwind steps showed it (see step_dwarf).
     struct Rule {

@@ -48,12 +48,14 @@ void prepare_snapshot() {
 }
 
 __attribute__((noinline)) void take_snapshot() {
-    uint64_t sp, bp, ip;
-    asm volatile("mov %%rsp, %0\n\tmov %%rbp, %1\n\tlea 0(%%rip), %2" : "=r"(sp), "=r"(bp), "=r"(ip));
+    uint64_t sp, bp, ip, bx;
+    asm volatile("mov %%rsp, %0\n\tmov %%rbp, %1\n\tlea 0(%%rip), %2\n\tmov %%rbx, %3"
+                 : "=r"(sp), "=r"(bp), "=r"(ip), "=r"(bx));
     const size_t n = std::min<uint64_t>(g_snapshot.stack.size(), g_stack_hi - sp);
     g_snapshot.regs.ip = ip;
     g_snapshot.regs.sp = sp;
     g_snapshot.regs.bp = bp;
+    g_snapshot.regs.bx = bx;
     g_snapshot.stack_sp = sp;
     g_snapshot.stack.resize(n);   // never grows: no allocation
     copy_own_stack(g_snapshot.stack.data(), reinterpret_cast<const volatile uint8_t*>(sp), n);
@@ -106,6 +108,68 @@ TEST_CASE("native frames are unwound with libunwind and named from the ELF symbo
     CHECK(names.find("unwind_level2") != std::string::npos);
     CHECK(names.find("unwind_level1") != std::string::npos);
     CHECK(d.stats().libunwind_steps >= 3);
+}
+
+// A frame found through rbx, as glibc's _dl_runtime_resolve keeps its own: it saves rbp and rbx,
+// points rbx at them, aligns rsp down and calls on with rbp zeroed. Its callee saves rbx and puts
+// something else there, so rbx's value in this frame is only in the callee's save slot.
+extern "C" void sf_test_frame_in_rbx(void (*callee)());
+extern "C" uint64_t sf_test_frame_rbx;   // the value the function gave rbx
+uint64_t sf_test_frame_rbx = 0;
+asm(".text\n.globl sf_test_frame_in_rbx\n.type sf_test_frame_in_rbx, @function\nsf_test_frame_in_rbx:\n"
+    "    .cfi_startproc\n"
+    "    push %rbp\n    .cfi_adjust_cfa_offset 8\n    .cfi_rel_offset %rbp, 0\n"
+    "    push %rbx\n    .cfi_adjust_cfa_offset 8\n    .cfi_rel_offset %rbx, 0\n"
+    "    mov %rsp, %rbx\n    .cfi_def_cfa_register %rbx\n"
+    "    mov %rbx, sf_test_frame_rbx(%rip)\n"
+    "    and $-64, %rsp\n    sub $0x40, %rsp\n    xor %ebp, %ebp\n"
+    "    call *%rdi\n"
+    "    mov %rbx, %rsp\n    .cfi_def_cfa_register %rsp\n"
+    "    pop %rbx\n    .cfi_adjust_cfa_offset -8\n    .cfi_restore %rbx\n"
+    "    pop %rbp\n    .cfi_adjust_cfa_offset -8\n    .cfi_restore %rbp\n"
+    "    ret\n    .cfi_endproc\n.size sf_test_frame_in_rbx, .-sf_test_frame_in_rbx\n");
+
+namespace {
+__attribute__((noinline)) void clobbers_rbx_then_snapshots() {
+    asm volatile("mov $0x5bad, %%rbx" ::: "rbx");   // saved in the prologue, by its CFI
+    take_snapshot();
+    asm volatile("" ::: "memory");
+}
+__attribute__((noinline)) void calls_frame_in_rbx() {
+    sf_test_frame_in_rbx(&clobbers_rbx_then_snapshots);
+    asm volatile("" ::: "memory");
+}
+}  // namespace
+
+TEST_CASE("a frame whose CFA is rbx (glibc's lazy binding) is stepped with rbx recovered from the top",
+          "[decoder][native]") {
+    prepare_snapshot();
+    calls_frame_in_rbx();
+    test::World w;
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
+    Decoder d(w.map, DecoderOptions{});
+    CallTrace t = d.decode(g_snapshot);
+    const std::string names = symbols_of(t);
+    INFO(names << fail_reason_name(t.failure));
+    CHECK(t.status != TraceStatus::kFailed);
+    const size_t rbx_frame = names.find("sf_test_frame_in_rbx\n");
+    REQUIRE(rbx_frame != std::string::npos);
+    CHECK(names.find("calls_frame_in_rbx", rbx_frame) != std::string::npos);
+    SECTION("the frame's rbx is the callee's saved copy: with that slot overwritten, no caller is found") {
+        Sample damaged = g_snapshot;
+        size_t overwritten = 0;
+        for (size_t at = 0; at + 8 <= damaged.stack.size(); at += 8) {
+            uint64_t word = 0;
+            std::memcpy(&word, damaged.stack.data() + at, sizeof word);
+            if (word != sf_test_frame_rbx) continue;
+            const uint64_t bad = 0x5bad;
+            std::memcpy(damaged.stack.data() + at, &bad, sizeof bad);
+            ++overwritten;
+        }
+        REQUIRE(overwritten >= 1);
+        CallTrace t2 = Decoder(w.map, DecoderOptions{}).decode(damaged);
+        CHECK(symbols_of(t2).find("calls_frame_in_rbx") == std::string::npos);
+    }
 }
 
 TEST_CASE("a signal frame is crossed the same way whether or not libunwind has its row cached", "[decoder][native]") {
