@@ -2,7 +2,9 @@
 // compiled code calls without a Java frame of their own: message digests (sha*/md5 compress stubs),
 // AES, CRC32/CRC32C/Adler32, Math's sin/cos/pow/exp/log/tan (libm stubs), BigInteger's
 // Montgomery multiply and multiplyToLen/mulAdd/squareToLen, Base64, string coding and hashing,
-// sorting (AVX-512 partition routines on JDK 25 where the CPU has them), exceptions.
+// sorting (AVX-512 partition routines on JDK 25 where the CPU has them), exceptions, and `%` on
+// doubles and floats (SharedRuntime::drem/frem, which tail-call libm's fmod on JDK 17 and the VM's
+// fmod stub on JDK 25).
 // Usage: IntrinsicStubs THREADS MILLIS
 import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
@@ -62,6 +64,16 @@ public class IntrinsicStubs {
         return s;
     }
 
+    static double remainders(int n) {
+        double s = 0;
+        float f = 0;
+        for (int i = 1; i < n; i++) {
+            s += (i * 1.7) % (i * 0.37 + 1.1);
+            f += (i * 1.3f) % (i * 0.37f + 1.1f);
+        }
+        return s + f;
+    }
+
     static void bigIntegers(Random r) {
         BigInteger m = BigInteger.probablePrime(1024, r);
         BigInteger b = BigInteger.valueOf(sink | 3);
@@ -100,7 +112,7 @@ public class IntrinsicStubs {
     }
 
     static void task(Random r) throws Exception {
-        switch (r.nextInt(8)) {
+        switch (r.nextInt(9)) {
             case 0: digests(); break;
             case 1: aes(r); break;
             case 2: checksums(); break;
@@ -108,6 +120,7 @@ public class IntrinsicStubs {
             case 4: bigIntegers(r); break;
             case 5: strings(10_000); break;
             case 6: sorts(r); break;
+            case 7: sink += (long) remainders(1_000_000); break;
             default: exceptions(500); break;
         }
     }
