@@ -714,7 +714,21 @@ TEST_CASE("a sample right after clone3's syscall: the parent returns to its call
         REQUIRE(c.frames.size() == 1);
         CHECK(c.frames[0].pc == clone3->after_syscall);
     }
-    // An empty fragment elsewhere still fails.
+    // The new thread at its first call (`xor ebp, ebp; and rsp, -16; mov rdi, r8; call *rdx`, 17
+    // bytes on), whose push faults in its stack's first page: sampled in the kernel there, nothing
+    // to copy.
+    Sample first_call = at_top;
+    first_call.regs.ip = clone3->after_syscall + 17;
+    first_call.regs.bp = 0;
+    first_call.source = SampleSource::kPerfKernel;
+    const CallTrace fc = Decoder(w.map, DecoderOptions{}).decode(first_call);
+    INFO(symbols_of(fc) << fail_reason_name(fc.failure));
+    CHECK(fc.status == TraceStatus::kComplete);
+    REQUIRE_FALSE(fc.frames.empty());
+    CHECK(fc.frames.back().pc == first_call.regs.ip);
+    // Not with rbp still set (no thread that has just begun), nor elsewhere with an empty fragment.
+    first_call.regs.bp = 0x1230;
+    CHECK(Decoder(w.map, DecoderOptions{}).decode(first_call).failure == FailReason::kEmptyStack);
     Sample elsewhere_empty = at_top;
     elsewhere_empty.regs.ip = clone3->caller_ret;
     CHECK(Decoder(w.map, DecoderOptions{}).decode(elsewhere_empty).failure == FailReason::kEmptyStack);
