@@ -132,7 +132,7 @@ enum Counter : uint8_t {
     kPrologueTops, kEpilogueTops, kPartialInterpreterTops, kEntryFramesCrossed, kStubScans, kNativeFrames,
     kLibunwindSteps, kRbpSteps, kBreadcrumbsUsed, kNativeRescans, kDeoptFrames, kUnannouncedCode, kSpMoved,
     kRejectNoCall, kRejectBadTarget, kRejectVmStub, kUnknownMethodPassed, kStubRbpFrames, kReturnBarriers, kStubContinuations, kSignalFrames, kLeafTops, kEntryNativeRuns, kEntryNativeFallbacks,
-    kThreadNativeRoots, kI2cPoppedTops, kInterpreterReturnTops, kStubVmPushes, kDeoptRebuildingFrames, kCounterCount
+    kThreadNativeRoots, kI2cPoppedTops, kInterpreterReturnTops, kStubVmPushes, kDeoptRebuildingFrames, kScansPassedOver, kCounterCount
 };
 static_assert(kCounterCount <= 32, "a journal keeps the counters of a step in 32 bits");
 // The step counters are the first kCounterCount rows of kDecodeStatFields, in this enum's order.
@@ -155,7 +155,8 @@ static_assert(kCounterFields[kPrologueTops] == &DecodeStats::prologue_tops &&
                   kCounterFields[kI2cPoppedTops] == &DecodeStats::i2c_popped_tops &&
                   kCounterFields[kInterpreterReturnTops] == &DecodeStats::interpreter_return_tops &&
                   kCounterFields[kStubVmPushes] == &DecodeStats::stub_vm_pushes &&
-                  kCounterFields[kDeoptRebuildingFrames] == &DecodeStats::deopt_rebuilding_frames,
+                  kCounterFields[kDeoptRebuildingFrames] == &DecodeStats::deopt_rebuilding_frames &&
+                  kCounterFields[kScansPassedOver] == &DecodeStats::scans_passed_over,
               "kDecodeStatFields starts with the step counters, in Counter's order");
 
 // WalkState::flags
@@ -1632,6 +1633,7 @@ bool Walk::scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64
     const bool by_value = vm.code_cache_high > vm.code_cache_low;
     const size_t readable = static_cast<size_t>((view_.end() - from) / kWord);   // words from `from` in the view
     const size_t scanned = std::min(max_words, readable);
+    bool passed_over = false;   // a return-address-like word turned down below the one taken
     for (size_t i = 0; i < scanned; ++i) {
         const uint64_t slot = from + words(static_cast<int64_t>(i));
         std::memcpy(&word, view_.data() + (slot - view_.begin()), sizeof word);
@@ -1648,9 +1650,11 @@ bool Walk::scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64
                 pc = word;
                 sp = slot + kWord;
                 fp = chosen;
+                if (passed_over) bump(kScansPassedOver);
                 return true;
             }
         }
+        passed_over = true;
     }
     view_.read(from + words(static_cast<int64_t>(scanned - 1)), word);
     if (scanned < max_words) view_.read(from + words(static_cast<int64_t>(scanned)), word);   // off the view: ends the scan

@@ -837,17 +837,20 @@ TEST_CASE("a leaf call into the VM's C code that jumped on into a stub: the stub
             mw.w.map.apply(libjvm);
         }
         Decoder d(mw.w.map, test_options());
-        return d.decode(sample_of(mw.s, fmod, stub_sp, 0x2222));
+        CallTrace t = d.decode(sample_of(mw.s, fmod, stub_sp, 0x2222));
+        return std::make_pair(t, d.stats().scans_passed_over);
     };
     SECTION("the call's target is a module's code: C is the caller") {
-        CallTrace t = decode_with_libjvm(true);
+        const auto [t, passed_over] = decode_with_libjvm(true);
         INFO(fail_reason_name(t.failure));
         REQUIRE(t.status == TraceStatus::kComplete);
         CHECK(java_frames(t) == std::vector<MethodBci>{mb(4, 9), mb(5, 21)});
+        CHECK(passed_over == 0);
     }
-    SECTION("a target in no module is no such call: the scan passes C over and takes D") {
-        CallTrace t = decode_with_libjvm(false);
+    SECTION("a target in no module is no such call: the scan passes C over and takes D, and says so") {
+        const auto [t, passed_over] = decode_with_libjvm(false);
         CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});
+        CHECK(passed_over == 1);
     }
 }
 
