@@ -254,6 +254,24 @@ TEST_CASE("a fragment that stops at a page boundary below the thread's outermost
         p.incremental.forget_thread(d.sample().tid);
         CHECK(p.decode(cut_at(0x1000)).status == TraceStatus::kFailed);
     }
+    SECTION("an empty fragment below the thread's outermost frame: sp's own page was not there, incomplete") {
+        // Sampled in the kernel while a push faults in a fresh page of the stack: nothing copied.
+        const CodeLoad c = top_code(d.w);
+        Pair p(d.w.map);
+        REQUIRE(p.decode(d.sample(1000)).status == TraceStatus::kComplete);
+        Sample empty = d.compiled_top(c, 2000);
+        empty.stack.clear();
+        const CallTrace t = p.decode(empty);
+        INFO(fail_reason_name(t.failure));
+        CHECK(t.status == TraceStatus::kIncomplete);
+        REQUIRE(t.frames.size() == 1);
+        CHECK(t.frames[0].method_id == c.method_id);
+        CHECK(p.full.stats().incomplete_at_unwritten_page == 1);
+        CHECK(p.incremental.stats().incomplete_at_unwritten_page == 1);
+        // Without the thread's earlier walk, an empty fragment says nothing: failed.
+        Pair q(d.w.map);
+        CHECK(q.decode(empty).failure == FailReason::kEmptyStack);
+    }
     SECTION("with no complete walk of the thread before, a short fragment is one its stack's top ended: failed") {
         Pair p(d.w.map);
         CHECK(p.decode(cut_at(0x1000)).status == TraceStatus::kFailed);
