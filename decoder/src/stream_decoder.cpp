@@ -124,6 +124,12 @@ bool StreamDecoder::stitch(const Sample& sample) {
         return false;
     }
     const uint64_t boundary = decoder_.boundary_sp();
+    // No byte of this fragment to hold against the snapshot's (an empty one that stopped at sp's
+    // own unwritten page): nothing says the frames the snapshot saw are still there.
+    if (sample.stack.empty()) {
+        ++stitch_stats_.mismatched;
+        return false;
+    }
     const uint64_t evidence = std::min<uint64_t>(options_.stitch_evidence_bytes, sample.stack.size());
     uint64_t from = end - evidence;
     if (boundary >= sample.stack_sp && boundary < from) from = boundary;

@@ -152,3 +152,37 @@ TEST_CASE("stitching needs an earlier snapshot of the same thread that the profi
     CHECK(run.traces.back().status == TraceStatus::kIncomplete);
     CHECK(run.stream.stitch_stats().stitched == 0);
 }
+
+TEST_CASE("an empty fragment is never stitched: no byte of it vouches for the snapshot's", "[decoder][stitch]") {
+    // A compiled top whose frame (4 words, sp 16 bytes below an interpreted frame's fp) would
+    // continue into the snapshot's frames: with the snapshot's bytes in place of its own, the walk
+    // would complete. The fragment is empty (sp's page not written yet): nothing shows those bytes
+    // are still the thread's, so the trace stays the top frame alone, incomplete.
+    World w;
+    const FakeStack s = deep_stack(w);
+    CodeLoad c = nmethod(kCodeCacheLow + 0x30000, 9, 4);
+    add_scope(c, 0x40, {{method_id(9), 3}});
+    w.add_code(c);
+    Run run(w);
+    run.stream.consume(snapshot(s, 0x100, 0x8000, 1000));   // the whole stack, complete
+    Sample empty;
+    empty.time_ns = 2000;
+    empty.tid = 7;
+    empty.regs.ip = c.code_begin + 0x30;
+    empty.regs.sp = empty.stack_sp = s.at(0x2100 - 0x10);
+    empty.regs.bp = s.at(0x2100);
+    // The same top with its own bytes up to a page it stopped at, which the snapshot saw alike.
+    REQUIRE(s.at(0x3000) % 4096 == 0);
+    Sample with_bytes = empty;
+    with_bytes.time_ns = 3000;
+    with_bytes.stack.assign(s.bytes.begin() + (0x2100 - 0x10), s.bytes.begin() + 0x3000);
+    run.stream.consume(std::move(empty));
+    REQUIRE(run.traces.size() == 2);
+    CHECK(run.traces[0].status == TraceStatus::kComplete);
+    CHECK(run.traces[1].status == TraceStatus::kIncomplete);
+    CHECK(run.traces[1].frames.size() == 1);
+    CHECK(run.stream.stitch_stats().stitched == 0);
+    run.stream.consume(std::move(with_bytes));
+    REQUIRE(run.traces.size() == 3);
+    CHECK(run.traces[2].status == TraceStatus::kStitched);
+}

@@ -56,7 +56,7 @@ struct StreamDecoderOptions {
 struct StitchStats {
     uint64_t stitched = 0;      // completed with the thread's earlier snapshot: TraceStatus::kStitched
     uint64_t no_snapshot = 0;   // no earlier complete snapshot of the thread reaching further up
-    uint64_t mismatched = 0;    // the earlier snapshot saw other bytes between the boundary and the end
+    uint64_t mismatched = 0;    // the earlier snapshot saw other bytes between the boundary and the end, or there were none
     uint64_t walk_failed = 0;   // the bytes matched, but the longer walk did not reach the entry frame
 };
 
