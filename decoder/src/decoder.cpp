@@ -2104,7 +2104,6 @@ Walk::Step Walk::step_native() {
                     detail::NativeUnwinder::Outcome::kStepped &&
                 next.sp > sp_ && plausible_native_pc(next.pc) && returns_after_call(next)) {
                 stepped = true;
-                row_gave_caller = true;
                 bump(kLibunwindSteps);
             }
         }

@@ -228,11 +228,11 @@ struct VmInfo {
     bool operator==(const VmInfo&) const = default;
 };
 
-// A sample taken by the validate oracle: the same registers and fragment perf would copy, plus what
-// AsyncGetCallTrace returned at that instant (agct_status = num_frames when > 0, else its error code).
 // How many frames the validator asks AsyncGetCallTrace for: an answer this long may have been cut.
 inline constexpr uint32_t kOracleMaxFrames = 1024;
 
+// A sample taken by the validate oracle: the same registers and fragment perf would copy, plus what
+// AsyncGetCallTrace returned at that instant (agct_status = num_frames when > 0, else its error code).
 struct Oracle {
     Sample sample;
     int32_t agct_status = 0;
