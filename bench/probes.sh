@@ -4,8 +4,9 @@
 # and over, virtual threads), each recorded with validate and replayed; prints a Markdown table of
 # decoded %, failures by reason and agreement with AsyncGetCallTrace (docs/benchmarks.md,
 # "Failed walks", forty-second session).
-# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac Vec Natives"] [-k DIR] [-a]
+# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac Vec Natives"] [-k DIR] [-a] [-J JDK]
 #   -k DIR: keep the recordings (PROGRAM-JDK.sfr) there, to read the failures with `stackfrag replay`
+#   -J JDK: that JDK only (a JAVA_HOME: another update of a release, say), instead of JDK 17 and 25
 #   -a: run each program beside a Java agent that retransforms ~300 loaded classes once a second,
 #       three times, as APM tools do (bench/probes/agent/Retransformer.java)
 #   STACKFRAG_AGENT=/path/libstackfrag.so: record with that agent (a copy: a rebuilt agent is another
@@ -13,7 +14,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
-SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac Vec Natives" KEEP= RETRANSFORM=
+SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac Vec Natives" KEEP= RETRANSFORM= ONLY_JDK=
 while [ $# -gt 0 ]; do
   case "$1" in
     -s) SECONDS_TO_RUN="$2"; shift 2 ;;
@@ -22,13 +23,15 @@ while [ $# -gt 0 ]; do
     -p) PROGRAMS="$2"; shift 2 ;;
     -k) KEEP="$2"; shift 2 ;;
     -a) RETRANSFORM=1; shift ;;
-    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac Vec Natives\"] [-k DIR] [-a]" >&2; exit 2 ;;
+    -J) ONLY_JDK="$2"; shift 2 ;;
+    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac Vec Natives\"] [-k DIR] [-a] [-J JDK]" >&2; exit 2 ;;
   esac
 done
 [ -x "$BUILD/bin/stackfrag" ] || "$ROOT/scripts/build.sh"
 AGENT="${STACKFRAG_AGENT:-$BUILD/lib/libstackfrag.so}"
 JDKS=(/usr/lib/jvm/java-17-openjdk-amd64)
 [ -d /usr/lib/jvm/temurin-25-jdk-amd64 ] && JDKS+=(/usr/lib/jvm/temurin-25-jdk-amd64)
+[ -n "$ONLY_JDK" ] && JDKS=("$ONLY_JDK")
 WORK="$(mktemp -d /dev/shm/sf-probes.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 [ -z "$KEEP" ] || mkdir -p "$KEEP"

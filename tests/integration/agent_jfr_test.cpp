@@ -17,13 +17,14 @@
 #include <vector>
 
 #include "agent_process.hpp"
+#include "test_env.hpp"
 
 namespace {
 
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kCli = STACKFRAG_BINARY_DIR "/bin/stackfrag";
-const std::string kJdk17 = "/usr/lib/jvm/java-17-openjdk-amd64";
-const std::string kJdk25 = "/usr/lib/jvm/temurin-25-jdk-amd64";
+const std::string kJdk17 = STACKFRAG_JDK17_HOME;
+const std::string kJdk25 = STACKFRAG_JDK25_HOME;
 
 std::vector<std::string> jfr_tools() {
     std::vector<std::string> tools{kJdk17 + "/bin/jfr"};

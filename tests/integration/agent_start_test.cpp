@@ -17,6 +17,7 @@
 
 #include "agent_process.hpp"
 #include "stackfrag/events/recording.hpp"
+#include "test_env.hpp"
 
 namespace {
 
@@ -95,9 +96,9 @@ void check_start_fragments(const std::string& jdk) {
 TEST_CASE("the main thread's fragments during the JVM's start are whole (JDK 25: a page of Threads::create_vm's "
           "frame is never written)",
           "[start]") {
-    check_start_fragments("/usr/lib/jvm/temurin-25-jdk-amd64");
+    check_start_fragments(STACKFRAG_JDK25_HOME);
 }
 
 TEST_CASE("the main thread's fragments during the JVM's start are whole (JDK 17)", "[start]") {
-    check_start_fragments("/usr/lib/jvm/java-17-openjdk-amd64");
+    check_start_fragments(STACKFRAG_JDK17_HOME);
 }

@@ -14,14 +14,15 @@
 #include "shell.hpp"
 #include "stackfrag/profile/cct.hpp"
 #include "stackfrag/profile/export.hpp"
+#include "test_env.hpp"
 
 using namespace sf;
 using namespace sf::profile;
 
 namespace {
 
-const char* const kJdk17Jfr = "/usr/lib/jvm/java-17-openjdk-amd64/bin/jfr";
-const char* const kJdk25Jfr = "/usr/lib/jvm/temurin-25-jdk-amd64/bin/jfr";
+const char* const kJdk17Jfr = STACKFRAG_JDK17_HOME "/bin/jfr";
+const char* const kJdk25Jfr = STACKFRAG_JDK25_HOME "/bin/jfr";
 
 struct TempFile {
     std::string path;
