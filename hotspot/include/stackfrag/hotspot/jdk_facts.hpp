@@ -48,7 +48,8 @@ inline constexpr uint8_t kIn21 = 2;
 inline constexpr uint8_t kIn25 = 4;
 
 inline constexpr std::array<JdkFacts, 3> kJdkFacts = {{
-    // JDK 17 [a.1, b.2 verified live on 17.0.15]. Also used for 18-20 (frame encoding unchanged).
+    // JDK 17 [a.1, b.2 verified live on 17.0.15; decoding checked against ASGCT on 17.0.21.1 too].
+    // Also used for 18-20 (frame encoding unchanged).
     {Family::kJdk17, 0,
      /*locals*/ false, /*last_sp*/ false, /*initial_sp*/ false, /*initial_sp_pushed_as_zero*/ true,
      BlobHeader::kAbsoluteAddresses, /*blob_has_kind*/ false, kIn17},
