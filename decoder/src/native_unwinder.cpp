@@ -475,12 +475,16 @@ bool NativeUnwinder::ensure_address_space() {
     return true;
 }
 
+UnwindAccess NativeUnwinder::access_for(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp) {
+    return UnwindAccess{this, &view, pc, sp, fp,
+                        [](NativeUnwinder* self, uint64_t addr, uint64_t& bias) { return self->module_for(addr, bias); },
+                        [](NativeUnwinder* self, uint64_t addr, uint64_t& out) { return self->read_module_data(addr, out); }};
+}
+
 NativeUnwinder::Outcome NativeUnwinder::libunwind_step(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp,
                                                        NativeStep& out, Observed* observed) {
     if (!ensure_address_space()) return Outcome::kFailed;
-    UnwindAccess access{this, &view, ip, sp, fp,
-                        [](NativeUnwinder* self, uint64_t addr, uint64_t& bias) { return self->module_for(addr, bias); },
-                        [](NativeUnwinder* self, uint64_t addr, uint64_t& out) { return self->read_module_data(addr, out); }};
+    UnwindAccess access = access_for(view, ip, sp, fp);
     unw_cursor_t cursor;
     ++libunwind_steps_;
     if (unw_init_remote(&cursor, static_cast<unw_addr_space_t>(address_space_), &access) != 0) return Outcome::kFailed;
@@ -512,9 +516,7 @@ NativeUnwinder::Outcome NativeUnwinder::libunwind_step(const StackView& view, ui
 NativeUnwinder::Outcome NativeUnwinder::step_from_top(const StackView& view, const TopRegisters& top, uint64_t pc,
                                                       uint64_t sp, size_t max_frames, NativeStep& out) {
     if (!use_dwarf_ || in_changed_module(pc) || !ensure_address_space()) return Outcome::kFailed;
-    UnwindAccess access{this, &view, top.pc, top.sp, top.fp,
-                        [](NativeUnwinder* self, uint64_t addr, uint64_t& bias) { return self->module_for(addr, bias); },
-                        [](NativeUnwinder* self, uint64_t addr, uint64_t& out) { return self->read_module_data(addr, out); }};
+    UnwindAccess access = access_for(view, top.pc, top.sp, top.fp);
     access.bx = top.bx;
     access.bx_known = true;
     unw_cursor_t cursor;

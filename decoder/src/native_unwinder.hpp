@@ -65,6 +65,8 @@ uint64_t signal_context_gregs(uint64_t trampoline_sp);
 // One saved register of a signal's context (REG_RAX, REG_RBX, REG_R13, ... of <sys/ucontext.h>).
 uint64_t signal_context_greg_address(uint64_t context_gregs, int reg);
 
+struct UnwindAccess;   // libunwind accessors' view of one step (native_unwinder.cpp)
+
 class NativeUnwinder {
 public:
     NativeUnwinder(const CodeMap& map, bool use_dwarf, bool symbolize);
@@ -134,6 +136,8 @@ private:
     Outcome libunwind_step(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp, NativeStep& out,
                            Observed* observed);
     bool ensure_address_space();
+    // What libunwind's accessors read a step from (pc, sp, fp) through.
+    UnwindAccess access_for(const StackView& view, uint64_t pc, uint64_t sp, uint64_t fp);
     Outcome step_signal_frame(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp, NativeStep& out);
     // The unwind rule of one ip as far as two libunwind steps showed it (see step_dwarf).
     struct Rule {
