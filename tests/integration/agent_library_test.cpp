@@ -6,11 +6,9 @@
 
 #include <elf.h>
 
-#include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
-#include <vector>
+
+#include "stackfrag/base/elf_file.hpp"
 
 namespace {
 
@@ -24,23 +22,17 @@ struct BindFlags {
 
 BindFlags bind_flags(const std::string& path) {
     BindFlags flags;
-    std::ifstream in(path, std::ios::binary);
-    const std::vector<char> file{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const sf::ElfFile elf(path);
     Elf64_Ehdr eh{};
-    if (file.size() < sizeof eh) return {"cannot read " + path};
-    std::memcpy(&eh, file.data(), sizeof eh);
-    if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64) return {"not ELF64: " + path};
+    if (!elf.valid() || !elf.read(0, eh)) return {"not a readable ELF64 file: " + path};
     for (size_t i = 0; i < eh.e_phnum; ++i) {
         Elf64_Phdr ph{};
-        const size_t at = eh.e_phoff + i * eh.e_phentsize;
-        if (at + sizeof ph > file.size()) return {"truncated program headers"};
-        std::memcpy(&ph, file.data() + at, sizeof ph);
+        if (!elf.read(eh.e_phoff + i * eh.e_phentsize, ph)) return {"truncated program headers"};
         if (ph.p_type == PT_GNU_RELRO) flags.relro = true;
         if (ph.p_type != PT_DYNAMIC) continue;
-        for (size_t off = ph.p_offset; off + sizeof(Elf64_Dyn) <= ph.p_offset + ph.p_filesz && off + sizeof(Elf64_Dyn) <= file.size();
-             off += sizeof(Elf64_Dyn)) {
-            Elf64_Dyn dyn{};
-            std::memcpy(&dyn, file.data() + off, sizeof dyn);
+        Elf64_Dyn dyn{};
+        for (uint64_t off = ph.p_offset; off + sizeof dyn <= ph.p_offset + ph.p_filesz && elf.read(off, dyn);
+             off += sizeof dyn) {
             if (dyn.d_tag == DT_NULL) break;
             if (dyn.d_tag == DT_BIND_NOW || (dyn.d_tag == DT_FLAGS && (dyn.d_un.d_val & DF_BIND_NOW)) ||
                 (dyn.d_tag == DT_FLAGS_1 && (dyn.d_un.d_val & DF_1_NOW))) {
