@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "code_shape.hpp"
 #include "live_code_index.hpp"
+#include "vm_stubs.hpp"
 
 namespace sf {
 
@@ -66,7 +68,15 @@ bool CodeMap::in_method_entry_codelet(uint64_t pc) const {
     return pc >= it->first && pc < it->second;
 }
 
+void CodeMap::derive_continuation_return(const CodeLoad& load) {
+    if (thaw_stub_ == 0 || load.kind != CodeKind::kNativeWrapper) return;
+    if (const uint64_t ret = detail::return_after_call_to(load, thaw_stub_); ret != 0) derived_continuation_return_pc_ = ret;
+}
+
 void CodeMap::retire(std::shared_ptr<CompiledCode> code, uint64_t until) {
+    if (derived_continuation_return_pc_ - code->load.code_begin < code->load.code_end - code->load.code_begin) {
+        derived_continuation_return_pc_ = 0;
+    }
     code->valid_until = std::min(code->valid_until, std::max(until, code->valid_from));
     const auto pos = std::upper_bound(history_ranges_.begin(), history_ranges_.end(), code->load.code_begin,
                                       [](uint64_t b, const HistoryRange& r) { return b < r.begin; });
@@ -105,6 +115,7 @@ void CodeMap::apply_load(CodeLoad&& load) {
     }
     code->valid_from = code->load.time_ns;
     code->serial = ++load_serial_;
+    derive_continuation_return(code->load);
     const uint64_t begin = code->load.code_begin;
     live_index_->insert(begin, code->load.code_end, code.get());
     live_.emplace(begin, std::move(code));
@@ -234,6 +245,10 @@ const CompiledCode* CodeMap::find_compiled_unlogged(uint64_t pc, uint64_t time_n
 
 void CodeMap::apply_stub(const Stub& stub) {
     if (stub.end <= stub.begin) return;
+    if (detail::is_continuation_thaw(stub.name) && thaw_stub_ != stub.begin) {
+        thaw_stub_ = stub.begin;
+        for (const auto& [begin, code] : live_) derive_continuation_return(code->load);
+    }
     note_code_range(stub.begin, stub.end);
     stubs_lo_ = std::min(stubs_lo_, stub.begin);
     stubs_hi_ = std::max(stubs_hi_, stub.end);

@@ -914,6 +914,24 @@ uint32_t continuation_offset(const CodeLoad& code, uint32_t offset, Restores res
     return offset;
 }
 
+uint64_t return_after_call_to(const CodeLoad& code, uint64_t target) {
+    for (uint64_t off = 0; off < code.code.size();) {
+        ZydisDecodedInstruction insn;
+        ZydisDecoderContext context;
+        if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&zydis(), &context, code.code.data() + off,
+                                                        code.code.size() - off, &insn))) {
+            return 0;
+        }
+        off += insn.length;
+        if (insn.meta.category == ZYDIS_CATEGORY_CALL && (insn.attributes & ZYDIS_ATTRIB_IS_RELATIVE) &&
+            insn.raw.imm[0].size != 0 &&
+            code.code_begin + off + static_cast<uint64_t>(insn.raw.imm[0].value.s) == target) {
+            return code.code_begin + off;
+        }
+    }
+    return 0;
+}
+
 namespace {
 struct DeoptHandler {
     uint64_t length = 0, target = 0;

@@ -58,6 +58,11 @@ SpRanges analyze_sp_ranges(const CodeLoad& code);
 enum class Restores : uint8_t { kPops, kStraightLine };
 uint32_t continuation_offset(const CodeLoad& code, uint32_t offset, Restores restores);
 
+// The return address of the first direct call in `code` (decoded from its first byte on) whose
+// target is `target`; 0 when there is none. For small stubs-like code (a native wrapper): a linear
+// sweep, which stops at the first bytes that do not decode.
+uint64_t return_after_call_to(const CodeLoad& code, uint64_t target);
+
 // Whether `pc` is where a deoptimized frame of this code returns (hotspot::deopt_handler): the
 // handler the code load announced, or the one for method-handle call sites right after it, which
 // must have the same shape and jump to the same place.

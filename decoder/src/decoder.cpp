@@ -808,13 +808,13 @@ Walk::Step Walk::step() {
         case CodeRegion::kInterpreter: return step_interpreted();
         case CodeRegion::kCompiled: return step_compiled(*code.compiled);
         case CodeRegion::kStub:
-            if (pc_ == code.stub->begin && map_.vm().continuation_return_pc != 0 &&
+            if (pc_ == code.stub->begin && map_.continuation_return_pc() != 0 &&
                 is_continuation_return_barrier(map_, code.stub)) {
                 // A virtual thread's bottom thawed frame returned here: HotSpot's own sender of this
                 // pc is Continuation.enterSpecial at the thread's ContinuationEntry return pc, at
                 // the same sp (the entry lies there); the frames it froze are in the heap.
                 bump(kReturnBarriers);
-                pc_ = map_.vm().continuation_return_pc;
+                pc_ = map_.continuation_return_pc();
                 code = map_.find_code(pc_, time_);
                 if (code.region == CodeRegion::kCompiled) return step_compiled(*code.compiled);
                 return fail(FailReason::kBadReturnAddress);
@@ -2519,8 +2519,13 @@ bool unpacks_frames(const Stub* stub) {
 }
 
 bool is_continuation_return_barrier(const Stub* stub) {
-    return stub != nullptr && (stub->name == "cont_returnBarrier" || stub->name == "cont_returnBarrierExc");
+    // JDK 25 names the stubs by their stub ids; JDK 21 by their StubCodeMark, group and name.
+    return stub != nullptr && (stub->name == "cont_returnBarrier" || stub->name == "cont_returnBarrierExc" ||
+                               stub->name == "Cont thaw return barrier" ||
+                               stub->name == "Cont thaw return barrier exception");
 }
+
+bool is_continuation_thaw(const std::string& stub_name) { return stub_name == "cont_thaw" || stub_name == "Cont thaw"; }
 
 bool calls_into_vm(const Stub* stub) {
     if (!stub) return false;

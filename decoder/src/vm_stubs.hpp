@@ -13,8 +13,11 @@ namespace sf::detail {
 bool calls_into_vm(const Stub* stub);
 
 // The stubs a virtual thread's bottom thawed frame returns to (JDK 21+: lazy thawing patches that
-// frame's return address). Their caller is Continuation.enterSpecial (VmInfo::continuation_return_pc).
+// frame's return address). Their caller is Continuation.enterSpecial (CodeMap::continuation_return_pc).
 bool is_continuation_return_barrier(const Stub* stub);
+// The stub Continuation.enterSpecial calls to thaw a continuation's frames: the call returns to
+// ContinuationEntry's return pc, the return barrier's caller.
+bool is_continuation_thaw(const std::string& stub_name);
 
 // The stubs the foreign function API makes for `Linker.upcallStub` (JDK 22+): native code calls them,
 // they call a Java method. Each begins with `enter` and is announced without a frame size.

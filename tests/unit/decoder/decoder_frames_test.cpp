@@ -1717,6 +1717,64 @@ TEST_CASE("a virtual thread's frame returning into the continuation return barri
     }
 }
 
+TEST_CASE("JDK 21 exports no ContinuationEntry return pc: it is the return of enterSpecial's call to the thaw "
+          "stub", "[decoder][compiled][continuation]") {
+    // JDK 21 names its stubs "Cont thaw" and "Cont thaw return barrier" and has no ContinuationEntry
+    // in VMStructs. enterSpecial's native wrapper (here method 9, where D's frame is) calls the thaw
+    // stub once; that call's return address is the entry's return pc (VT probe on 21.0.13: identical
+    // to ASGCT apart from the top bci went from 12 to 99.7 % of the pairs).
+    CompiledWorld cw(jdk_param());
+    const Stub thaw{1, "Cont thaw", kCodeCacheLow + 0x90100, kCodeCacheLow + 0x90180, -1};
+    const Stub barrier{1, "Cont thaw return barrier", kCodeCacheLow + 0x90200, kCodeCacheLow + 0x90280, -1};
+    CodeLoad enter_special = nmethod(kCodeCacheLow + 0x70000, 9, 6, CodeKind::kNativeWrapper);
+    enter_special.code.assign(0x400, 0x90);   // nops around the call
+    put_call(enter_special, 0x2b, thaw.begin);
+    // C returns into the barrier; the entry, where D's frame was, returns to the call stub.
+    cw.s.put(cw.sp_c + 3 * 8, barrier.begin);
+    const auto decode = [&] {
+        Decoder d(cw.w.map, test_options());
+        CallTrace t = d.decode(sample_of(cw.s, cw.c_begin + 0x4f, cw.sp_c, 0x2222));
+        INFO(fail_reason_name(t.failure));
+        return std::make_pair(t, d.stats().return_barriers_crossed);
+    };
+    SECTION("the thaw stub announced before the wrapper or after it") {
+        const bool stub_first = GENERATE(true, false);
+        cw.w.map.apply(Event{barrier});
+        if (stub_first) cw.w.map.apply(Event{thaw});
+        cw.w.add_code(enter_special);
+        if (!stub_first) cw.w.map.apply(Event{thaw});
+        CHECK(cw.w.map.continuation_return_pc() == enter_special.code_begin + 0x30);
+        const auto [t, crossed] = decode();
+        REQUIRE(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(6, 3), mb(4, 7), mb(9, -1)});
+        CHECK(crossed == 1);
+    }
+    SECTION("the VM's own return pc, where it gives one, comes first") {
+        cw.w.map.apply(Event{barrier});
+        cw.w.map.apply(Event{thaw});
+        cw.w.add_code(enter_special);
+        VmInfo vm = cw.w.map.vm();
+        vm.continuation_return_pc = cw.d_begin + 0x30;
+        cw.w.map.apply(Event{vm});
+        CHECK(cw.w.map.continuation_return_pc() == cw.d_begin + 0x30);
+        CHECK(decode().first.status == TraceStatus::kComplete);
+        CHECK(java_frames(decode().first) == std::vector<MethodBci>{mb(6, 3), mb(4, 7), mb(5, 21)});
+    }
+    SECTION("no wrapper that calls the thaw stub, or one since unloaded: no return pc, the barrier is a stub") {
+        cw.w.map.apply(Event{barrier});
+        cw.w.map.apply(Event{thaw});
+        CodeLoad other = enter_special;
+        other.code.assign(0x400, 0x90);   // calls nothing
+        cw.w.add_code(other);
+        CHECK(cw.w.map.continuation_return_pc() == 0);
+        cw.w.add_code(enter_special);
+        REQUIRE(cw.w.map.continuation_return_pc() == enter_special.code_begin + 0x30);
+        cw.w.map.apply(Event{CodeUnload{2000, enter_special.method_id, enter_special.code_begin}});
+        CHECK(cw.w.map.continuation_return_pc() == 0);
+        CHECK(decode().second == 0);
+    }
+}
+
 TEST_CASE("code reloaded at the same address: a return address there gets the new code's scope", "[decoder][compiled]") {
     // The decoder remembers per-pc facts of compiled code (a call site's scope, the call that ends
     // there) for one load of that code only: new code at the same address has its own.

@@ -83,6 +83,12 @@ public:
 
     bool has_vm() const { return has_vm_; }
     const VmInfo& vm() const { return vm_; }
+    // ContinuationEntry's return pc, the caller of a virtual thread's return barrier: the VM's
+    // (VmInfo), or where its VMStructs do not say (JDK 21) the return address of the call in
+    // Continuation.enterSpecial's native wrapper to the continuation thaw stub; 0 while unknown.
+    uint64_t continuation_return_pc() const {
+        return vm_.continuation_return_pc != 0 ? vm_.continuation_return_pc : derived_continuation_return_pc_;
+    }
     // The per-JDK facts of the VM (hotspot::recorded_jdk_facts of its VmInfo).
     const hotspot::JdkFacts& jdk() const { return *jdk_; }
 
@@ -303,6 +309,9 @@ private:
     void rebuild_history_reach(size_t from);
 
     std::vector<Stub> stubs_;
+    uint64_t thaw_stub_ = 0;                        // the continuation thaw stub's begin, once announced
+    uint64_t derived_continuation_return_pc_ = 0;   // see continuation_return_pc()
+    void derive_continuation_return(const CodeLoad& load);
     mutable std::vector<uint8_t> stub_memos_;   // by index in stubs_
     std::vector<InternedName> stub_names_;      // by index in stubs_
     // Flattened, non-overlapping, sorted; rebuilt by the first lookup after stubs changed (stubs
