@@ -56,6 +56,17 @@ void AnnouncedCode::unclaim_method(uint64_t method_id) {
     methods_.pop_back();
 }
 
+size_t AnnouncedCode::unannounced_methods(const uint64_t* ids, size_t count) const {
+    size_t unannounced = 0;
+    std::lock_guard lock(mutex_);
+    for (size_t i = 0; i < count; ++i) {
+        if (ids[i] == 0) continue;
+        const size_t* found = method_index_.find(ids[i]);
+        unannounced += found == nullptr || *found == kUnclaimed;
+    }
+    return unannounced;
+}
+
 size_t AnnouncedCode::method_count() const {
     std::lock_guard lock(mutex_);
     return methods_.size();

@@ -31,6 +31,9 @@ public:
     void claim_methods(const uint64_t* ids, const uint64_t* ptrs, size_t count, std::vector<bool>& claimed);
     // The announcement failed after all (the method vanished): the next claim may try again.
     void unclaim_method(uint64_t method_id);
+    // How many of ids[0, count) were never announced (0 ids aside): the code poll's test for a class
+    // whose ClassPrepare never came.
+    size_t unannounced_methods(const uint64_t* ids, size_t count) const;
     // The jmethodID last announced with this Method*, or 0.
     uint64_t method_id_of(uint64_t method_ptr) const;
     // The poll's check for redefinitions: the announced jmethodIDs whose Method* is now another

@@ -165,6 +165,7 @@ LiveProfile::LiveProfile(LiveSettings settings, const LiveClock& clock)
         // Oracle samples are the validator's, not the application's profile (replay skips them too).
         if (!is_profile_sample(event)) return;
         if (trace.status != TraceStatus::kFailed) decoded_total_.fetch_add(1, std::memory_order_relaxed);
+        if (trace.status == TraceStatus::kFailed && trace.failure == FailReason::kUnknownMethod) report_unknown_method();
         const profile::FilterVerdict verdict = filter_.judge(trace, names_.get());
         if (verdict != profile::FilterVerdict::kKeep) {
             (verdict == profile::FilterVerdict::kExcluded ? filtered_.excluded : filtered_.not_in_focus)++;
@@ -703,6 +704,19 @@ Result<std::string> LiveProfile::dump(const std::string& path, int timeout_ms) {
                                                std::to_string(timeout_ms) + " ms (it will still do it)");
     }
     return request->result;
+}
+
+void LiveProfile::report_unknown_method() {
+    constexpr uint64_t kAtMostEveryNs = 1'000'000'000;
+    if (!settings_.unknown_method) return;
+    const uint64_t now = clock_.monotonic_ns();
+    if (unknown_method_reported_ns_ != 0 && now - unknown_method_reported_ns_ < kAtMostEveryNs) return;
+    unknown_method_reported_ns_ = now;
+    try {
+        settings_.unknown_method();
+    } catch (const std::exception& e) {
+        SF_LOG_WARN("live profile: unknown method not reported: %s", e.what());
+    }
 }
 
 void LiveProfile::hand_over_wanted_names() {

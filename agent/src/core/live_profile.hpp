@@ -106,6 +106,10 @@ struct LiveSettings {
     // methods the trees still lack, and its answers are applied before the files are written.
     bool lazy_names = false;
     std::function<void(std::vector<uint64_t> method_ids)> want_names;
+    // Called on the decoder thread, without blocking and at most once a second, when a walk failed
+    // on a Method* no event announced (unknown_method): whoever can look for classes the JVM
+    // prepared without a ClassPrepare does so now, not at its next poll.
+    std::function<void()> unknown_method;
     std::function<std::vector<NamedMethod>(const std::vector<uint64_t>& method_ids)> names_now;
 };
 
@@ -248,6 +252,8 @@ private:
     // Renames the trees' frames whose methods were named since they were added (resolve_names).
     void name_trees();
     void hand_over_wanted_names();
+    void report_unknown_method();            // decoder thread
+    uint64_t unknown_method_reported_ns_ = 0;
     // Before a mid-run write (loop rotation, dump): true while the trees refer to methods whose
     // names were asked for and have not come, for at most kNamesHoldNs from the first call.
     bool hold_for_names();

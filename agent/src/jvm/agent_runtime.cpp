@@ -70,6 +70,13 @@ constexpr int kPushFlushTimeoutMs = 2000;
 constexpr int kCodePollIntervalMs = 5000;
 constexpr int kCodePollMaxIntervalMs = 60000;
 const char* const kCodePollThreadName = "stackfrag-code-poll";
+// Where the VM prepares classes without a ClassPrepare (JDK 21: VmCapture::misses_class_prepares),
+// the code-poll thread looks for them 1 s after the start, then twice as long after each look that
+// found none, up to a minute; and when asked (Agent::ask_for_class_check), at most every 200 ms,
+// twice as long after each that found none.
+constexpr std::chrono::milliseconds kClassCheckFirst{1000};
+constexpr std::chrono::milliseconds kClassCheckMax{60000};
+constexpr std::chrono::milliseconds kClassCheckSpacing{200};
 // How soon after a ClassFileLoadHook for a class being redefined the code poll looks for its new
 // Method*s, and again while they have not appeared: the VM replaces the methods after the hooks of
 // all the classes of one call returned (JFR retransforms ~10 JDK classes at its start, a Java
@@ -398,6 +405,9 @@ public:
         if (VmCapture* vm = capture(); vm != nullptr && !vm->redefinitions_text().empty()) {
             SF_LOG_INFO("%s", vm->redefinitions_text().c_str());
         }
+        if (VmCapture* vm = capture(); vm != nullptr && !vm->unannounced_classes_text().empty()) {
+            SF_LOG_INFO("%s", vm->unannounced_classes_text().c_str());
+        }
         if (stopped) log_agent_cpu(own_at_stop, at_stop.user_ns + at_stop.system_ns, skips);
         // No sample sees this: the last events drained, the rest of the stream decoded, the
         // profile written. (The JVM's exit after VMDeath, freeing its heap, comes on top.)
@@ -669,6 +679,7 @@ private:
                 return vm != nullptr ? vm->names_of(nullptr, ids) : std::vector<NamedMethod>{};
             };
         }
+        settings.unknown_method = [this] { ask_for_class_check(); };
         live_profile_ = std::make_unique<LiveProfile>(std::move(settings));
         writer_.set_tap(live_profile_.get());
     }
@@ -943,6 +954,10 @@ private:
 
     static void JNICALL code_poll_main(jvmtiEnv*, JNIEnv* jni, void* self) {
         auto* agent = static_cast<Agent*>(self);
+        if (agent->capture_->misses_class_prepares()) {
+            agent->class_check_due_ = std::chrono::steady_clock::now() + kClassCheckFirst;
+            agent->code_poll_.wake_in(kClassCheckFirst);
+        }
         agent->code_poll_.run(
             [agent, jni] {
                 const uint64_t findings_before = agent->capture_->poll_findings();
@@ -957,8 +972,46 @@ private:
             [agent, jni] {
                 agent->name_wanted_methods(jni);
                 EventQueue::InFlight in_flight(agent->queue_);
+                agent->check_classes_if_due(jni);
                 if (agent->capture_->recheck_redefinitions(jni) != 0) agent->code_poll_.wake_in(kRedefinitionRecheck);
             });
+    }
+
+    // Any thread: a class check soon (kClassCheckFirst), where the VM misses ClassPrepares: the live
+    // decoder met an unknown Method*, or a thread started. JDK 21's first unpark of a virtual
+    // thread prepares the unparker's classes on the carrier's stack and starts the unparker thread,
+    // whose ThreadStart does come (the VT test: 2-4 % of its samples failed before the check at 1 s).
+    void ask_for_class_check() {
+        VmCapture* vm = capture();
+        if (vm == nullptr || !vm->misses_class_prepares()) return;
+        classes_wanted_.store(true, std::memory_order_relaxed);
+        code_poll_.wake();
+    }
+
+    // Code-poll thread (kClassCheckFirst). Asked-for checks come at most every class_check_spacing_,
+    // which doubles like the schedule while they find nothing (a JVM starting thousands of threads
+    // must not make the checks its cost).
+    void check_classes_if_due(JNIEnv* jni) {
+        using std::chrono::milliseconds;
+        const auto now = std::chrono::steady_clock::now();
+        if (!capture_->misses_class_prepares()) return;
+        bool due = now >= class_check_due_;
+        if (!due && classes_wanted_.load(std::memory_order_relaxed)) {
+            const auto allowed = class_check_last_ + class_check_spacing_;
+            if (now < allowed) {
+                code_poll_.wake_in(std::chrono::duration_cast<milliseconds>(allowed - now) + milliseconds(1));
+                return;
+            }
+            due = true;
+        }
+        if (!due) return;
+        classes_wanted_.store(false, std::memory_order_relaxed);
+        class_check_last_ = now;
+        const bool found = capture_->announce_unprepared_classes(jni) != 0;
+        class_check_interval_ = found ? kClassCheckFirst : std::min(2 * class_check_interval_, kClassCheckMax);
+        class_check_spacing_ = found ? kClassCheckSpacing : std::min(2 * class_check_spacing_, kClassCheckMax);
+        class_check_due_ = now + class_check_interval_;
+        code_poll_.wake_in(class_check_interval_);
     }
 
     // The live profile's requests for names (lazy names), answered into the stream.
@@ -1202,6 +1255,7 @@ private:
         Agent* const agent = the_agent();
         CallbackCpu::Scope timed(agent->callback_cpu_, CallbackCpu::kThreadStart);
         agent->on_thread_start(jni, thread);
+        agent->ask_for_class_check();
     }
     static void JNICALL cb_thread_end(jvmtiEnv*, JNIEnv* jni, jthread thread) {
         Agent* const agent = the_agent();
@@ -1307,6 +1361,11 @@ private:
     std::unique_ptr<AutoInterval> auto_interval_;   // interval=auto; fed by the live profile's thread
     std::unique_ptr<AutoStack> auto_stack_;         // stack=auto; fed by the live profile's thread
     std::unique_ptr<VmCapture> capture_;
+    std::atomic<bool> classes_wanted_{false};   // ask_for_class_check
+    std::chrono::milliseconds class_check_interval_{kClassCheckFirst};   // code-poll thread
+    std::chrono::steady_clock::time_point class_check_due_{};
+    std::chrono::steady_clock::time_point class_check_last_{};
+    std::chrono::milliseconds class_check_spacing_{kClassCheckSpacing};
     PeriodicPoll code_poll_{std::chrono::milliseconds(kCodePollIntervalMs),
                             std::chrono::milliseconds(kCodePollMaxIntervalMs)};   // the code-poll thread's loop
     std::unique_ptr<JvmtiSampler> jvmti_sampler_;   // mode=jvmti only

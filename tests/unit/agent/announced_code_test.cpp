@@ -27,6 +27,23 @@ TEST_CASE("a method is announced once per Method*, again after a redefinition or
     CHECK(announced.method_id_of(0x999) == 0);
 }
 
+TEST_CASE("the code poll tells a class none of whose methods was announced from one already announced") {
+    // JDK 21 prepares some classes without a ClassPrepare (JdkFacts::class_prepare_missed_on_carrier):
+    // the poll announces a class whose jmethodIDs were never claimed.
+    AnnouncedCode announced;
+    const uint64_t announced_class[] = {1, 2, 3};
+    const uint64_t missed_class[] = {4, 5};
+    const uint64_t partly[] = {3, 6, 0};
+    CHECK(announced.unannounced_methods(announced_class, 3) == 3);
+    for (uint64_t id : announced_class) REQUIRE(announced.claim_method(id, 0x100 * id));
+    CHECK(announced.unannounced_methods(announced_class, 3) == 0);
+    CHECK(announced.unannounced_methods(missed_class, 2) == 2);
+    CHECK(announced.unannounced_methods(partly, 3) == 1);   // a 0 id is no method
+    // A failed announcement is undone: the method counts as unannounced again.
+    announced.unclaim_method(2);
+    CHECK(announced.unannounced_methods(announced_class, 3) == 1);
+}
+
 TEST_CASE("claiming a class's methods at once answers as claiming them one by one") {
     AnnouncedCode batch, single;
     // Announced before: ids 1..50 at Method* id*16; now a class of 200 methods, some of them known,

@@ -811,3 +811,34 @@ TEST_CASE("lazy names: a loop rotation waits for names asked for, at most two se
     CHECK(read_all(dir + "/other-20231114-221320.collapsed").find("[unknown_method 0x") != std::string::npos);
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a walk that fails on a Method* no event announced is reported, at most once a second") {
+    // The agent then looks for classes the JVM prepared without a ClassPrepare (JDK 21) at once,
+    // instead of at its next code poll.
+    World w;
+    LiveSettings settings = settings_for_tests();
+    settings.decoder.retry_ns = 0;   // the verdict at once, not after later announcements
+    int reports = 0;
+    settings.unknown_method = [&reports] { ++reports; };
+    FakeClock clock;
+    LiveProfile live(settings, clock);
+    for (const Event& e : metadata(w)) {
+        const auto* m = std::get_if<MethodInfo>(&e);
+        if (m == nullptr || m->method_id != method_id(1)) live.observe(e);   // T.m1 never announced
+    }
+    for (uint64_t t = 1000; t < 1005; ++t) live.observe(chain_sample(w, t));
+    drain(live);
+    CHECK(live.counts(5).failed == 5);
+    CHECK(reports == 1);
+    clock.mono += 2'000'000'000;
+    live.observe(chain_sample(w, 2000));
+    drain(live);
+    CHECK(reports == 2);
+    // Announced at last: its walks decode, nothing more is reported.
+    clock.mono += 2'000'000'000;
+    live.observe(*w.map.method_by_id(method_id(1)));
+    live.observe(chain_sample(w, 3000));
+    drain(live);
+    CHECK(live.counts(5).failed == 6);
+    CHECK(reports == 2);
+}

@@ -39,6 +39,11 @@ struct JdkFacts {
     BlobHeader blob_header;
     bool blob_has_kind;            // CodeBlob::_kind tells nmethods apart; otherwise the blob's name does
 
+    // JVMTI. A virtual thread that switches to its carrier's stack (VirtualThread.scheduleUnpark)
+    // is in a transition during which the VM posts no event: a class prepared there has no
+    // ClassPrepare, and the code poll has to find it (seen on 21.0.13; none missed on 25.0.3).
+    bool class_prepare_missed_on_carrier;
+
     // Which kFieldNames entries (vm_layout.hpp) the agent's VM capture needs: this row's bit.
     uint8_t field_bit;
 };
@@ -52,19 +57,20 @@ inline constexpr std::array<JdkFacts, 3> kJdkFacts = {{
     // Also used for 18-20 (frame encoding unchanged).
     {Family::kJdk17, 0,
      /*locals*/ false, /*last_sp*/ false, /*initial_sp*/ false, /*initial_sp_pushed_as_zero*/ true,
-     BlobHeader::kAbsoluteAddresses, /*blob_has_kind*/ false, kIn17},
+     BlobHeader::kAbsoluteAddresses, /*blob_has_kind*/ false, /*class_prepare_missed_on_carrier*/ false, kIn17},
     // JDK 21 [from jdk21u's sources: frame_x86.inline.hpp reads locals as &fp()[n] and last_sp as an
     // address; templateInterpreterGenerator_x86.cpp pushes the relativized locals, pushes 0 for the
     // expression stack bottom and stores rsp into it; vmStructs.cpp still has CompiledMethod,
-    // CodeBlob::_code_begin/_code_end, nmethod::_entry_point and JavaThread::_osthread]. Not run live.
+    // CodeBlob::_code_begin/_code_end, nmethod::_entry_point and JavaThread::_osthread]. Decoding
+    // checked against ASGCT on Debian 13's 21.0.13.
     {Family::kJdk21, 21,
      /*locals*/ true, /*last_sp*/ false, /*initial_sp*/ false, /*initial_sp_pushed_as_zero*/ true,
-     BlobHeader::kAbsoluteAddresses, /*blob_has_kind*/ false, kIn21},
+     BlobHeader::kAbsoluteAddresses, /*blob_has_kind*/ false, /*class_prepare_missed_on_carrier*/ true, kIn21},
     // JDK 25 [a.1, b.2 verified live on 25.0.3]. Also used for 22-24 and later: their interpreter
     // frames are relativized like 25's; their blob headers are told apart by the VMStructs markers.
     {Family::kJdk25, 22,
      /*locals*/ true, /*last_sp*/ true, /*initial_sp*/ true, /*initial_sp_pushed_as_zero*/ false,
-     BlobHeader::kOffsets, /*blob_has_kind*/ true, kIn25},
+     BlobHeader::kOffsets, /*blob_has_kind*/ true, /*class_prepare_missed_on_carrier*/ false, kIn25},
 }};
 
 struct JdkChoice {
