@@ -113,6 +113,21 @@ std::string frames_text(const CodeMap& map, const std::vector<MethodBci>& frames
     return s;
 }
 
+// Where two traces of one sample part beyond the frames frames_text shows: the first frame below
+// the top whose method or bci differs (or where one trace ends), with a few frames of each from
+// there. Empty when they agree below the top frame or part within the first 12 frames.
+std::string divergence_text(const CodeMap& map, const std::vector<MethodBci>& ours, const std::vector<MethodBci>& asgct) {
+    size_t i = 1;
+    while (i < ours.size() && i < asgct.size() && same_java_frame(ours[i], asgct[i])) ++i;
+    if (i < 12 || (i == ours.size() && i == asgct.size())) return {};
+    const auto from = [&](const std::vector<MethodBci>& frames) {
+        std::string s;
+        for (size_t k = i; k < frames.size() && k < i + 4; ++k) s += (k > i ? " <- " : "") + method_text(map, frames[k]);
+        return s.empty() ? std::string("(ends)") : s;
+    };
+    return fmt::format("  from frame {}: ours:  {}\n  from frame {}: asgct: {}\n", i, from(ours), i, from(asgct));
+}
+
 // A failed sample as --show-failures prints it: where the walk began, and the frames it found before
 // the step that failed, with the code each frame's pc lies in (the last one is where to look).
 void print_failure(const CodeMap& map, const Sample& sample, const CallTrace& trace, int words) {
@@ -557,6 +572,7 @@ int run_replay(const ReplayOptions& options) {
                        o->sample.time_ns, o->sample.tid, static_cast<int>(trace.status),
                        fail_reason_name(trace.failure), frames_text(map, java_frames_of(trace)),
                        frames_text(map, o->frames));
+            fmt::print("{}", divergence_text(map, java_frames_of(trace), o->frames));
             for (const auto& f : trace.frames) {
                 fmt::print("    {} pc=0x{:x} {}\n", frame_kind_name(f.kind), f.pc,
                            f.symbol.empty() ? method_text(map, {f.method_id, f.bci}) : f.symbol.str());

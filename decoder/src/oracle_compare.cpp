@@ -43,6 +43,10 @@ std::vector<MethodBci> java_frames_of(const CallTrace& trace) {
     return out;
 }
 
+bool same_java_frame(const MethodBci& ours, const MethodBci& asgct) {
+    return ours.method_id == asgct.method_id && ours.bci == normalized_bci(asgct.bci);
+}
+
 Agreement compare_with_oracle(const CallTrace& decoded, const Oracle& oracle) {
     if (oracle.agct_status <= 0 || oracle.frames.empty()) return Agreement::kOracleFailed;
     if (decoded.status == TraceStatus::kFailed) return Agreement::kDecoderFailed;
@@ -50,8 +54,8 @@ Agreement compare_with_oracle(const CallTrace& decoded, const Oracle& oracle) {
     const auto& theirs = oracle.frames;
     const size_t n = std::min(ours.size(), theirs.size());
     for (size_t i = 0; i < n; ++i) {
+        if (same_java_frame(ours[i], theirs[i])) continue;
         const bool same_method = ours[i].method_id == theirs[i].method_id;
-        if (same_method && ours[i].bci == normalized_bci(theirs[i].bci)) continue;
         if (same_method) return i == 0 ? Agreement::kTopBciDiffers : Agreement::kBciDiffers;
         if (i == 0) return Agreement::kTopMethodDiffers;
         if (i + 1 < theirs.size() && ours[i].method_id == theirs[i + 1].method_id) return Agreement::kMissingFrame;

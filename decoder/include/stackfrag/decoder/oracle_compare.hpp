@@ -34,6 +34,10 @@ std::vector<MethodBci> java_frames_of(const CallTrace& trace);
 
 Agreement compare_with_oracle(const CallTrace& decoded, const Oracle& oracle);
 
+// Whether one of our Java frames and one of AsyncGetCallTrace's name the same method and bci (a
+// native method's frame: ASGCT's bci -3 is our -1), as compare_with_oracle judges each frame.
+bool same_java_frame(const MethodBci& ours, const MethodBci& asgct);
+
 // The decoder's top frame is an interpreted callee caught in an interpreter method-entry codelet
 // (its frame not linked yet: rbp is still what its caller left there), and ASGCT's frames are
 // exactly the decoder's from the nearest interpreted frame below it on: ASGCT took the frame rbp
