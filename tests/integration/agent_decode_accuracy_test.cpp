@@ -1,5 +1,5 @@
 // Decode accuracy on the shared httpserver workload (a JDK HttpServer doing string search,
-// formatting, gzip and file reads under wrk load), JDK 17 and, when installed, JDK 25, at 1 kHz with
+// formatting, gzip and file reads under wrk load), JDK 17 and, when installed, JDK 21 and 25, at 1 kHz with
 // the validate oracle. Its C2 code is full of string intrinsics that move rsp (docs/decoding.md,
 // "Moved sp"), which once failed 14-20 % of its samples. The bounds leave a margin over what was
 // measured: failed <= 1 % (0.2-0.3 % with ITER=1..2 on both JDKs), identical to AsyncGetCallTrace
@@ -135,17 +135,18 @@ void check_framework(const std::string& jdk, const std::vector<std::string>& jit
 }
 
 // Which kernel of IntrinsicStubs.java calls a stub or runtime routine, by the routine's name on JDK
-// 17 and 25 (libmSin there, dsin here); empty for a routine none of them is known to call.
+// 17, 21 and 25 (libmSin on 17 and 21, dsin on 25); empty for a routine none of them is known to call.
 std::string kernel_calling(const std::string& routine) {
     static const std::vector<std::pair<std::regex, std::string>> kFamilies{
+        // JDK 21's and 25's stubs (libmFmod on 21, named like the libm ones: so first), libm's
+        // __fmod_finite and fmodf32x on JDK 17: entered by a tail call from SharedRuntime::drem/frem,
+        // so [sp] returns after a call into libjvm (docs/decoding.md).
+        {std::regex("[fF]mod"), "remainders"},
         {std::regex("_implCompress"), "digests"},
         {std::regex("^(libm[A-Z][a-z]+|d(sin|cos|tan|exp|log|pow))$"), "maths"},
         {std::regex("montgomery_|^mulAdd$|^multiplyToLen$|^squareToLen$"), "bigIntegers"},
         {std::regex("^updateBytesCRC32C?$|^updateBytesAdler32$"), "checksums"},
         {std::regex("^aescrypt_|galoisCounterMode|ghash_"), "aes"},
-        // JDK 25's stub, libm's __fmod_finite and fmodf32x on JDK 17: entered by a tail call from
-        // SharedRuntime::drem/frem, so [sp] returns after a call into libjvm (docs/decoding.md).
-        {std::regex("fmod"), "remainders"},
     };
     const std::string name = routine.substr(0, routine.find('('));
     for (const auto& [pattern, kernel] : kFamilies) {
@@ -216,6 +217,10 @@ TEST_CASE("framework-shaped code decodes completely and like ASGCT, JDK 17", "[a
     check_framework(sf::test::kJdk17);
 }
 
+TEST_CASE("framework-shaped code decodes completely and like ASGCT, JDK 21", "[accuracy]") {
+    check_framework(sf::test::kJdk21);
+}
+
 TEST_CASE("framework-shaped code decodes completely and like ASGCT, JDK 25", "[accuracy]") {
     check_framework(sf::test::kJdk25);
 }
@@ -245,10 +250,10 @@ TEST_CASE("framework-shaped code decodes like ASGCT beside a JFR recording, JDK 
 // (interpreted methods returning to C2 code, C2 code calling through its own call stubs, the
 // interpreter's deeper frames). Measured (3 s, 4 threads): failed 0.00-0.15 % (mostly samples that
 // caught validate's own signal handler), identical apart from the top bci 99.75-100 %.
-TEST_CASE("framework-shaped code under each JIT configuration decodes like ASGCT, JDK 17 and 25", "[accuracy]") {
+TEST_CASE("framework-shaped code under each JIT configuration decodes like ASGCT, JDK 17, 21 and 25", "[accuracy]") {
     const std::vector<std::vector<std::string>> configurations{
         {"-Xint"}, {"-XX:TieredStopAtLevel=1"}, {"-XX:-TieredCompilation"}};
-    for (const std::string& jdk : {sf::test::kJdk17, sf::test::kJdk25}) {
+    for (const std::string& jdk : {sf::test::kJdk17, sf::test::kJdk21, sf::test::kJdk25}) {
         for (const auto& flags : configurations) {
             INFO(jdk << " " << flags.front());
             check_framework(jdk, flags, "3000");
@@ -260,12 +265,20 @@ TEST_CASE("intrinsic stubs and runtime routines are walked through to their Java
     check_intrinsic_stubs(sf::test::kJdk17);
 }
 
+TEST_CASE("intrinsic stubs and runtime routines are walked through to their Java callers, JDK 21", "[accuracy]") {
+    check_intrinsic_stubs(sf::test::kJdk21);
+}
+
 TEST_CASE("intrinsic stubs and runtime routines are walked through to their Java callers, JDK 25", "[accuracy]") {
     check_intrinsic_stubs(sf::test::kJdk25);
 }
 
 TEST_CASE("httpserver decodes completely and like ASGCT, JDK 17", "[accuracy]") {
     check_httpserver(sf::test::kJdk17);
+}
+
+TEST_CASE("httpserver decodes completely and like ASGCT, JDK 21", "[accuracy]") {
+    check_httpserver(sf::test::kJdk21);
 }
 
 TEST_CASE("httpserver decodes completely and like ASGCT, JDK 25", "[accuracy]") {

@@ -94,9 +94,9 @@ void check_language(const Language& language, const std::string& jdk) {
 
 }  // namespace
 
-TEST_CASE("JVM languages decode completely and like ASGCT (JRuby, Groovy, Clojure; JDK 17 and 25)",
+TEST_CASE("JVM languages decode completely and like ASGCT (JRuby, Groovy, Clojure; JDK 17, 21 and 25)",
           "[accuracy][languages]") {
     const Language language = GENERATE(kRuby, kGroovy, kClojure);
-    const std::string jdk = GENERATE(std::string(sf::test::kJdk17), std::string(sf::test::kJdk25));
+    const std::string jdk = GENERATE(std::string(sf::test::kJdk17), std::string(sf::test::kJdk21), std::string(sf::test::kJdk25));
     DYNAMIC_SECTION(language.name << " on " << jdk) { check_language(language, jdk); }
 }

@@ -67,7 +67,7 @@ TEST_CASE("mode=jvmti samples the runnable threads every interval, without perf 
     constexpr double kSeconds = 3.0;
     constexpr int kThreads = 2;
     constexpr double kIntervalMs = 50.0;
-    for (const std::string& jdk : {kJdk17, kJdk25}) {
+    for (const std::string& jdk : {kJdk17, sf::test::kJdk21, kJdk25}) {
         if (!std::filesystem::exists(jdk + "/bin/java")) {
             WARN("no JDK at " << jdk);
             continue;

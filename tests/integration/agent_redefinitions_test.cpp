@@ -42,7 +42,7 @@ std::pair<uint64_t, uint64_t> samples_with(const std::string& collapsed, const s
 }  // namespace
 
 TEST_CASE("methods of redefined and retransformed classes are announced at once and decode", "[redefinition]") {
-    for (const std::string& jdk : {sf::test::kJdk17, sf::test::kJdk25}) {
+    for (const std::string& jdk : {sf::test::kJdk17, sf::test::kJdk21, sf::test::kJdk25}) {
         if (!std::filesystem::exists(jdk + "/bin/java")) {
             WARN("no JDK at " << jdk);
             continue;

@@ -122,9 +122,9 @@ void check_server(const Server& server, const std::string& jdk) {
 
 }  // namespace
 
-TEST_CASE("server frameworks under load decode completely and like ASGCT (Tomcat, Netty; JDK 17 and 25)",
+TEST_CASE("server frameworks under load decode completely and like ASGCT (Tomcat, Netty; JDK 17, 21 and 25)",
           "[accuracy][servers]") {
     const Server server = GENERATE(kTomcat, kNetty);
-    const std::string jdk = GENERATE(std::string(sf::test::kJdk17), std::string(sf::test::kJdk25));
+    const std::string jdk = GENERATE(std::string(sf::test::kJdk17), std::string(sf::test::kJdk21), std::string(sf::test::kJdk25));
     DYNAMIC_SECTION(server.name << " on " << jdk) { check_server(server, jdk); }
 }

@@ -1,4 +1,4 @@
-// Virtual threads on JDK 25 (VirtualThreads.java): a task's frames thawed after a sleep return into
+// Virtual threads on JDK 21 and 25 (VirtualThreads.java): a task's frames thawed after a sleep return into
 // the continuation return barrier, whose caller the decoder must name as HotSpot does
 // (Continuation.enterSpecial at the entry's return pc) to agree with AsyncGetCallTrace.
 #include <catch2/catch.hpp>
@@ -15,11 +15,8 @@
 
 namespace {
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
-}  // namespace
 
-TEST_CASE("virtual threads (JDK 25): frames above the continuation return barrier decode like ASGCT",
-          "[virtualthreads]") {
-    const std::string jdk = sf::test::kJdk25;
+void check_virtual_threads(const std::string& jdk) {
     struct stat info {};
     if (stat((jdk + "/bin/java").c_str(), &info) != 0) {
         WARN(jdk << " is not installed: skipped");
@@ -45,4 +42,16 @@ TEST_CASE("virtual threads (JDK 25): frames above the continuation return barrie
     // Before the decoder knew the barrier: 110 of 350 (it named the barrier stub, not enterSpecial).
     CHECK(sf::test::agreement_except_top_bci(j) >= 0.95);
     std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+
+TEST_CASE("virtual threads (JDK 21): frames above the continuation return barrier decode like ASGCT",
+          "[virtualthreads]") {
+    check_virtual_threads(sf::test::kJdk21);
+}
+
+TEST_CASE("virtual threads (JDK 25): frames above the continuation return barrier decode like ASGCT",
+          "[virtualthreads]") {
+    check_virtual_threads(sf::test::kJdk25);
 }

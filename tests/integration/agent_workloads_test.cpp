@@ -28,6 +28,7 @@ namespace {
 const std::string kAgent = STACKFRAG_BINARY_DIR "/lib/libstackfrag.so";
 const std::string kWorkloads = STACKFRAG_SHARED_DIR "/bench/workloads";
 using sf::test::kJdk17;
+using sf::test::kJdk21;
 using sf::test::kJdk25;
 
 struct Workload {
@@ -73,6 +74,8 @@ bool is_worker(const Workload& w, const std::string& thread_name) {
     return false;
 }
 
+std::string jdk_label(const std::string& jdk) { return jdk == kJdk25 ? "25" : jdk == kJdk21 ? "21" : "17"; }
+
 void run_and_check(const std::string& name, const std::string& jdk, uint64_t interval_us, bool validate) {
     const Workload& w = workload(name);
     if (!directory_exists(jdk)) {
@@ -80,7 +83,7 @@ void run_and_check(const std::string& name, const std::string& jdk, uint64_t int
         return;
     }
     const std::string tag = "/tmp/sf-agent-it-" + name + "-" + std::to_string(getpid()) + "-" +
-                            std::to_string(interval_us) + (jdk == kJdk25 ? "-25" : "-17");
+                            std::to_string(interval_us) + "-" + jdk_label(jdk);
     const std::string recording = tag + ".sfr";
     const std::string log = tag + ".log";
     std::remove(recording.c_str());
@@ -182,7 +185,7 @@ void run_and_check(const std::string& name, const std::string& jdk, uint64_t int
     }
     std::printf("%s JDK %s %llu us%s: exit %d, wall %.1f s, process CPU %.2f s, samples %llu (workers %llu for %.0f ms CPU, "
                 "expected %.0f), lost %llu; oracle %llu, AsyncGetCallTrace ok %llu (%.1f%%); compiled %s classes: %s\n%s",
-                name.c_str(), jdk == kJdk25 ? "25" : "17", static_cast<unsigned long long>(interval_us),
+                name.c_str(), jdk_label(jdk).c_str(), static_cast<unsigned long long>(interval_us),
                 validate ? " validate" : "", run.exit_code, run.wall_seconds, run.cpu_seconds,
                 static_cast<unsigned long long>(summary.samples), static_cast<unsigned long long>(worker_samples),
                 worker_cpu_ms, worker_cpu_ms * per_ms, static_cast<unsigned long long>(summary.lost),
@@ -212,6 +215,9 @@ void run_and_check(const std::string& name, const std::string& jdk, uint64_t int
         run_and_check(workload_name, kJdk17, 1000, true);                                                 \
     }                                                                                                     \
     TEST_CASE("agent on " workload_name ", JDK 17, 10 kHz") { run_and_check(workload_name, kJdk17, 100, false); } \
+    TEST_CASE("agent on " workload_name ", JDK 21, 1 kHz with validate") {                               \
+        run_and_check(workload_name, kJdk21, 1000, true);                                                 \
+    }                                                                                                     \
     TEST_CASE("agent on " workload_name ", JDK 25, 1 kHz with validate") {                               \
         run_and_check(workload_name, kJdk25, 1000, true);                                                 \
     }                                                                                                     \

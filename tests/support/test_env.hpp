@@ -1,4 +1,4 @@
-// What many tests share: the JDKs they run (STACKFRAG_JDK17 / STACKFRAG_JDK25 in tests/CMakeLists.txt),
+// What many tests share: the JDKs they run (STACKFRAG_JDK17 / 21 / 25 in tests/CMakeLists.txt),
 // a fresh directory under /tmp, a substring check for messages and outputs, and whether a path exists.
 #pragma once
 
@@ -11,6 +11,9 @@
 #ifndef STACKFRAG_JDK17_HOME
 #define STACKFRAG_JDK17_HOME "/usr/lib/jvm/java-17-openjdk-amd64"
 #endif
+#ifndef STACKFRAG_JDK21_HOME
+#define STACKFRAG_JDK21_HOME "/usr/lib/jvm/java-21-openjdk-amd64"
+#endif
 #ifndef STACKFRAG_JDK25_HOME
 #define STACKFRAG_JDK25_HOME "/usr/lib/jvm/temurin-25-jdk-amd64"
 #endif
@@ -18,6 +21,9 @@
 namespace sf::test {
 
 inline const std::string kJdk17 = STACKFRAG_JDK17_HOME;
+// Debian 12 packages no JDK 21: tests on it run where one is installed (or STACKFRAG_JDK21 names
+// one) and are skipped elsewhere, as JDK 25's are.
+inline const std::string kJdk21 = STACKFRAG_JDK21_HOME;
 inline const std::string kJdk25 = STACKFRAG_JDK25_HOME;
 
 // A new directory /tmp/sf-TAG-XXXXXX (the test removes it when it wants to).
