@@ -543,6 +543,10 @@ TEST_CASE("incremental: every sample of the JDK 17 recording decodes as in a ful
     compare_on_recording("groundtruth-jdk17-validate.sfr");
 }
 
+TEST_CASE("incremental: every sample of the JDK 21 recording decodes as in a full walk", "[decoder][incremental]") {
+    compare_on_recording("groundtruth-jdk21-validate.sfr");
+}
+
 TEST_CASE("incremental: every sample of the JDK 25 recording decodes as in a full walk", "[decoder][incremental]") {
     compare_on_recording("groundtruth-jdk25-validate.sfr");
 }

@@ -68,6 +68,10 @@ TEST_CASE("needed_end: a complete walk's fragment cut at its needed end decodes 
     cut_at_needed_end("groundtruth-jdk17-validate.sfr");
 }
 
+TEST_CASE("needed_end: a complete walk's fragment cut at its needed end decodes alike (JDK 21 recording)", "[decoder]") {
+    cut_at_needed_end("groundtruth-jdk21-validate.sfr");
+}
+
 TEST_CASE("needed_end: a complete walk's fragment cut at its needed end decodes alike (JDK 25 recording)", "[decoder]") {
     cut_at_needed_end("groundtruth-jdk25-validate.sfr");
 }

@@ -90,6 +90,10 @@ TEST_CASE("prefetching the next sample changes no trace (JDK 17 recording)", "[d
     check_same_traces("groundtruth-jdk17-validate.sfr");
 }
 
+TEST_CASE("prefetching the next sample changes no trace (JDK 21 recording)", "[decoder][prefetch]") {
+    check_same_traces("groundtruth-jdk21-validate.sfr");
+}
+
 TEST_CASE("prefetching the next sample changes no trace (JDK 25 recording)", "[decoder][prefetch]") {
     check_same_traces("groundtruth-jdk25-validate.sfr");
 }

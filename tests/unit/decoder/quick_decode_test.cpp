@@ -106,7 +106,7 @@ std::string hex(const uint8_t* b, size_t n) {
 
 TEST_CASE("quick_decode agrees with Zydis at every offset of the recorded compiled code", "[decoder]") {
     size_t offsets = 0, answered_count = 0;
-    for (const char* file : {"groundtruth-jdk17-validate.sfr", "groundtruth-jdk25-validate.sfr"}) {
+    for (const char* file : {"groundtruth-jdk17-validate.sfr", "groundtruth-jdk21-validate.sfr", "groundtruth-jdk25-validate.sfr"}) {
         auto reader = RecordingReader::open(std::string(STACKFRAG_SOURCE_DIR) + "/tests/data/" + file);
         REQUIRE(reader.ok());
         while (auto event = (*reader)->next()) {
