@@ -421,8 +421,10 @@ struct VmCapture::Impl {
     // thread as an unknown Method* (the VT probe on 21.0.13: 7 % of all samples failed). The test
     // per class is a JVMTI call and a lookup per method; a class is announced as a ClassPrepare would,
     // stamped with the previous check's time: it was not prepared yet then (or that check, or the
-    // start scan, would have found it), and samples since may have run its methods. Code-poll
-    // thread only. Returns the classes found.
+    // start scan, would have found it), and samples since may have run its methods. Such an event
+    // is older than others already passed on, so it reaches the stream behind them: the decoders'
+    // second decode of a failed sample (StreamDecoderOptions::retry_ns) then finds the methods.
+    // Code-poll thread only. Returns the classes found.
     size_t announce_unannounced_classes(JNIEnv* jni) {
         jint count = 0;
         jclass* classes = nullptr;
