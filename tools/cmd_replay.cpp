@@ -568,11 +568,11 @@ int run_replay(const ReplayOptions& options) {
         if (!not_ours) ++summary.disagreements[agreement_name(a)];
         if (shown[kind] < options.show && (a != Agreement::kOracleFailed || trace.status != TraceStatus::kFailed)) {
             ++shown[kind];
-            fmt::print("[{}] t={} tid={} status={} {}\n  ours:  {}\n  asgct: {}\n", kind,
+            const std::vector<MethodBci> ours = java_frames_of(trace);
+            fmt::print("[{}] t={} tid={} status={} {}\n  ours:  {}\n  asgct: {}\n{}", kind,
                        o->sample.time_ns, o->sample.tid, static_cast<int>(trace.status),
-                       fail_reason_name(trace.failure), frames_text(map, java_frames_of(trace)),
-                       frames_text(map, o->frames));
-            fmt::print("{}", divergence_text(map, java_frames_of(trace), o->frames));
+                       fail_reason_name(trace.failure), frames_text(map, ours), frames_text(map, o->frames),
+                       divergence_text(map, ours, o->frames));
             for (const auto& f : trace.frames) {
                 fmt::print("    {} pc=0x{:x} {}\n", frame_kind_name(f.kind), f.pc,
                            f.symbol.empty() ? method_text(map, {f.method_id, f.bci}) : f.symbol.str());

@@ -426,50 +426,51 @@ struct VmCapture::Impl {
     // second decode of a failed sample (StreamDecoderOptions::retry_ns) then finds the methods.
     // Code-poll thread only. Returns the classes found.
     size_t announce_unannounced_classes(JNIEnv* jni) {
-        jint count = 0;
-        jclass* classes = nullptr;
         const uint64_t begin = monotonic_ns();
         const uint64_t time_ns = std::exchange(class_check_from_ns, begin);
-        if (jvmti->GetLoadedClasses(&count, &classes) != JVMTI_ERROR_NONE || classes == nullptr) return 0;
         const uint64_t found_before = counters.classes_from_poll.load();
         std::vector<uint64_t> ids;
-        for (jint i = 0; i < count; ++i) {
+        const size_t count = for_each_loaded_class(jni, [&](jclass klass) {
             jint status = 0, method_count = 0;
             jmethodID* methods = nullptr;
-            if (jvmti->GetClassStatus(classes[i], &status) == JVMTI_ERROR_NONE && (status & JVMTI_CLASS_STATUS_PREPARED) != 0 &&
-                (status & (JVMTI_CLASS_STATUS_ARRAY | JVMTI_CLASS_STATUS_PRIMITIVE)) == 0 &&
-                jvmti->GetClassMethods(classes[i], &method_count, &methods) == JVMTI_ERROR_NONE && methods != nullptr) {
-                ids.assign(method_count, 0);
-                for (jint k = 0; k < method_count; ++k) ids[k] = reinterpret_cast<uint64_t>(methods[k]);
-                jvmti->Deallocate(reinterpret_cast<unsigned char*>(methods));
-                if (announced.unannounced_methods(ids.data(), ids.size()) != 0) {
-                    if (const size_t claimed = announce_class(classes[i], time_ns); claimed != 0) {
-                        counters.classes_from_poll++;
-                        counters.methods_from_poll += claimed;
-                        SF_LOG_DEBUG("class check: %s had no ClassPrepare (%zu methods)",
-                                     class_facts(classes[i]).class_name.c_str(), claimed);
-                    }
-                }
+            if (jvmti->GetClassStatus(klass, &status) != JVMTI_ERROR_NONE || (status & JVMTI_CLASS_STATUS_PREPARED) == 0 ||
+                (status & (JVMTI_CLASS_STATUS_ARRAY | JVMTI_CLASS_STATUS_PRIMITIVE)) != 0 ||
+                jvmti->GetClassMethods(klass, &method_count, &methods) != JVMTI_ERROR_NONE || methods == nullptr) {
+                return;
             }
-            jni->DeleteLocalRef(classes[i]);
-        }
-        jvmti->Deallocate(reinterpret_cast<unsigned char*>(classes));
+            ids.assign(method_count, 0);
+            for (jint k = 0; k < method_count; ++k) ids[k] = reinterpret_cast<uint64_t>(methods[k]);
+            jvmti->Deallocate(reinterpret_cast<unsigned char*>(methods));
+            if (announced.unannounced_methods(ids.data(), ids.size()) == 0) return;
+            if (const size_t claimed = announce_class(klass, time_ns); claimed != 0) {
+                counters.classes_from_poll++;
+                counters.methods_from_poll += claimed;
+                SF_LOG_DEBUG("class check: %s had no ClassPrepare (%zu methods)", class_facts(klass).class_name.c_str(), claimed);
+            }
+        });
         const uint64_t found = counters.classes_from_poll.load() - found_before;
-        SF_LOG_DEBUG("class check: %d classes in %.2f ms, %llu announced with no ClassPrepare", static_cast<int>(count),
+        SF_LOG_DEBUG("class check: %zu classes in %.2f ms, %llu announced with no ClassPrepare", count,
                      static_cast<double>(monotonic_ns() - begin) / 1e6, static_cast<unsigned long long>(found));
         return static_cast<size_t>(found);
     }
     uint64_t class_check_from_ns = 0;   // announce_unannounced_classes: when the previous check began
 
     void announce_loaded_classes(JNIEnv* jni, uint64_t time_ns) {
+        for_each_loaded_class(jni, [&](jclass klass) { announce_class(klass, time_ns); });
+    }
+
+    // `each` on every loaded class, each a local reference freed after the call; returns how many.
+    template <class Each>
+    size_t for_each_loaded_class(JNIEnv* jni, Each&& each) {
         jint count = 0;
         jclass* classes = nullptr;
-        if (jvmti->GetLoadedClasses(&count, &classes) != JVMTI_ERROR_NONE || classes == nullptr) return;
+        if (jvmti->GetLoadedClasses(&count, &classes) != JVMTI_ERROR_NONE || classes == nullptr) return 0;
         for (jint i = 0; i < count; ++i) {
-            announce_class(classes[i], time_ns);
+            each(classes[i]);
             jni->DeleteLocalRef(classes[i]);
         }
         jvmti->Deallocate(reinterpret_cast<unsigned char*>(classes));
+        return static_cast<size_t>(count);
     }
 
     // ---- Code events ----------------------------------------------------------------------
