@@ -35,7 +35,8 @@ struct Run {
     std::string agent_log, live, replayed;
     nlohmann::json replay;
 };
-Run run_validated(const std::string& jdk, const std::string& dir, const std::vector<std::string>& program) {
+Run run_validated(const std::string& jdk, const std::string& dir, const std::string& main_class,
+                  const std::vector<std::string>& program) {
     Run r{{}, dir + "/live.collapsed", dir + "/replay.collapsed", {}};
     const std::string rec = dir + "/run.sfr";
     std::vector<std::string> argv{jdk + "/bin/java", "-agentpath:" + kAgent + "=interval=1ms,validate,record=" + rec + ",file=" + r.live};
@@ -47,7 +48,20 @@ Run run_validated(const std::string& jdk, const std::string& dir, const std::vec
     r.replay = sf::test::replay_json(rec, dir, r.replayed);
     INFO(r.replay.dump(1));
     sf::test::check_accuracy(r.replay, 2000, 0.005, 300, 0.98);
-    CHECK(r.replay["incomplete_pct"].get<double>() == 0.0);
+    // The program's own stacks are a few frames deep, so none of them may run off the fragment. A
+    // JVM thread may, rarely (CI once had 1 of ~12,800 samples incomplete, in a thread no output
+    // named): issue 14's bound holds for those.
+    CHECK(r.replay["incomplete_pct"].get<double>() <= 0.2);
+    uint64_t truncated_program_samples = 0;
+    for (const sf::test::Stack& stack : sf::test::parse_collapsed(sf::test::read_text_file(r.replayed))) {
+        bool truncated = false, in_program = false;
+        for (const std::string& f : stack.frames) {
+            truncated = truncated || f.find("[truncated]") == 0;
+            in_program = in_program || f.find(main_class + ".") == 0;
+        }
+        if (truncated && in_program) truncated_program_samples += stack.count;
+    }
+    CHECK(truncated_program_samples == 0);
     return r;
 }
 }  // namespace
@@ -63,7 +77,7 @@ TEST_CASE("foreign function upcalls (JDK 25): the comparator qsort calls is deco
     const auto compiled = sf::test::compile_test_program(jdk, "ForeignCalls.java", dir);
     INFO(compiled.err);
     REQUIRE(compiled.exit_code == 0);
-    const Run run = run_validated(jdk, dir, {"--enable-native-access=ALL-UNNAMED", "-cp", dir, "ForeignCalls", "5"});
+    const Run run = run_validated(jdk, dir, "ForeignCalls", {"--enable-native-access=ALL-UNNAMED", "-cp", dir, "ForeignCalls", "5"});
     const nlohmann::json& j = run.replay;
     INFO(run.agent_log << j.dump(1));
 
@@ -110,7 +124,7 @@ TEST_CASE("JNI upcalls (JDK 17, 25): the comparator qsort calls through CallIntM
                                           {}, dir + "/gcc", 120);
     INFO(cc.err);
     REQUIRE(cc.exit_code == 0);
-    const Run run = run_validated(jdk, dir, {"-cp", dir, "JniCallbacks", library, "5"});
+    const Run run = run_validated(jdk, dir, "JniCallbacks", {"-cp", dir, "JniCallbacks", library, "5"});
     const nlohmann::json& j = run.replay;
     INFO(run.agent_log << j.dump(1));
 
