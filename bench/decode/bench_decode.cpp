@@ -1,6 +1,14 @@
 // bench_decode REC [ROUNDS]: decode every sample of a recording ROUNDS times against the CodeMap as
 // it stood when the sample was read, and print ns per decode (median, p90, p99) by top-frame kind.
-// Separates the decoder's own cost from reading and decompressing the recording.
+// Separates the decoder's own cost from reading and decompressing the recording. Each sample's
+// fragment is where the recording put it, among all the others (hundreds of MB: mostly not in any
+// cache), with the next one prefetched as the agent does: the coldest a fragment can be.
+//
+// bench_decode --fragment-copied REC [ROUNDS]: the same full walks, each sample first copied (untimed)
+// into one reused buffer, as the agent's reader copies it out of the ring before the decoder sees it:
+// the walk's reads of its fragment then hit the cache. The agent's decoder sees a fragment between
+// the two (copied a batch earlier, maybe on the other CPU), so the two modes bound what a walk
+// costs there.
 //
 // bench_decode --incremental REC [ROUNDS]: decode the recording in stream order (events applied
 // where they stand, as replay and the agent do) with a full and an incremental decoder over the same
@@ -387,12 +395,19 @@ int main(int argc, char** argv) {
     if (argc >= 3 && std::strcmp(argv[1], "--incremental") == 0) {
         return compare_incremental(argv[2], argc > 3 ? std::max(1, std::atoi(argv[3])) : 1);
     }
-    if (argc < 2) {
-        fmt::print(stderr, "usage: bench_decode REC [ROUNDS] | bench_decode --incremental REC [ROUNDS] | "
+    const auto usage = [] {
+        fmt::print(stderr, "usage: bench_decode [--fragment-copied] REC [ROUNDS] | bench_decode --incremental REC [ROUNDS] | "
                            "bench_decode --by-class REC [ROUNDS [--alternate-prefetch]] | bench_decode --sp-analysis REC | "
                            "bench_decode --sp-dump REC\n");
         return 2;
+    };
+    if (argc < 2) return usage();
+    const bool fragment_copied = std::strcmp(argv[1], "--fragment-copied") == 0;
+    if (fragment_copied) {
+        ++argv;
+        --argc;
     }
+    if (argc < 2) return usage();
     const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 20;
     sf::CodeMap map;
     std::vector<sf::Sample> samples;
@@ -403,13 +418,15 @@ int main(int argc, char** argv) {
     options.incremental = false;
     sf::Decoder decoder(map, options);
     sf::CallTrace trace;
+    sf::Sample copy;
     std::map<std::string, std::vector<uint64_t>> by_kind;
     std::vector<uint64_t> all;
     for (int r = 0; r < rounds; ++r) {
         for (size_t i = 0; i < samples.size(); ++i) {
-            const sf::Sample& s = samples[i];
+            if (fragment_copied) copy = samples[i];   // the vector keeps its capacity: no allocation
+            const sf::Sample& s = fragment_copied ? copy : samples[i];
             const auto t0 = Clock::now();
-            if (i + 1 < samples.size()) decoder.prefetch(samples[i + 1]);
+            if (!fragment_copied && i + 1 < samples.size()) decoder.prefetch(samples[i + 1]);
             decoder.decode(s, trace);
             const auto t1 = Clock::now();
             const uint64_t ns = ns_between(t0, t1);
