@@ -258,6 +258,7 @@ void print_text(const Summary& summary, const DumpOptions& options) {
         fmt::print("  continuation return  {:#x}\n", vm->continuation_return_pc);
         fmt::print("  sample stack bytes   {}\n", vm->sample_stack_bytes);
         fmt::print("  sample period        {} ns\n", vm->sample_period_ns);
+        if (vm->max_frames != 0) fmt::print("  max frames (depth=)  {}\n", vm->max_frames);
     } else {
         fmt::print("vm          (no vm_info event)\n");
     }
@@ -348,7 +349,8 @@ nlohmann::ordered_json to_json(const Summary& summary, const DumpOptions& option
                           {"code_cache_high", vm->code_cache_high},
                           {"continuation_return_pc", vm->continuation_return_pc},
                           {"sample_stack_bytes", vm->sample_stack_bytes},
-                          {"sample_period_ns", vm->sample_period_ns}};
+                          {"sample_period_ns", vm->sample_period_ns},
+                          {"max_frames", vm->max_frames}};
     } else {
         out["vm_info"] = nullptr;
     }

@@ -251,7 +251,7 @@ private:
 
     bool push_frame(FrameKind kind, uint64_t method_id, int32_t bci, int32_t level, uint64_t pc) {
         step_peak_ = std::max(step_peak_, count_);
-        if (count_ >= d_.options_.max_frames) return false;
+        if (count_ >= d_.max_frames_) return false;
         if (count_ >= out_.frames.size()) out_.frames.emplace_back();
         Frame& f = out_.frames[count_++];
         f.kind = kind;
@@ -593,7 +593,7 @@ bool Walk::replayable(const detail::StepRecord& r, int64_t delta, int64_t native
     // Where it ran off its fragment, a full one made it incomplete and another one failed.
     if (r.stopped && r.access.miss_above != UINT64_MAX && previous_->fragment_full != fragment_full_) return false;
     if (delta != 0 && ((r.stopped && r.failure == FailReason::kTooDeep) ||
-                       int64_t{r.peak_count} + delta >= static_cast<int64_t>(d_.options_.max_frames))) {
+                       int64_t{r.peak_count} + delta >= static_cast<int64_t>(d_.max_frames_))) {
         return false;
     }
     // A native step compared the count with max_native_frames: it must stay on the same side.
@@ -794,7 +794,7 @@ void Walk::end_step(Step s) {
 Walk::Step Walk::step() {
     step_unpacking_ = unpacking_;
     unpacking_ = false;
-    if (count_ >= d_.options_.max_frames) return fail(FailReason::kTooDeep);
+    if (count_ >= d_.max_frames_) return fail(FailReason::kTooDeep);
     if (!view_.before_end(sp_)) return off_fragment(sp_);
     CodeLookup code;
     if (pc_ == checked_pc_ && pc_ != 0) {   // the walk and the map are as they were when it was checked
@@ -2247,6 +2247,8 @@ detail::ThreadJournals& Decoder::journals_of(uint32_t tid) {
 
 void Decoder::decode(const Sample& sample, CallTrace& out) {
     boundary_sp_ = 0;
+    // The stream's word (the agent's depth=) over the options': live and replay decode alike.
+    max_frames_ = map_.has_vm() && map_.vm().max_frames != 0 ? map_.vm().max_frames : options_.max_frames;
     fragment_prefetched_ = take_prefetch(sample.stack.data());
     detail::ThreadJournals& j = journals_of(sample.tid);
     fragment_at_unwritten_page_ = stops_at_unwritten_page(j.outermost_sp, sample);

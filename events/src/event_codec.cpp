@@ -86,7 +86,8 @@ template <class V, Is<VmInfo> T>
 void fields(V& v, T& i) {
     v(i.time_ns), v(i.pid), v(i.jdk_major), v(i.vm_version), v(i.layout), v(i.call_stub_return),
         v(i.interpreter_begin), v(i.interpreter_end), v(i.entry_codelets), v(i.code_cache_low),
-        v(i.code_cache_high), v(i.continuation_return_pc), v(i.sample_stack_bytes), v(i.sample_period_ns);
+        v(i.code_cache_high), v(i.continuation_return_pc), v(i.sample_stack_bytes), v(i.sample_period_ns),
+        v(kLaterFields), v(i.max_frames);
 }
 template <class V, Is<Oracle> T>
 void fields(V& v, T& o) {

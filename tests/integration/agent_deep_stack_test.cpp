@@ -11,6 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <sstream>
+#include <algorithm>
+#include <vector>
 #include <string>
 
 #include "agent_process.hpp"
@@ -94,5 +97,60 @@ TEST_CASE("stack=auto with only a recording grows a deep thread's fragment and c
     CHECK(*grown.fragment_sizes["shallow-worker"].rbegin() <= 16384);
     // Only the samples before the first reopen (and any after a failed shrink trial) stay incomplete.
     CHECK(grown.incomplete_share < fixed.incomplete_share / 10);
+    std::filesystem::remove_all(dir);
+}
+
+// depth=: the deep thread's stack (300 interpreted frames, about 40 KB) is cut at 100 frames, its
+// innermost ones kept under [failed: too_deep]; the recording's VmInfo carries the limit, so the
+// replay cuts at the same frame and gives the live profile's stacks exactly.
+TEST_CASE("depth= cuts the live profile and its replay at the same frame", "[stack]") {
+    const std::string dir = sf::test::temp_dir("depth-it");
+    const auto compiled = sf::test::compile_test_program(kJdk17, "DeepStack.java", dir);
+    INFO(compiled.err);
+    REQUIRE(compiled.exit_code == 0);
+    const std::string rec = dir + "/run.sfr", live = dir + "/live.collapsed", replayed = dir + "/replay.collapsed";
+    const auto r = sf::test::run_process({kJdk17 + "/bin/java",
+                                          "-agentpath:" + kAgent + "=mode=thread,interval=1ms,depth=100,record=" + rec +
+                                              ",file=" + live,
+                                          "-cp", dir, "DeepStack", "1500", "300"},
+                                         {}, dir + "/jvm", 180);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(sf::test::contains(r.err, "stacks had more than 100 frames"));
+    const auto replay = sf::test::run_process({kCli, "replay", "--json", "--collapsed", replayed, rec}, {},
+                                              dir + "/replay", 180);
+    REQUIRE(replay.exit_code == 0);
+    const nlohmann::json j = nlohmann::json::parse(replay.out);
+    INFO(j.dump(1));
+    const double samples = j["profile"]["samples"].get<double>();
+    REQUIRE(samples > 1000);
+    // The deep thread's samples, about half, are cut; the shallow thread's are not.
+    REQUIRE(j["failed"].contains("too_deep"));
+    CHECK(j["failed"]["too_deep"].get<double>() > 0.3 * samples);
+
+    const auto sorted_lines = [](const std::string& path) {
+        std::vector<std::string> lines;
+        std::istringstream in(sf::test::read_text_file(path));
+        for (std::string line; std::getline(in, line);) lines.push_back(line);
+        std::sort(lines.begin(), lines.end());
+        return lines;
+    };
+    const std::vector<std::string> replay_lines = sorted_lines(replayed);
+    CHECK(sorted_lines(live) == replay_lines);
+    size_t cut = 0, cut_at_100 = 0, cut_elsewhere = 0;
+    for (const std::string& line : replay_lines) {
+        if (line.find("[failed: too_deep]") == std::string::npos) continue;
+        ++cut;
+        const std::string stack = line.substr(0, line.rfind(' '));
+        size_t frames = 0;
+        std::istringstream parts(stack);
+        for (std::string f; std::getline(parts, f, ';');) frames += f.empty() || f[0] != '[' ? 1 : 0;
+        CHECK(frames <= 100);
+        cut_at_100 += frames == 100 ? 1 : 0;
+        cut_elsewhere += stack.find("DeepStack.descend") == std::string::npos ? 1 : 0;   // not the deep thread
+    }
+    CHECK(cut > 0);
+    CHECK(cut_at_100 == cut);
+    CHECK(cut_elsewhere == 0);
     std::filesystem::remove_all(dir);
 }

@@ -1036,6 +1036,7 @@ std::optional<LiveSettings> live_settings_from(const AgentOptions& options, uint
     settings.group = options.group;
     settings.pid = pid;
     settings.off_cpu = options.sample_switch;
+    settings.decoder.decoder.max_frames = options.max_frames;   // the VmInfo says the same to a replay
     // parse_options accepted both patterns already.
     if (auto filter = profile::TraceFilter::parse(options.focus, options.exclude); filter.ok()) {
         settings.filter = std::move(*filter);

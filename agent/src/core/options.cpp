@@ -10,6 +10,9 @@
 namespace sf::agent {
 
 namespace {
+// depth=: a bound, not a need. A Java frame takes 16 bytes at the least, so 65536 frames are 1 MB
+// of stack, past any fragment perf copies (64 KB): only stitched traces get that deep.
+constexpr uint32_t kMaxDepthFrames = 65536;
 
 struct OptionSpec {
     std::string_view name;
@@ -77,6 +80,13 @@ bool apply_ring(std::string_view value, AgentOptions& options) {
         return false;
     }
     options.ring_pages = pages;
+    return true;
+}
+
+bool apply_depth(std::string_view value, AgentOptions& options) {
+    uint32_t frames = 0;
+    if (!parse_u32(value, frames) || frames == 0 || frames > kMaxDepthFrames) return false;
+    options.max_frames = frames;
     return true;
 }
 
@@ -255,6 +265,7 @@ const OptionSpec kOptions[] = {
     {"stack", false, false, "auto (the default: 16384, up to 65528 for deep threads) or a number of bytes, a multiple of 8 from 8 to 65528", apply_stack},
     {"clock", false, false, "task or cpu", apply_clock},
     {"ring", false, false, "a number of pages, a power of two from 1 to 65536 (default: 10 ms of samples, 128 to 1024)", apply_ring},
+    {"depth", false, false, "a number of frames from 1 to 65536 (default 2048)", apply_depth},
     {"mode", false, false, "auto, thread, cpu or jvmti", apply_mode},
     {"threads", false, false, "all or java", apply_threads},
     {"backend", false, false, "auto, perf or signal", apply_backend},

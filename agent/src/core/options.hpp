@@ -42,6 +42,9 @@ struct AgentOptions {
     bool stack_auto = true;
     kernel::ClockKind clock = kernel::ClockKind::kTask;
     uint32_t ring_pages = 0;      // 0: sized from interval and stack (auto_ring_pages)
+    // depth=: the most frames a trace keeps; a deeper stack keeps its innermost ones under
+    // [failed: too_deep]. Recorded in the VmInfo, so that a replay keeps as many.
+    uint32_t max_frames = 2048;
     // The CPUs per-CPU events are opened on: those the JVM may run on (kernel::cpus_allowed),
     // and how many are online. 0: unknown (taken as one CPU, all of them allowed).
     uint32_t cpus_allowed = 0;

@@ -241,6 +241,7 @@ public:
         SamplingParameters parameters;
         parameters.sample_stack_bytes = options_.stack_bytes;
         parameters.sample_period_ns = options_.interval_ns;
+        parameters.max_frames = options_.max_frames;
         parameters.valid_from_ns = early_from_ns_;   // 0 unless sampling began at OnLoad
         capture_ = std::make_unique<VmCapture>(jvmti_, queue_);
         capture_->set_lazy_names(live_profile_ && live_profile_->lazy_names());

@@ -124,6 +124,7 @@ struct VmCapture::Impl {
         info.jdk_major = spec.rfind("1.", 0) == 0 ? std::atoi(spec.c_str() + 2) : std::atoi(spec.c_str());
         info.sample_stack_bytes = params.sample_stack_bytes;
         info.sample_period_ns = params.sample_period_ns;
+        info.max_frames = params.max_frames;
 
         auto tables = vm::shared_tables();
         if (!tables) return tables.error();

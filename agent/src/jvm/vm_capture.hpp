@@ -19,6 +19,7 @@ namespace sf::agent {
 struct SamplingParameters {
     uint32_t sample_stack_bytes = 0;
     uint64_t sample_period_ns = 0;
+    uint32_t max_frames = 0;   // depth=
     // The VmInfo's time when not now: sampling began before VMInit (the VM's layout and the
     // period hold from the agent's load on), and the samples taken since must come after it.
     uint64_t valid_from_ns = 0;

@@ -80,6 +80,17 @@ TEST_CASE("clock is task or cpu") {
     CHECK(parse_error("clock=wall") == "bad value 'wall' for clock: expected task or cpu");
 }
 
+TEST_CASE("depth is the most frames a trace keeps, 2048 unless given") {
+    CHECK(parse_ok("").max_frames == 2048);
+    CHECK(parse_ok("depth=1").max_frames == 1);
+    CHECK(parse_ok("depth=8192").max_frames == 8192);
+    CHECK(parse_ok("depth=65536").max_frames == 65536);
+    for (const char* bad : {"0", "65537", "-5", "deep", ""}) {
+        const std::string message = parse_error(std::string("depth=") + bad);
+        CHECK(contains(message, "for depth: expected a number of frames from 1 to 65536"));
+    }
+}
+
 TEST_CASE("ring is a power of two; without it the ring holds about 10 ms of samples") {
     CHECK(parse_ok("ring=1").ring_pages == 1);
     CHECK(parse_ok("ring=64").ring_pages == 64);
@@ -451,10 +462,10 @@ TEST_CASE("several options, in any order; the last of a repeated option wins") {
 
 TEST_CASE("an unknown option is named together with every accepted one") {
     CHECK(parse_error("intervall=1ms") ==
-          "unknown option 'intervall' (accepted: interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, group, start, stop, dump, status, reply)");
+          "unknown option 'intervall' (accepted: interval, budget, stack, clock, ring, depth, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, group, start, stop, dump, status, reply)");
     CHECK(contains(parse_error("interval=1ms,bogus=1"), "unknown option 'bogus'"));
     CHECK(contains(parse_error("begin"), "unknown option 'begin'"));
-    CHECK(sf::agent::accepted_option_names() == "interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, group, start, stop, dump, status, reply");
+    CHECK(sf::agent::accepted_option_names() == "interval, budget, stack, clock, ring, depth, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, group, start, stop, dump, status, reply");
 }
 
 TEST_CASE("an option that needs a value says so") {

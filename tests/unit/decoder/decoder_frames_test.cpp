@@ -1683,9 +1683,29 @@ TEST_CASE("frame limit", "[decoder]") {
     }
     DecoderOptions o = test_options();
     o.max_frames = 10;
-    Decoder d(w.map, o);
-    CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
-    CHECK(t.failure == FailReason::kTooDeep);
+    SECTION("the decoder's option") {
+        Decoder d(w.map, o);
+        CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+        CHECK(t.failure == FailReason::kTooDeep);
+        CHECK(t.frames.size() == 10);   // the innermost ones, kept under the failure
+    }
+    // The agent's depth= reaches a replay in the VmInfo, and overrides the decoder's own limit there
+    // as live: both decode alike.
+    SECTION("the stream's VmInfo over the option") {
+        VmInfo vm = w.map.vm();
+        vm.max_frames = 25;
+        w.map.apply(Event{vm});
+        Decoder d(w.map, o);
+        CallTrace t = d.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+        CHECK(t.failure == FailReason::kTooDeep);
+        CHECK(t.frames.size() == 25);
+        vm.max_frames = 100;   // more than the stack holds: its walk ends as it would without a limit
+        w.map.apply(Event{vm});
+        Decoder deeper(w.map, o);
+        t = deeper.decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+        CHECK(t.failure != FailReason::kTooDeep);
+        CHECK(t.frames.size() > 25);
+    }
 }
 
 TEST_CASE("a virtual thread's frame returning into the continuation return barrier: its caller is "

@@ -126,8 +126,9 @@ TEST_CASE("mutated and random bodies never crash the decoder nor make it read pa
                 // A ThreadInfo cut right before its kind, a ModuleMap right before its build id or
                 // its image, a ProcessCpu before at_start or its host times, is an old layout:
                 // re-encoded, it has the kind's byte, the empty string's and image's lengths,
-                // at_start's byte and the two times.
+                // at_start's byte and the two times; a VmInfo before max_frames, its four bytes.
                 const size_t later = kind_of(event) == EventKind::kThread       ? 1
+                                     : kind_of(event) == EventKind::kVmInfo     ? 4
                                      : kind_of(event) == EventKind::kProcessCpu ? 17
                                      : kind_of(event) == EventKind::kModule     ? 8
                                                                                 : 0;

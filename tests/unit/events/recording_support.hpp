@@ -142,6 +142,7 @@ public:
         v.continuation_return_pc = u64();
         v.sample_stack_bytes = u32();
         v.sample_period_ns = u64();
+        v.max_frames = u32();
         return v;
     }
 

@@ -15,6 +15,7 @@
 namespace sf {
 
 struct DecoderOptions {
+    // Frames a trace keeps, unless the stream's VmInfo names another number (the agent's depth=).
     size_t max_frames = 2048;
     // Words scanned upwards from sp for a return address when a stub's frame size is unknown.
     size_t stub_scan_words = 256;
@@ -235,6 +236,7 @@ private:
     // one after it), until decoded: their walks need not ask again.
     const uint8_t* prefetched_[2] = {nullptr, nullptr};
     bool fragment_prefetched_ = false;   // the sample being decoded was one of them
+    size_t max_frames_ = 2048;           // this decode's limit: VmInfo::max_frames, else options_.max_frames
     // The sample being decoded stopped at an unwritten page of its thread's stack (see
     // DecodeStats::incomplete_at_unwritten_page): its fragment counts as full.
     bool fragment_at_unwritten_page_ = false;

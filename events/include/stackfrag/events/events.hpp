@@ -225,6 +225,9 @@ struct VmInfo {
     uint64_t continuation_return_pc = 0;     // JDK 21+: ContinuationEntry::_return_pc, else 0
     uint32_t sample_stack_bytes = 0;         // requested fragment size (perf copies at most kLargestPerfFragment)
     uint64_t sample_period_ns = 0;
+    // The agent's depth=: the most frames a trace keeps (a deeper one keeps its innermost frames
+    // under [failed: too_deep]); 0 in recordings made before the option: the decoder's default.
+    uint32_t max_frames = 0;
     bool operator==(const VmInfo&) const = default;
 };
 
