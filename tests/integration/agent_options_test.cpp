@@ -39,6 +39,7 @@ TEST_CASE("a bad option stops the JVM from starting, naming the option") {
         {"stack=12", "stackfrag: bad value '12' for stack"},
         {"clock=wall", "stackfrag: bad value 'wall' for clock: expected task or cpu"},
         {"ring=3", "stackfrag: bad value '3' for ring"},
+        {"depth=0", "stackfrag: bad value '0' for depth: expected a number of frames from 1 to 65536"},
         {"mode=all", "stackfrag: bad value 'all' for mode"},
         {"loglevel=loud", "stackfrag: bad value 'loud' for loglevel"},
         {"log=/nonexistent-dir/x.log", "stackfrag: bad value '/nonexistent-dir/x.log' for log"},

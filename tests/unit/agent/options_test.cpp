@@ -462,10 +462,10 @@ TEST_CASE("several options, in any order; the last of a repeated option wins") {
 
 TEST_CASE("an unknown option is named together with every accepted one") {
     CHECK(parse_error("intervall=1ms") ==
-          "unknown option 'intervall' (accepted: interval, budget, stack, clock, ring, depth, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, group, start, stop, dump, status, reply)");
+          "unknown option 'intervall' (accepted: interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, group, depth, start, stop, dump, status, reply)");
     CHECK(contains(parse_error("interval=1ms,bogus=1"), "unknown option 'bogus'"));
     CHECK(contains(parse_error("begin"), "unknown option 'begin'"));
-    CHECK(sf::agent::accepted_option_names() == "interval, budget, stack, clock, ring, depth, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, group, start, stop, dump, status, reply");
+    CHECK(sf::agent::accepted_option_names() == "interval, budget, stack, clock, ring, mode, threads, backend, events, record, validate, log, loglevel, breadcrumbs, reader, file, loop, push, push_name, push_labels, focus, exclude, title, group, depth, start, stop, dump, status, reply");
 }
 
 TEST_CASE("an option that needs a value says so") {
