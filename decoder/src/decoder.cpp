@@ -2210,7 +2210,7 @@ Walk::Step Walk::step_native() {
 // --- Decoder ---------------------------------------------------------------------------------------
 
 Decoder::Decoder(const CodeMap& code_map, DecoderOptions options)
-    : map_(code_map), options_(options),
+    : map_(code_map), options_(options), max_frames_(options.max_frames),
       native_(std::make_unique<NativeUnwinder>(code_map, options.use_libunwind, options.symbolize_native)) {}
 
 Decoder::~Decoder() = default;

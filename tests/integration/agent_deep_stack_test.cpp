@@ -10,13 +10,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <set>
-#include <sstream>
 #include <algorithm>
-#include <vector>
+#include <set>
 #include <string>
 
 #include "agent_process.hpp"
+#include "collapsed_stacks.hpp"
+#include "replay_json.hpp"
 #include "stackfrag/events/recording.hpp"
 #include "test_env.hpp"
 
@@ -117,10 +117,7 @@ TEST_CASE("depth= cuts the live profile and its replay at the same frame", "[sta
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
     CHECK(sf::test::contains(r.err, "stacks had more than 100 frames"));
-    const auto replay = sf::test::run_process({kCli, "replay", "--json", "--collapsed", replayed, rec}, {},
-                                              dir + "/replay", 180);
-    REQUIRE(replay.exit_code == 0);
-    const nlohmann::json j = nlohmann::json::parse(replay.out);
+    const nlohmann::json j = sf::test::replay_json(rec, dir, replayed);
     INFO(j.dump(1));
     const double samples = j["profile"]["samples"].get<double>();
     REQUIRE(samples > 1000);
@@ -128,26 +125,22 @@ TEST_CASE("depth= cuts the live profile and its replay at the same frame", "[sta
     REQUIRE(j["failed"].contains("too_deep"));
     CHECK(j["failed"]["too_deep"].get<double>() > 0.3 * samples);
 
-    const auto sorted_lines = [](const std::string& path) {
-        std::vector<std::string> lines;
-        std::istringstream in(sf::test::read_text_file(path));
-        for (std::string line; std::getline(in, line);) lines.push_back(line);
-        std::sort(lines.begin(), lines.end());
-        return lines;
+    const std::string replay_text = sf::test::read_text_file(replayed);
+    CHECK(sf::test::read_text_file(live) == replay_text);
+    const auto has_frame = [](const sf::test::Stack& stack, const std::string& part) {
+        return std::any_of(stack.frames.begin(), stack.frames.end(),
+                           [&](const std::string& f) { return f.find(part) != std::string::npos; });
     };
-    const std::vector<std::string> replay_lines = sorted_lines(replayed);
-    CHECK(sorted_lines(live) == replay_lines);
     size_t cut = 0, cut_at_100 = 0, cut_elsewhere = 0;
-    for (const std::string& line : replay_lines) {
-        if (line.find("[failed: too_deep]") == std::string::npos) continue;
+    for (const sf::test::Stack& stack : sf::test::parse_collapsed(replay_text)) {
+        if (!has_frame(stack, "[failed: too_deep]")) continue;
         ++cut;
-        const std::string stack = line.substr(0, line.rfind(' '));
-        size_t frames = 0;
-        std::istringstream parts(stack);
-        for (std::string f; std::getline(parts, f, ';');) frames += f.empty() || f[0] != '[' ? 1 : 0;
+        // Method frames: not the markers ("[failed: ...]", a thread's root), which are bracketed.
+        const auto frames = static_cast<size_t>(std::count_if(stack.frames.begin(), stack.frames.end(),
+                                                              [](const std::string& f) { return f.empty() || f[0] != '['; }));
         CHECK(frames <= 100);
         cut_at_100 += frames == 100 ? 1 : 0;
-        cut_elsewhere += stack.find("DeepStack.descend") == std::string::npos ? 1 : 0;   // not the deep thread
+        cut_elsewhere += has_frame(stack, "DeepStack.descend") ? 0 : 1;   // not the deep thread
     }
     CHECK(cut > 0);
     CHECK(cut_at_100 == cut);

@@ -9,6 +9,7 @@
 
 #include "log.hpp"
 #include "stackfrag/base/result.hpp"
+#include "stackfrag/decoder/decoder.hpp"
 #include "stackfrag/kernel/perf_events.hpp"
 
 namespace sf::agent {
@@ -44,7 +45,7 @@ struct AgentOptions {
     uint32_t ring_pages = 0;      // 0: sized from interval and stack (auto_ring_pages)
     // depth=: the most frames a trace keeps; a deeper stack keeps its innermost ones under
     // [failed: too_deep]. Recorded in the VmInfo, so that a replay keeps as many.
-    uint32_t max_frames = 2048;
+    uint32_t max_frames = static_cast<uint32_t>(kDefaultMaxFrames);
     // The CPUs per-CPU events are opened on: those the JVM may run on (kernel::cpus_allowed),
     // and how many are online. 0: unknown (taken as one CPU, all of them allowed).
     uint32_t cpus_allowed = 0;

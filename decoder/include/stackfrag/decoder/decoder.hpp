@@ -14,9 +14,12 @@
 
 namespace sf {
 
+// Frames a trace keeps unless told otherwise (async-profiler's default depth too).
+inline constexpr size_t kDefaultMaxFrames = 2048;
+
 struct DecoderOptions {
     // Frames a trace keeps, unless the stream's VmInfo names another number (the agent's depth=).
-    size_t max_frames = 2048;
+    size_t max_frames = kDefaultMaxFrames;
     // Words scanned upwards from sp for a return address when a stub's frame size is unknown.
     size_t stub_scan_words = 256;
     // Words scanned upwards from where a run of native frames began when unwinding it fails (VM
@@ -236,7 +239,7 @@ private:
     // one after it), until decoded: their walks need not ask again.
     const uint8_t* prefetched_[2] = {nullptr, nullptr};
     bool fragment_prefetched_ = false;   // the sample being decoded was one of them
-    size_t max_frames_ = 2048;           // this decode's limit: VmInfo::max_frames, else options_.max_frames
+    size_t max_frames_;                  // this decode's limit: VmInfo::max_frames, else options_.max_frames
     // The sample being decoded stopped at an unwritten page of its thread's stack (see
     // DecodeStats::incomplete_at_unwritten_page): its fragment counts as full.
     bool fragment_at_unwritten_page_ = false;
