@@ -917,10 +917,20 @@ detail::NativeUnwinder::Outcome Walk::push_native_and_step(uint64_t pc, uint64_t
                                                            detail::NativeStep& next) {
     using Outcome = detail::NativeUnwinder::Outcome;
     if (!push_frame(FrameKind::kNative, 0, -1, 0, pc)) return Outcome::kFailed;
+    // As step_native: a caller met before steps from its memo line, as step_dwarf would.
+    const auto* facts = d_.options_.use_libunwind ? d_.native_->caller_facts(pc) : nullptr;
+    if (facts && d_.native_->step_by(*facts, view_, sp, fp, next) && next.sp > sp) {
+        if (d_.options_.symbolize_native) last_frame().symbol = facts->symbol;
+        d_.native_->note_caller_step();
+        return Outcome::kStepped;
+    }
     if (d_.options_.symbolize_native) last_frame().symbol = d_.native_->symbol(pc);
     const Outcome outcome = d_.options_.use_libunwind ? d_.native_->step_dwarf(view_, pc, sp, fp, false, next)
                                                       : Outcome::kFailed;
-    if (outcome == Outcome::kStepped && next.sp > sp && !next.interrupted) return Outcome::kStepped;
+    if (outcome == Outcome::kStepped && next.sp > sp && !next.interrupted) {
+        d_.native_->learn_caller(pc);
+        return Outcome::kStepped;
+    }
     if (!rbp_fallback) return outcome == Outcome::kEnd ? Outcome::kEnd : Outcome::kFailed;
     uint64_t saved_fp = 0, ret = 0;
     if (fp < sp || (fp & 7) != 0 || !view_.read(fp, saved_fp) || !view_.read(fp + kWord, ret)) return Outcome::kFailed;
@@ -2061,6 +2071,30 @@ Walk::Step Walk::step_native() {
         if (rescan_native_run()) return Step::kContinue;
         return fail(FailReason::kNativeUnwindFailed);
     }
+    // A caller frame met before (most native frames): the step below, taken from one memo line.
+    // It steps by the same CFI rule, reads the same words, and asks the map about the same pages.
+    if (!top_ && count_ < d_.max_frames_ && d_.native_ && d_.options_.use_libunwind) {
+        if (const auto* facts = d_.native_->caller_facts(pc_)) {
+            detail::NativeStep next;
+            // The caller's pc in a module, where no code was ever announced: plausible_native_pc
+            // and returns_after_call hold (a pc with facts of its own is in a module).
+            if (d_.native_->step_by(*facts, view_, sp_, fp_, next) && next.sp > sp_ && map_.outside_all_code(next.pc) &&
+                (d_.native_->caller_facts(next.pc) != nullptr || map_.module_at(next.pc) != nullptr)) {
+                push_frame(FrameKind::kNative, 0, -1, 0, pc_);
+                bump(kNativeFrames);
+                if (d_.options_.symbolize_native) last_frame().symbol = facts->symbol;
+                d_.native_->note_caller_step();
+                map_.note_code_lookup(next.pc);
+                bump(kLibunwindSteps);
+                const Step s = go_to(next.pc, next.sp, next.fp);
+                via_native_ = true;
+                in_native_run_ = true;
+                after_java_ = false;
+                return s;
+            }
+        }
+    }
+    const bool caller_frame = !top_;
     const bool known_module = map_.module_at(pc_) != nullptr;
     if (!push_frame(FrameKind::kNative, 0, -1, 0, pc_)) return fail(FailReason::kTooDeep);
     bump(kNativeFrames);
@@ -2090,6 +2124,7 @@ Walk::Step Walk::step_native() {
             returns_after_call(next)) {
             stepped = true;
             bump(kLibunwindSteps);
+            if (caller_frame && !next.interrupted) d_.native_->learn_caller(pc_);
         }
         // glibc's lazy binding: _dl_runtime_resolve keeps its frame in rbx, whose value only the
         // sample's registers and the saves of the frames above it (_dl_fixup's, do_lookup_x's) tell.
@@ -2365,6 +2400,7 @@ uint64_t Decoder::needed_end(uint32_t tid) const {
 }
 
 uint64_t Decoder::native_rule_steps() const { return native_ ? native_->rule_steps() : 0; }
+uint64_t Decoder::native_caller_steps() const { return native_ ? native_->caller_steps() : 0; }
 
 const std::vector<std::string>& Decoder::changed_modules() const {
     static const std::vector<std::string> none;

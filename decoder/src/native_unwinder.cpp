@@ -203,6 +203,7 @@ void NativeUnwinder::refresh() {
     by_mapping_.assign(map_.modules().size(), MappingAnswer{});
     symbol_cache_.assign(kSymbolCacheSize, SymbolAnswer{});
     rules_.assign(kRuleCacheSize, Rule{});
+    callers_.assign(kCallerSets * kCallerWays, CallerFacts{});
     symbol_ranges_.clear();
     cfi_rows_.clear();
     if (address_space_) unw_flush_cache(static_cast<unw_addr_space_t>(address_space_), 0, 0);
@@ -450,6 +451,7 @@ void NativeUnwinder::learn_from_cfi(uint64_t ip, Rule& rule) {
         rule.ra_offset = static_cast<int32_t>(cfi.ra_offset);
         rule.fp_saved = cfi.fp_saved;
         rule.fp_offset = static_cast<int32_t>(cfi.fp_offset);
+        rule.from_cfi = true;
         ++cfi_rules_learned_;
         return;
     }
@@ -459,6 +461,24 @@ void NativeUnwinder::learn_from_cfi(uint64_t ip, Rule& rule) {
     }
     rule.cfi_tried = true;
     rule.first_frame = first_frame;
+}
+
+void NativeUnwinder::learn_caller(uint64_t pc) {
+    refresh();
+    const uint64_t ip = pc - 1;
+    const Rule& rule = rules_[(ip ^ (ip >> 13)) & (kRuleCacheSize - 1)];
+    if (rule.ip != ip || rule.state != Rule::kKnown || !rule.from_cfi) return;
+    CallerFacts facts;
+    facts.pc = pc;
+    facts.symbol = symbol(pc);
+    facts.cfa_offset = rule.cfa_offset;
+    facts.ra_offset = rule.ra_offset;
+    facts.fp_offset = rule.fp_offset;
+    facts.cfa_from_fp = rule.cfa_from_fp;
+    facts.fp_saved = rule.fp_saved;
+    CallerFacts* set = &callers_[caller_set(pc) * kCallerWays];
+    if (set[0].pc != pc) set[1] = set[0];   // the newer of the two stays first
+    set[0] = facts;
 }
 
 bool NativeUnwinder::ensure_address_space() {

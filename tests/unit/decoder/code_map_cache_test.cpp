@@ -262,3 +262,48 @@ TEST_CASE("a stub's memo belongs to that stub and is cleared when its range is a
     REQUIRE(renamed->name == "resolve_static_call");
     CHECK(w.map.stub_memo(renamed) == 0);
 }
+
+TEST_CASE("a pc outside every range code was announced at is unknown at once, until code or a stub lands there",
+          "[decoder]") {
+    // Native frames' pcs skip the lookup cache (find_code answers them from the ranges alone): the
+    // answer must be what a full lookup gives, the page still goes into the lookup log, and a
+    // stub or code announced there later must be found.
+    test::World w;
+    constexpr uint64_t kNativePc = 0x7f12'3456'7000ull;   // far above the synthetic code cache
+    REQUIRE(w.map.outside_all_code(kNativePc));
+    CHECK_FALSE(w.map.outside_all_code(test::kCodeCacheLow + 0x5000));   // the code cache, unannounced
+    CHECK_FALSE(w.map.outside_all_code(test::kInterpBodyPc));
+    CHECK_FALSE(w.map.outside_all_code(test::kCallStubReturn));
+    CodeMap::LookupKeys log;
+    w.map.set_lookup_log(&log);
+    CodeMap::TimeSpan span{5, 6};
+    CHECK(w.map.find_code(kNativePc, 100, &span).region == CodeRegion::kUnknown);
+    CHECK(span.from == 0);
+    CHECK(span.until == ~uint64_t{0});
+    CHECK(w.map.find_compiled(kNativePc, 100) == nullptr);
+    w.map.set_lookup_log(nullptr);
+    REQUIRE(log.count == 1);
+    CHECK(log.keys[0] == CodeMap::page_key(kNativePc));
+
+    // A stub generated outside the code cache (the ranges grow to hold it), then compiled code.
+    w.map.apply(Event{Stub{110, "outside stub", kNativePc - 0x100, kNativePc + 0x100, -1}});
+    CHECK_FALSE(w.map.outside_all_code(kNativePc));
+    const CodeLookup stub = w.map.find_code(kNativePc, 120);
+    REQUIRE(stub.region == CodeRegion::kStub);
+    CHECK(stub.stub->name == "outside stub");
+    constexpr uint64_t kLaterPc = kNativePc + 0x10'0000;
+    CHECK(w.map.outside_all_code(kLaterPc));
+    CodeLoad load;
+    load.time_ns = 130;
+    load.method_id = test::method_id(1);
+    load.code_begin = kLaterPc - 0x40;
+    load.code_end = kLaterPc + 0x40;
+    load.entry = load.verified_entry = load.code_begin;
+    load.frame_size_words = 4;
+    w.map.apply(Event{load});
+    CHECK_FALSE(w.map.outside_all_code(kLaterPc));
+    CHECK(w.map.find_code(kLaterPc, 140).region == CodeRegion::kCompiled);
+    CHECK(w.map.find_code(kLaterPc, 120).region == CodeRegion::kCompiled);   // a lagging load: found as before
+    // Between the two, nothing: a full lookup, which says the same.
+    CHECK(w.map.find_code(kNativePc + 0x8000, 140).region == CodeRegion::kUnknown);
+}

@@ -332,6 +332,39 @@ TEST_CASE("a native frame's unwind rule, once confirmed, answers as libunwind do
     CHECK(d.native_rule_steps() >= 3 * 3);
 }
 
+TEST_CASE("a caller frame met before steps from its memo line, as the full native step does", "[decoder][native]") {
+    // Once a walk has stepped through a caller frame by its module's CFI row, the frame's symbol
+    // and rule come from one memo line (NativeUnwinder::CallerFacts). Every later walk must equal a
+    // new decoder's: the same functions at another depth, and fragments cut short inside them, where
+    // a memoized rule's slots lie past the end and the full step decides.
+    test::World w;
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
+    prepare_snapshot();
+    unwind_level1();
+    const Sample shallow = g_snapshot;
+    prepare_snapshot();
+    unwind_level1_deeper();
+    const Sample deeper = g_snapshot;
+    std::vector<Sample> samples{shallow, shallow, deeper, shallow};
+    for (size_t keep : {16, 48, 120, 256, 400, 800, 1500, 3000, 6000}) {
+        if (keep >= shallow.stack.size()) continue;
+        Sample cut = shallow;
+        cut.stack.resize(keep);
+        samples.push_back(cut);
+    }
+    DecoderOptions options;
+    options.incremental = false;
+    Decoder d(w.map, options);
+    for (const Sample& s : samples) {
+        const uint64_t memo_steps = d.native_caller_steps();
+        const CallTrace t = d.decode(s);
+        const CallTrace fresh = Decoder(w.map, options).decode(s);
+        INFO(s.stack.size() << " bytes, memoized:\n" << symbols_of(t) << "fresh:\n" << symbols_of(fresh));
+        CHECK(t == fresh);
+        if (&s != &samples.front() && s.stack.size() == shallow.stack.size()) CHECK(d.native_caller_steps() > memo_steps);
+    }
+}
+
 namespace {
 // Deeper than the 16 KB copied: each level keeps a buffer the compiler cannot drop.
 __attribute__((noinline)) int deep_native(int depth) {

@@ -113,6 +113,12 @@ public:
             return r;
         }
         if (lookup_log_) lookup_log_->add(page_key(pc));
+        // Native frames' pcs, most of all lookups: answered without the cache, which they would
+        // only crowd (what find_code_uncached answers there, at every time).
+        if (outside_all_code(pc)) {
+            if (span) *span = TimeSpan{};
+            return r;
+        }
         const CodeCacheEntry& cached = code_cache_[code_cache_slot(pc)];
         if (cached.pc == pc && cached.generation == code_generation_ && cached.span.contains(time_ns)) {
             if (span) *span = cached.span;
@@ -121,6 +127,12 @@ public:
         return find_code_uncached(pc, time_ns, span);
     }
     const CompiledCode* find_compiled(uint64_t pc, uint64_t time_ns) const;
+    // No code, stub, interpreter or code cache was ever announced at pc: find_code answers kUnknown
+    // and find_compiled null there at every time, while this holds (no VM: false).
+    bool outside_all_code(uint64_t pc) const {
+        return has_vm_ && (pc < loaded_lo_ || pc >= loaded_hi_) && (pc < stubs_lo_ || pc >= stubs_hi_) &&
+               !in_code_cache(pc) && !in_interpreter(pc) && pc != vm_.call_stub_return;
+    }
     const Stub* find_stub(uint64_t pc) const;
     // A byte the decoder keeps with `stub` (one of this map's) for what it worked out from the
     // stub's name: 0 until it sets one, and again whenever the stub is announced anew.

@@ -212,6 +212,8 @@ public:
     // Native steps taken by an unwind rule two libunwind steps had confirmed, without libunwind (not
     // in DecodeStats: it depends on what was unwound before, and a walk's journal replays those).
     uint64_t native_rule_steps() const;
+    // Of those, the steps a caller frame took from its memo line (NativeUnwinder::CallerFacts).
+    uint64_t native_caller_steps() const;
     // Module files whose build id differs from the one recorded: not used (see ModuleMap::build_id).
     const std::vector<std::string>& changed_modules() const;
     // After a complete decode of `tid`'s sample (incremental decoding): the end of the highest stack
