@@ -196,9 +196,10 @@ public:
     // gets a "[kernel]" frame (kKernelFrameName) on top of the user frames.
     void decode(const Sample& sample, CallTrace& out);
     CallTrace decode(const Sample& sample);
-    // Called with the sample to be decoded after the next decode(): its fragment's lines are asked
-    // for now, to arrive while that decode runs (docs/benchmarks.md, "Decoder cost per sample").
-    // Changes no trace.
+    // Called with the sample to be decoded after the next decode(): the first line of each page of
+    // its fragment is asked for now, the rest once that decode is done, to arrive while the
+    // next runs (docs/benchmarks.md, "Decoder cost per sample"). Changes no trace; only hints are
+    // issued for `next`'s bytes, so it may be gone by then.
     void prefetch(const Sample& next);
     // The sample's top frame alone, named as a native frame (its symbol, else its file), complete:
     // no walk, no stack read. For the profiler's own threads (ThreadKind::kProfiler), whose samples
@@ -241,6 +242,17 @@ private:
     // one after it), until decoded: their walks need not ask again.
     const uint8_t* prefetched_[2] = {nullptr, nullptr};
     bool fragment_prefetched_ = false;   // the sample being decoded was one of them
+    // The fragment whose lines prefetch() left for the end of the decode running when it was
+    // called: a page whose translation is not in the TLB holds up every line asked for in it until
+    // the page walk is done (on a virtual machine's nested paging, long enough to stall the walk
+    // that asked), while one line a page sets the walks going without holding up much.
+    struct PendingLines {
+        const uint8_t* data = nullptr;   // null: none
+        uint64_t begin = 0, size = 0, sp = 0;
+        uint32_t tid = 0;
+    };
+    PendingLines pending_lines_;
+    void ask_pending_lines();
     size_t max_frames_;                  // this decode's limit: VmInfo::max_frames, else options_.max_frames
     // The sample being decoded stopped at an unwritten page of its thread's stack (see
     // DecodeStats::incomplete_at_unwritten_page): its fragment counts as full.
