@@ -302,21 +302,33 @@ __attribute__((noinline)) void unwind_level1_deeper() {
     asm volatile("" ::: "memory");
     (void)pad[0];
 }
+
+// The three levels' snapshot taken at two depths, and a map of this process's modules.
+struct TwoDepths {
+    test::World world;
+    Sample shallow, deeper;
+};
+void snapshot_two_depths(TwoDepths& out) {
+    for (const auto& m : test::self_modules()) out.world.map.apply(Event{m});
+    prepare_snapshot();
+    unwind_level1();
+    out.shallow = g_snapshot;
+    prepare_snapshot();
+    unwind_level1_deeper();
+    out.deeper = g_snapshot;
+    REQUIRE(out.deeper.regs.sp < out.shallow.regs.sp);
+}
 }  // namespace
 
 TEST_CASE("a native frame's unwind rule, once confirmed, answers as libunwind does", "[decoder][native]") {
     // From its second step through an ip on, the decoder knows the ip's rule (the CFA from rsp or
     // rbp, the return address and the saved rbp at fixed offsets from it) and steps without
     // libunwind: every walk must equal a new decoder's, which has only libunwind.
-    test::World w;
-    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
-    prepare_snapshot();
-    unwind_level1();
-    const Sample shallow = g_snapshot;
-    prepare_snapshot();
-    unwind_level1_deeper();
-    const Sample deeper = g_snapshot;
-    REQUIRE(deeper.regs.sp < shallow.regs.sp);
+    TwoDepths two;
+    snapshot_two_depths(two);
+    const test::World& w = two.world;
+    const Sample& shallow = two.shallow;
+    const Sample& deeper = two.deeper;
     DecoderOptions options;
     options.incremental = false;   // every walk steps through every frame
     Decoder d(w.map, options);
@@ -337,15 +349,11 @@ TEST_CASE("a caller frame met before steps from its memo line, as the full nativ
     // and rule come from one memo line (NativeUnwinder::CallerFacts). Every later walk must equal a
     // new decoder's: the same functions at another depth, and fragments cut short inside them, where
     // a memoized rule's slots lie past the end and the full step decides.
-    test::World w;
-    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
-    prepare_snapshot();
-    unwind_level1();
-    const Sample shallow = g_snapshot;
-    prepare_snapshot();
-    unwind_level1_deeper();
-    const Sample deeper = g_snapshot;
-    std::vector<Sample> samples{shallow, shallow, deeper, shallow};
+    TwoDepths two;
+    snapshot_two_depths(two);
+    const test::World& w = two.world;
+    const Sample& shallow = two.shallow;
+    std::vector<Sample> samples{shallow, shallow, two.deeper, shallow};
     for (size_t keep : {16, 48, 120, 256, 400, 800, 1500, 3000, 6000}) {
         if (keep >= shallow.stack.size()) continue;
         Sample cut = shallow;
