@@ -312,6 +312,19 @@ private:
     void native_roots_of_attached_thread();
     detail::NativeUnwinder::Outcome push_native_and_step(uint64_t pc, uint64_t sp, uint64_t fp, bool rbp_fallback,
                                                          detail::NativeStep& next);
+    // A caller frame met before (most native frames) steps from its memo line, as step_dwarf would
+    // by the same CFI rule, reading the same words: its facts when that step moves up (`next`),
+    // else null and the full step decides. take_known_caller names the frame just pushed for it.
+    const detail::NativeUnwinder::CallerFacts* step_known_caller(uint64_t pc, uint64_t sp, uint64_t fp,
+                                                                 detail::NativeStep& next) const {
+        if (!d_.native_ || !d_.options_.use_libunwind) return nullptr;
+        const auto* facts = d_.native_->caller_facts(pc);
+        return facts && detail::NativeUnwinder::step_by(*facts, view_, sp, fp, next) && next.sp > sp ? facts : nullptr;
+    }
+    void take_known_caller(const detail::NativeUnwinder::CallerFacts& facts) {
+        if (d_.options_.symbolize_native) last_frame().symbol = facts.symbol;
+        d_.native_->note_caller_step();
+    }
     bool breadcrumb_names(uint64_t from, uint64_t java_sp);
     Step step_interpreted();
     bool step_partial_interpreted(Step& result);
@@ -917,11 +930,8 @@ detail::NativeUnwinder::Outcome Walk::push_native_and_step(uint64_t pc, uint64_t
                                                            detail::NativeStep& next) {
     using Outcome = detail::NativeUnwinder::Outcome;
     if (!push_frame(FrameKind::kNative, 0, -1, 0, pc)) return Outcome::kFailed;
-    // As step_native: a caller met before steps from its memo line, as step_dwarf would.
-    const auto* facts = d_.options_.use_libunwind ? d_.native_->caller_facts(pc) : nullptr;
-    if (facts && d_.native_->step_by(*facts, view_, sp, fp, next) && next.sp > sp) {
-        if (d_.options_.symbolize_native) last_frame().symbol = facts->symbol;
-        d_.native_->note_caller_step();
+    if (const auto* facts = step_known_caller(pc, sp, fp, next)) {
+        take_known_caller(*facts);
         return Outcome::kStepped;
     }
     if (d_.options_.symbolize_native) last_frame().symbol = d_.native_->symbol(pc);
@@ -2073,25 +2083,23 @@ Walk::Step Walk::step_native() {
     }
     // A caller frame met before (most native frames): the step below, taken from one memo line.
     // It steps by the same CFI rule, reads the same words, and asks the map about the same pages.
-    if (!top_ && count_ < d_.max_frames_ && d_.native_ && d_.options_.use_libunwind) {
-        if (const auto* facts = d_.native_->caller_facts(pc_)) {
-            detail::NativeStep next;
-            // The caller's pc in a module, where no code was ever announced: plausible_native_pc
-            // and returns_after_call hold (a pc with facts of its own is in a module).
-            if (d_.native_->step_by(*facts, view_, sp_, fp_, next) && next.sp > sp_ && map_.outside_all_code(next.pc) &&
-                (d_.native_->caller_facts(next.pc) != nullptr || map_.module_at(next.pc) != nullptr)) {
-                push_frame(FrameKind::kNative, 0, -1, 0, pc_);
-                bump(kNativeFrames);
-                if (d_.options_.symbolize_native) last_frame().symbol = facts->symbol;
-                d_.native_->note_caller_step();
-                map_.note_code_lookup(next.pc);
-                bump(kLibunwindSteps);
-                const Step s = go_to(next.pc, next.sp, next.fp);
-                via_native_ = true;
-                in_native_run_ = true;
-                after_java_ = false;
-                return s;
-            }
+    if (!top_ && count_ < d_.max_frames_) {
+        detail::NativeStep next;
+        const auto* facts = step_known_caller(pc_, sp_, fp_, next);
+        // The caller's pc in a module, where no code was ever announced: plausible_native_pc
+        // and returns_after_call hold (a pc with facts of its own is in a module).
+        if (facts && map_.outside_all_code(next.pc) &&
+            (d_.native_->caller_facts(next.pc) != nullptr || map_.module_at(next.pc) != nullptr)) {
+            push_frame(FrameKind::kNative, 0, -1, 0, pc_);
+            bump(kNativeFrames);
+            take_known_caller(*facts);
+            map_.note_code_lookup(next.pc);
+            bump(kLibunwindSteps);
+            const Step s = go_to(next.pc, next.sp, next.fp);
+            via_native_ = true;
+            in_native_run_ = true;
+            after_java_ = false;
+            return s;
         }
     }
     const bool caller_frame = !top_;

@@ -282,15 +282,13 @@ NativeUnwinder::Outcome NativeUnwinder::step_dwarf(const StackView& view, uint64
         return Outcome::kEnd;
     }
     if (rule.ip == ip && rule.state == Rule::kKnown) {
-        const uint64_t cfa = (rule.cfa_from_fp ? fp : sp) + static_cast<uint64_t>(rule.cfa_offset);
-        uint64_t ra = 0, caller_fp = fp;
-        const uint64_t ra_slot = cfa + static_cast<uint64_t>(rule.ra_offset);
-        if (view.read(ra_slot, ra) && ra != 0 && !(ra == ip && cfa == sp) &&
-            (!rule.fp_saved || view.read(cfa + static_cast<uint64_t>(rule.fp_offset), caller_fp))) {
-            out = {ra, cfa, caller_fp};
+        if (step_by_rule(view, ip, sp, fp, rule.cfa_from_fp, rule.cfa_offset, rule.ra_offset, rule.fp_saved,
+                         rule.fp_offset, out)) {
             ++rule_steps_;
             return Outcome::kStepped;
         }
+        const uint64_t ra_slot = (rule.cfa_from_fp ? fp : sp) + static_cast<uint64_t>(int64_t{rule.cfa_offset}) +
+                                 static_cast<uint64_t>(int64_t{rule.ra_offset});
         // The return address's slot lies above the fragment (a stack deeper than its copy, the
         // agent's own threads' above all): the first word a libunwind step reads by this rule is
         // that slot, and it fails there, kBeyondFragment, as its accessor reports a read past the

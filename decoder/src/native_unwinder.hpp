@@ -115,17 +115,10 @@ public:
     // step_dwarf's step by a known rule, from `facts` (for facts->pc at sp and fp): false where
     // step_dwarf would not step so (a slot outside the fragment, a return address of 0, no move),
     // which it then decides. Counted by note_caller_step once the step is taken.
-    [[gnu::always_inline]] bool step_by(const CallerFacts& facts, const StackView& view, uint64_t sp, uint64_t fp,
-                                        NativeStep& out) const {
-        const uint64_t ip = facts.pc - 1;
-        const uint64_t cfa = (facts.cfa_from_fp ? fp : sp) + static_cast<uint64_t>(int64_t{facts.cfa_offset});
-        uint64_t ra = 0, caller_fp = fp;
-        if (view.read(cfa + static_cast<uint64_t>(int64_t{facts.ra_offset}), ra) && ra != 0 && !(ra == ip && cfa == sp) &&
-            (!facts.fp_saved || view.read(cfa + static_cast<uint64_t>(int64_t{facts.fp_offset}), caller_fp))) {
-            out = {ra, cfa, caller_fp};
-            return true;
-        }
-        return false;
+    [[gnu::always_inline]] static bool step_by(const CallerFacts& facts, const StackView& view, uint64_t sp,
+                                               uint64_t fp, NativeStep& out) {
+        return step_by_rule(view, facts.pc - 1, sp, fp, facts.cfa_from_fp, facts.cfa_offset, facts.ra_offset,
+                            facts.fp_saved, facts.fp_offset, out);
     }
     void note_caller_step() {
         ++rule_steps_;
@@ -217,6 +210,22 @@ private:
     uint64_t cfi_rules_learned_ = 0;
     bool cfi_rules_ = true;
     void learn_from_cfi(uint64_t ip, Rule& rule);
+    // One step from ip's frame at (sp, fp) by a known rule: CFA = (rbp or rsp) + cfa_offset, the
+    // return address at CFA + ra_offset, the caller's rbp at CFA + fp_offset (fp_saved) or still in
+    // rbp. False where a slot lies outside the fragment, the return address is 0, or the step
+    // would not move (libunwind's own end and loop checks).
+    [[gnu::always_inline]] static bool step_by_rule(const StackView& view, uint64_t ip, uint64_t sp, uint64_t fp,
+                                                    bool cfa_from_fp, int32_t cfa_offset, int32_t ra_offset,
+                                                    bool fp_saved, int32_t fp_offset, NativeStep& out) {
+        const uint64_t cfa = (cfa_from_fp ? fp : sp) + static_cast<uint64_t>(int64_t{cfa_offset});
+        uint64_t ra = 0, caller_fp = fp;
+        if (view.read(cfa + static_cast<uint64_t>(int64_t{ra_offset}), ra) && ra != 0 && !(ra == ip && cfa == sp) &&
+            (!fp_saved || view.read(cfa + static_cast<uint64_t>(int64_t{fp_offset}), caller_fp))) {
+            out = {ra, cfa, caller_fp};
+            return true;
+        }
+        return false;
+    }
     // CallerFacts, two ways a set (one cache line): C2's threads alone return to more distinct
     // pcs than the rule cache holds without conflicts (jython: ~10,000 rule misses a pass over a
     // recording, each ~1,200 instructions of CFI lookup).

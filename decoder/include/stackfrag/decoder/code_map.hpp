@@ -115,7 +115,7 @@ public:
         if (lookup_log_) lookup_log_->add(page_key(pc));
         // Native frames' pcs, most of all lookups: answered without the cache, which they would
         // only crowd (what find_code_uncached answers there, at every time).
-        if (outside_all_code(pc)) {
+        if (beyond_announced_code(pc)) {
             if (span) *span = TimeSpan{};
             return r;
         }
@@ -130,8 +130,7 @@ public:
     // No code, stub, interpreter or code cache was ever announced at pc: find_code answers kUnknown
     // and find_compiled null there at every time, while this holds (no VM: false).
     bool outside_all_code(uint64_t pc) const {
-        return has_vm_ && (pc < loaded_lo_ || pc >= loaded_hi_) && (pc < stubs_lo_ || pc >= stubs_hi_) &&
-               !in_code_cache(pc) && !in_interpreter(pc) && pc != vm_.call_stub_return;
+        return has_vm_ && beyond_announced_code(pc) && !in_interpreter(pc) && pc != vm_.call_stub_return;
     }
     const Stub* find_stub(uint64_t pc) const;
     // A byte the decoder keeps with `stub` (one of this map's) for what it worked out from the
@@ -257,6 +256,11 @@ private:
     void rebuild_stub_segments() const;
     // find_code's answers that depend on no code announced (no VM yet, the call stub's return, the
     // interpreter): true with `r` set; such lookups are not logged.
+    // outside_all_code but for what fixed_answer has already ruled out (no VM, the interpreter, the
+    // call stub's return).
+    bool beyond_announced_code(uint64_t pc) const {
+        return (pc < loaded_lo_ || pc >= loaded_hi_) && (pc < stubs_lo_ || pc >= stubs_hi_) && !in_code_cache(pc);
+    }
     bool fixed_answer(uint64_t pc, CodeLookup& r) const {
         if (!has_vm_) return true;
         if (pc == vm_.call_stub_return && pc != 0) {
