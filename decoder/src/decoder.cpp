@@ -1661,12 +1661,22 @@ bool Walk::scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64
     const size_t readable = static_cast<size_t>((view_.end() - from) / kWord);   // words from `from` in the view
     const size_t scanned = std::min(max_words, readable);
     bool passed_over = false;   // a return-address-like word turned down below the one taken
+    // A word into code-cache memory no event has announced yet may be the true return address,
+    // into code the VM ran before announcing it: the scan cannot take it, but the sample is
+    // decoded again once the announcement is in (StreamDecoder's retry), lest the trace drop the
+    // caller for good.
+    bool passed_unannounced = false;
     for (size_t i = 0; i < scanned; ++i) {
         const uint64_t slot = from + words(static_cast<int64_t>(i));
         std::memcpy(&word, view_.data() + (slot - view_.begin()), sizeof word);
         if (by_value && !map_.in_code_cache(word) && !map_.in_interpreter(word) && word != vm.call_stub_return) continue;
         view_.read(slot, word);
-        if (!is_return_target(word)) continue;
+        if (!is_return_target(word)) {
+            if (map_.in_code_cache(word) && map_.find_code(word, time_).region == CodeRegion::kUnknownCodeCache) {
+                passed_unannounced = true;
+            }
+            continue;
+        }
         // The stub either kept the caller's rbp in the register or pushed it just below the return
         // address; try both.
         uint64_t pushed_fp = 0;
@@ -1678,11 +1688,13 @@ bool Walk::scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64
                 sp = slot + kWord;
                 fp = chosen;
                 if (passed_over) bump(kScansPassedOver);
+                if (passed_unannounced) bump(kUnannouncedCode);
                 return true;
             }
         }
         passed_over = true;
     }
+    if (passed_unannounced) bump(kUnannouncedCode);
     view_.read(from + words(static_cast<int64_t>(scanned - 1)), word);
     if (scanned < max_words) view_.read(from + words(static_cast<int64_t>(scanned)), word);   // off the view: ends the scan
     return false;
@@ -1919,6 +1931,20 @@ Walk::Step Walk::step_stub(const Stub* stub) {
         if (java_caller || vm_caller) {
             bump(kStubRbpFrames);
             Step s = go_to(ret, fp_ + 2 * kWord, java_caller ? chosen : saved_fp);
+            after_java_ = false;
+            return s;
+        }
+        // The stub's own frame returns into code-cache memory no event has announced yet: compiled
+        // code the VM had installed and run before posting its CompiledMethodLoad (an OSR nmethod
+        // in its first millisecond). That is the caller; a scan would pass over it to a return
+        // further up and drop its frame from a trace that looks complete (IntrinsicStubs, JDK 17:
+        // libmExp named as IntrinsicStubs.task's callee, the OSR `maths` between them announced
+        // 1.2 ms after the sample). Walked as unannounced code, so the sample is decoded again once
+        // the announcement is in.
+        if (rbp_frame_into_java && builds_rbp_frame(map_, stub) && map_.in_code_cache(ret) &&
+            map_.find_code(ret, time_).region == CodeRegion::kUnknownCodeCache) {
+            bump(kStubRbpFrames);
+            Step s = go_to(ret, fp_ + 2 * kWord, saved_fp);
             after_java_ = false;
             return s;
         }

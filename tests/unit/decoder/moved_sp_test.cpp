@@ -5,6 +5,7 @@
 // stub. Each snapshot also holds a stale return address where the unmoved frame would keep it.
 #include <catch2/catch.hpp>
 
+#include "stackfrag/decoder/stream_decoder.hpp"
 #include "synthetic.hpp"
 
 using namespace sf;
@@ -533,6 +534,83 @@ TEST_CASE("a sample inside a GC barrier's C1 runtime stub of unknown size: its c
         CHECK(java_frames(t) == expected);
         CHECK(stats.stub_rbp_frames == 0);
     }
+}
+
+TEST_CASE("a compute stub whose caller was not announced yet: the caller is walked as unannounced code, and "
+          "the sample decoded again once it is in", "[decoder][moved_sp][stub]") {
+    // IntrinsicStubs (JDK 17): libmExp sampled 1.2 ms before the CompiledMethodLoad of the OSR nmethod
+    // of `maths` that called it. [rbp+8] returned into code no event had announced; the walk passed
+    // over it, scanned on from the stub's sp, and named the interpreted `task` as libmExp's caller:
+    // a complete trace without `maths`, never decoded again. Here C is that caller and a stale
+    // return into E lies among the stub's saves.
+    MovedWorld mw(jdk_param());
+    mw.c.comp_level = 1;
+    const uint64_t stub_begin = kCodeCacheLow + 0x40000;
+    put_c1_barrier_slow_path(mw.c, stub_begin);
+    add_scope(mw.c, 0x30, {{method_id(4), 12}});
+    CodeLoad stale = nmethod(kCodeCacheLow + 0x30000, 6, 2);
+    add_scope(stale, 0x40, {{method_id(6), 3}});
+    mw.w.add_code(stale);
+    const uint64_t rbp = put_barrier_stub_frame(mw, stale.code_begin);
+    const Stub libm = stub_at(stub_begin, "libmExp", -1);
+    mw.w.map.apply(libm);
+    mw.w.announced.push_back(libm);
+    const uint64_t sample_time = 1'000'000;
+    const Sample sample = sample_of(mw.s, stub_begin + 0xc0, rbp - 0x80, rbp, sample_time);
+
+    SECTION("decoded before C's announcement: C is a frame of unknown code, not skipped") {
+        Decoder d(mw.w.map, test_options());
+        const CallTrace t = d.decode(sample);
+        INFO(fail_reason_name(t.failure));
+        REQUIRE(t.frames.size() >= 2);
+        CHECK(t.frames[1].kind == FrameKind::kStub);
+        CHECK(t.frames[1].pc == mw.c_begin + 0x109);
+        CHECK(java_frames(t) == std::vector<MethodBci>{mb(5, 21)});   // not the stale E
+        CHECK(d.stats().unannounced_code_steps >= 1);
+    }
+    SECTION("through a StreamDecoder: the second decode finds C") {
+        StreamDecoderOptions options;
+        options.decoder = test_options();
+        std::vector<CallTrace> traces;
+        StreamDecoder stream(options, [&](const Event&, const CallTrace& trace) { traces.push_back(trace); });
+        for (Event event : mw.w.announced) stream.consume(std::move(event));
+        stream.consume(Sample(sample));
+        CodeLoad late = mw.c;
+        late.time_ns = sample_time + 1'200'000;
+        stream.consume(std::move(late));
+        stream.flush();
+        REQUIRE(traces.size() == 1);
+        INFO(fail_reason_name(traces[0].failure));
+        CHECK(traces[0].status == TraceStatus::kComplete);
+        CHECK(java_frames(traces[0]) == std::vector<MethodBci>{mb(4, 12), mb(5, 21)});
+        CHECK(stream.retry_stats().retried == 1);
+        CHECK(stream.retry_stats().resolved == 1);
+    }
+}
+
+TEST_CASE("a stub scan that passes over a return into code not announced yet has the sample decoded again",
+          "[decoder][moved_sp][stub]") {
+    // The same sample in a stub of unknown size that builds no rbp frame: the scan cannot take the
+    // unannounced word, but it must not be the last word on the matter.
+    MovedWorld mw(jdk_param());
+    const uint64_t stub_begin = kCodeCacheLow + 0x40000;
+    put_call(mw.c, 0x104, stub_begin);
+    add_scope(mw.c, 0x109, {{method_id(4), 12}});
+    const Stub stub = stub_at(stub_begin, "some stub", -1);
+    mw.w.map.apply(stub);
+    const uint64_t sp = mw.sp_c - 8;
+    mw.s.put(sp, mw.c_begin + 0x109);
+    Decoder before(mw.w.map, test_options());
+    const CallTrace t = before.decode(sample_of(mw.s, stub_begin + 0x10, sp, 0x2222));
+    CHECK(before.stats().unannounced_code_steps == 1);
+    CHECK(std::find_if(t.frames.begin(), t.frames.end(), [](const Frame& f) { return f.method_id == method_id(4); }) ==
+          t.frames.end());
+    mw.announce();
+    Decoder after(mw.w.map, test_options());
+    const CallTrace u = after.decode(sample_of(mw.s, stub_begin + 0x10, sp, 0x2222));
+    INFO(fail_reason_name(u.failure));
+    CHECK(java_frames(u) == std::vector<MethodBci>{mb(4, 12), mb(5, 21)});
+    CHECK(after.stats().unannounced_code_steps == 0);
 }
 
 TEST_CASE("the nmethod entry barrier's return address lies above its cookie, and its register saves hold copies "

@@ -55,9 +55,10 @@ struct DecodeStats {
     uint64_t breadcrumbs_used = 0;
     uint64_t native_rescans = 0;   // native unwinding failed; a verified Java return address was found by scanning
     uint64_t deopt_frames = 0;
-    // Steps through code-cache memory that no event had announced (yet): walked as a stub of
-    // unknown size. The VM announces compiled code after it starts running, so under load a sample
-    // can get there first; StreamDecoder decodes such samples again a little later.
+    // Steps through code-cache memory that no event had announced (yet), walked as a stub of
+    // unknown size, and stub scans that passed over a word pointing there. The VM announces
+    // compiled code after it starts running, so under load a sample can get there first;
+    // StreamDecoder decodes such samples again a little later.
     uint64_t unannounced_code_steps = 0;
     // Compiled frames whose code had moved rsp below the frame's sp (an intrinsic's pushes, arguments
     // pushed around a stub call, a native wrapper after `leave`, a call stub of the caller's code).
