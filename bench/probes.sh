@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Decoding on programs no test and no shared workload has (bench/probes/*.java: deoptimizing class
 # hierarchies, method handles, regexes, crypto and sort intrinsics, a StackOverflowError thrown over
-# and over, virtual threads), each recorded with validate and replayed; prints a Markdown table of
-# decoded %, failures by reason and agreement with AsyncGetCallTrace (docs/benchmarks.md,
-# "Failed walks", forty-second session).
-# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac Vec Natives"] [-k DIR] [-a] [-J JDK]
+# and over, virtual threads, service-like code with a recursion of random depth), each recorded
+# with validate and replayed; prints a Markdown table of decoded %, failures by reason and
+# agreement with AsyncGetCallTrace (docs/benchmarks.md, "Failed walks", forty-second session).
+# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac Vec Natives Mixed"] [-k DIR] [-a] [-J JDK]
 #   -k DIR: keep the recordings (PROGRAM-JDK.sfr) there, to read the failures with `stackfrag replay`
 #   -J JDK: that JDK only (a JAVA_HOME: another update of a release, say), instead of JDK 17 and 25
 #   -a: run each program beside a Java agent that retransforms ~300 loaded classes once a second,
@@ -14,7 +14,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
-SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac Vec Natives" KEEP= RETRANSFORM= ONLY_JDK=
+SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac Vec Natives Mixed" KEEP= RETRANSFORM= ONLY_JDK=
 while [ $# -gt 0 ]; do
   case "$1" in
     -s) SECONDS_TO_RUN="$2"; shift 2 ;;
@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     -k) KEEP="$2"; shift 2 ;;
     -a) RETRANSFORM=1; shift ;;
     -J) ONLY_JDK="$2"; shift 2 ;;
-    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac Vec Natives\"] [-k DIR] [-a] [-J JDK]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac Vec Natives Mixed\"] [-k DIR] [-a] [-J JDK]" >&2; exit 2 ;;
   esac
 done
 [ -x "$BUILD/bin/stackfrag" ] || "$ROOT/scripts/build.sh"

@@ -146,6 +146,7 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
             return change;
         }
         const bool from_base = t.bytes <= settings_.base_bytes;
+        if (!from_base || t.before_shrink != 0) t.ran_off_at = std::max(t.ran_off_at, t.bytes);
         StackChange change{tid, t.bytes, settings_.max_bytes, "samples ran off the fragment"};
         if (t.before_shrink != 0) {
             // A trial shrink that did not hold: back to the size that did, and wait longer next time
@@ -186,6 +187,14 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
     // (each ~1,000 samples of a 64 KB copy where 6 KB would do).
     uint32_t to = smaller(t.bytes);
     const uint64_t needed = uint64_t{t.max_kept} + settings_.shallow_slack_bytes;
+    if (to <= t.ran_off_at && needed > to) {
+        // Samples ran off this size before, and some of this window's would again: no trial (the
+        // Novel test program's recursion of random depth, 100 us: a thread tried 16 KB and failed,
+        // then ran off 32 KB, each time losing its deepest samples to incompleteness).
+        t.quiet = 0;
+        t.max_kept = 0;
+        return std::nullopt;
+    }
     while (to > settings_.base_bytes && needed <= ((to / 2) & ~7u)) to = smaller(to);
     const char* why = "no sample ran off the fragment for a while";
     if (to == settings_.base_bytes && has_small() && needed <= settings_.small_bytes) {

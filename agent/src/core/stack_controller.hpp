@@ -24,7 +24,9 @@ struct StackControllerSettings {
     // A larger fragment is kept this many samples without an incomplete one, then halved as a
     // trial (stitching usually completes the traces of a stack that stays deep). A trial that
     // fails soon, within twice that, doubles the thread's wait before the next one, up to
-    // max_quiet_samples.
+    // max_quiet_samples. Once samples ran off a size above the base, the thread tries that size
+    // or a smaller one again only when its quiet samples would all have fit there: a stack whose
+    // depth varies from call to call cannot be stitched, and each trial cut its deepest samples.
     uint32_t quiet_samples = 1000;
     uint32_t max_quiet_samples = 64000;
     // Without a decoder (record= only): a fragment ending within this many bytes below the
@@ -117,6 +119,9 @@ private:
         uint64_t quiet = 0;           // samples since the last change or incomplete sample
         uint32_t quiet_needed = 0;
         uint32_t max_kept = 0;        // the most bytes a quiet sample kept (less than `bytes`: cut at its top)
+        // The largest size above the base its samples ran off (a failed trial, or a deeper phase
+        // later): a trial at or below it needs quiet samples that would all have fit (0: none).
+        uint32_t ran_off_at = 0;
     };
     // A thread at the base, not tracked: its samples in a row that would have fit small_bytes, and
     // how many it takes (quiet_samples, doubled by each small trial that failed soon).

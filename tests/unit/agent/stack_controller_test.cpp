@@ -78,15 +78,17 @@ TEST_CASE("a larger fragment shrinks step by step after quiet samples, and a fai
         auto back = c.on_sample(7, TraceStatus::kIncomplete, 32760);
         REQUIRE(back);
         CHECK(back->new_bytes == 65528);
+        // The next trial needs quiet samples that would have fit (see the test of evidence below):
+        // these kept 20,000 bytes.
         int changes = 0;
-        feed(c, 19, TraceStatus::kComplete, 65528, &changes);
+        feed(c, 19, TraceStatus::kComplete, 20000, &changes);
         CHECK(changes == 0);
-        CHECK(feed(c, 1, TraceStatus::kComplete, 65528));
+        CHECK(feed(c, 1, TraceStatus::kComplete, 20000));
         // Waits are bounded.
         for (int i = 0; i < 5; ++i) {
             REQUIRE(c.on_sample(7, TraceStatus::kIncomplete, 32760));
             changes = 0;
-            feed(c, 40, TraceStatus::kComplete, 65528, &changes);
+            feed(c, 40, TraceStatus::kComplete, 20000, &changes);
             CHECK(changes == 1);
         }
     }
@@ -341,4 +343,53 @@ TEST_CASE("a grown thread whose quiet samples kept little comes down as far as t
     back = small.on_sample(7, TraceStatus::kIncomplete, 16384);
     REQUIRE(back);
     CHECK(back->new_bytes == 65528);
+}
+
+TEST_CASE("once samples ran off a size above the base, the thread tries it again only when its quiet samples would "
+          "have fit",
+          "[agent][stack]") {
+    // A recursion of random depth (30 KB at its deepest) in a pool thread: stitching cannot
+    // complete a stack that changes from call to call, so each trial below 30 KB cut the deepest
+    // samples until the thread grew back.
+    StackController c(small_settings());
+    REQUIRE(c.on_sample(7, TraceStatus::kIncomplete, 16384));
+    REQUIRE(c.bytes_of(7) == 65528);
+    auto trial = feed(c, 10, TraceStatus::kComplete, 30000);
+    REQUIRE(trial);
+    CHECK(trial->new_bytes == 32760);
+    // The first trial of a size its samples do not fit is still made: a stack that stays deep is
+    // stitched there.
+    trial = feed(c, 10, TraceStatus::kComplete, 30000);
+    REQUIRE(trial);
+    CHECK(trial->new_bytes == 16384);
+    auto back = c.on_sample(7, TraceStatus::kIncomplete, 16384);
+    REQUIRE(back);
+    CHECK(back->new_bytes == 32760);
+    int changes = 0;
+    feed(c, 200, TraceStatus::kComplete, 30000, &changes);
+    CHECK(changes == 0);
+    CHECK(c.bytes_of(7) == 32760);
+    // Stitched samples kept the whole fragment: no evidence that less would do.
+    feed(c, 200, TraceStatus::kStitched, 32760, &changes);
+    CHECK(changes == 0);
+    // A quiet window whose samples all would have fit 16 KB: the trial goes ahead.
+    trial.reset();
+    for (int i = 0; i < 100 && !trial; ++i) trial = c.on_sample(7, TraceStatus::kComplete, 12000);
+    REQUIRE(trial);
+    CHECK(trial->new_bytes == 16384);
+
+    SECTION("a size the thread held and later ran off needs the same evidence") {
+        REQUIRE(c.on_sample(7, TraceStatus::kIncomplete, 16384));
+        REQUIRE(c.bytes_of(7) == 32760);
+        back = c.on_sample(7, TraceStatus::kIncomplete, 32760);   // deeper than 32 KB now
+        REQUIRE(back);
+        CHECK(back->new_bytes == 65528);
+        changes = 0;
+        feed(c, 200, TraceStatus::kComplete, 40000, &changes);
+        CHECK(changes == 0);
+        trial.reset();
+        for (int i = 0; i < 100 && !trial; ++i) trial = c.on_sample(7, TraceStatus::kComplete, 30000);
+        REQUIRE(trial);
+        CHECK(trial->new_bytes == 32760);
+    }
 }
