@@ -28,6 +28,14 @@ std::optional<StackChange> feed(StackController& c, int n, TraceStatus status, s
     return last;
 }
 
+// Feeds thread 7 samples of one status and fragment size until the first change, at most 100.
+std::optional<StackChange> until_change(StackController& c, TraceStatus status, size_t bytes) {
+    for (int i = 0; i < 100; ++i) {
+        if (auto change = c.on_sample(7, status, bytes)) return change;
+    }
+    return std::nullopt;
+}
+
 // Whether thread `tid`, grown to the largest size, starts its shrink trial (to 32760 bytes) within
 // a quiet period of complete samples.
 bool quiet_thread_shrinks(StackController& c, uint32_t tid) {
@@ -320,8 +328,7 @@ TEST_CASE("a grown thread whose quiet samples kept little comes down as far as t
     // one-step trial that fails returns to the size it left.
     REQUIRE(c.on_sample(7, TraceStatus::kIncomplete, 32760));
     REQUIRE(c.bytes_of(7) == 65528);
-    trial.reset();
-    for (int i = 0; i < 100 && !trial; ++i) trial = c.on_sample(7, TraceStatus::kComplete, 20000);
+    trial = until_change(c, TraceStatus::kComplete, 20000);
     REQUIRE(trial);
     CHECK(trial->new_bytes == 32760);
     back = c.on_sample(7, TraceStatus::kIncomplete, 32760);
@@ -365,16 +372,12 @@ TEST_CASE("once samples ran off a size above the base, the thread tries it again
     auto back = c.on_sample(7, TraceStatus::kIncomplete, 16384);
     REQUIRE(back);
     CHECK(back->new_bytes == 32760);
-    int changes = 0;
-    feed(c, 200, TraceStatus::kComplete, 30000, &changes);
-    CHECK(changes == 0);
+    CHECK(!until_change(c, TraceStatus::kComplete, 30000));
     CHECK(c.bytes_of(7) == 32760);
     // Stitched samples kept the whole fragment: no evidence that less would do.
-    feed(c, 200, TraceStatus::kStitched, 32760, &changes);
-    CHECK(changes == 0);
+    CHECK(!until_change(c, TraceStatus::kStitched, 32760));
     // A quiet window whose samples all would have fit 16 KB: the trial goes ahead.
-    trial.reset();
-    for (int i = 0; i < 100 && !trial; ++i) trial = c.on_sample(7, TraceStatus::kComplete, 12000);
+    trial = until_change(c, TraceStatus::kComplete, 12000);
     REQUIRE(trial);
     CHECK(trial->new_bytes == 16384);
 
@@ -384,11 +387,8 @@ TEST_CASE("once samples ran off a size above the base, the thread tries it again
         back = c.on_sample(7, TraceStatus::kIncomplete, 32760);   // deeper than 32 KB now
         REQUIRE(back);
         CHECK(back->new_bytes == 65528);
-        changes = 0;
-        feed(c, 200, TraceStatus::kComplete, 40000, &changes);
-        CHECK(changes == 0);
-        trial.reset();
-        for (int i = 0; i < 100 && !trial; ++i) trial = c.on_sample(7, TraceStatus::kComplete, 30000);
+        CHECK(!until_change(c, TraceStatus::kComplete, 40000));
+        trial = until_change(c, TraceStatus::kComplete, 30000);
         REQUIRE(trial);
         CHECK(trial->new_bytes == 32760);
     }
