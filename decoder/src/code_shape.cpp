@@ -621,10 +621,15 @@ const SpRange* SpRanges::find(uint64_t offset) const {
 SpRanges analyze_sp_ranges(const CodeLoad& code) {
     SpRanges out;
     const size_t size = code.code.size();
-    if (size == 0 || code.frame_size_words < 2 || code.kind == CodeKind::kMethodHandleIntrinsic) return out;
-    const uint32_t start = code.frame_complete_offset > 0 ? static_cast<uint32_t>(code.frame_complete_offset) : 0;
+    // A method-handle intrinsic builds no frame: its "frame sp" is its entry's, the return address
+    // at [sp], and on JDK 17 with ZGC its load barrier pushes r12 around the load (and saves every
+    // register before calling the runtime in its slow path).
+    const bool frameless = code.kind == CodeKind::kMethodHandleIntrinsic;
+    if (size == 0 || (code.frame_size_words < 2 && !frameless)) return out;
+    const uint32_t start =
+        !frameless && code.frame_complete_offset > 0 ? static_cast<uint32_t>(code.frame_complete_offset) : 0;
     if (start >= size) return out;
-    const int32_t ret_from_sp = (code.frame_size_words - 1) * 8;   // frame sp to the return address
+    const int32_t ret_from_sp = frameless ? 0 : (code.frame_size_words - 1) * 8;   // frame sp to the return address
 
     // Per-offset scratch kept between calls (one CodeLoad after another: no page faults, no malloc).
     thread_local Scratch scratch;

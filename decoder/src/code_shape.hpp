@@ -29,8 +29,10 @@ TopFrameShape analyze_top_frame(const CodeLoad& code, uint64_t pc);
 
 // Where compiled code moves rsp below its frame's normal sp after the frame is complete (C2's
 // string intrinsics push registers and copy short strings to the stack; C1 pushes arguments around
-// calls into Runtime1 stubs; a native wrapper's `leave` before its final checks), found once per
-// CodeLoad by a forward pass over its control flow from the frame-complete offset with delta 0.
+// calls into Runtime1 stubs; a native wrapper's `leave` before its final checks; JDK 17 ZGC's
+// `push r12` in a method-handle intrinsic, whose frame sp is its entry's), found once per CodeLoad
+// by a forward pass over its control flow from the frame-complete offset (an intrinsic's entry)
+// with delta 0.
 // A pc's frame sp is sp + delta; a pc reached with different deltas on different paths has several
 // candidates, which the walk resolves against the stack.
 struct SpRange {

@@ -536,6 +536,38 @@ TEST_CASE("a sample inside a GC barrier's C1 runtime stub of unknown size: its c
     }
 }
 
+TEST_CASE("JDK 17 ZGC's load barrier in a method-handle intrinsic pushes r12: the return address moves up",
+          "[decoder][moved_sp]") {
+    // invokeBasic with -XX:+UseZGC (Mixed probe, JDK 17, 1 ms): `push r12`, the load, the test of
+    // the bad mask, a slow path that saves registers and calls the runtime, `pop r12`, the jump on.
+    // At +0xa [sp] held r12 (an oop) and the walk failed bad_return_address, 10-17 samples a run.
+    MovedWorld mw(jdk_param());
+    CodeLoad mh = nmethod(kCodeCacheLow + 0x40000, 8, 0, CodeKind::kMethodHandleIntrinsic);
+    mh.code.assign(0x40, 0x90);
+    put_bytes(mh, 0x00, {0x41, 0x54, 0x4d, 0x8d, 0x61, 0x30, 0x49, 0x8b, 0x1c, 0x24,   // push r12; lea; mov rbx, [r12]
+                         0x49, 0x85, 0x5f, 0x20, 0x0f, 0x84, 0x1c, 0x00, 0x00, 0x00,   // test; je 0x30
+                         0x50, 0x51, 0x48, 0x81, 0xec, 0x80, 0x00, 0x00, 0x00});       // push rax; push rcx; sub rsp, 0x80
+    put_call(mh, 0x1d, kNativePc);                                                     // the runtime's barrier
+    put_bytes(mh, 0x22, {0x48, 0x81, 0xc4, 0x80, 0x00, 0x00, 0x00, 0x59, 0x48, 0x8b, 0xd8, 0x58,   // add rsp; pop rcx; mov rbx, rax; pop rax
+                         0x90, 0x90, 0x41, 0x5c, 0x48, 0x8b, 0x5b, 0x10, 0xff, 0x63, 0x40});      // pop r12 (0x30); mov; jmp [rbx+0x40]
+    mw.w.add_code(mh);
+    const uint64_t entry_sp = mw.sp_c + 3 * 8;   // the return address into D
+    const std::vector<MethodBci> expected{mb(8, -1), mb(5, 21)};
+    auto decode_at = [&](uint32_t offset, uint64_t sp) {
+        Decoder d(mw.w.map, test_options());
+        const CallTrace t = d.decode(sample_of(mw.s, mh.code_begin + offset, sp, 0x2222));
+        INFO("+" << offset << ": " << fail_reason_name(t.failure));
+        CHECK(t.status == TraceStatus::kComplete);
+        CHECK(java_frames(t) == expected);
+        return t;
+    };
+    mw.s.put(entry_sp - 8, 0x00001000002caab0);   // r12 as pushed: a colored oop
+    SECTION("before the push: [sp]") { CHECK(!decode_at(0x00, entry_sp).frames[0].sp_moved); }
+    SECTION("past the push") { CHECK(decode_at(0x0a, entry_sp - 8).frames[0].sp_moved); }
+    SECTION("back from the runtime in the slow path") { decode_at(0x22, entry_sp - 8 - 16 - 0x80); }
+    SECTION("after `pop r12`") { decode_at(0x32, entry_sp); }
+}
+
 TEST_CASE("a compute stub whose caller was not announced yet: the caller is walked as unannounced code, and "
           "the sample decoded again once it is in", "[decoder][moved_sp][stub]") {
     // IntrinsicStubs (JDK 17): libmExp sampled 1.2 ms before the CompiledMethodLoad of the OSR nmethod
