@@ -301,7 +301,10 @@ private:
             pc != vm.call_stub_return) {
             return false;
         }
-        CodeRegion r = map_.find_code(pc, time_).region;
+        return returns_into(map_.find_code(pc, time_).region);
+    }
+    // Code a return address may lead into (code-cache memory nobody announced is not such code).
+    static bool returns_into(CodeRegion r) {
         return r == CodeRegion::kInterpreter || r == CodeRegion::kCompiled || r == CodeRegion::kStub ||
                r == CodeRegion::kCallStubReturn;
     }
@@ -1305,9 +1308,9 @@ Walk::Step Walk::step_compiled(const CompiledCode& compiled) {
                              (c1 || !scope_at_pc(compiled, pc_));
     // A method-handle intrinsic too, whose frame is its return address alone: JDK 17's ZGC load
     // barrier in it pushes r12 (Mixed probe, `-XX:+UseZGC`, 1 ms: 10-17 samples at invokeBasic+0xa
-    // a run read the pushed oop as the return address, bad_return_address).
-    const bool mh_intrinsic = nm.kind == CodeKind::kMethodHandleIntrinsic;
-    if ((!frameless || mh_intrinsic) && !nm.code.empty() && shape.kind == detail::TopFrameShape::Kind::kComplete &&
+    // a run read the pushed oop as the return address, bad_return_address). The pass finds no
+    // ranges in other frameless code.
+    if (!nm.code.empty() && shape.kind == detail::TopFrameShape::Kind::kComplete &&
         !detail::is_deopt_return(nm, pc_) && (top_ || leaf_callee)) {
         const detail::SpRange* range = sp_ranges_of(compiled).find(pc_ - nm.code_begin);
         if (range && range->call_pending && top_) {
@@ -1675,10 +1678,10 @@ bool Walk::scan_for_caller(uint64_t from, size_t max_words, uint64_t& pc, uint64
         std::memcpy(&word, view_.data() + (slot - view_.begin()), sizeof word);
         if (by_value && !map_.in_code_cache(word) && !map_.in_interpreter(word) && word != vm.call_stub_return) continue;
         view_.read(slot, word);
-        if (!is_return_target(word)) {
-            if (map_.in_code_cache(word) && map_.find_code(word, time_).region == CodeRegion::kUnknownCodeCache) {
-                passed_unannounced = true;
-            }
+        // is_return_target's answer, whose value filter the one above has applied.
+        const CodeRegion region = map_.find_code(word, time_).region;
+        if (!returns_into(region)) {
+            if (region == CodeRegion::kUnknownCodeCache) passed_unannounced = true;
             continue;
         }
         // The stub either kept the caller's rbp in the register or pushed it just below the return
@@ -1945,7 +1948,7 @@ Walk::Step Walk::step_stub(const Stub* stub) {
         // libmExp named as IntrinsicStubs.task's callee, the OSR `maths` between them announced
         // 1.2 ms after the sample). Walked as unannounced code, so the sample is decoded again once
         // the announcement is in.
-        if (rbp_frame_into_java && builds_rbp_frame(map_, stub) && map_.in_code_cache(ret) &&
+        if (rbp_frame_into_java && builds_rbp_frame(map_, stub) &&
             map_.find_code(ret, time_).region == CodeRegion::kUnknownCodeCache) {
             bump(kStubRbpFrames);
             Step s = go_to(ret, fp_ + 2 * kWord, saved_fp);

@@ -188,9 +188,9 @@ std::optional<StackChange> StackController::on_sample(uint32_t tid, TraceStatus 
     uint32_t to = smaller(t.bytes);
     const uint64_t needed = uint64_t{t.max_kept} + settings_.shallow_slack_bytes;
     if (to <= t.ran_off_at && needed > to) {
-        // Samples ran off this size before, and some of this window's would again: no trial (the
-        // Novel test program's recursion of random depth, 100 us: a thread tried 16 KB and failed,
-        // then ran off 32 KB, each time losing its deepest samples to incompleteness).
+        // Samples ran off this size before, and some of this window's would again: no trial
+        // (bench/probes/Mixed.java's recursion of random depth, 100 us: a thread tried 16 KB and
+        // failed, then ran off 32 KB, each time losing its deepest samples to incompleteness).
         t.quiet = 0;
         t.max_kept = 0;
         return std::nullopt;
