@@ -219,8 +219,36 @@ void ElfFile::load_symbols() {
             load_table(*this, SHT_DYNSYM);
         }
     }
-    // Stable: of aliases (one address, several names) function_at answers the last in table order.
+    // Stable: aliases (one address, several names) keep their table order.
     radix_sort_by_key(symbols_, [](const Symbol& s) { return uint64_t{s.offset}; });
+    // Of aliases function_at answers the last: put there the name the function is known by, the one
+    // with the fewest leading underscores (glibc's debug file lists __clone3, clone3 and
+    // __GI___clone3 at one address, and read as __libc_read, __read, read, ...), else the last
+    // listed (C++'s constructor variants, all "_Z...").
+    const auto leading_underscores = [&](const Symbol& s) {
+        Elf64_Sym sym;
+        std::memcpy(&sym, symtab_ + uint64_t{s.index} * sizeof(Elf64_Sym), sizeof sym);
+        size_t n = 0;
+        while (sym.st_name + n < strtab_size_ && strtab_[sym.st_name + n] == '_') ++n;
+        return n;
+    };
+    for (size_t run = 0; run < symbols_.size();) {
+        size_t end = run + 1;
+        while (end < symbols_.size() && symbols_[end].offset == symbols_[run].offset) ++end;
+        if (end - run > 1) {
+            size_t best = end - 1;
+            size_t fewest = leading_underscores(symbols_[best]);
+            for (size_t k = end - 1; k-- > run;) {
+                const size_t n = leading_underscores(symbols_[k]);
+                if (n < fewest) {
+                    best = k;
+                    fewest = n;
+                }
+            }
+            std::swap(symbols_[best], symbols_[end - 1]);
+        }
+        run = end;
+    }
     symbol_pages_.build(symbols_.size(), [&](size_t i) { return symbols_base_ + symbols_[i].offset; });
 }
 

@@ -92,9 +92,42 @@ std::map<uint64_t, std::vector<std::string>> readelf_functions(const std::string
     return functions;
 }
 
+// The name function_at gives of aliases listed in table order: the fewest leading underscores, of
+// those the last listed.
+std::string known_alias(const std::vector<std::string>& names) {
+    const auto underscores = [](const std::string& n) { return n.find_first_not_of('_'); };
+    std::string best = names.back();
+    for (auto it = names.rbegin(); it != names.rend(); ++it) {
+        if (underscores(*it) < underscores(best)) best = *it;
+    }
+    return best;
+}
+
 }  // namespace
 
-TEST_CASE("function_at names every function of libjvm's symbol table at its start, an alias as the last listed") {
+// Three names of one function, as glibc's debug file has them (__clone3, clone3, __GI___clone3).
+extern "C" {
+__attribute__((noinline, used)) int sf_test_aliased(int x) { return x * 3 + 1; }
+int __sf_test_aliased(int) noexcept __attribute__((alias("sf_test_aliased")));
+int __GI___sf_test_aliased(int) noexcept __attribute__((alias("sf_test_aliased")));
+}
+
+TEST_CASE("function_at names aliases by the name with the fewest leading underscores") {
+    const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    const auto functions = readelf_functions(self);
+    const auto it = std::find_if(functions.begin(), functions.end(), [](const auto& f) {
+        return std::find(f.second.begin(), f.second.end(), "sf_test_aliased") != f.second.end();
+    });
+    REQUIRE(it != functions.end());
+    REQUIRE(it->second.size() == 3);
+    sf::ElfFile elf(self);
+    const auto found = elf.function_at(it->first + 1);
+    REQUIRE(found.has_value());
+    CHECK(found->name == "sf_test_aliased");
+    CHECK(sf_test_aliased(1) == 4);
+}
+
+TEST_CASE("function_at names every function of libjvm's symbol table at its start, aliases by the known name") {
     const std::string path = sf::test::kJdk17 + "/lib/server/libjvm.so";
     REQUIRE(std::filesystem::exists(path));   // scripts/setup.sh installs JDK 17
     const auto functions = readelf_functions(path);
@@ -107,7 +140,7 @@ TEST_CASE("function_at names every function of libjvm's symbol table at its star
         INFO("address " << std::hex << address);
         REQUIRE(found.has_value());
         REQUIRE(found->vaddr == address);
-        REQUIRE(std::string(found->name) == names.back());
+        REQUIRE(std::string(found->name) == known_alias(names));
         aliased += names.size() > 1;
     }
     REQUIRE(aliased > 0);   // the rule for aliases was exercised
