@@ -937,7 +937,7 @@ detail::NativeUnwinder::Outcome Walk::push_native_and_step(uint64_t pc, uint64_t
         take_known_caller(*facts);
         return Outcome::kStepped;
     }
-    if (d_.options_.symbolize_native) last_frame().symbol = d_.native_->symbol(pc);
+    if (d_.options_.symbolize_native) last_frame().symbol = d_.native_->caller_symbol(pc);
     const Outcome outcome = d_.options_.use_libunwind ? d_.native_->step_dwarf(view_, pc, sp, fp, false, next)
                                                       : Outcome::kFailed;
     if (outcome == Outcome::kStepped && next.sp > sp && !next.interrupted) {
@@ -2140,7 +2140,8 @@ Walk::Step Walk::step_native() {
     if (!push_frame(FrameKind::kNative, 0, -1, 0, pc_)) return fail(FailReason::kTooDeep);
     bump(kNativeFrames);
     if (d_.options_.symbolize_native && known_module && d_.native_) {
-        last_frame().symbol = d_.native_->symbol(pc_);
+        // An interrupted pc (the sample's, or a signal's) is the instruction itself.
+        last_frame().symbol = top_ ? d_.native_->symbol(pc_) : d_.native_->caller_symbol(pc_);
     }
 
     detail::NativeStep next;

@@ -468,7 +468,7 @@ void NativeUnwinder::learn_caller(uint64_t pc) {
     if (rule.ip != ip || rule.state != Rule::kKnown || !rule.from_cfi) return;
     CallerFacts facts;
     facts.pc = pc;
-    facts.symbol = symbol(pc);
+    facts.symbol = caller_symbol(pc);
     facts.cfa_offset = rule.cfa_offset;
     facts.ra_offset = rule.ra_offset;
     facts.fp_offset = rule.fp_offset;

@@ -143,6 +143,11 @@ public:
 
     // The symbol containing pc (none when unknown).
     InternedName symbol(uint64_t pc);
+    // A caller frame's symbol: the function its call lies in. A call to a function that never
+    // returns can be its caller's last instruction, and its return address the next function's
+    // first byte or past every symbol (G1's GangWorker::run ends in `call GangWorker::loop`), so
+    // the byte before it is what is looked up, as for the frame's unwind row.
+    InternedName caller_symbol(uint64_t return_address) { return symbol(return_address - 1); }
 
     // From the module files' code bytes, for a top pc without unwind info. `direct_call_into`: an
     // `e8 rel32` ends at `ret` and calls an address at most kLeafReach bytes at or below `pc` (the

@@ -110,6 +110,50 @@ TEST_CASE("native frames are unwound with libunwind and named from the ELF symbo
     CHECK(d.stats().libunwind_steps >= 3);
 }
 
+// A call that is its function's last instruction, as a compiler emits one to a function that never
+// returns (G1's GangWorker::run ends in `call GangWorker::loop`): the return address is the next
+// function's first byte. Here the next function, sf_test_after_last_call, is the rest of the caller
+// (`pop rbp; ret`), so the test's callee may return.
+extern "C" void sf_test_last_call(void (*callee)());
+extern "C" void sf_test_after_last_call();
+asm(".text\n.globl sf_test_last_call\n.type sf_test_last_call, @function\nsf_test_last_call:\n"
+    "    .cfi_startproc\n"
+    "    push %rbp\n    .cfi_adjust_cfa_offset 8\n    .cfi_rel_offset %rbp, 0\n"
+    "    mov %rsp, %rbp\n    .cfi_def_cfa_register %rbp\n"
+    "    call *%rdi\n"
+    "    .cfi_endproc\n.size sf_test_last_call, .-sf_test_last_call\n"
+    ".globl sf_test_after_last_call\n.type sf_test_after_last_call, @function\nsf_test_after_last_call:\n"
+    "    .cfi_startproc\n    .cfi_def_cfa %rbp, 16\n    .cfi_offset %rbp, -16\n"
+    "    pop %rbp\n    .cfi_def_cfa %rsp, 8\n    ret\n"
+    "    .cfi_endproc\n.size sf_test_after_last_call, .-sf_test_after_last_call\n");
+
+namespace {
+__attribute__((noinline)) void snapshot_below_last_call() { take_snapshot(); asm volatile("" ::: "memory"); }
+__attribute__((noinline)) void calls_last_call() { sf_test_last_call(&snapshot_below_last_call); asm volatile("" ::: "memory"); }
+}  // namespace
+
+TEST_CASE("a caller whose call is its last instruction is named by the call, not by the code after it",
+          "[decoder][native]") {
+    prepare_snapshot();
+    calls_last_call();
+    test::World w;
+    for (const auto& m : test::self_modules()) w.map.apply(Event{m});
+    for (int pass = 0; pass < 2; ++pass) {   // the second from the caller's memo line
+        Decoder d(w.map, DecoderOptions{});
+        CallTrace t = d.decode(g_snapshot);
+        if (pass == 1) t = d.decode(g_snapshot);
+        INFO(symbols_of(t) << fail_reason_name(t.failure));
+        const auto at = std::find_if(t.frames.begin(), t.frames.end(), [](const Frame& f) {
+            return f.pc == reinterpret_cast<uint64_t>(&sf_test_after_last_call);
+        });
+        REQUIRE(at != t.frames.end());
+        CHECK(at->symbol.str() == "sf_test_last_call");
+        // The walk went on through it, by the call's unwind row, to the function that called it.
+        REQUIRE(at + 1 != t.frames.end());
+        CHECK((at + 1)->symbol.str().find("calls_last_call") != std::string::npos);
+    }
+}
+
 // A frame found through rbx, as glibc's _dl_runtime_resolve keeps its own: it saves rbp and rbx,
 // points rbx at them, aligns rsp down and calls on with rbp zeroed. Its callee saves rbx and puts
 // something else there, so rbx's value in this frame is only in the callee's save slot.
