@@ -39,6 +39,29 @@ std::string without_hidden_class_address(std::string name) {
     return name;
 }
 
+// A C++ function's demangled name with its parameter list (and what follows it: " const"), as
+// stackfrag writes native frames, "PhaseChaitin::Split(unsigned int, ResourceArea*)": async-profiler
+// writes "PhaseChaitin::Split", so without this no native context of the two would ever match. The
+// list is the last parenthesised group, found from its ')' back to the '(' that balances it, so
+// parentheses in the function's own name ("(anonymous namespace)::f(int)",
+// "{lambda(int)#1}::operator()(int) const") stay, and so does a name already cut. A name that
+// would be left empty stays whole.
+std::string without_arguments(std::string name) {
+    const size_t close = name.rfind(')');
+    if (close == std::string::npos) return name;
+    int depth = 0;
+    for (size_t i = close + 1; i-- > 0;) {
+        if (name[i] == ')') ++depth;
+        if (name[i] == '(' && --depth == 0) {
+            // "X::operator()" is the call operator's name, which async-profiler's cut leaves.
+            const bool call_operator = close == i + 1 && std::string_view(name).substr(0, i).ends_with("operator");
+            if (i > 0 && !call_operator) name.resize(i);
+            return name;
+        }
+    }
+    return name;
+}
+
 uint64_t self_of(const Node& node, Counter counter) {
     return counter == Counter::kSamples ? node.self_samples : node.self_weight;
 }
@@ -214,6 +237,16 @@ std::vector<double> ranks(std::span<const double> values) {
     return rank;
 }
 
+// The root stackfrag puts above a JVM thread's stacks, "[C2 CompilerThread]", "[GC Thread]"
+// (CallTrace::root): which threads, as a thread frame says, so dropped with them. A bracketed native frame under the
+// root with frames below it; a lone "[kernel]" or "[unknown]" sample stays.
+bool is_thread_kind_root(const Cct& cct, NodeId id) {
+    const Node& n = cct.node(id);
+    if (n.parent != kRootNode || cct.children(id).empty()) return false;
+    const FrameDesc& desc = cct.frame(n.frame);
+    return desc.type == FrameType::kNative && desc.name.size() > 2 && desc.name.front() == '[' && desc.name.back() == ']';
+}
+
 }  // namespace
 
 std::string context_frame_name(const FrameDesc& frame, const ContextOptions& options) {
@@ -230,9 +263,27 @@ Cct normalize_contexts(const Cct& cct, const ContextOptions& options) {
         const FrameDesc& desc = cct.frame(f);
         FrameDesc normal;
         normal.name = without_hidden_class_address(options.merge_frame_kinds ? strip_kind_suffix(desc.name) : desc.name);
+        // Thread frames and markers ("[worker (2) tid=7]", "[truncated]") are names, not signatures.
+        if (desc.type != FrameType::kThread && !is_marker(desc.type) && !normal.name.starts_with('[')) {
+            normal.name = without_arguments(std::move(normal.name));
+        }
         const bool keeps_type = !options.merge_frame_kinds || is_marker(desc.type);
         normal.type = keeps_type ? desc.type : FrameType::kNative;
         frame_map[f] = out.intern_frame(normal);
+    }
+    // A kernel-mode sample: stackfrag marks it with one "[kernel]" frame (the kernel's own stack is not
+    // copied), async-profiler lists the kernel's frames ("do_syscall_64_[k]"). Any run of kernel
+    // frames is one "[kernel]", so that the two say the same of where the time went.
+    std::vector<bool> kernel(cct.frame_count(), false);
+    FrameDesc kernel_desc;
+    kernel_desc.name = kKernelFrameName;
+    FrameId kernel_frame = kRootFrame;
+    if (options.merge_frame_kinds) {
+        for (FrameId f = 1; f < cct.frame_count(); ++f) {
+            const std::string& name = cct.frame(f).name;
+            kernel[f] = name == kKernelFrameName || (name.size() > 4 && name.ends_with("_[k]"));
+            if (kernel[f] && kernel_frame == kRootFrame) kernel_frame = out.intern_frame(kernel_desc);
+        }
     }
     std::vector<NodeId> node_map(cct.node_count(), kRootNode);
     for (NodeId id = 0; id < cct.node_count(); ++id) {
@@ -240,8 +291,15 @@ Cct normalize_contexts(const Cct& cct, const ContextOptions& options) {
         NodeId mapped = kRootNode;
         if (id != kRootNode) {
             mapped = node_map[n.parent];
-            const bool dropped = options.ignore_threads && cct.frame(n.frame).type == FrameType::kThread;
-            if (!dropped) mapped = out.child_or_create(mapped, frame_map[n.frame], -1);
+            const bool dropped = options.ignore_threads && (cct.frame(n.frame).type == FrameType::kThread ||
+                                                            is_thread_kind_root(cct, id));
+            if (kernel[n.frame]) {
+                if (mapped == kRootNode || out.node(mapped).frame != kernel_frame) {
+                    mapped = out.child_or_create(mapped, kernel_frame, -1);
+                }
+            } else if (!dropped) {
+                mapped = out.child_or_create(mapped, frame_map[n.frame], -1);
+            }
         }
         node_map[id] = mapped;
         if (n.self_samples > 0 || n.self_weight > 0) out.add_samples(mapped, n.self_samples, n.self_weight);

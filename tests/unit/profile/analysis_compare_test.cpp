@@ -135,8 +135,8 @@ TEST_CASE("compiled, interpreted and inlined runs of a method are one context un
     CHECK(overlap(interpreted_run, compiled_run, kinds_kept) == 0.0);
     CHECK(overlap(interpreted_run, interpreted_run, kinds_kept) == Approx(1.0));
 
-    // Kernel frames keep their name without async-profiler's "_[k]".
-    CHECK(overlap(collapsed("main;write;ksys_write_[k] 2\n"), collapsed("main;write;ksys_write 2\n")) == Approx(1.0));
+    // Kernel frames, async-profiler's "_[k]", are one "[kernel]" frame (the test after the next).
+    CHECK(overlap(collapsed("main;write;ksys_write_[k] 2\n"), collapsed("main;write;[kernel] 2\n")) == Approx(1.0));
 }
 
 TEST_CASE("thread frames are ignored unless asked for") {
@@ -226,4 +226,40 @@ TEST_CASE("hidden classes of two runs are one context: their addresses are dropp
     CHECK(overlap(run1, run2, ContextOptions{.merge_frame_kinds = false}) == Approx(0.25));
     // A name with ".0x" that is no address stays as it is.
     CHECK(overlap(collapsed("a.0xyz 1\n"), collapsed("a 1\n")) == 0.0);
+}
+
+TEST_CASE("a native frame matches async-profiler's name for it: the C++ parameter list is dropped") {
+    // stackfrag names C++ frames with their parameters, async-profiler without (its collapsed output).
+    Cct ours = collapsed("start_thread;thread_native_entry(Thread*);PhaseChaitin::Split(unsigned int, ResourceArea*) 4\n"
+                         "start_thread;(anonymous namespace)::run(int);Klass::name() const 2\n"
+                         "start_thread;{lambda(int)#1}::operator()(int) const 1\n");
+    Cct theirs = collapsed("start_thread;thread_native_entry;PhaseChaitin::Split 4\n"
+                           "start_thread;(anonymous namespace)::run;Klass::name 2\n"
+                           "start_thread;{lambda(int)#1}::operator() 1\n");
+    CHECK(overlap(ours, theirs) == Approx(1.0));
+    ProfileComparison c = compare_profiles(ours, theirs);
+    CHECK(c.hot_a_in_b.share() == Approx(1.0));
+    REQUIRE(c.methods.pearson.has_value());
+    CHECK(*c.methods.pearson == Approx(1.0));
+    // async-profiler's names are cut already: cutting them again must not take a call operator's "()".
+    CHECK(overlap(collapsed("main;S::operator()() 1\n"), collapsed("main;S::operator() 1\n")) == Approx(1.0));
+    // Overloads of one function become one context, as Java overloads do.
+    CHECK(overlap(collapsed("main;f(int) 1\nmain;f(long) 1\n"), collapsed("main;f 2\n")) == Approx(1.0));
+    // Thread frames and names that are parentheses alone are not parameter lists.
+    const ContextOptions keep_threads{.ignore_threads = false};
+    CHECK(overlap(collapsed("[pool (2) tid=7];f(int) 1\n"), collapsed("[pool (2) tid=7];f 1\n"), keep_threads) ==
+          Approx(1.0));
+    CHECK(overlap(collapsed("[pool (2) tid=7];f 1\n"), collapsed("[pool  tid=7];f 1\n"), keep_threads) == 0.0);
+    CHECK(overlap(collapsed("main;(x) 1\n"), collapsed("main;x 1\n")) == 0.0);
+}
+
+TEST_CASE("a run of async-profiler's kernel frames is one [kernel] frame, as stackfrag marks a kernel-mode sample") {
+    Cct ours = collapsed("main;read;[kernel] 3\nmain;work 1\n");
+    Cct theirs = collapsed("main;read;entry_SYSCALL_64_[k];do_syscall_64_[k];ksys_read_[k] 2\n"
+                           "main;read;entry_SYSCALL_64_[k];do_syscall_64_[k] 1\nmain;work 1\n");
+    CHECK(overlap(ours, theirs) == Approx(1.0));
+    // Kernel frames between user frames (a signal delivered on the way out) are one frame too.
+    CHECK(overlap(collapsed("a;x_[k];y_[k];b 1\n"), collapsed("a;[kernel];b 1\n")) == Approx(1.0));
+    // With frame kinds kept, kernel frames stay as they are.
+    CHECK(overlap(ours, theirs, ContextOptions{.merge_frame_kinds = false}) == Approx(0.25));
 }
