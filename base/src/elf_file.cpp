@@ -223,26 +223,28 @@ void ElfFile::load_symbols() {
     radix_sort_by_key(symbols_, [](const Symbol& s) { return uint64_t{s.offset}; });
     // Of aliases function_at answers the last: put there the name the function is known by, the one
     // with the fewest leading underscores (glibc's debug file lists __clone3, clone3 and
-    // __GI___clone3 at one address, and read as __libc_read, __read, read, ...), else the last
-    // listed (C++'s constructor variants, all "_Z...").
-    const auto leading_underscores = [&](const Symbol& s) {
+    // __GI___clone3 at one address, and read as __libc_read, __read, read, ...), of those one that
+    // is no old version's compatibility name (libm's __fmod_finite@GLIBC_2.15 beside
+    // __ieee754_fmod), else the last listed (C++'s constructor variants, all "_Z...").
+    const auto rank = [&](const Symbol& s) {
         Elf64_Sym sym;
         std::memcpy(&sym, symtab_ + uint64_t{s.index} * sizeof(Elf64_Sym), sizeof sym);
-        size_t n = 0;
-        while (sym.st_name + n < strtab_size_ && strtab_[sym.st_name + n] == '_') ++n;
-        return n;
+        const std::string_view name(strtab_ + sym.st_name, strnlen(strtab_ + sym.st_name, strtab_size_ - sym.st_name));
+        const size_t underscores = std::min(name.find_first_not_of('_'), name.size());
+        const bool compat = name.find('@') != std::string_view::npos && name.find("@@") == std::string_view::npos;
+        return std::pair(underscores, compat);
     };
     for (size_t run = 0; run < symbols_.size();) {
         size_t end = run + 1;
         while (end < symbols_.size() && symbols_[end].offset == symbols_[run].offset) ++end;
         if (end - run > 1) {
             size_t best = end - 1;
-            size_t fewest = leading_underscores(symbols_[best]);
+            auto best_rank = rank(symbols_[best]);
             for (size_t k = end - 1; k-- > run;) {
-                const size_t n = leading_underscores(symbols_[k]);
-                if (n < fewest) {
+                const auto r = rank(symbols_[k]);
+                if (r < best_rank) {
                     best = k;
-                    fewest = n;
+                    best_rank = r;
                 }
             }
             std::swap(symbols_[best], symbols_[end - 1]);

@@ -72,7 +72,7 @@ public:
     };
     // The function symbol covering `vaddr` (one of size 0 covers up to the next); the table is
     // read on the first call. Of aliases, the name with the fewest leading underscores ("clone3",
-    // not "__GI___clone3"), else the last listed.
+    // not "__GI___clone3"), of those not an old version's ("name@VERSION"), else the last listed.
     std::optional<Function> function_at(uint64_t vaddr);
     // Whether the symbols came from a detached debug file (known after the first function_at).
     bool symbols_from_debug_file() const { return debug_file_ != nullptr; }
