@@ -5,9 +5,12 @@
 #     mode=jvmti at 1 kHz (bench/accuracy/accuracy.py says how the shares are computed);
 #  2. every shared workload: `stackfrag diff` of stackfrag (perf, interval=1ms) against mode=jvmti
 #     (interval=1ms) — degree of overlap, hot-context coverage both ways, method correlation — and,
-#     for scale, of two stackfrag runs against each other (run-to-run noise).
+#     for scale, of two stackfrag runs against each other (run-to-run noise);
+#  3. with ASYNC_PROFILER=/path/libasyncProfiler.so (built from its sources; never committed): its
+#     ground-truth distance at 1 kHz beside stackfrag's, and `stackfrag diff` of stackfrag against it
+#     on every workload, with two of its runs against each other for scale.
 # The tables replace the "Accuracy (bench/accuracy.sh)" section of docs/benchmarks.md (-n: only print).
-# Usage: bench/accuracy.sh [-i ITER] [-g SLICES] [-w "xalan lucene ..."] [-n]
+# Usage: [ASYNC_PROFILER=…] bench/accuracy.sh [-i ITER] [-g SLICES] [-w "xalan lucene ..."] [-n]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SHARED="${STACKFRAG_SHARED_DIR:-$ROOT/../shared}/bench/workloads"
@@ -44,16 +47,39 @@ run() {
   "$CLI" query "$WORK/$name.json" --json --top 1000000 > "$WORK/$name.query.json"
 }
 
+# run_ap NAME WORKLOAD: the workload under async-profiler (event=cpu, 1 ms) writing NAME.collapsed.
+AP="${ASYNC_PROFILER:-}"
+[ -z "$AP" ] || [ -r "$AP" ] || { echo "ASYNC_PROFILER=$AP: no such file" >&2; exit 2; }
+run_ap() {
+  local name="$1" workload="$2" iter="$ITER"
+  [ "$workload" = groundtruth ] && iter="$SLICES"
+  echo "== $name: $workload ITER=$iter, async-profiler" >&2
+  if ! JAVA_HOME="$JDK" ITER="$iter" THREADS=2 GT_SLICE_MS=1000 \
+      JAVA_OPTS="-agentpath:$AP=start,event=cpu,interval=1ms,file=$WORK/$name.collapsed,collapsed" \
+      "$SHARED/$workload/run.sh" > "$WORK/$name.out" 2> "$WORK/$name.err"; then
+    tail -5 "$WORK/$name.err" >&2
+    return 1
+  fi
+  "$CLI" query "$WORK/$name.collapsed" --json --top 1000000 > "$WORK/$name.query.json"
+}
+
 # 1. Ground truth.
 truth_table="$WORK/truth.md"
 {
   echo "| profiler | interval | samples | in kernels | TVD (total shares) pp | TVD (self shares) pp | largest error |"
   echo "|---|---|---:|---:|---:|---:|---|"
 } > "$truth_table"
-for row in "stackfrag:interval=1ms:1 ms" "stackfrag:interval=100us:100 µs" "jvmti:mode=jvmti,interval=1ms:1 ms"; do
+rows=("stackfrag:interval=1ms:1 ms" "stackfrag:interval=100us:100 µs" "jvmti:mode=jvmti,interval=1ms:1 ms")
+[ -z "$AP" ] || rows+=("async-profiler:event=cpu:1 ms")
+for row in "${rows[@]}"; do
   IFS=: read -r profiler options interval <<< "$row"
   name="gt-$profiler-${options//[^a-z0-9]/}"
-  if ! run "$name" groundtruth "$options"; then
+  if [ "$profiler" = async-profiler ]; then
+    ran() { run_ap "$name" groundtruth; }
+  else
+    ran() { run "$name" groundtruth "$options"; }
+  fi
+  if ! ran; then
     echo "| $profiler | $interval | run failed | | | | |" >> "$truth_table"
     continue
   fi
@@ -104,6 +130,37 @@ print(f"| {sys.argv[2]} | {d['samples_a']} / {d['samples_b']} | {f(d['overlap'])
       f"{f(d['hot_coverage_b_in_a'])} | {f(d['method_correlation'])} | {again} |")
 PY
 done
+
+# 3. stackfrag against async-profiler, and async-profiler against itself.
+ap_table="$WORK/ap.md"
+if [ -n "$AP" ]; then
+  {
+    echo "| workload | samples stackfrag / async-profiler | overlap | hot coverage stackfrag in async-profiler | hot coverage async-profiler in stackfrag | method correlation | overlap of two async-profiler runs |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+  } > "$ap_table"
+  for w in $WORKLOADS; do
+    a="$w-stackfrag" b="$w-ap" c="$w-ap-again"
+    [ "$w" = groundtruth ] && [ -f "$WORK/gt-stackfrag-interval1ms.json" ] && cp "$WORK/gt-stackfrag-interval1ms.json" "$WORK/$a.json"
+    if [ ! -f "$WORK/$a.json" ] || ! run_ap "$b" "$w"; then
+      echo "| $w | run failed | | | | | |" >> "$ap_table"
+      continue
+    fi
+    "$CLI" diff "$WORK/$a.json" "$WORK/$b.collapsed" --json > "$WORK/$w.ap.json"
+    again=""
+    if run_ap "$c" "$w"; then
+      "$CLI" diff "$WORK/$b.collapsed" "$WORK/$c.collapsed" --json > "$WORK/$w.ap-again.json"
+      again="$WORK/$w.ap-again.json"
+    fi
+    python3 - "$WORK/$w.ap.json" "$w" "$again" >> "$ap_table" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = lambda v: "–" if v is None else f"{v:.3f}"
+again = f(json.load(open(sys.argv[3]))["overlap"]) if sys.argv[3] else "run failed"
+print(f"| {sys.argv[2]} | {d['samples_a']} / {d['samples_b']} | {f(d['overlap'])} | {f(d['hot_coverage_a_in_b'])} | "
+      f"{f(d['hot_coverage_b_in_a'])} | {f(d['method_correlation'])} | {again} |")
+PY
+  done
+fi
 minutes=$(( ($(date +%s) - started + 59) / 60 ))
 
 body="$WORK/body.md"
@@ -129,6 +186,16 @@ body="$WORK/body.md"
   echo "workload: the overlap that run-to-run variation alone leaves."
   echo
   cat "$diff_table"
+  if [ -n "$AP" ]; then
+    echo
+    echo "**stackfrag against async-profiler** (\`event=cpu,interval=1ms\`, built from its sources; separate"
+    echo "runs): the same \`stackfrag diff\`. Its normalisation makes the two profilers' names comparable"
+    echo "(C++ parameter lists, the JVM threads' kind roots, kernel frames as one \`[kernel]\`). stackfrag's"
+    echo "own threads are in its profile (their top frames), async-profiler's are not. The last column"
+    echo "compares two async-profiler runs: what run-to-run variation leaves."
+    echo
+    cat "$ap_table"
+  fi
 } > "$body"
 cat "$body"
 if [ "$DOC" = 1 ]; then
