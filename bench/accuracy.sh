@@ -100,6 +100,19 @@ print(", ".join(f"{m.group(1).split('.', 1)[1]} {m.group(2)}%" for m in
 PY
 )" || truth_shares="(no truth: the run failed)"
 
+# diff_row DIFF_JSON WORKLOAD [AGAIN_JSON]: a table row of `stackfrag diff --json`'s figures, with the
+# overlap of the run-to-run comparison AGAIN_JSON last ("run failed" without one).
+diff_row() {
+  python3 - "$1" "$2" "${3:-}" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = lambda v: "–" if v is None else f"{v:.3f}"
+again = f(json.load(open(sys.argv[3]))["overlap"]) if sys.argv[3] else "run failed"
+print(f"| {sys.argv[2]} | {d['samples_a']} / {d['samples_b']} | {f(d['overlap'])} | {f(d['hot_coverage_a_in_b'])} | "
+      f"{f(d['hot_coverage_b_in_a'])} | {f(d['method_correlation'])} | {again} |")
+PY
+}
+
 # 2. stackfrag against mode=jvmti, and against itself.
 diff_table="$WORK/diff.md"
 {
@@ -121,14 +134,7 @@ for w in $WORKLOADS; do
     "$CLI" diff "$WORK/$a.json" "$WORK/$c.json" --json > "$WORK/$w.again.json"
     again="$WORK/$w.again.json"
   fi
-  python3 - "$WORK/$w.diff.json" "$w" "$again" >> "$diff_table" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-f = lambda v: "–" if v is None else f"{v:.3f}"
-again = f(json.load(open(sys.argv[3]))["overlap"]) if sys.argv[3] else "run failed"
-print(f"| {sys.argv[2]} | {d['samples_a']} / {d['samples_b']} | {f(d['overlap'])} | {f(d['hot_coverage_a_in_b'])} | "
-      f"{f(d['hot_coverage_b_in_a'])} | {f(d['method_correlation'])} | {again} |")
-PY
+  diff_row "$WORK/$w.diff.json" "$w" "$again" >> "$diff_table"
 done
 
 # 3. stackfrag against async-profiler, and async-profiler against itself.
@@ -151,14 +157,7 @@ if [ -n "$AP" ]; then
       "$CLI" diff "$WORK/$b.collapsed" "$WORK/$c.collapsed" --json > "$WORK/$w.ap-again.json"
       again="$WORK/$w.ap-again.json"
     fi
-    python3 - "$WORK/$w.ap.json" "$w" "$again" >> "$ap_table" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-f = lambda v: "–" if v is None else f"{v:.3f}"
-again = f(json.load(open(sys.argv[3]))["overlap"]) if sys.argv[3] else "run failed"
-print(f"| {sys.argv[2]} | {d['samples_a']} / {d['samples_b']} | {f(d['overlap'])} | {f(d['hot_coverage_a_in_b'])} | "
-      f"{f(d['hot_coverage_b_in_a'])} | {f(d['method_correlation'])} | {again} |")
-PY
+    diff_row "$WORK/$w.ap.json" "$w" "$again" >> "$ap_table"
   done
 fi
 minutes=$(( ($(date +%s) - started + 59) / 60 ))
