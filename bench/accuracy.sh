@@ -33,35 +33,25 @@ WORK="$(mktemp -d /dev/shm/sf-accuracy.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 started=$(date +%s)
 
-# run NAME WORKLOAD AGENT_OPTIONS: the workload with the agent writing NAME.json; 1 when it failed.
-run() {
-  local name="$1" workload="$2" options="$3" iter="$ITER"
+# run_with NAME WORKLOAD AGENT PROFILE LABEL: the workload with -agentpath:AGENT writing the profile
+# PROFILE (in $WORK), then its query json NAME.query.json; 1 when it failed.
+run_with() {
+  local name="$1" workload="$2" agent="$3" profile="$WORK/$4" iter="$ITER"
   [ "$workload" = groundtruth ] && iter="$SLICES"
-  echo "== $name: $workload ITER=$iter, $options" >&2
-  if ! JAVA_HOME="$JDK" ITER="$iter" THREADS=2 GT_SLICE_MS=1000 \
-      JAVA_OPTS="-agentpath:$BUILD/lib/libstackfrag.so=$options,file=$WORK/$name.json" \
+  echo "== $name: $workload ITER=$iter, $5" >&2
+  if ! JAVA_HOME="$JDK" ITER="$iter" THREADS=2 GT_SLICE_MS=1000 JAVA_OPTS="-agentpath:$agent" \
       "$SHARED/$workload/run.sh" > "$WORK/$name.out" 2> "$WORK/$name.err"; then
     tail -5 "$WORK/$name.err" >&2
     return 1
   fi
-  "$CLI" query "$WORK/$name.json" --json --top 1000000 > "$WORK/$name.query.json"
+  "$CLI" query "$profile" --json --top 1000000 > "$WORK/$name.query.json"
 }
-
-# run_ap NAME WORKLOAD: the workload under async-profiler (event=cpu, 1 ms) writing NAME.collapsed.
+# run NAME WORKLOAD AGENT_OPTIONS: stackfrag writing NAME.json.
+run() { run_with "$1" "$2" "$BUILD/lib/libstackfrag.so=$3,file=$WORK/$1.json" "$1.json" "$3"; }
+# run_ap NAME WORKLOAD: async-profiler (event=cpu, 1 ms) writing NAME.collapsed.
 AP="${ASYNC_PROFILER:-}"
 [ -z "$AP" ] || [ -r "$AP" ] || { echo "ASYNC_PROFILER=$AP: no such file" >&2; exit 2; }
-run_ap() {
-  local name="$1" workload="$2" iter="$ITER"
-  [ "$workload" = groundtruth ] && iter="$SLICES"
-  echo "== $name: $workload ITER=$iter, async-profiler" >&2
-  if ! JAVA_HOME="$JDK" ITER="$iter" THREADS=2 GT_SLICE_MS=1000 \
-      JAVA_OPTS="-agentpath:$AP=start,event=cpu,interval=1ms,file=$WORK/$name.collapsed,collapsed" \
-      "$SHARED/$workload/run.sh" > "$WORK/$name.out" 2> "$WORK/$name.err"; then
-    tail -5 "$WORK/$name.err" >&2
-    return 1
-  fi
-  "$CLI" query "$WORK/$name.collapsed" --json --top 1000000 > "$WORK/$name.query.json"
-}
+run_ap() { run_with "$1" "$2" "$AP=start,event=cpu,interval=1ms,file=$WORK/$1.collapsed,collapsed" "$1.collapsed" async-profiler; }
 
 # 1. Ground truth.
 truth_table="$WORK/truth.md"
