@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Decoding on programs no test and no shared workload has (bench/probes/*.java: deoptimizing class
 # hierarchies, method handles, regexes, crypto and sort intrinsics, a StackOverflowError thrown over
-# and over, virtual threads, service-like code with a recursion of random depth), each recorded
+# and over, virtual threads, service-like code with a recursion of random depth; and, where
+# Debian's rhino and scala packages are installed, JavaScript on Rhino compiled and interpreted and
+# the Scala compiler at work), each recorded
 # with validate and replayed; prints a Markdown table of decoded %, failures by reason and
 # agreement with AsyncGetCallTrace (docs/benchmarks.md, "Failed walks", forty-second session).
-# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac Vec Natives Mixed"] [-k DIR] [-a] [-J JDK]
+# Usage: bench/probes.sh [-s SECONDS] [-t INTERVAL] [-j "JVM flags"] [-p "Unseen Unseen2 SOE VT Javac Vec Natives Mixed Rhino RhinoInterp Scalac"] [-k DIR] [-a] [-J JDK]
 #   -k DIR: keep the recordings (PROGRAM-JDK.sfr) there, to read the failures with `stackfrag replay`
 #   -J JDK: that JDK only (a JAVA_HOME: another update of a release, say), instead of JDK 17 and 25
 #   -a: run each program beside a Java agent that retransforms ~300 loaded classes once a second,
@@ -14,7 +16,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${STACKFRAG_BUILD_DIR:-$ROOT/build}"
-SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac Vec Natives Mixed" KEEP= RETRANSFORM= ONLY_JDK=
+SECONDS_TO_RUN=8 INTERVAL=100us JVM_FLAGS= PROGRAMS="Unseen Unseen2 SOE VT Javac Vec Natives Mixed Rhino RhinoInterp Scalac" KEEP= RETRANSFORM= ONLY_JDK=
 while [ $# -gt 0 ]; do
   case "$1" in
     -s) SECONDS_TO_RUN="$2"; shift 2 ;;
@@ -24,7 +26,7 @@ while [ $# -gt 0 ]; do
     -k) KEEP="$2"; shift 2 ;;
     -a) RETRANSFORM=1; shift ;;
     -J) ONLY_JDK="$2"; shift 2 ;;
-    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac Vec Natives Mixed\"] [-k DIR] [-a] [-J JDK]" >&2; exit 2 ;;
+    *) echo "usage: $0 [-s SECONDS] [-t INTERVAL] [-j \"JVM flags\"] [-p \"Unseen Unseen2 SOE VT Javac Vec Natives Mixed Rhino RhinoInterp Scalac\"] [-k DIR] [-a] [-J JDK]" >&2; exit 2 ;;
   esac
 done
 [ -x "$BUILD/bin/stackfrag" ] || "$ROOT/scripts/build.sh"
@@ -32,6 +34,8 @@ AGENT="${STACKFRAG_AGENT:-$BUILD/lib/libstackfrag.so}"
 JDKS=(/usr/lib/jvm/java-17-openjdk-amd64)
 [ -d /usr/lib/jvm/temurin-25-jdk-amd64 ] && JDKS+=(/usr/lib/jvm/temurin-25-jdk-amd64)
 [ -n "$ONLY_JDK" ] && JDKS=("$ONLY_JDK")
+RHINO=/usr/share/java/rhino.jar
+SCALA_JARS=/usr/share/java/scala-compiler.jar:/usr/share/java/scala-library.jar:/usr/share/java/scala-reflect.jar
 WORK="$(mktemp -d /dev/shm/sf-probes.XXXXXX)"
 trap 'rm -rf "$WORK"' EXIT
 [ -z "$KEEP" ] || mkdir -p "$KEEP"
@@ -47,9 +51,26 @@ for jdk in "${JDKS[@]}"; do
     if [ "$p" = VT ] && [ "$major" -lt 21 ]; then continue; fi
     modules=
     [ "$p" = Vec ] && modules="--add-modules jdk.incubator.vector"
-    # shellcheck disable=SC2086
-    "$jdk/bin/javac" $modules -d "$WORK/classes-$major" "$ROOT/bench/probes/$p.java" 2>"$WORK/$p-$major.javac" ||
-      { cat "$WORK/$p-$major.javac" >&2; exit 1; }
+    # The program's class path and main class with its arguments; Rhino and Scalac run code of
+    # Debian's packages (not installed by scripts/setup.sh: skipped without them).
+    main=(-cp "$WORK/classes-$major" "$p" "$SECONDS_TO_RUN")
+    case "$p" in
+      Rhino|RhinoInterp)
+        if [ ! -r "$RHINO" ]; then echo "| $major | $p | skipped: no $RHINO (apt-get install rhino) | | | | |"; continue; fi
+        opt=9
+        [ "$p" = RhinoInterp ] && opt=-1
+        main=(-cp "$RHINO" org.mozilla.javascript.tools.shell.Main -opt "$opt" "$ROOT/bench/probes/Rhino.js" "$SECONDS_TO_RUN") ;;
+      Scalac)
+        if [ ! -r "${SCALA_JARS%%:*}" ]; then echo "| $major | $p | skipped: no ${SCALA_JARS%%:*} (apt-get install scala) | | | | |"; continue; fi
+        "$jdk/bin/javac" -cp "$SCALA_JARS" -d "$WORK/classes-$major" "$ROOT/bench/probes/Scalac.java" || exit 1
+        [ -f "$WORK/Gen.scala" ] || python3 "$ROOT/bench/probes/gen_scala.py" "$WORK/Gen.scala"
+        mkdir -p "$WORK/scala-out-$major"
+        main=(-cp "$WORK/classes-$major:$SCALA_JARS" Scalac "$SECONDS_TO_RUN" "$WORK/scala-out-$major" "$WORK/Gen.scala") ;;
+      *)
+        # shellcheck disable=SC2086
+        "$jdk/bin/javac" $modules -d "$WORK/classes-$major" "$ROOT/bench/probes/$p.java" 2>"$WORK/$p-$major.javac" ||
+          { cat "$WORK/$p-$major.javac" >&2; exit 1; } ;;
+    esac
     rec="$WORK/$p-$major.sfr"
     agent_jar=
     if [ -n "$RETRANSFORM" ]; then
@@ -64,7 +85,7 @@ for jdk in "${JDKS[@]}"; do
     fi
     # shellcheck disable=SC2086
     if ! "$jdk/bin/java" $JVM_FLAGS $modules $agent_jar -agentpath:"$AGENT=interval=$INTERVAL,validate,record=$rec" \
-        -cp "$WORK/classes-$major" "$p" "$SECONDS_TO_RUN" > "$WORK/$p-$major.out" 2>&1; then
+        "${main[@]}" > "$WORK/$p-$major.out" 2>&1; then
       echo "| $major | $p | run failed: $(tail -1 "$WORK/$p-$major.out") | | | | |"
       continue
     fi
