@@ -636,14 +636,26 @@ bool NativeUnwinder::after_syscall(uint64_t pc) {
     return insn != nullptr && insn[0] == 0x0f && insn[1] == 0x05;
 }
 
-InternedName NativeUnwinder::symbol(uint64_t pc) {
-    if (!symbolize_) return {};
+InternedName NativeUnwinder::symbol(uint64_t pc) { return symbol_answer(pc).name; }
+
+InternedName NativeUnwinder::caller_symbol(uint64_t return_address) {
+    const SymbolAnswer& before = symbol_answer(return_address - 1);
+    if (before.function) return before.name;
+    // No function there: a return address a call did not push. The kernel makes a signal
+    // handler return to the sigreturn trampoline's first byte (glibc's __restore_rt, after a nop
+    // no symbol covers): that frame is named by its own pc.
+    return symbol_answer(return_address).name;
+}
+
+const NativeUnwinder::SymbolAnswer& NativeUnwinder::symbol_answer(uint64_t pc) {
+    static const SymbolAnswer kNone;
+    if (!symbolize_) return kNone;
     refresh();
     SymbolAnswer& cached = symbol_cache_[(pc ^ (pc >> 12)) & (kSymbolCacheSize - 1)];
-    if (cached.known && cached.pc == pc) return cached.name;
+    if (cached.known && cached.pc == pc) return cached;
     if (const InternedName* known = symbol_ranges_.find(pc)) {
-        cached = {pc, *known, true};
-        return *known;
+        cached = {pc, *known, true, true};
+        return cached;
     }
     uint64_t bias = 0, begin = 0, until = 0;
     Module* m = module_for(pc, bias);
@@ -653,8 +665,8 @@ InternedName NativeUnwinder::symbol(uint64_t pc) {
         const ModuleMap* mapping = map_.module_at(pc);
         symbol_ranges_.add(std::max(begin + bias, mapping->begin), std::min(until + bias, mapping->end), pc, *s);
     }
-    cached = {pc, s ? *s : m ? m->label : InternedName{}, true};
-    return cached.name;
+    cached = {pc, s ? *s : m ? m->label : InternedName{}, true, s.has_value()};
+    return cached;
 }
 
 }  // namespace sf::detail

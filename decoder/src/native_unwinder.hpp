@@ -146,8 +146,9 @@ public:
     // A caller frame's symbol: the function its call lies in. A call to a function that never
     // returns can be its caller's last instruction, and its return address the next function's
     // first byte or past every symbol (G1's GangWorker::run ends in `call GangWorker::loop`), so
-    // the byte before it is what is looked up, as for the frame's unwind row.
-    InternedName caller_symbol(uint64_t return_address) { return symbol(return_address - 1); }
+    // the byte before it is what is looked up, as for the frame's unwind row; where no function
+    // covers that byte (a signal trampoline's first byte), the return address itself.
+    InternedName caller_symbol(uint64_t return_address);
 
     // From the module files' code bytes, for a top pc without unwind info. `direct_call_into`: an
     // `e8 rel32` ends at `ret` and calls an address at most kLeafReach bytes at or below `pc` (the
@@ -266,11 +267,13 @@ private:
     // the modules are those of generation_.
     struct SymbolAnswer {
         uint64_t pc = 0;
-        InternedName name;
+        InternedName name;   // the function's, else the module's label
         bool known = false;
+        bool function = false;   // a function symbol covers pc
     };
     static constexpr size_t kSymbolCacheSize = 4096;
     std::vector<SymbolAnswer> symbol_cache_;
+    const SymbolAnswer& symbol_answer(uint64_t pc);
     // Behind symbol_cache_: the name by the function's range, so that a new pc in a function seen
     // before (a JIT compiler thread's top) needs no symbol table search. Functions are larger than
     // CFI rows: filed 2 KB either side, in 8192 granules (lucene JDK 25, 1 ms: 10 % fewer searches
