@@ -16,7 +16,8 @@ constexpr NodeId kNoNode = UINT32_MAX;
 
 // async-profiler's frame-kind annotations (and the C1 and kernel ones), which say how a frame ran,
 // not which code it is.
-constexpr std::string_view kKindSuffixes[] = {"_[j]", "_[i]", "_[0]", "_[1]", "_[k]"};
+constexpr std::string_view kKernelSuffix = "_[k]";
+constexpr std::string_view kKindSuffixes[] = {"_[j]", "_[i]", "_[0]", "_[1]", kKernelSuffix};
 
 std::string strip_kind_suffix(std::string_view name) {
     for (std::string_view suffix : kKindSuffixes) {
@@ -259,31 +260,29 @@ Cct normalize_contexts(const Cct& cct, const ContextOptions& options) {
     out.info() = cct.info();
     out.mutable_trace_counts() = cct.trace_counts();
     std::vector<FrameId> frame_map(cct.frame_count(), kRootFrame);
+    // A kernel-mode sample: stackfrag marks it with one "[kernel]" frame (the kernel's own stack is not
+    // copied), async-profiler lists the kernel's frames ("do_syscall_64_[k]"). Every kernel frame is
+    // "[kernel]", and a run of them one frame, so that the two say the same of where the time went.
+    FrameId kernel_frame = kRootFrame;   // "[kernel]" in `out`, once met
     for (FrameId f = 1; f < cct.frame_count(); ++f) {
         const FrameDesc& desc = cct.frame(f);
         FrameDesc normal;
-        normal.name = without_hidden_class_address(options.merge_frame_kinds ? strip_kind_suffix(desc.name) : desc.name);
-        // Thread frames and markers ("[worker (2) tid=7]", "[truncated]") are names, not signatures.
-        if (desc.type != FrameType::kThread && !is_marker(desc.type) && !normal.name.starts_with('[')) {
-            normal.name = without_arguments(std::move(normal.name));
+        const bool kernel = options.merge_frame_kinds &&
+                            (desc.name == kKernelFrameName ||
+                             (desc.name.size() > kKernelSuffix.size() && desc.name.ends_with(kKernelSuffix)));
+        if (kernel) {
+            normal.name = kKernelFrameName;
+        } else {
+            normal.name = without_hidden_class_address(options.merge_frame_kinds ? strip_kind_suffix(desc.name) : desc.name);
+            // Thread frames and markers ("[worker (2) tid=7]", "[truncated]") are names, not signatures.
+            if (desc.type != FrameType::kThread && !is_marker(desc.type) && !normal.name.starts_with('[')) {
+                normal.name = without_arguments(std::move(normal.name));
+            }
         }
         const bool keeps_type = !options.merge_frame_kinds || is_marker(desc.type);
         normal.type = keeps_type ? desc.type : FrameType::kNative;
         frame_map[f] = out.intern_frame(normal);
-    }
-    // A kernel-mode sample: stackfrag marks it with one "[kernel]" frame (the kernel's own stack is not
-    // copied), async-profiler lists the kernel's frames ("do_syscall_64_[k]"). Any run of kernel
-    // frames is one "[kernel]", so that the two say the same of where the time went.
-    std::vector<bool> kernel(cct.frame_count(), false);
-    FrameDesc kernel_desc;
-    kernel_desc.name = kKernelFrameName;
-    FrameId kernel_frame = kRootFrame;
-    if (options.merge_frame_kinds) {
-        for (FrameId f = 1; f < cct.frame_count(); ++f) {
-            const std::string& name = cct.frame(f).name;
-            kernel[f] = name == kKernelFrameName || (name.size() > 4 && name.ends_with("_[k]"));
-            if (kernel[f] && kernel_frame == kRootFrame) kernel_frame = out.intern_frame(kernel_desc);
-        }
+        if (kernel) kernel_frame = frame_map[f];
     }
     std::vector<NodeId> node_map(cct.node_count(), kRootNode);
     for (NodeId id = 0; id < cct.node_count(); ++id) {
@@ -291,15 +290,11 @@ Cct normalize_contexts(const Cct& cct, const ContextOptions& options) {
         NodeId mapped = kRootNode;
         if (id != kRootNode) {
             mapped = node_map[n.parent];
-            const bool dropped = options.ignore_threads && (cct.frame(n.frame).type == FrameType::kThread ||
-                                                            is_thread_kind_root(cct, id));
-            if (kernel[n.frame]) {
-                if (mapped == kRootNode || out.node(mapped).frame != kernel_frame) {
-                    mapped = out.child_or_create(mapped, kernel_frame, -1);
-                }
-            } else if (!dropped) {
-                mapped = out.child_or_create(mapped, frame_map[n.frame], -1);
-            }
+            const FrameId frame = frame_map[n.frame];
+            const bool dropped = frame != kernel_frame && options.ignore_threads &&
+                                 (cct.frame(n.frame).type == FrameType::kThread || is_thread_kind_root(cct, id));
+            const bool kernel_run = frame == kernel_frame && out.node(mapped).frame == kernel_frame;
+            if (!dropped && !kernel_run) mapped = out.child_or_create(mapped, frame, -1);
         }
         node_map[id] = mapped;
         if (n.self_samples > 0 || n.self_weight > 0) out.add_samples(mapped, n.self_samples, n.self_weight);
