@@ -1,5 +1,7 @@
 #include "stackfrag/base/zeroed_block.hpp"
 
+#include "stackfrag/base/huge_page_allocator.hpp"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -17,6 +19,13 @@ constexpr size_t kMapFrom = 128 * 1024;
 ZeroedBlock::ZeroedBlock(size_t bytes) : size_(bytes) {
     if (bytes == 0) return;
     prepared_.reset(new uint64_t[(bytes + kPageBytes * 64 - 1) / (kPageBytes * 64)]());
+    if (bytes >= huge_pages::kBytes) {
+        // Big enough for huge pages: the tables this size are hash maps, whose entries land on
+        // every page of them (a 2 MB page faults once, where its 512 small ones fault 512 times).
+        data_ = huge_pages::map(bytes);
+        mapped_ = true;
+        return;
+    }
     if (bytes >= kMapFrom) {
         void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED) throw std::bad_alloc();
@@ -58,7 +67,9 @@ ZeroedBlock& ZeroedBlock::operator=(ZeroedBlock&& other) noexcept {
 
 void ZeroedBlock::release() {
     if (data_ == nullptr) return;
-    if (mapped_) {
+    if (mapped_ && size_ >= huge_pages::kBytes) {
+        huge_pages::unmap(data_, size_);
+    } else if (mapped_) {
         munmap(data_, size_);
     } else {
         std::free(data_);

@@ -92,7 +92,7 @@ size_t Cct::child_slot(uint64_t key, NodeId parent, FrameId frame, int32_t call_
 }
 
 void Cct::grow_children() {
-    std::vector<ChildSlot> old = std::move(child_slots_);
+    NodeArray<ChildSlot> old = std::move(child_slots_);
     child_slots_.assign(old.empty() ? 1024 : old.size() * 2, ChildSlot{0, 0, 0, kNoChild});
     for (const ChildSlot& slot : old) {
         if (slot.child != kNoChild) {

@@ -4,6 +4,11 @@
 
 #include "stackfrag/base/zeroed_block.hpp"
 
+#include <fstream>
+#include <string>
+
+#include "stackfrag/base/huge_page_allocator.hpp"
+
 #include "minor_faults.hpp"
 
 using namespace sf;
@@ -11,7 +16,7 @@ using namespace sf;
 using sf::test::minor_faults;
 
 TEST_CASE("ZeroedBlock's pages start zero and unprepared, and prepare() marks only the pages asked for") {
-    for (const size_t bytes : {size_t{1000}, size_t{20'000}, size_t{1 << 20}}) {   // calloc'd and mmap'd
+    for (const size_t bytes : {size_t{1000}, size_t{20'000}, size_t{1 << 20}, size_t{5 << 20}}) {   // calloc'd, mmap'd, on huge pages
         ZeroedBlock block(bytes);
         REQUIRE(block.size() == bytes);
         for (size_t offset = 0; offset < bytes; offset += ZeroedBlock::kPageBytes) CHECK_FALSE(block.prepared(offset));
@@ -64,4 +69,21 @@ TEST_CASE("ZeroedBlock moves its pages and their marks") {
     assigned = std::move(moved);
     CHECK(assigned.size() == size_t{1} << 20);
     CHECK(assigned.prepared(8192));
+}
+
+TEST_CASE("ZeroedBlock: a block of 2 MB or more is advised for huge pages, a smaller one is not") {
+    std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string modes;
+    std::getline(in, modes);
+    ZeroedBlock small(1 << 20), large(5 << 20);
+    small.prepare(0);
+    large.prepare(0);
+    CHECK_FALSE(huge_pages::advised(small.data()));
+    if (modes.find("[never]") == std::string::npos && !modes.empty()) CHECK(huge_pages::advised(large.data()));
+    // One fault brings in the whole first huge page: preparing its other small pages costs none.
+    const long before = minor_faults();
+    for (size_t offset = ZeroedBlock::kPageBytes; offset < huge_pages::kBytes; offset += ZeroedBlock::kPageBytes) {
+        large.prepare(offset);
+    }
+    if (modes.find("[never]") == std::string::npos && !modes.empty()) CHECK(minor_faults() - before < 64);
 }

@@ -1,5 +1,5 @@
 // Zero-filled memory whose pages cost nothing until they are touched: large blocks come straight
-// from mmap (the kernel's zero page until written), small ones from calloc.
+// from mmap (the kernel's zero page until written), from 2 MB up on huge pages, small ones from calloc.
 #pragma once
 
 #include <cstddef>

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "stackfrag/base/flat_u64_map.hpp"
+#include "stackfrag/base/huge_page_allocator.hpp"
 #include "stackfrag/base/result.hpp"
 #include "stackfrag/decoder/call_trace.hpp"
 #include "stackfrag/profile/method_names.hpp"
@@ -252,7 +253,11 @@ private:
     size_t child_slot(uint64_t key, NodeId parent, FrameId frame, int32_t call_bci) const;
     NodeId child_or_create_keyed(uint64_t key, NodeId parent, FrameId frame, int32_t call_bci, int32_t call_line);
     void grow_children();
-    std::vector<uint64_t> node_keys_;   // by node id, beside nodes_
+    // The tree's arrays by node id (and its child table) grow to megabytes in a long or deep
+    // profile: on huge pages once that large (HugePageAllocator says why).
+    template <class T>
+    using NodeArray = std::vector<T, HugePageAllocator<T>>;
+    NodeArray<uint64_t> node_keys_;   // by node id, beside nodes_
     // add()'s per-trace scratch: each new frame's FrameId, whether it is stable, its key.
     struct NewFrame {
         FrameId frame;
@@ -323,12 +328,12 @@ private:
     // ancestors' share in unsettled_ (samples, weight per node, not yet in the node's totals nor
     // passed to its parent), which settle() adds up in one pass from the last node to the root
     // (a node's parent always has the smaller id). Both are mutable: reading settles.
-    mutable std::vector<Node> nodes_;
+    mutable NodeArray<Node> nodes_;
     struct Unsettled {
         uint64_t samples = 0;
         uint64_t weight = 0;
     };
-    mutable std::vector<Unsettled> unsettled_by_node_;
+    mutable NodeArray<Unsettled> unsettled_by_node_;
     mutable bool unsettled_ = false;
     void settle() const;
     // children(): node id -> [child_begin_[id], child_begin_[id + 1]) in child_ids_, for the first
@@ -338,7 +343,7 @@ private:
     mutable size_t children_indexed_ = 0;
     std::vector<FrameDesc> frames_;
     std::unordered_map<std::string, FrameId> frame_ids_;   // identity key -> frame
-    std::vector<ChildSlot> child_slots_;   // size a power of two, at most half full
+    NodeArray<ChildSlot> child_slots_;   // size a power of two, at most half full
     size_t child_count_ = 0;
     // (method id, type) -> frame. A jmethodID names one method (class, name, signature) for the
     // JVM's whole life and HotSpot never reuses one, so an id once resolved needs no new lookup.
