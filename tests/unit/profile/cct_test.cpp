@@ -413,3 +413,41 @@ TEST_CASE("a node's children are listed in creation order, again after the tree 
     }
     CHECK(listed == cct.node_count() - 1);
 }
+
+TEST_CASE("a tree grown past small pages (its arrays on huge pages) keeps every context, count and id") {
+    MethodTable names = main_work_leaf();
+    Cct cct(&names);
+    // main -> work at 300 call sites -> leaf at 200 call sites each: 60,301 nodes, ~3.4 MB of nodes
+    // and a 4 MB child table, each array copied to a new mapping as it grew.
+    constexpr int kWorkSites = 300, kLeafSites = 200;
+    std::vector<NodeId> first_leaf_ids;
+    for (int round = 0; round < 2; ++round) {
+        for (int w = 0; w < kWorkSites; ++w) {
+            for (int l = 0; l < kLeafSites; ++l) {
+                const auto id = cct.add(trace({compiled(3, 1), compiled(2, l), compiled(1, w)}));
+                REQUIRE(id);
+                if (round == 0 && l == 0) first_leaf_ids.push_back(*id);
+                if (round == 1 && l == 0) CHECK(*id == first_leaf_ids[static_cast<size_t>(w)]);   // ids never move
+            }
+        }
+    }
+    CHECK(cct.node_count() == 1 + 1 + kWorkSites + kWorkSites * kLeafSites);
+    CHECK(cct.total_samples() == 2u * kWorkSites * kLeafSites);
+    const auto mains = cct.find({"app/Main.main"});
+    REQUIRE(mains.size() == 1);
+    CHECK(cct.children(mains[0]).size() == kWorkSites);
+    const auto leaves = cct.find({"app/Main.main", "app/Main.work", "app/Main.leaf"});
+    REQUIRE(leaves.size() == kWorkSites * kLeafSites);
+    bool all_two = true;
+    for (const NodeId leaf : leaves) all_two = all_two && cct.node(leaf).self_samples == 2 && cct.node(leaf).total_samples == 2;
+    CHECK(all_two);
+
+    Cct merged(&names);
+    merged.merge(cct);
+    merged.merge(cct);
+    CHECK(merged.node_count() == cct.node_count());
+    CHECK(merged.total_samples() == 2 * cct.total_samples());
+    const auto merged_leaves = merged.find({"app/Main.main", "app/Main.work", "app/Main.leaf"});
+    REQUIRE(merged_leaves.size() == leaves.size());
+    CHECK(merged.node(merged_leaves.back()).self_samples == 4);
+}
