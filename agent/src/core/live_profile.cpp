@@ -51,6 +51,18 @@ size_t stack_bytes_of(const Event& event) {
     return 0;
 }
 
+// The memory a queued sample's fragment holds: its buffer, at least 16 KB whatever the fragment's size.
+size_t buffer_bytes_of(const Event& event) {
+    if (const auto* s = std::get_if<Sample>(&event)) return s->stack.capacity();
+    return 0;
+}
+
+void raise_to(std::atomic<size_t>& peak, size_t value) {
+    size_t seen = peak.load(std::memory_order_relaxed);
+    while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+    }
+}
+
 double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * double(part) / double(whole) : 0.0; }
 
 // The offset from the samples' CLOCK_MONOTONIC times to Unix time, for outputs with timestamps.
@@ -221,6 +233,11 @@ void LiveProfile::recycle(Event* event) {
             held_bytes_.fetch_add(capacity, std::memory_order_relaxed);
             returning_.push_back(std::move(sample->stack));
             if (returning_.size() >= kHandBackStacks) hand_back_stacks();
+        } else if (capacity != 0 && queued_buffer_bytes_.load(std::memory_order_relaxed) > kMaxSpareBytes) {
+            // A backlog draining: more buffers come back than the spares take, and the allocator
+            // would keep every page of them.
+            release_buffer_pages(sample->stack);
+            buffers_released_.fetch_add(1, std::memory_order_relaxed);
         }
     }
     *event = Event{};
@@ -298,10 +315,17 @@ bool LiveProfile::was_held(const Event& event) const {
 bool LiveProfile::push(Event* event) {
     const size_t bytes = stack_bytes_of(*event);
     const int64_t held = was_held(*event) ? static_cast<int64_t>(bytes) : 0;
-    queued_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    const size_t buffer = buffer_bytes_of(*event);
+    const size_t queued = queued_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    const size_t buffers = queued_buffer_bytes_.fetch_add(buffer, std::memory_order_relaxed) + buffer;
     held_queued_bytes_.fetch_add(held, std::memory_order_relaxed);
-    if (queue_.push(event)) return true;
+    if (queue_.push(event)) {
+        raise_to(peak_queued_bytes_, queued);
+        raise_to(peak_queued_buffer_bytes_, buffers);
+        return true;
+    }
     held_queued_bytes_.fetch_sub(held, std::memory_order_relaxed);
+    queued_buffer_bytes_.fetch_sub(buffer, std::memory_order_relaxed);
     queued_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
     return false;
 }
@@ -503,12 +527,14 @@ bool LiveProfile::drain_batch() {
     Event* event = nullptr;
     for (size_t n = 0; n < kBatch && queue_.pop(event); ++n) {
         const size_t bytes = stack_bytes_of(*event);
+        const size_t buffer = buffer_bytes_of(*event);
         const int64_t held = was_held(*event) ? static_cast<int64_t>(bytes) : 0;
         // The next sample's fragment is asked for while this event is decoded.
         if (n + 1 < kBatch && queue_.read_available() > 0 && !broken_) stream_->prefetch(*queue_.front());
         consume(std::move(*event));
         recycle(event);
         held_queued_bytes_.fetch_sub(held, std::memory_order_relaxed);
+        queued_buffer_bytes_.fetch_sub(buffer, std::memory_order_relaxed);
         queued_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
         any = true;
     }
@@ -892,6 +918,9 @@ LiveCounts LiveProfile::counts(size_t top) const {
     out.threads_given_back = threads_given_back_.load(std::memory_order_relaxed);
     out.dropped = dropped_.load();
     out.metadata_dropped = metadata_dropped_.load();
+    out.peak_queued_bytes = peak_queued_bytes_.load(std::memory_order_relaxed);
+    out.peak_queued_buffer_bytes = peak_queued_buffer_bytes_.load(std::memory_order_relaxed);
+    out.buffers_released = buffers_released_.load(std::memory_order_relaxed);
     out.lost = lost_total_.load();
     out.off_cpu_samples = off_cpu_offered_.load();
     out.samples -= std::min(out.samples, out.off_cpu_samples);
@@ -988,6 +1017,12 @@ std::string LiveProfile::summary_text(size_t top) const {
         out += "\n  the profiler's own threads: " + std::to_string(c.top_only) + " samples, each its top frame alone";
     }
     if (c.metadata_dropped != 0) out += "\n  code events dropped by the live queue: " + std::to_string(c.metadata_dropped);
+    if (c.peak_queued_buffer_bytes != 0) {
+        snprintf(line, sizeof line, "\n  live queue: at most %.1f MB of fragments waited for the decoder, in %.1f MB of buffers",
+                 static_cast<double>(c.peak_queued_bytes) / 1e6, static_cast<double>(c.peak_queued_buffer_bytes) / 1e6);
+        out += line;
+        if (c.buffers_released != 0) out += "; " + std::to_string(c.buffers_released) + " buffers of its backlogs given back to the system";
+    }
     if (c.threads_cut != 0) {
         out += "\n  fragments cut where the walks stop reading (above a thread's first frame): " +
                std::to_string(c.threads_cut) + " threads";

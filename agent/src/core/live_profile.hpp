@@ -129,6 +129,11 @@ struct LiveCounts {
     uint32_t stack_bytes = 0;      // the fragment size the VM was sampled with (0 unknown)
     uint64_t dropped = 0;          // samples not queued: queue or byte budget full, or no memory
     uint64_t metadata_dropped = 0; // non-sample events lost past the backlog limit
+    // The most fragment bytes the live queue held at once (what queue_bytes bounds), and the most
+    // buffer bytes (their capacities: what they took of the process's memory).
+    uint64_t peak_queued_bytes = 0;
+    uint64_t peak_queued_buffer_bytes = 0;
+    uint64_t buffers_released = 0;   // fragment buffers of a backlog whose pages went back to the kernel
     uint64_t lost = 0;             // the kernel's Lost counts in the stream
     uint64_t decoded = 0;          // complete + incomplete
     uint64_t incomplete = 0;
@@ -310,6 +315,9 @@ private:
     size_t spare_bound_bytes_ = kMinSpareBytes;
     void end_wakeup();
     std::atomic<size_t> queued_bytes_{0};
+    std::atomic<size_t> queued_buffer_bytes_{0};   // the queued fragments' buffers (capacities)
+    std::atomic<size_t> peak_queued_bytes_{0}, peak_queued_buffer_bytes_{0};
+    std::atomic<uint64_t> buffers_released_{0};   // written by the decoder thread: pages given back (release_buffer_pages)
     std::deque<Event*> backlog_;   // producer side only
 
     std::atomic<uint64_t> samples_{0};

@@ -321,6 +321,40 @@ TEST_CASE("the reader gets decoded samples' fragment buffers back to fill, as ma
     CHECK(collapsed(live.cct()) == "T.m2_[0];T.m1_[0] " + std::to_string(samples) + "\n");
 }
 
+TEST_CASE("a backlog's buffers that the spares have no room for give their pages back; the summary says so") {
+    World w;
+    FakeClock clock;
+    LiveProfile live(settings_for_tests(), clock);
+    for (const Event& e : metadata(w)) live.observe(e);
+    // 2,000 samples in 16 KB buffers wait at once (32.8 MB): more than the spares' bound can take.
+    constexpr size_t kBuffer = 16384, kSamples = 2000;
+    size_t fragment = 0;
+    for (uint64_t t = 1000; t < 1000 + kSamples; ++t) {
+        Sample s = chain_sample(w, t);
+        fragment = s.stack.size();
+        s.stack.reserve(kBuffer);
+        live.observe(std::move(s));
+    }
+    drain(live);
+    const sf::agent::LiveCounts c = live.counts();
+    CHECK(c.decoded == kSamples);
+    CHECK(c.peak_queued_bytes == kSamples * fragment);
+    CHECK(c.peak_queued_buffer_bytes == kSamples * kBuffer);
+    // Kept as spares: the floor's 512; released: those drained while more than the spares' ceiling
+    // still waited behind them; the rest freed as before.
+    const size_t spares = LiveProfile::kMinSpareBytes / kBuffer;
+    const size_t waiting_over_ceiling = kSamples - LiveProfile::kMaxSpareBytes / kBuffer;
+    CHECK(c.buffers_released <= waiting_over_ceiling - spares);
+    CHECK(c.buffers_released + 2 >= waiting_over_ceiling - spares);   // a batch's edge either way
+    CHECK_THAT(live.summary_text(0), Catch::Matchers::Contains("live queue: at most") &&
+                                         Catch::Matchers::Contains(std::to_string(c.buffers_released) + " buffers of its backlogs given back"));
+    // A batch that fits the spares releases nothing.
+    for (uint64_t t = 5000; t < 5100; ++t) live.observe(chain_sample(w, t));
+    drain(live);
+    CHECK(live.counts().buffers_released == c.buffers_released);
+    CHECK(collapsed(live.cct()) == "T.m2_[0];T.m1_[0] " + std::to_string(kSamples + 100) + "\n");
+}
+
 TEST_CASE("loop rotation writes one file per interval, named by its start time") {
     setenv("TZ", "UTC", 1);
     tzset();
