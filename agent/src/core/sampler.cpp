@@ -307,7 +307,7 @@ public:
             }
             *copied_end = std::max(*copied_end, end);
         }
-        const size_t buffer_size = std::max<size_t>((bytes + 4095) & ~size_t{4095}, 16384);
+        const size_t buffer_size = fragment_buffer_bytes(bytes);
         if (!take_spare(sampler_.spare_stacks_, buffer_size, sample.stack)) {
             (void)sampler_.writer_.spare_stack(sample.stack, buffer_size);   // one the live decoder is done with
         }
