@@ -28,8 +28,17 @@ constexpr uint64_t kMaxInFlightHoldNs = 1'000'000'000;
 // (unknown_method). What the hold keeps grows with the JVM's CPU time, not the wait: ~75-100 MB at
 // 100 us in mode=cpu however slow the start; the bound is for a start that runs long (another
 // agent's VMInit at work), the time limit for one that never ends (a debugger at VMInit).
-constexpr uint64_t kMaxStartHoldNs = 10'000'000'000;
+// A start with the heap pre-touched (-XX:+AlwaysPreTouch: the GC threads fault in every page of
+// the heap before VMInit) runs as long as its heap is large: a 4 GB heap took 11-12 s on the 2-CPU
+// VM and 24 s of CPU, and with a 10 s limit the held samples went out before the VM's layout and
+// failed (no_code_map: 7,400-13,900 of ~23,000 samples, 7,700-17,400 more dropped by the full live
+// queue). Past kStartHoldTrimBytes held, each further sample keeps only the top of its fragment
+// (kTrimmedStartFragmentBytes: the frames that say where the time went), so that the byte bound
+// holds four times as many samples as it would whole.
+constexpr uint64_t kMaxStartHoldNs = 60'000'000'000;
 constexpr uint64_t kMaxStartHoldBytes = 256ull << 20;
+constexpr uint64_t kStartHoldTrimBytes = 128ull << 20;   // a start's usual hold at 100 us: 75-100 MB
+constexpr size_t kTrimmedStartFragmentBytes = 4096;
 // One wake-up policy for every ring: the reader runs on its own cadence and drains all rings with
 // news in one batch, whatever their number; a ring's watermark (three quarters of it) is only the
 // safety valve for a ring that fills faster than the cadence drains it (context-switch samples, a
@@ -279,6 +288,11 @@ public:
                                  : sampler_.stack_tops_copy_.top_of(view.tid);
         if (top != 0 && sample.stack_sp < top && top - sample.stack_sp < bytes) {
             bytes = static_cast<size_t>(top - sample.stack_sp);
+        }
+        if (bytes > kTrimmedStartFragmentBytes && sampler_.start_hold_.load(std::memory_order_relaxed) &&
+            sampler_.stack_bytes_kept_ - sampler_.stack_bytes_released_ >= kStartHoldTrimBytes) {
+            bytes = kTrimmedStartFragmentBytes;
+            sampler_.start_fragments_trimmed_.fetch_add(1, std::memory_order_relaxed);
         }
         sampler_.stack_bytes_written_ += view.stack_size;
         sampler_.stack_bytes_kept_ += bytes;
@@ -1555,6 +1569,7 @@ SamplerStats Sampler::stats() const {
     stats.stack_bytes_written = published_stack_bytes_written_.load(std::memory_order_relaxed);
     stats.stack_bytes_kept = published_stack_bytes_kept_.load(std::memory_order_relaxed);
     stats.stack_holes_faulted = stack_holes_faulted_.load(std::memory_order_relaxed);
+    stats.start_fragments_trimmed = start_fragments_trimmed_.load(std::memory_order_relaxed);
     stats.cadence_ns = cadence_ns_.load(std::memory_order_relaxed);
     stats.module_rescans = module_rescans_.load(std::memory_order_relaxed);
     stats.modules_found = modules_found_.load(std::memory_order_relaxed);

@@ -61,6 +61,8 @@ struct SamplerStats {
     uint64_t stack_bytes_kept = 0;
     // Untouched pages inside threads' stacks where the kernel's copies stopped, faulted in.
     uint64_t stack_holes_faulted = 0;
+    // Samples of a long start (held for VMInit past kStartHoldTrimBytes) kept with only their top.
+    uint64_t start_fragments_trimmed = 0;
     // What the reader did, once it has stopped: its cycles, how many of them a ring's watermark
     // (a ring filling faster than the cadence drains it) or a wake() brought early, and how many
     // ring looks found news (the rest cost one cache line each).
@@ -411,6 +413,7 @@ private:
     static constexpr size_t kMaxCopiedEnds = 4096;
     std::unordered_map<uint32_t, uint64_t> copied_ends_;
     std::atomic<uint64_t> stack_holes_faulted_{0};
+    std::atomic<uint64_t> start_fragments_trimmed_{0};
     std::atomic<uint64_t> published_stack_bytes_written_{0};
     std::atomic<uint64_t> published_stack_bytes_kept_{0};
     std::atomic<uint64_t> published_cycles_{0};

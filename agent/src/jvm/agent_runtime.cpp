@@ -1182,6 +1182,10 @@ private:
             stack_bytes_text += ", " + std::to_string(stats.stack_holes_faulted) +
                                 " untouched stack pages where copies stopped faulted in";
         }
+        if (stats.start_fragments_trimmed != 0) {
+            stack_bytes_text += ", " + std::to_string(stats.start_fragments_trimmed) +
+                                " samples of a long JVM start (held until VMInit) kept with the top 4 KiB of their stack only";
+        }
         if (stats.clock_threads != 0) {
             stack_bytes_text += ", " + std::to_string(stats.clock_samples) + " of the samples from " +
                                 std::to_string(stats.clock_threads) + " own threads' clocks (not sampled)";
