@@ -112,8 +112,13 @@ TEST_CASE("the main thread's fragments during the JVM's start are whole (JDK 17)
 // known (no_code_map for up to 61 % of the samples, up to 17,400 more dropped by the full live
 // queue). Now the hold waits, keeping only the top 4 KB of each sample past its first 128 MB, and
 // the live queue has room for all of them.
-TEST_CASE("a long JVM start (a pre-touched 4 GB heap) is held for VMInit and decoded whole", "[start]") {
-    const std::string jdk = STACKFRAG_JDK17_HOME;
+namespace {
+
+void check_pretouched_start(const std::string& jdk) {
+    if (!std::filesystem::exists(jdk + "/bin/java")) {
+        WARN("no JDK at " << jdk);
+        return;
+    }
     std::string dir = "/tmp/sf-pretouch-it-XXXXXX";
     REQUIRE(mkdtemp(dir.data()) != nullptr);
     const std::string profile = dir + "/pretouch.collapsed";
@@ -130,7 +135,7 @@ TEST_CASE("a long JVM start (a pre-touched 4 GB heap) is held for VMInit and dec
                    dropped = std::stoull(m[4]);
     CHECK(samples >= 2000);   // seconds of pre-touching on any machine
     CHECK(dropped == 0);
-    CHECK(failed * 200 <= samples);   // at most 0.5 %
+    CHECK(failed * 1000 <= samples);   // at most 0.1 %
     CHECK(decoded + failed == samples);
     CHECK(r.err.find("no_code_map") == std::string::npos);
     // Where the start's time went: the GC threads touching the heap.
@@ -147,4 +152,16 @@ TEST_CASE("a long JVM start (a pre-touched 4 GB heap) is held for VMInit and dec
     CHECK(total == samples);
     CHECK(pretouch * 2 >= total);
     std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+
+TEST_CASE("a long JVM start (a pre-touched 4 GB heap) is held for VMInit and decoded whole (JDK 17)", "[start]") {
+    check_pretouched_start(STACKFRAG_JDK17_HOME);
+}
+
+// JDK 25's walks ran off the trimmed fragments inside native frames: 0.5 % failed until a trimmed
+// fragment counted as full.
+TEST_CASE("a long JVM start (a pre-touched 4 GB heap) is held for VMInit and decoded whole (JDK 25)", "[start]") {
+    check_pretouched_start(STACKFRAG_JDK25_HOME);
 }

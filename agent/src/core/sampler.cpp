@@ -38,7 +38,7 @@ constexpr uint64_t kMaxInFlightHoldNs = 1'000'000'000;
 constexpr uint64_t kMaxStartHoldNs = 60'000'000'000;
 constexpr uint64_t kMaxStartHoldBytes = 256ull << 20;
 constexpr uint64_t kStartHoldTrimBytes = 128ull << 20;   // a start's usual hold at 100 us: 75-100 MB
-constexpr size_t kTrimmedStartFragmentBytes = 4096;
+constexpr size_t kTrimmedStartFragmentBytes = kTrimmedStartFragment;   // counts as a full fragment
 // One wake-up policy for every ring: the reader runs on its own cadence and drains all rings with
 // news in one batch, whatever their number; a ring's watermark (three quarters of it) is only the
 // safety valve for a ring that fills faster than the cadence drains it (context-switch samples, a

@@ -1621,6 +1621,30 @@ TEST_CASE("a deep stack running off the fragment is incomplete", "[decoder][inte
     }
 }
 
+TEST_CASE("a long JVM start's trimmed fragment (its top 4 KB) run off is incomplete, not failed", "[decoder][interpreter]") {
+    // The agent keeps the top kTrimmedStartFragment bytes of each sample once a long start's hold
+    // (a pre-touched heap) has grown large; the stream's configured size is the whole 64 KB. JDK 25,
+    // a pre-touched 4 GB heap: 115 native_unwind_failed and 3 sp_out_of_fragment of ~22,000
+    // samples before such a fragment counted as full.
+    for (const size_t size : {size_t{kTrimmedStartFragment}, size_t{kTrimmedStartFragment} + 8}) {
+        World w(jdk_param());
+        FakeStack s;
+        s.bytes.resize(size);
+        const int frames = interpreted_frames_to_the_end(w, s);
+        VmInfo vm = w.map.vm();
+        vm.sample_stack_bytes = 65528;
+        w.map.apply(Event{vm});
+        const CallTrace t = Decoder(w.map, test_options()).decode(sample_of(s, kInterpBodyPc, s.at(0), s.at(0x100)));
+        INFO(size << " bytes: " << fail_reason_name(t.failure));
+        CHECK(t.frames.size() == size_t(frames));
+        if (size == kTrimmedStartFragment) {
+            CHECK(t.status == TraceStatus::kIncomplete);
+        } else {
+            CHECK(t.status == TraceStatus::kFailed);   // a stack that ended there should have had its first frame
+        }
+    }
+}
+
 TEST_CASE("an interpreted caller whose fixed slots cross the fragment's end is incomplete, not failed",
           "[decoder][interpreter]") {
     // javac, 100 us, stack=auto's 32 KB fragments: the last frame in the fragment had its caller's

@@ -202,11 +202,17 @@ constexpr uint32_t small_fragment_bytes(uint32_t configured) {
     return configured / 2 >= 4096 ? (configured / 2) & ~7u : 0;
 }
 
+// What a sample of a long JVM start keeps of its stack once the start's hold has grown large
+// (the agent's Sampler): its top frames only, with the stack going on above. A fragment of exactly
+// this size counts as full, so that a walk running off it is incomplete, not failed.
+inline constexpr uint32_t kTrimmedStartFragment = 4096;
+
 // Whether a fragment of `size` bytes is all the kernel was asked for (the thread's stack may go on
 // above it), as opposed to cut short by the thread's stack top. `configured`: 0 when unknown.
 constexpr bool fragment_is_full(size_t size, uint32_t configured) {
     const uint32_t small = small_fragment_bytes(configured);
-    return configured == 0 || size >= std::min(configured, kLargestPerfFragment) || (small != 0 && size == small);
+    return configured == 0 || size >= std::min(configured, kLargestPerfFragment) || (small != 0 && size == small) ||
+           size == kTrimmedStartFragment;
 }
 
 // Facts about the VM that hold for its whole life, sent once before any sample.
