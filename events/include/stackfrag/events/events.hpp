@@ -204,8 +204,10 @@ constexpr uint32_t small_fragment_bytes(uint32_t configured) {
 
 // What a sample of a long JVM start keeps of its stack once the start's hold has grown large
 // (the agent's Sampler): its top frames only, with the stack going on above. A fragment of exactly
-// this size counts as full, so that a walk running off it is incomplete, not failed.
-inline constexpr uint32_t kTrimmedStartFragment = 4096;
+// this size counts as full, so that a walk running off it is incomplete, not failed. A word short
+// of a page: a copy the kernel stopped at a page never written ends at a page boundary, and one
+// from a page-aligned sp must not pass for trimmed.
+inline constexpr uint32_t kTrimmedStartFragment = 4088;
 
 // Whether a fragment of `size` bytes is all the kernel was asked for (the thread's stack may go on
 // above it), as opposed to cut short by the thread's stack top. `configured`: 0 when unknown.
