@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -68,13 +69,21 @@ MainFragments main_fragments(const std::string& rec) {
     return result;
 }
 
-void check_start_fragments(const std::string& jdk) {
+// A fresh directory for a run of `jdk`'s java, or none (with a warning) where that JDK is absent.
+std::optional<std::string> run_dir_for(const std::string& jdk, const std::string& name) {
     if (!std::filesystem::exists(jdk + "/bin/java")) {
         WARN("no JDK at " << jdk);
-        return;
+        return std::nullopt;
     }
-    std::string dir = "/tmp/sf-start-it-XXXXXX";
+    std::string dir = "/tmp/sf-" + name + "-it-XXXXXX";
     REQUIRE(mkdtemp(dir.data()) != nullptr);
+    return dir;
+}
+
+void check_start_fragments(const std::string& jdk) {
+    const std::optional<std::string> run_dir = run_dir_for(jdk, "start");
+    if (!run_dir) return;
+    const std::string& dir = *run_dir;
     const std::string rec = dir + "/run.sfr";
     // The launcher's -version: the JVM's whole start and a little Java, ~0.1 s of the main thread.
     // 100 us: the shortest interval sampled from the agent's load.
@@ -115,12 +124,9 @@ TEST_CASE("the main thread's fragments during the JVM's start are whole (JDK 17)
 namespace {
 
 void check_pretouched_start(const std::string& jdk) {
-    if (!std::filesystem::exists(jdk + "/bin/java")) {
-        WARN("no JDK at " << jdk);
-        return;
-    }
-    std::string dir = "/tmp/sf-pretouch-it-XXXXXX";
-    REQUIRE(mkdtemp(dir.data()) != nullptr);
+    const std::optional<std::string> run_dir = run_dir_for(jdk, "pretouch");
+    if (!run_dir) return;
+    const std::string& dir = *run_dir;
     const std::string profile = dir + "/pretouch.collapsed";
     const auto r = sf::test::run_process({jdk + "/bin/java", "-Xms4g", "-Xmx4g", "-XX:+AlwaysPreTouch",
                                           "-agentpath:" + kAgent + "=interval=1ms,file=" + profile, "-version"},
