@@ -51,7 +51,7 @@ size_t stack_bytes_of(const Event& event) {
     return 0;
 }
 
-// The memory a queued sample's fragment holds: its buffer, at least 16 KB whatever the fragment's size.
+// The memory a queued sample's fragment holds: its buffer (fragment_buffer_bytes), larger than the fragment.
 size_t buffer_bytes_of(const Event& event) {
     if (const auto* s = std::get_if<Sample>(&event)) return s->stack.capacity();
     return 0;

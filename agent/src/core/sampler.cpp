@@ -33,12 +33,11 @@ constexpr uint64_t kMaxInFlightHoldNs = 1'000'000'000;
 // VM and 24 s of CPU, and with a 10 s limit the held samples went out before the VM's layout and
 // failed (no_code_map: 7,400-13,900 of ~23,000 samples, 7,700-17,400 more dropped by the full live
 // queue). Past kStartHoldTrimBytes held, each further sample keeps only the top of its fragment
-// (kTrimmedStartFragmentBytes: the frames that say where the time went), so that the byte bound
+// (kTrimmedStartFragment: the frames that say where the time went), so that the byte bound
 // holds four times as many samples as it would whole.
 constexpr uint64_t kMaxStartHoldNs = 60'000'000'000;
 constexpr uint64_t kMaxStartHoldBytes = 256ull << 20;
 constexpr uint64_t kStartHoldTrimBytes = 128ull << 20;   // a start's usual hold at 100 us: 75-100 MB
-constexpr size_t kTrimmedStartFragmentBytes = kTrimmedStartFragment;   // counts as a full fragment
 // One wake-up policy for every ring: the reader runs on its own cadence and drains all rings with
 // news in one batch, whatever their number; a ring's watermark (three quarters of it) is only the
 // safety valve for a ring that fills faster than the cadence drains it (context-switch samples, a
@@ -289,9 +288,9 @@ public:
         if (top != 0 && sample.stack_sp < top && top - sample.stack_sp < bytes) {
             bytes = static_cast<size_t>(top - sample.stack_sp);
         }
-        if (bytes > kTrimmedStartFragmentBytes && sampler_.start_hold_.load(std::memory_order_relaxed) &&
+        if (bytes > kTrimmedStartFragment && sampler_.start_hold_.load(std::memory_order_relaxed) &&
             sampler_.stack_bytes_kept_ - sampler_.stack_bytes_released_ >= kStartHoldTrimBytes) {
-            bytes = kTrimmedStartFragmentBytes;
+            bytes = kTrimmedStartFragment;
             sampler_.start_fragments_trimmed_.fetch_add(1, std::memory_order_relaxed);
         }
         sampler_.stack_bytes_written_ += view.stack_size;
