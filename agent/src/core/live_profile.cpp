@@ -529,6 +529,7 @@ bool LiveProfile::drain_batch() {
         const size_t bytes = stack_bytes_of(*event);
         const size_t buffer = buffer_bytes_of(*event);
         const int64_t held = was_held(*event) ? static_cast<int64_t>(bytes) : 0;
+        backlog_buffer_bytes_ = std::max(backlog_buffer_bytes_, queued_buffer_bytes_.load(std::memory_order_relaxed));
         // The next sample's fragment is asked for while this event is decoded.
         if (n + 1 < kBatch && queue_.read_available() > 0 && !broken_) stream_->prefetch(*queue_.front());
         consume(std::move(*event));
@@ -539,7 +540,25 @@ bool LiveProfile::drain_batch() {
         any = true;
     }
     hand_back_stacks();
+    trim_after_backlog();
     return any;
+}
+
+void LiveProfile::trim_after_backlog() {
+    if (settings_.trim_after_backlog_bytes == 0 || finishing_ || backlog_buffer_bytes_ < settings_.trim_after_backlog_bytes ||
+        queued_buffer_bytes_.load(std::memory_order_relaxed) > kMaxSpareBytes) {
+        return;
+    }
+    backlog_buffer_bytes_ = 0;
+    // A backlog that comes back (a decoder behind a high rate) would fault its pages in again
+    // after each trim: ~12 us a page here, 0.1 s for 32 MB. Once a minute at most.
+    const uint64_t now = clock_.monotonic_ns();
+    if (heap_trims_.load(std::memory_order_relaxed) != 0 && now - last_trim_ns_ < kMinTrimSpacingNs) return;
+    last_trim_ns_ = now;
+    const HeapTrim t = settings_.trim_heap ? settings_.trim_heap() : trim_free_heap();
+    heap_trims_.fetch_add(1, std::memory_order_relaxed);
+    heap_trimmed_bytes_.fetch_add(t.given_back(), std::memory_order_relaxed);
+    heap_trim_ns_.fetch_add(t.ns, std::memory_order_relaxed);
 }
 
 void LiveProfile::end_wakeup() {
@@ -825,7 +844,9 @@ void LiveProfile::name_before_stop() {
 }
 
 void LiveProfile::finish() {
-    // Everything the producer queued before stop() is decoded; nothing more arrives.
+    // Everything the producer queued before stop() is decoded; nothing more arrives (and the
+    // process ends: no trim after that backlog).
+    finishing_ = true;
     while (poll_once()) {
     }
     try {
@@ -921,6 +942,9 @@ LiveCounts LiveProfile::counts(size_t top) const {
     out.peak_queued_bytes = peak_queued_bytes_.load(std::memory_order_relaxed);
     out.peak_queued_buffer_bytes = peak_queued_buffer_bytes_.load(std::memory_order_relaxed);
     out.buffers_released = buffers_released_.load(std::memory_order_relaxed);
+    out.heap_trims = heap_trims_.load(std::memory_order_relaxed);
+    out.heap_trimmed_bytes = heap_trimmed_bytes_.load(std::memory_order_relaxed);
+    out.heap_trim_ns = heap_trim_ns_.load(std::memory_order_relaxed);
     out.lost = lost_total_.load();
     out.off_cpu_samples = off_cpu_offered_.load();
     out.samples -= std::min(out.samples, out.off_cpu_samples);
@@ -1022,6 +1046,12 @@ std::string LiveProfile::summary_text(size_t top) const {
                  static_cast<double>(c.peak_queued_bytes) / 1e6, static_cast<double>(c.peak_queued_buffer_bytes) / 1e6);
         out += line;
         if (c.buffers_released != 0) out += "; " + std::to_string(c.buffers_released) + " buffers of its backlogs given back to the system";
+        if (c.heap_trims != 0) {
+            snprintf(line, sizeof line, "; after %s the allocator gave %.1f MB of free memory back (malloc_trim, %.1f ms)",
+                     c.heap_trims == 1 ? "it" : "them", static_cast<double>(c.heap_trimmed_bytes) / 1e6,
+                     static_cast<double>(c.heap_trim_ns) / 1e6);
+            out += line;
+        }
     }
     if (c.threads_cut != 0) {
         out += "\n  fragments cut where the walks stop reading (above a thread's first frame): " +

@@ -26,6 +26,7 @@
 
 #include <boost/lockfree/spsc_queue.hpp>
 
+#include "stackfrag/base/heap_trim.hpp"
 #include "stackfrag/base/result.hpp"
 #include "stackfrag/decoder/stream_decoder.hpp"
 #include "stackfrag/events/events.hpp"
@@ -115,6 +116,15 @@ struct LiveSettings {
     // prepared without a ClassPrepare does so now, not at its next poll.
     std::function<void()> unknown_method;
     std::function<std::vector<NamedMethod>(const std::vector<uint64_t>& method_ids)> names_now;
+    // Once a backlog of at least this many bytes of fragment buffers has drained (the queue's
+    // buffers down to the spares' ceiling again), the decoder thread asks the C allocator to give
+    // its free pages back, at most once a minute. A start held for VMInit with a pre-touched heap
+    // queues 100-250 MB of fragments at once, most of them 4 KB: their buffers straddle pages,
+    // release_buffer_pages finds no whole page in them, and the allocator kept them (a 4 GB
+    // pre-touched start: 85-113 MB resident for good). 0: never.
+    size_t trim_after_backlog_bytes = 32u << 20;
+    // The trim; empty: trim_free_heap() (malloc_trim). Tests measure without touching the heap.
+    std::function<HeapTrim()> trim_heap;
 };
 
 // The live profile the options ask for, or nullopt for a run that only records (record= without
@@ -138,6 +148,9 @@ struct LiveCounts {
     uint64_t peak_queued_bytes = 0;
     uint64_t peak_queued_buffer_bytes = 0;
     uint64_t buffers_released = 0;   // fragment buffers of a backlog whose pages went back to the kernel
+    uint64_t heap_trims = 0;         // the allocator asked to give free pages back after a backlog
+    uint64_t heap_trimmed_bytes = 0; // resident memory those trims gave back
+    uint64_t heap_trim_ns = 0;       // and the time they took
     uint64_t lost = 0;             // the kernel's Lost counts in the stream
     uint64_t decoded = 0;          // complete + incomplete
     uint64_t incomplete = 0;
@@ -322,6 +335,13 @@ private:
     std::atomic<size_t> queued_buffer_bytes_{0};   // the queued fragments' buffers (capacities)
     std::atomic<size_t> peak_queued_bytes_{0}, peak_queued_buffer_bytes_{0};
     std::atomic<uint64_t> buffers_released_{0};   // written by the decoder thread: pages given back (release_buffer_pages)
+    // Decoder thread: the most buffer bytes queued since the last trim (at the pops); the trims.
+    size_t backlog_buffer_bytes_ = 0;
+    uint64_t last_trim_ns_ = 0;
+    bool finishing_ = false;   // finish() drains what is left
+    static constexpr uint64_t kMinTrimSpacingNs = 60'000'000'000;
+    void trim_after_backlog();
+    std::atomic<uint64_t> heap_trims_{0}, heap_trimmed_bytes_{0}, heap_trim_ns_{0};
     std::deque<Event*> backlog_;   // producer side only
 
     std::atomic<uint64_t> samples_{0};

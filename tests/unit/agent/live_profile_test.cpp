@@ -355,6 +355,67 @@ TEST_CASE("a backlog's buffers that the spares have no room for give their pages
     CHECK(collapsed(live.cct()) == "T.m2_[0];T.m1_[0] " + std::to_string(kSamples + 100) + "\n");
 }
 
+TEST_CASE("once a large backlog has drained, the allocator is asked to give its free pages back, at most once a minute") {
+    World w;
+    FakeClock clock;
+    sf::agent::LiveSettings settings = settings_for_tests();
+    settings.trim_after_backlog_bytes = 24u << 20;
+    size_t trims = 0;
+    settings.trim_heap = [&] {
+        ++trims;
+        sf::HeapTrim t;
+        t.resident_before = 100'000'000;
+        t.resident_after = 60'000'000;
+        t.ns = 2'000'000;
+        return t;
+    };
+    LiveProfile live(settings, clock);
+    for (const Event& e : metadata(w)) live.observe(e);
+    constexpr size_t kBuffer = 16384;
+    uint64_t at = 1000;
+    const auto backlog = [&](size_t samples) {
+        for (size_t i = 0; i < samples; ++i) {
+            Sample s = chain_sample(w, at++);
+            s.stack.reserve(kBuffer);
+            live.observe(std::move(s));
+        }
+        drain(live);
+    };
+    // 1,000 buffers of 16 KB (16.4 MB) waiting at once: below the threshold, no trim.
+    backlog(1000);
+    CHECK(trims == 0);
+    // 2,000 (32.8 MB): one trim, once the queue has drained, not one per batch.
+    backlog(2000);
+    CHECK(trims == 1);
+    sf::agent::LiveCounts c = live.counts();
+    CHECK(c.heap_trims == 1);
+    CHECK(c.heap_trimmed_bytes == 40'000'000);
+    CHECK_THAT(live.summary_text(0), Catch::Matchers::Contains("after it the allocator gave 40.0 MB of free memory back (malloc_trim, 2.0 ms)"));
+    // Small batches after it trim no more; another large backlog within the minute neither (its
+    // pages would be faulted in again at the next), one a minute later does.
+    for (int i = 0; i < 5; ++i) backlog(100);
+    CHECK(trims == 1);
+    clock.mono += 59'000'000'000;
+    backlog(2000);
+    CHECK(trims == 1);
+    clock.mono += 2'000'000'000;
+    backlog(2000);
+    CHECK(trims == 2);
+    CHECK(live.counts().decoded == 1000 + 2000 + 500 + 2000 + 2000);
+    // Off (0): never.
+    settings.trim_after_backlog_bytes = 0;
+    LiveProfile off(settings, clock);
+    for (const Event& e : metadata(w)) off.observe(e);
+    for (size_t i = 0; i < 3000; ++i) {
+        Sample s = chain_sample(w, 20000 + i);
+        s.stack.reserve(kBuffer);
+        off.observe(std::move(s));
+    }
+    drain(off);
+    CHECK(trims == 2);
+    CHECK(off.counts().heap_trims == 0);
+}
+
 TEST_CASE("loop rotation writes one file per interval, named by its start time") {
     setenv("TZ", "UTC", 1);
     tzset();
