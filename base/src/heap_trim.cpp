@@ -2,19 +2,13 @@
 
 #include <fcntl.h>
 #include <malloc.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
 
+#include "stackfrag/base/clock.hpp"
+
 namespace sf {
-namespace {
-uint64_t monotonic_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return uint64_t(ts.tv_sec) * 1'000'000'000u + uint64_t(ts.tv_nsec);
-}
-}  // namespace
 
 int64_t resident_bytes() {
     // Read with plain system calls into a stack buffer: the caller may be measuring the allocator.

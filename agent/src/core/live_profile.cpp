@@ -525,11 +525,12 @@ void LiveProfile::consume(Event&& event) {
 bool LiveProfile::drain_batch() {
     bool any = false;
     Event* event = nullptr;
+    // The queue is at its fullest, as the decoder thread sees it, as a batch begins.
+    backlog_buffer_bytes_ = std::max(backlog_buffer_bytes_, queued_buffer_bytes_.load(std::memory_order_relaxed));
     for (size_t n = 0; n < kBatch && queue_.pop(event); ++n) {
         const size_t bytes = stack_bytes_of(*event);
         const size_t buffer = buffer_bytes_of(*event);
         const int64_t held = was_held(*event) ? static_cast<int64_t>(bytes) : 0;
-        backlog_buffer_bytes_ = std::max(backlog_buffer_bytes_, queued_buffer_bytes_.load(std::memory_order_relaxed));
         // The next sample's fragment is asked for while this event is decoded.
         if (n + 1 < kBatch && queue_.read_available() > 0 && !broken_) stream_->prefetch(*queue_.front());
         consume(std::move(*event));

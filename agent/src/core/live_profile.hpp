@@ -335,7 +335,7 @@ private:
     std::atomic<size_t> queued_buffer_bytes_{0};   // the queued fragments' buffers (capacities)
     std::atomic<size_t> peak_queued_bytes_{0}, peak_queued_buffer_bytes_{0};
     std::atomic<uint64_t> buffers_released_{0};   // written by the decoder thread: pages given back (release_buffer_pages)
-    // Decoder thread: the most buffer bytes queued since the last trim (at the pops); the trims.
+    // Decoder thread: the most buffer bytes queued since the last trim (as its batches began); the trims.
     size_t backlog_buffer_bytes_ = 0;
     uint64_t last_trim_ns_ = 0;
     bool finishing_ = false;   // finish() drains what is left
